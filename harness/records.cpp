@@ -1,0 +1,40 @@
+#include "harness/records.h"
+
+#include <array>
+
+namespace attnbench {
+
+namespace {
+
+constexpr std::array kResultStatuses = {ResultStatus::passed,  ResultStatus::failed,
+                                        ResultStatus::skipped, ResultStatus::crashed,
+                                        ResultStatus::timeout, ResultStatus::error};
+
+}  // namespace
+
+std::string_view result_status_name(ResultStatus status) {
+  switch (status) {
+    case ResultStatus::passed:
+      return "passed";
+    case ResultStatus::failed:
+      return "failed";
+    case ResultStatus::skipped:
+      return "skipped";
+    case ResultStatus::crashed:
+      return "crashed";
+    case ResultStatus::timeout:
+      return "timeout";
+    case ResultStatus::error:
+      return "error";
+  }
+  return "unknown";  // not a ResultStatus: the store's CHECK constraint refuses it
+}
+
+std::optional<ResultStatus> parse_result_status(std::string_view text) {
+  for (ResultStatus status : kResultStatuses) {
+    if (result_status_name(status) == text) return status;
+  }
+  return std::nullopt;
+}
+
+}  // namespace attnbench

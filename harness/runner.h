@@ -1,0 +1,46 @@
+// One run, start to finish: suite -> cases (kernel x problem x device) -> support check ->
+// seeded inputs -> run -> check against the reference -> time -> result -> SQLite (one
+// transaction per result) -> summary table -> exit code.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+namespace attnbench {
+
+// Exit codes of DESIGN.
+constexpr int kExitClean = 0;
+constexpr int kExitFailures = 1;  // failed checks (later: confirmed regressions)
+constexpr int kExitUsage = 2;     // usage or infrastructure error, or nothing was measured
+
+constexpr double kDefaultMaxCaseSeconds = 2.0;
+constexpr int kDefaultRepetitions = 10;
+constexpr const char* kDefaultDatabase = "results/attnbench.sqlite";
+
+struct RunOptions {
+  std::string suite;                      // name or path; may be empty when shapes are given
+  std::vector<std::string> shapes;        // --shape, ad-hoc problems
+  std::vector<std::string> kernel_globs;  // --kernels; empty = the suite's (all for --shape)
+  std::string filter;                     // --filter / --benchmark_filter, regex on case names
+  std::string devices = "all";
+  std::string distribution;     // --dist for --shape problems (default normal)
+  int repetitions = 0;          // 0 = the suite's, else kDefaultRepetitions
+  double max_case_seconds = 0;  // 0 = the suite's, else kDefaultMaxCaseSeconds
+  std::string dump_dir;         // --dump: write every case's tensors here
+  bool check_only = false;      // `attnbench check`
+  bool require_gpu = false;
+  std::optional<uint64_t> seed;  // run seed; random when absent (stored)
+  std::string db_path = kDefaultDatabase;
+  std::string command_line;
+  std::string gbench_out;           // --benchmark_out
+  bool gbench_json_stdout = false;  // --benchmark_format=json
+  bool interactive = false;         // progress line rewritten in place (a terminal)
+};
+
+// Runs and stores; returns the exit code. Progress and errors go to `err`, tables to `out`.
+int run_cases(const RunOptions& options, std::ostream& out, std::ostream& err);
+
+}  // namespace attnbench

@@ -1,0 +1,18 @@
+// The CPU kernels, one factory each; the registry lists them. All run on the host with OpenMP,
+// deterministically, and take their scratch from the harness's allocator.
+#pragma once
+
+#include "kernels/kernel.h"
+
+namespace attnbench {
+
+// cpu.naive: plain loops, the whole score matrix per (batch, head); the baseline.
+Kernel cpu_naive_kernel();
+// cpu.masked_*: BLAS for Q K^T and P V over all keys; they differ in how the mask is applied.
+Kernel cpu_masked_outofplace_kernel();
+Kernel cpu_masked_inplace_kernel();
+Kernel cpu_masked_fused_kernel();
+// cpu.flash: tiled online softmax (FlashAttention-2 style) on BLAS tiles.
+Kernel cpu_flash_kernel();
+
+}  // namespace attnbench

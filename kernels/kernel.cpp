@@ -1,0 +1,178 @@
+#include "kernels/kernel.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <sstream>
+
+namespace attnbench {
+
+namespace {
+
+// Masks by kind, as tables list them: "window", not "window(L,R)".
+std::string_view mask_kind_name(MaskKind kind) {
+  switch (kind) {
+    case MaskKind::none:
+      return "none";
+    case MaskKind::causal:
+      return "causal";
+    case MaskKind::causal_br:
+      return "causal_br";
+    case MaskKind::window:
+      return "window";
+    case MaskKind::padding:
+      return "padding";
+  }
+  return "?";
+}
+
+template <typename T, typename Name>
+std::string join(const std::vector<T>& items, Name name) {
+  std::string text;
+  for (const T& item : items) {
+    if (!text.empty()) text += ", ";
+    text += name(item);
+  }
+  return text;
+}
+
+template <typename T>
+bool contains(const std::vector<T>& items, const T& item) {
+  return std::find(items.begin(), items.end(), item) != items.end();
+}
+
+// "3.2e11": short enough for a skip reason, exact enough to compare against the limit.
+std::string format_flops(double flops) {
+  if (flops <= 0) return "0";
+  int exponent = static_cast<int>(std::floor(std::log10(flops)));
+  double mantissa = flops / std::pow(10.0, exponent);
+  if (std::round(mantissa * 10) >= 100) {  // 9.96e11 prints as 1.0e12, not 10.0e11
+    mantissa /= 10;
+    ++exponent;
+  }
+  char text[32];
+  if (std::round(mantissa * 10) == std::round(mantissa) * 10) {
+    std::snprintf(text, sizeof text, "%.0fe%d", std::round(mantissa), exponent);
+  } else {
+    std::snprintf(text, sizeof text, "%.1fe%d", mantissa, exponent);
+  }
+  return text;
+}
+
+// The size limit counts every (query, key) pair, mask or not: the CPU kernels that materialize
+// scores do the whole matrix whatever the mask, so their time follows this count, and a kernel
+// that skips masked tiles only finishes sooner than its limit promises.
+double dense_flops(const Problem& problem) {
+  return 2.0 * static_cast<double>(problem.head_dim_qk + problem.head_dim_v) *
+         static_cast<double>(problem.batch) * static_cast<double>(problem.heads_q) *
+         static_cast<double>(problem.seqlen_q) * static_cast<double>(problem.seqlen_k);
+}
+
+std::string head_dims_text(const SupportTable& table) {
+  return join(table.head_dims, [](int64_t dim) { return std::to_string(dim); });
+}
+
+// Empty when `dim` is one the table handles.
+std::string head_dim_reason(const SupportTable& table, const char* what, int64_t dim) {
+  if (!table.head_dims.empty()) {
+    if (contains(table.head_dims, dim)) return {};
+    return std::string(what) + " " + std::to_string(dim) + " not instantiated (" +
+           head_dims_text(table) + ")";
+  }
+  if (table.max_head_dim > 0 && dim > table.max_head_dim) {
+    return std::string(what) + " " + std::to_string(dim) + " above the maximum " +
+           std::to_string(table.max_head_dim);
+  }
+  return {};
+}
+
+}  // namespace
+
+std::string_view backend_name(Backend backend) {
+  switch (backend) {
+    case Backend::cpu:
+      return "cpu";
+    case Backend::cuda:
+      return "cuda";
+  }
+  return "?";
+}
+
+std::string unsupported_reason(const SupportTable& table, const Problem& problem) {
+  const auto dtype_text = [](DType dtype) { return std::string(dtype_name(dtype)); };
+  if (!contains(table.input_dtypes, problem.input_dtype)) {
+    return "dtype " + dtype_text(problem.input_dtype) + " not supported (" +
+           join(table.input_dtypes, dtype_text) + ")";
+  }
+  const bool output_ok = problem.output_dtype == problem.input_dtype ||
+                         (table.outputs_fp32 && problem.output_dtype == DType::f32);
+  if (!output_ok) {
+    return "output dtype " + dtype_text(problem.output_dtype) + " not supported for " +
+           dtype_text(problem.input_dtype) + " input";
+  }
+  // Kernels round P the way default_p_dtype says (e4m3 for FP8 inputs, not at all otherwise).
+  if (problem.p_dtype != default_p_dtype(problem.input_dtype)) {
+    return "P dtype " + dtype_text(problem.p_dtype) + " not supported for " +
+           dtype_text(problem.input_dtype) + " input (" +
+           dtype_text(default_p_dtype(problem.input_dtype)) + ")";
+  }
+  if (std::string reason = head_dim_reason(table, "head_dim", problem.head_dim_qk);
+      !reason.empty()) {
+    return reason;
+  }
+  if (problem.head_dim_v != problem.head_dim_qk) {
+    if (!table.separate_v_dim) return "head_dim_v != head_dim_qk not supported";
+    if (std::string reason = head_dim_reason(table, "head_dim_v", problem.head_dim_v);
+        !reason.empty()) {
+      return reason;
+    }
+  }
+  if (!contains(table.masks, problem.mask.kind)) {
+    return "mask " + std::string(mask_kind_name(problem.mask.kind)) + " not supported (" +
+           join(table.masks, [](MaskKind kind) { return std::string(mask_kind_name(kind)); }) + ")";
+  }
+  if (!contains(table.layouts, problem.layout)) {
+    const auto layout_text = [](Layout layout) { return std::string(layout_name(layout)); };
+    return "layout " + layout_text(problem.layout) + " not supported (" +
+           join(table.layouts, layout_text) + ")";
+  }
+  if (problem.heads_q != problem.heads_kv && !table.gqa) return "GQA not supported";
+  if (table.max_flops > 0 && dense_flops(problem) > table.max_flops) {
+    return "problem too large for this kernel: " + format_flops(dense_flops(problem)) + " FLOP > " +
+           format_flops(table.max_flops);
+  }
+  return {};
+}
+
+std::string describe_support(const SupportTable& table) {
+  const auto dtype_text = [](DType dtype) { return std::string(dtype_name(dtype)); };
+  std::ostringstream text;
+  text << "dtypes: " << join(table.input_dtypes, dtype_text) << " (output "
+       << (table.outputs_fp32 ? "in the input dtype or fp32" : "in the input dtype") << ")\n";
+  text << "head dims: ";
+  if (!table.head_dims.empty()) {
+    text << head_dims_text(table);
+  } else if (table.max_head_dim > 0) {
+    text << "any up to " << table.max_head_dim;
+  } else {
+    text << "any";
+  }
+  text << (table.separate_v_dim ? " (head_dim_v may differ)" : " (head_dim_v = head_dim_qk)")
+       << "\n";
+  text << "masks: " << join(table.masks, [](MaskKind kind) {
+    return std::string(mask_kind_name(kind));
+  }) << "\n";
+  text << "layouts: " << join(table.layouts, [](Layout layout) {
+    return std::string(layout_name(layout));
+  }) << "\n";
+  text << "GQA/MQA: " << (table.gqa ? "yes" : "no") << "\n";
+  text << "archs: " << join(table.archs, [](const std::string& arch) { return arch; }) << "\n";
+  if (table.max_flops > 0) {
+    text << "size limit: " << format_flops(table.max_flops)
+         << " FLOP (every query-key pair, masked or not)\n";
+  }
+  if (!table.notes.empty()) text << "notes: " << table.notes << "\n";
+  return text.str();
+}
+
+}  // namespace attnbench

@@ -1,0 +1,64 @@
+// The kernel interface. A kernel publishes a support table and answers every problem with
+// "supported" or a reason; inside its table it may not decline. It builds a plan per problem
+// (scratch, tiling decisions), and the harness reuses the plan for every timed iteration.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kernels/params.h"
+#include "kernels/scratch.h"
+#include "reference/problem.h"
+#include "reference/status.h"
+
+namespace attnbench {
+
+enum class Backend : uint8_t { cpu, cuda };
+std::string_view backend_name(Backend backend);
+
+struct SupportTable {
+  std::vector<DType> input_dtypes;
+  // Output dtype per input: same as the input, or fp32 accepted too when outputs_fp32 is set.
+  bool outputs_fp32 = false;
+  std::vector<int64_t> head_dims;  // exact head dims instantiated; empty = any up to max_head_dim
+  int64_t max_head_dim = 0;
+  bool separate_v_dim = false;  // head_dim_v may differ from head_dim_qk
+  std::vector<MaskKind> masks;
+  std::vector<Layout> layouts;
+  bool gqa = true;                 // heads_q a multiple of heads_kv (includes MQA)
+  std::vector<std::string> archs;  // "cpu", or "sm_80", "sm_90a", ...
+  // Size limit, e.g. what a CPU finishes in reasonable time: problems above it are outside
+  // the table and skipped with the reason. 0 = no limit.
+  double max_flops = 0;
+  std::string notes;
+};
+
+// Empty when the problem is inside the table; otherwise "head_dim 96 not instantiated (64, 128)".
+std::string unsupported_reason(const SupportTable& table, const Problem& problem);
+// One line per property, for `attnbench list kernels --support`.
+std::string describe_support(const SupportTable& table);
+
+class Plan {
+ public:
+  virtual ~Plan() = default;
+  // One forward. CPU plans run synchronously; GPU plans enqueue on the plan's stream.
+  virtual Status run(const AttentionParams& params) = 0;
+};
+
+struct Kernel {
+  std::string name;     // "cpu.flash"
+  std::string summary;  // one line: what it is
+  Backend backend = Backend::cpu;
+  bool deterministic = true;  // runs twice bit-for-bit equal
+  bool returns_lse = false;
+  SupportTable support;
+  // Builds a plan; scratch comes from `scratch` so the harness measures it. Called outside the
+  // timed region. Returns null with a message in `status` on failure.
+  std::function<std::unique_ptr<Plan>(const Problem& problem, ScratchAllocator& scratch,
+                                      Status& status)>
+      make_plan;
+};
+
+}  // namespace attnbench

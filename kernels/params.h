@@ -1,0 +1,41 @@
+// The one plain struct every attention kernel receives. Shapes, strides and derived values are
+// computed on the host (make_params); no logic lives here. Strides are in elements and the
+// head_dim stride is 1. Pointers are host pointers for CPU kernels, device pointers for GPU ones.
+#pragma once
+
+#include <cstdint>
+
+#include "reference/dtype.h"
+#include "reference/mask.h"
+
+namespace attnbench {
+
+struct AttentionParams {
+  const void* __restrict__ q;  // (batch, seqlen_q, heads_q, head_dim_qk) via q_*_stride
+  const void* __restrict__ k;  // (batch, seqlen_k, heads_kv, head_dim_qk) via k_*_stride
+  const void* __restrict__ v;  // (batch, seqlen_k, heads_kv, head_dim_v) via v_*_stride
+  void* __restrict__ out;      // (batch, seqlen_q, heads_q, head_dim_v) via out_*_stride
+  float* __restrict__ lse;     // (batch, heads_q, seqlen_q) natural-log LSE, or null if not wanted
+
+  int64_t q_batch_stride, q_row_stride, q_head_stride;
+  int64_t k_batch_stride, k_row_stride, k_head_stride;
+  int64_t v_batch_stride, v_row_stride, v_head_stride;
+  int64_t out_batch_stride, out_row_stride, out_head_stride;
+
+  int batch, heads_q, heads_kv, seqlen_q, seqlen_k, head_dim_qk, head_dim_v;
+  int heads_per_kv;  // heads_q / heads_kv (GQA group size; heads_q for MQA)
+
+  float scale;       // softmax scale applied to q . k
+  float scale_log2;  // scale * log2(e), for exp2-based softmax
+
+  MaskKind mask;
+  int window_left, window_right;  // window mask; -1 unbounded
+  // Padding mask: valid key count per batch, (batch,) int32, same memory space as q; else null.
+  const int* __restrict__ key_lengths;
+
+  DType input_dtype, output_dtype, p_dtype;
+  // FP8: x_real = x_stored * descale; out_stored = out_real * out_scale. 1 otherwise.
+  float q_descale, k_descale, v_descale, out_scale;
+};
+
+}  // namespace attnbench

@@ -1,0 +1,450 @@
+#include "reference/problem.h"
+
+#include <algorithm>
+#include <array>
+#include <charconv>
+#include <cmath>
+#include <initializer_list>
+#include <limits>
+#include <tuple>
+#include <vector>
+
+namespace attnbench {
+namespace {
+
+// Kernels receive shapes as int (kernels/params.h), so every dimension must fit one.
+constexpr int64_t kMaxDimension = std::numeric_limits<int32_t>::max();
+constexpr int64_t kUnboundedWindow = -1;
+// The number of tensors a qkv_packed buffer holds per (batch, seq) position: q, k and v.
+constexpr int64_t kPackedTensors = 3;
+
+constexpr std::array<Layout, 3> kAllLayouts = {Layout::bshd, Layout::bhsd, Layout::qkv_packed};
+constexpr std::array<Fp8Scaling, 4> kAllFp8Scalings = {Fp8Scaling::none, Fp8Scaling::per_tensor,
+                                                       Fp8Scaling::per_head, Fp8Scaling::per_block};
+constexpr std::string_view kShapeKeys =
+    "b, hq, hkv, sq, sk, s, d, dqk, dv, dtype, out, p, fp8_scaling, mask, layout, scale";
+
+std::string_view trim(std::string_view text) {
+  const auto first = text.find_first_not_of(" \t");
+  if (first == std::string_view::npos) return {};
+  const auto last = text.find_last_not_of(" \t");
+  return text.substr(first, last - first + 1);
+}
+
+// Built by appending: GCC 12 reports a false -Wrestrict for "'" + std::string(...) at -O3.
+std::string quoted(std::string_view text) {
+  std::string result = "'";
+  result += text;
+  result += '\'';
+  return result;
+}
+
+std::string format_double(double value) {
+  std::array<char, 64> buffer{};
+  const auto result = std::to_chars(buffer.data(), buffer.data() + buffer.size(), value);
+  return std::string(buffer.data(), result.ptr);
+}
+
+std::string dimension_range() { return "1 .. " + std::to_string(kMaxDimension); }
+
+// Splits on commas that are not inside parentheses: window(L,R) holds one.
+std::vector<std::string_view> split_top_level(std::string_view text) {
+  std::vector<std::string_view> items;
+  int depth = 0;
+  size_t start = 0;
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (text[i] == '(') ++depth;
+    if (text[i] == ')' && depth > 0) --depth;
+    if (text[i] == ',' && depth == 0) {
+      items.push_back(text.substr(start, i - start));
+      start = i + 1;
+    }
+  }
+  items.push_back(text.substr(start));
+  return items;
+}
+
+// Everything --shape can say, before defaults are filled in. Explicit fields win over the
+// shorthands (sq over s, dqk over d), so the order of the keys never matters.
+struct ShapeFields {
+  std::optional<int64_t> b, hq, hkv, sq, sk, s, d, dqk, dv;
+  std::optional<DType> dtype, out, p;
+  std::optional<Fp8Scaling> fp8_scaling;
+  std::optional<Mask> mask;
+  std::optional<Layout> layout;
+  std::optional<double> scale;
+};
+
+template <typename T>
+Status set_once(std::string_view key, std::optional<T>& field, T value) {
+  if (field) return Status::Error("key " + quoted(key) + " given twice in --shape");
+  field = value;
+  return Status::Ok();
+}
+
+Status set_integer(std::string_view key, std::string_view value, std::optional<int64_t>& field) {
+  int64_t parsed = 0;
+  const auto [end, error] = std::from_chars(value.data(), value.data() + value.size(), parsed);
+  if (error != std::errc() || end != value.data() + value.size()) {
+    return Status::Error(std::string(key) + " " + quoted(value) + ": accepted an integer in " +
+                         dimension_range());
+  }
+  return set_once(key, field, parsed);
+}
+
+Status set_dtype(std::string_view key, std::string_view value, std::optional<DType>& field) {
+  const auto dtype = parse_dtype(value);
+  if (!dtype) {
+    return Status::Error(std::string(key) + " " + quoted(value) + ": accepted " +
+                         accepted_dtype_names());
+  }
+  return set_once(key, field, *dtype);
+}
+
+std::string accepted_layout_names() {
+  std::string names;
+  for (Layout layout : kAllLayouts) {
+    if (!names.empty()) names += ", ";
+    names += layout_name(layout);
+  }
+  return names;
+}
+
+std::string accepted_fp8_scaling_names() {
+  std::string names;
+  for (Fp8Scaling scaling : kAllFp8Scalings) {
+    if (!names.empty()) names += ", ";
+    names += fp8_scaling_name(scaling);
+  }
+  return names;
+}
+
+Status set_field(std::string_view key, std::string_view value, ShapeFields& fields) {
+  if (key == "b") return set_integer(key, value, fields.b);
+  if (key == "hq") return set_integer(key, value, fields.hq);
+  if (key == "hkv") return set_integer(key, value, fields.hkv);
+  if (key == "sq") return set_integer(key, value, fields.sq);
+  if (key == "sk") return set_integer(key, value, fields.sk);
+  if (key == "s") return set_integer(key, value, fields.s);
+  if (key == "d") return set_integer(key, value, fields.d);
+  if (key == "dqk") return set_integer(key, value, fields.dqk);
+  if (key == "dv") return set_integer(key, value, fields.dv);
+  if (key == "dtype") return set_dtype(key, value, fields.dtype);
+  if (key == "out") return set_dtype(key, value, fields.out);
+  if (key == "p") return set_dtype(key, value, fields.p);
+  if (key == "fp8_scaling") {
+    const auto scaling = parse_fp8_scaling(value);
+    if (!scaling) {
+      return Status::Error("fp8_scaling " + quoted(value) + ": accepted " +
+                           accepted_fp8_scaling_names());
+    }
+    return set_once(key, fields.fp8_scaling, *scaling);
+  }
+  if (key == "mask") {
+    const auto mask = parse_mask(value);
+    if (!mask)
+      return Status::Error("mask " + quoted(value) + ": accepted " + accepted_mask_names());
+    return set_once(key, fields.mask, *mask);
+  }
+  if (key == "layout") {
+    const auto layout = parse_layout(value);
+    if (!layout) {
+      return Status::Error("layout " + quoted(value) + ": accepted " + accepted_layout_names());
+    }
+    return set_once(key, fields.layout, *layout);
+  }
+  if (key == "scale") {
+    double scale = 0;
+    const auto [end, error] = std::from_chars(value.data(), value.data() + value.size(), scale);
+    if (error != std::errc() || end != value.data() + value.size()) {
+      return Status::Error("scale " + quoted(value) +
+                           ": accepted 0 (the default 1/sqrt(dqk)) or a finite positive number");
+    }
+    return set_once(key, fields.scale, scale);
+  }
+  return Status::Error("unknown key " + quoted(key) +
+                       " in --shape; accepted: " + std::string(kShapeKeys));
+}
+
+Problem problem_from_fields(const ShapeFields& fields) {
+  Problem problem;
+  problem.batch = fields.b.value_or(problem.batch);
+  problem.heads_q = fields.hq.value_or(problem.heads_q);
+  problem.heads_kv = fields.hkv.value_or(problem.heads_q);
+  problem.seqlen_q = fields.sq.value_or(fields.s.value_or(problem.seqlen_q));
+  problem.seqlen_k = fields.sk.value_or(fields.s.value_or(problem.seqlen_k));
+  problem.head_dim_qk = fields.dqk.value_or(fields.d.value_or(problem.head_dim_qk));
+  problem.head_dim_v = fields.dv.value_or(fields.d.value_or(problem.head_dim_v));
+  problem.input_dtype = fields.dtype.value_or(problem.input_dtype);
+  problem.output_dtype = fields.out.value_or(default_output_dtype(problem.input_dtype));
+  problem.p_dtype = fields.p.value_or(default_p_dtype(problem.input_dtype));
+  problem.fp8_scaling = fields.fp8_scaling.value_or(problem.fp8_scaling);
+  problem.mask = fields.mask.value_or(problem.mask);
+  problem.layout = fields.layout.value_or(problem.layout);
+  problem.scale = fields.scale.value_or(problem.scale);
+  return problem;
+}
+
+Status check_dimension(std::string_view field, std::string_view key, int64_t value) {
+  if (value >= 1 && value <= kMaxDimension) return Status::Ok();
+  return Status::Error(std::string(field) + " (" + std::string(key) +
+                       ") = " + std::to_string(value) + ": accepted " + dimension_range());
+}
+
+Status check_window_bound(std::string_view side, int64_t value) {
+  if (value >= kUnboundedWindow && value <= kMaxDimension) return Status::Ok();
+  return Status::Error("mask window " + std::string(side) + " = " + std::to_string(value) +
+                       ": accepted -1 (unbounded) .. " + std::to_string(kMaxDimension));
+}
+
+// Product of positive factors, or nullopt when it does not fit int64.
+std::optional<int64_t> checked_product(std::initializer_list<int64_t> factors) {
+  int64_t product = 1;
+  for (int64_t factor : factors) {
+    if (__builtin_mul_overflow(product, factor, &product)) return std::nullopt;
+  }
+  return product;
+}
+
+Status check_packed_shapes(const Problem& problem) {
+  const auto mismatch = [](std::string_view what, std::string_view first_key, int64_t first,
+                           std::string_view second_key, int64_t second) {
+    return Status::Error("layout qkv_packed needs equal " + std::string(what) + " for q, k and v" +
+                         " (" + std::string(first_key) + " = " + std::to_string(first) + ", " +
+                         std::string(second_key) + " = " + std::to_string(second) + ")");
+  };
+  if (problem.seqlen_q != problem.seqlen_k) {
+    return mismatch("sequence lengths", "sq", problem.seqlen_q, "sk", problem.seqlen_k);
+  }
+  if (problem.heads_q != problem.heads_kv) {
+    return mismatch("head counts", "hq", problem.heads_q, "hkv", problem.heads_kv);
+  }
+  if (problem.head_dim_qk != problem.head_dim_v) {
+    return mismatch("head dims", "dqk", problem.head_dim_qk, "dv", problem.head_dim_v);
+  }
+  return Status::Ok();
+}
+
+TensorPlacement bshd_placement(int64_t seqlen, int64_t heads, int64_t head_dim) {
+  return {
+      .strides = {.batch = seqlen * heads * head_dim, .seq = heads * head_dim, .head = head_dim},
+      .offset = 0};
+}
+
+TensorPlacement bhsd_placement(int64_t seqlen, int64_t heads, int64_t head_dim) {
+  return {
+      .strides = {.batch = heads * seqlen * head_dim, .seq = head_dim, .head = seqlen * head_dim},
+      .offset = 0};
+}
+
+}  // namespace
+
+double Problem::softmax_scale() const {
+  return scale != 0 ? scale : 1.0 / std::sqrt(static_cast<double>(head_dim_qk));
+}
+
+int64_t Problem::key_length(int64_t b) const {
+  return mask.kind == MaskKind::padding ? padding_key_length(b, batch, seqlen_k) : seqlen_k;
+}
+
+KeyRange Problem::visible(int64_t b, int64_t query) const {
+  return visible_keys(mask.kind, mask.window_left, mask.window_right, query, seqlen_q, seqlen_k,
+                      key_length(b));
+}
+
+ProblemLayout describe_layout(const Problem& problem) {
+  const Problem& p = problem;
+  ProblemLayout layout;
+  layout.q_buffer_elements = p.batch * p.seqlen_q * p.heads_q * p.head_dim_qk;
+  layout.k_buffer_elements = p.batch * p.seqlen_k * p.heads_kv * p.head_dim_qk;
+  layout.v_buffer_elements = p.batch * p.seqlen_k * p.heads_kv * p.head_dim_v;
+  layout.out_elements = p.batch * p.seqlen_q * p.heads_q * p.head_dim_v;
+  layout.lse_elements = p.batch * p.heads_q * p.seqlen_q;
+  switch (p.layout) {
+    case Layout::bshd:
+      layout.q = bshd_placement(p.seqlen_q, p.heads_q, p.head_dim_qk);
+      layout.k = bshd_placement(p.seqlen_k, p.heads_kv, p.head_dim_qk);
+      layout.v = bshd_placement(p.seqlen_k, p.heads_kv, p.head_dim_v);
+      layout.out = bshd_placement(p.seqlen_q, p.heads_q, p.head_dim_v);
+      break;
+    case Layout::bhsd:
+      layout.q = bhsd_placement(p.seqlen_q, p.heads_q, p.head_dim_qk);
+      layout.k = bhsd_placement(p.seqlen_k, p.heads_kv, p.head_dim_qk);
+      layout.v = bhsd_placement(p.seqlen_k, p.heads_kv, p.head_dim_v);
+      layout.out = bhsd_placement(p.seqlen_q, p.heads_q, p.head_dim_v);
+      break;
+    case Layout::qkv_packed: {
+      // (batch, seq, 3, heads, dim): validate() guarantees q, k and v have one shape.
+      const int64_t tensor_row = p.heads_q * p.head_dim_qk;
+      const Strides packed{.batch = p.seqlen_q * kPackedTensors * tensor_row,
+                           .seq = kPackedTensors * tensor_row,
+                           .head = p.head_dim_qk};
+      layout.q = {.strides = packed, .offset = 0};
+      layout.k = {.strides = packed, .offset = tensor_row};
+      layout.v = {.strides = packed, .offset = 2 * tensor_row};
+      layout.out = bshd_placement(p.seqlen_q, p.heads_q, p.head_dim_v);
+      layout.q_buffer_elements = kPackedTensors * layout.q_buffer_elements;
+      layout.k_buffer_elements = 0;
+      layout.v_buffer_elements = 0;
+      break;
+    }
+  }
+  return layout;
+}
+
+Status validate(const Problem& problem) {
+  const std::array<std::tuple<std::string_view, std::string_view, int64_t>, 7> dimensions = {{
+      {"batch", "b", problem.batch},
+      {"heads_q", "hq", problem.heads_q},
+      {"heads_kv", "hkv", problem.heads_kv},
+      {"seqlen_q", "sq", problem.seqlen_q},
+      {"seqlen_k", "sk", problem.seqlen_k},
+      {"head_dim_qk", "dqk", problem.head_dim_qk},
+      {"head_dim_v", "dv", problem.head_dim_v},
+  }};
+  for (const auto& [field, key, value] : dimensions) {
+    if (Status status = check_dimension(field, key, value); !status) return status;
+  }
+  if (problem.heads_q % problem.heads_kv != 0) {
+    return Status::Error("heads_q (hq) = " + std::to_string(problem.heads_q) +
+                         " is not a multiple of heads_kv (hkv) = " +
+                         std::to_string(problem.heads_kv) + ": GQA/MQA needs hq % hkv == 0");
+  }
+  if (!std::isfinite(problem.scale) || problem.scale < 0) {
+    return Status::Error("scale = " + format_double(problem.scale) +
+                         ": accepted 0 (the default 1/sqrt(head_dim_qk)) or a finite positive "
+                         "number");
+  }
+  if (problem.mask.kind == MaskKind::window) {
+    if (Status status = check_window_bound("left", problem.mask.window_left); !status) {
+      return status;
+    }
+    if (Status status = check_window_bound("right", problem.mask.window_right); !status) {
+      return status;
+    }
+  } else if (problem.mask.window_left != kUnboundedWindow ||
+             problem.mask.window_right != kUnboundedWindow) {
+    // Bounds on another mask would change nothing but the series key.
+    return Status::Error("mask " + mask_name(problem.mask) + " has window bounds (" +
+                         std::to_string(problem.mask.window_left) + ", " +
+                         std::to_string(problem.mask.window_right) +
+                         "): accepted only on window(L,R)");
+  }
+  if (problem.fp8_scaling != Fp8Scaling::none && !is_fp8(problem.input_dtype)) {
+    return Status::Error("fp8_scaling = " + std::string(fp8_scaling_name(problem.fp8_scaling)) +
+                         " with dtype = " + std::string(dtype_name(problem.input_dtype)) +
+                         ": accepted only with an FP8 input dtype (e4m3, e5m2)");
+  }
+  if (problem.layout == Layout::qkv_packed) {
+    if (Status status = check_packed_shapes(problem); !status) return status;
+  }
+  const int64_t packed_factor = problem.layout == Layout::qkv_packed ? kPackedTensors : 1;
+  const bool fits =
+      checked_product(
+          {problem.batch, problem.seqlen_q, problem.heads_q, problem.head_dim_qk, packed_factor}) &&
+      checked_product({problem.batch, problem.seqlen_k, problem.heads_kv,
+                       std::max(problem.head_dim_qk, problem.head_dim_v)}) &&
+      checked_product({problem.batch, problem.seqlen_q, problem.heads_q, problem.head_dim_v});
+  if (!fits) {
+    return Status::Error("problem " + shape_string(problem) +
+                         " has more elements in one tensor than an int64 index can address");
+  }
+  return Status::Ok();
+}
+
+std::string shape_string(const Problem& problem) {
+  std::string text = "b=" + std::to_string(problem.batch);
+  text += ",hq=" + std::to_string(problem.heads_q);
+  text += ",hkv=" + std::to_string(problem.heads_kv);
+  text += ",sq=" + std::to_string(problem.seqlen_q);
+  text += ",sk=" + std::to_string(problem.seqlen_k);
+  text += ",d=" + std::to_string(problem.head_dim_qk);
+  if (problem.head_dim_v != problem.head_dim_qk) {
+    text += ",dv=" + std::to_string(problem.head_dim_v);
+  }
+  text += ",dtype=" + std::string(dtype_name(problem.input_dtype));
+  if (problem.output_dtype != default_output_dtype(problem.input_dtype)) {
+    text += ",out=" + std::string(dtype_name(problem.output_dtype));
+  }
+  if (problem.p_dtype != default_p_dtype(problem.input_dtype)) {
+    text += ",p=" + std::string(dtype_name(problem.p_dtype));
+  }
+  if (problem.fp8_scaling != Fp8Scaling::none) {
+    text += ",fp8_scaling=" + std::string(fp8_scaling_name(problem.fp8_scaling));
+  }
+  if (problem.mask.kind != MaskKind::none) text += ",mask=" + mask_name(problem.mask);
+  if (problem.layout != Layout::bshd) text += ",layout=" + std::string(layout_name(problem.layout));
+  if (problem.scale != 0) text += ",scale=" + format_double(problem.scale);
+  return text;
+}
+
+Status parse_shape(std::string_view text, Problem& problem) {
+  if (trim(text).empty()) {
+    return Status::Error("empty --shape; expected key=value pairs such as " +
+                         shape_string(Problem{}));
+  }
+  ShapeFields fields;
+  for (std::string_view item : split_top_level(text)) {
+    const std::string_view trimmed = trim(item);
+    const auto equals = trimmed.find('=');
+    if (equals == std::string_view::npos) {
+      return Status::Error(quoted(trimmed) + " in --shape is not key=value; accepted keys: " +
+                           std::string(kShapeKeys));
+    }
+    const Status status =
+        set_field(trim(trimmed.substr(0, equals)), trim(trimmed.substr(equals + 1)), fields);
+    if (!status) return status;
+  }
+  const Problem parsed = problem_from_fields(fields);
+  if (Status status = validate(parsed); !status) return status;
+  problem = parsed;
+  return Status::Ok();
+}
+
+DType default_output_dtype(DType input_dtype) {
+  return is_fp8(input_dtype) ? DType::bf16 : input_dtype;
+}
+
+DType default_p_dtype(DType input_dtype) { return is_fp8(input_dtype) ? DType::e4m3 : DType::f32; }
+
+std::string_view layout_name(Layout layout) {
+  switch (layout) {
+    case Layout::bshd:
+      return "bshd";
+    case Layout::bhsd:
+      return "bhsd";
+    case Layout::qkv_packed:
+      return "qkv_packed";
+  }
+  return "unknown";
+}
+
+std::optional<Layout> parse_layout(std::string_view text) {
+  for (Layout layout : kAllLayouts) {
+    if (text == layout_name(layout)) return layout;
+  }
+  return std::nullopt;
+}
+
+std::string_view fp8_scaling_name(Fp8Scaling scaling) {
+  switch (scaling) {
+    case Fp8Scaling::none:
+      return "none";
+    case Fp8Scaling::per_tensor:
+      return "per_tensor";
+    case Fp8Scaling::per_head:
+      return "per_head";
+    case Fp8Scaling::per_block:
+      return "per_block";
+  }
+  return "unknown";
+}
+
+std::optional<Fp8Scaling> parse_fp8_scaling(std::string_view text) {
+  for (Fp8Scaling scaling : kAllFp8Scalings) {
+    if (text == fp8_scaling_name(scaling)) return scaling;
+  }
+  return std::nullopt;
+}
+
+}  // namespace attnbench

@@ -1,0 +1,92 @@
+// One attention forward problem: everything that decides the numbers and the time. All of it
+// is part of a series key. GQA/MQA when heads_q is a multiple of heads_kv.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "reference/dtype.h"
+#include "reference/mask.h"
+#include "reference/status.h"
+
+namespace attnbench {
+
+// bshd: (batch, seq, heads, dim), the default; bhsd: (batch, heads, seq, dim);
+// qkv_packed: one (batch, seq, 3, heads, dim) buffer holding q, k and v (BS3HD); its output is
+// bshd.
+enum class Layout : uint8_t { bshd, bhsd, qkv_packed };
+
+// How FP8 inputs are scaled into range: one factor per tensor, per (batch, head), or per block.
+enum class Fp8Scaling : uint8_t { none, per_tensor, per_head, per_block };
+
+struct Problem {
+  int64_t batch = 1;
+  int64_t heads_q = 1;
+  int64_t heads_kv = 1;
+  int64_t seqlen_q = 1;
+  int64_t seqlen_k = 1;
+  int64_t head_dim_qk = 64;
+  int64_t head_dim_v = 64;
+  DType input_dtype = DType::f32;
+  DType output_dtype = DType::f32;
+  DType p_dtype = DType::f32;  // rounding of P before P @ V (e4m3 for FP8 kernels)
+  Fp8Scaling fp8_scaling = Fp8Scaling::none;
+  Mask mask;
+  Layout layout = Layout::bshd;
+  double scale = 0;  // softmax scale; 0 means the default 1 / sqrt(head_dim_qk)
+
+  double softmax_scale() const;
+  // Key length of batch b: padding_key_length for the padding mask, seqlen_k otherwise.
+  int64_t key_length(int64_t b) const;
+  KeyRange visible(int64_t b, int64_t query) const;
+  bool operator==(const Problem&) const = default;
+};
+
+// Per-tensor element strides (the head_dim stride is 1) and where each tensor starts.
+struct Strides {
+  int64_t batch = 0;
+  int64_t seq = 0;
+  int64_t head = 0;
+};
+struct TensorPlacement {
+  Strides strides;
+  int64_t offset = 0;  // first element, in elements of its buffer
+};
+// Buffers the harness allocates: q, k, v share the first buffer for qkv_packed.
+struct ProblemLayout {
+  TensorPlacement q, k, v, out;
+  int64_t q_buffer_elements = 0;  // packed: the whole BS3HD buffer
+  int64_t k_buffer_elements = 0;  // packed: 0 (k lives in the q buffer)
+  int64_t v_buffer_elements = 0;  // packed: 0
+  int64_t out_elements = 0;
+  int64_t lse_elements = 0;  // (batch, heads_q, seqlen_q) fp32
+};
+ProblemLayout describe_layout(const Problem& problem);
+
+// Range checks and consistency (heads_q % heads_kv, packed layout needs equal shapes, ...).
+Status validate(const Problem& problem);
+
+// Canonical text, also accepted by parse_shape so a printed case can be pasted back:
+// b=2,hq=8,hkv=2,sq=113,sk=203,d=64,dtype=bf16,mask=causal_br
+// Fields equal to their default (dv == d, out == dtype, layout bshd, default scale, ...) are
+// omitted.
+std::string shape_string(const Problem& problem);
+
+// Parses the --shape syntax: comma-separated key=value with keys b, hq, hkv (default hq),
+// sq, sk (s sets both), d (sets qk and v), dqk, dv, dtype, out, p, fp8_scaling, mask, layout,
+// scale. The message names the key or value that was wrong and what is accepted.
+Status parse_shape(std::string_view text, Problem& problem);
+
+// Defaults when a suite or --shape names only the input dtype: the output is the input dtype
+// (bf16 for FP8 inputs); P is rounded to e4m3 for FP8 inputs, kept in fp32 otherwise.
+DType default_output_dtype(DType input_dtype);
+DType default_p_dtype(DType input_dtype);
+
+std::string_view layout_name(Layout layout);
+std::optional<Layout> parse_layout(std::string_view text);
+std::string_view fp8_scaling_name(Fp8Scaling scaling);
+std::optional<Fp8Scaling> parse_fp8_scaling(std::string_view text);
+
+}  // namespace attnbench

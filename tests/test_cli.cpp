@@ -1,0 +1,245 @@
+// The attnbench binary as a user runs it: exit codes, one-line errors, the stored database,
+// a run killed part-way, and measured extra memory.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <thread>
+
+#include "harness/store.h"
+
+namespace attnbench {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct CommandResult {
+  int exit_code = -1;
+  std::string output;  // stdout and stderr together
+};
+
+CommandResult run_command(const std::string& arguments) {
+  CommandResult result;
+  const std::string command = std::string(ATTNBENCH_CLI) + " " + arguments + " 2>&1";
+  FILE* pipe = popen(command.c_str(), "r");
+  if (pipe == nullptr) return result;
+  char buffer[4096];
+  size_t n;
+  while ((n = fread(buffer, 1, sizeof buffer, pipe)) > 0) result.output.append(buffer, n);
+  const int status = pclose(pipe);
+  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return result;
+}
+
+class Cli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("attnbench_cli_" + std::to_string(::getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string db() const { return (dir_ / "results.sqlite").string(); }
+  fs::path dir_;
+};
+
+TEST_F(Cli, ListsKernelsSuitesAndDevices) {
+  CommandResult kernels = run_command("list kernels");
+  EXPECT_EQ(kernels.exit_code, 0) << kernels.output;
+  for (const char* name : {"cpu.naive", "cpu.masked_outofplace", "cpu.masked_inplace",
+                           "cpu.masked_fused", "cpu.flash"}) {
+    EXPECT_NE(kernels.output.find(name), std::string::npos) << name;
+  }
+  CommandResult support = run_command("list kernels --support");
+  EXPECT_EQ(support.exit_code, 0);
+  EXPECT_NE(support.output.find("bf16"), std::string::npos) << support.output;
+  CommandResult suites = run_command("list suites");
+  EXPECT_EQ(suites.exit_code, 0);
+  for (const char* name : {"smoke", "ctest", "nightly", "llm"})
+    EXPECT_NE(suites.output.find(name), std::string::npos);
+  CommandResult devices = run_command("list devices");
+  EXPECT_EQ(devices.exit_code, 0);
+  EXPECT_NE(devices.output.find("cpu"), std::string::npos);
+}
+
+TEST_F(Cli, BadInputIsOneClearLineAndExitCode2) {
+  struct Case {
+    std::string arguments;
+    std::string expected;
+  };
+  const std::string suite_path = (dir_ / "broken.toml").string();
+  std::ofstream(suite_path)
+      << "name = \"broken\"\n[[matrix]]\nkernels = [\"cpu.*\"]\nseqlen = 64\nmask = \"causual\"\n";
+  const std::vector<Case> cases = {
+      {"run --kernels cpu.flsh --shape b=1,hq=1,sq=8,sk=8,d=16 --db " + db(),
+       "accepted: cpu.naive"},
+      {"run --shape b=1,hq=1,sq=8,sk=8,d=16,dtype=fp9 --db " + db(), "fp32"},
+      {"run --shape b=1,hq=1,sq=8,sk=8,d=16,mask=diagonal --db " + db(), "causal_br"},
+      {"run --suite " + suite_path + " --db " + db(), "broken.toml:5: field 'mask'"},
+      {"run --suite smok --db " + db(), "smoke"},
+      {"run --repetitions 0 --suite smoke --db " + db(), "repetitions"},
+      {"list gadgets", "kernels"},
+      {"frobnicate", ""},
+      {"run --db " + db(), "--suite"},
+      {"run --require-gpu --suite smoke --db " + db(), "GPU"},
+  };
+  for (const Case& c : cases) {
+    CommandResult result = run_command(c.arguments);
+    EXPECT_EQ(result.exit_code, 2) << c.arguments << "\n" << result.output;
+    EXPECT_NE(result.output.find(c.expected), std::string::npos) << c.arguments << "\n"
+                                                                 << result.output;
+    EXPECT_NE(result.output.find("error"), std::string::npos) << c.arguments << "\n"
+                                                              << result.output;
+  }
+  // ATTNBENCH_REQUIRE_GPU=1 does what --require-gpu does.
+  CommandResult env =
+      run_command("check --shape b=1,hq=1,sq=8,sk=8,d=16 --db " + db() + " --kernels cpu.flash");
+  EXPECT_EQ(env.exit_code, 0) << env.output;
+  setenv("ATTNBENCH_REQUIRE_GPU", "1", 1);
+  env = run_command("check --shape b=1,hq=1,sq=8,sk=8,d=16 --db " + db() + " --kernels cpu.flash");
+  unsetenv("ATTNBENCH_REQUIRE_GPU");
+  EXPECT_EQ(env.exit_code, 2) << env.output;
+}
+
+TEST_F(Cli, RunStoresCheckedAndTimedResultsAndShowPrintsThem) {
+  const std::string gbench_json = (dir_ / "gbench.json").string();
+  CommandResult run = run_command(
+      "run --shape b=1,hq=2,hkv=1,sq=113,sk=203,d=64,dtype=bf16,mask=causal_br "
+      "--kernels 'cpu.*' --repetitions 3 --db " +
+      db() + " --benchmark_out=" + gbench_json);
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_NE(run.output.find("vs best"), std::string::npos) << run.output;
+  EXPECT_NE(run.output.find("ETA"), std::string::npos);
+
+  Status status;
+  auto store = Store::open(db(), status);
+  ASSERT_TRUE(store) << status.message;
+  auto stored = store->load_run(*store->latest_run_id(status), status);
+  ASSERT_TRUE(stored);
+  EXPECT_EQ(stored->status, "complete");
+  ASSERT_EQ(stored->results.size(), 5u);
+  for (const ResultRecord& r : stored->results) {
+    EXPECT_EQ(r.status, ResultStatus::passed) << r.kernel << " " << r.message;
+    EXPECT_EQ(r.samples.size(), 3u);
+    EXPECT_TRUE(r.timing.timed);
+    EXPECT_GT(r.timing.median_s, 0);
+    EXPECT_GT(r.flops_per_s, 0);
+    EXPECT_GT(r.extra_memory_bytes, 0);
+    EXPECT_NE(r.repro.find("--seed"), std::string::npos);
+  }
+  CommandResult show = run_command("show --db " + db());
+  EXPECT_EQ(show.exit_code, 0) << show.output;
+  EXPECT_NE(show.output.find("cpu.flash"), std::string::npos);
+  EXPECT_NE(show.output.find("5 passed"), std::string::npos) << show.output;
+
+  std::ifstream json(gbench_json);
+  std::string text((std::istreambuf_iterator<char>(json)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text.find("\"benchmarks\""), std::string::npos);
+  EXPECT_NE(text.find("cpu.flash/"), std::string::npos);
+  EXPECT_NE(text.find("manual_time"), std::string::npos);
+}
+
+TEST_F(Cli, DumpWritesNpyFilesAndARepro) {
+  const std::string dump = (dir_ / "dump").string();
+  CommandResult check =
+      run_command("check --shape b=1,hq=2,sq=17,sk=33,d=16,mask=causal --kernels cpu.flash --db " +
+                  db() + " --dump " + dump);
+  ASSERT_EQ(check.exit_code, 0) << check.output;
+  int npy = 0;
+  std::string repro;
+  for (const auto& entry : fs::recursive_directory_iterator(dump)) {
+    if (entry.path().extension() == ".npy") ++npy;
+    if (entry.path().filename() == "repro.txt") {
+      std::ifstream in(entry.path());
+      repro.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    }
+  }
+  EXPECT_EQ(npy, 6);  // q, k, v, out, ref, ref_rows
+  EXPECT_NE(repro.find("attnbench check --shape"), std::string::npos) << repro;
+}
+
+TEST_F(Cli, KilledRunKeepsFinishedResultsAndStaysIncomplete) {
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    const std::string database = db();
+    execl(ATTNBENCH_CLI, ATTNBENCH_CLI, "run", "--suite", "smoke", "--db", database.c_str(),
+          static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  // Wait until a few results are committed, then kill without warning.
+  int64_t stored_results = 0;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (std::chrono::steady_clock::now() < deadline && stored_results < 3) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    if (!fs::exists(db())) continue;
+    Status status;
+    auto store = Store::open(db(), status);
+    if (!store) continue;
+    auto runs = store->list_runs(1, status);
+    if (!runs.empty()) stored_results = runs.front().result_count;
+  }
+  ASSERT_GE(stored_results, 3) << "the run never stored 3 results";
+  kill(child, SIGKILL);
+  int wait_status = 0;
+  waitpid(child, &wait_status, 0);
+  ASSERT_TRUE(WIFSIGNALED(wait_status));
+
+  Status status;
+  auto store = Store::open(db(), status);
+  ASSERT_TRUE(store) << status.message;
+  auto run = store->load_run(*store->latest_run_id(status), status);
+  ASSERT_TRUE(run) << status.message;
+  EXPECT_EQ(run->status, "incomplete");
+  EXPECT_GE(static_cast<int64_t>(run->results.size()), stored_results);
+  for (const ResultRecord& r : run->results) {
+    EXPECT_FALSE(r.kernel.empty());
+    if (r.status == ResultStatus::passed) {
+      EXPECT_FALSE(r.samples.empty());
+    }
+  }
+  CommandResult show = run_command("show --db " + db());
+  EXPECT_EQ(show.exit_code, 0) << show.output;
+  EXPECT_NE(show.output.find("incomplete"), std::string::npos) << show.output;
+}
+
+TEST_F(Cli, FlashScratchIsFlatInSeqlenWhileNaiveGrowsQuadratically) {
+  // Measured by the harness's tracking allocator and stored per result.
+  std::string shapes;
+  for (int s : {1024, 2048, 4096, 8192}) {
+    shapes += " --shape b=1,hq=1,sq=" + std::to_string(s) + ",sk=" + std::to_string(s) + ",d=32";
+  }
+  CommandResult check = run_command("check --kernels cpu.flash,cpu.naive --db " + db() + shapes);
+  ASSERT_EQ(check.exit_code, 0) << check.output;
+  Status status;
+  auto store = Store::open(db(), status);
+  ASSERT_TRUE(store);
+  auto run = store->load_run(*store->latest_run_id(status), status);
+  ASSERT_TRUE(run);
+  std::map<std::string, std::map<int64_t, int64_t>> memory;  // kernel -> seqlen -> bytes
+  for (const ResultRecord& r : run->results) {
+    ASSERT_EQ(r.status, ResultStatus::passed) << r.kernel << " " << r.message;
+    memory[r.kernel][r.problem.seqlen_k] = r.extra_memory_bytes;
+  }
+  ASSERT_EQ(memory["cpu.flash"].size(), 4u);
+  ASSERT_EQ(memory["cpu.naive"].size(), 4u);
+  EXPECT_GT(memory["cpu.flash"][1024], 0);
+  EXPECT_EQ(memory["cpu.flash"][1024], memory["cpu.flash"][8192]);
+  // Quadratic: 8x the sequence gives ~64x the score matrix.
+  const double naive_growth =
+      static_cast<double>(memory["cpu.naive"][8192]) / memory["cpu.naive"][1024];
+  EXPECT_GT(naive_growth, 50.0);
+  EXPECT_LT(naive_growth, 70.0);
+  EXPECT_GT(memory["cpu.naive"][8192], 100 * memory["cpu.flash"][8192]);
+}
+
+}  // namespace
+}  // namespace attnbench

@@ -1,0 +1,1003 @@
+// The SQLite store: every field survives a round trip, migrations keep data, a newer or foreign
+// file is refused untouched, concurrent writers lose nothing, a killed writer leaves every
+// committed result behind. Records are random: every field gets a value its default could not
+// hide, NaNs included.
+#include <signal.h>
+#include <sqlite3.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <limits>
+#include <map>
+#include <random>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <variant>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "harness/records.h"
+#include "harness/store.h"
+
+namespace attnbench {
+namespace {
+
+namespace fs = std::filesystem;
+using Rng = std::mt19937_64;
+
+// ---- random records ----------------------------------------------------------------------------
+
+// Pieces of text that break naive SQL quoting, plus multi-byte UTF-8.
+constexpr std::string_view kTextPieces[] = {
+    "a", "Z", "7",  " ",  "_", "'", "\"", ";",         "--",
+    "%", "?", "\\", "\n", "µ", "é", "→",  "{\"k\":1}", "'); DROP TABLE runs; --"};
+
+std::string random_text(Rng& rng) {
+  std::uniform_int_distribution<size_t> length(1, 12);
+  std::uniform_int_distribution<size_t> piece(0, std::size(kTextPieces) - 1);
+  std::string text;
+  for (size_t n = length(rng); n > 0; --n) text += kTextPieces[piece(rng)];
+  return text;
+}
+
+bool random_bool(Rng& rng) { return std::bernoulli_distribution(0.5)(rng); }
+
+int64_t random_int64(Rng& rng) { return static_cast<int64_t>(rng()); }
+
+int random_int(Rng& rng) {
+  return std::uniform_int_distribution<int>(std::numeric_limits<int>::min(),
+                                            std::numeric_limits<int>::max())(rng);
+}
+
+// Any finite double of either sign across a wide range of exponents; sometimes NaN (stored as
+// NULL) or infinity.
+double random_double(Rng& rng) {
+  constexpr double kNaNProbability = 0.25;
+  constexpr double kInfinityProbability = 0.05;
+  constexpr int kMaxExponent = 80;
+  const double draw = std::uniform_real_distribution<double>(0, 1)(rng);
+  if (draw < kNaNProbability) return kNotMeasured;
+  if (draw < kNaNProbability + kInfinityProbability) {
+    return std::numeric_limits<double>::infinity();
+  }
+  const double mantissa = std::uniform_real_distribution<double>(0.5, 1)(rng);
+  const int exponent = std::uniform_int_distribution<int>(-kMaxExponent, kMaxExponent)(rng);
+  return (random_bool(rng) ? 1 : -1) * std::ldexp(mantissa, exponent);
+}
+
+template <typename T, size_t N>
+T pick(Rng& rng, const std::array<T, N>& choices) {
+  return choices[std::uniform_int_distribution<size_t>(0, N - 1)(rng)];
+}
+
+constexpr std::array kDTypes = {DType::f32, DType::f16, DType::bf16, DType::e4m3, DType::e5m2};
+constexpr std::array kMaskKinds = {MaskKind::none, MaskKind::causal, MaskKind::causal_br,
+                                   MaskKind::window, MaskKind::padding};
+constexpr std::array kLayouts = {Layout::bshd, Layout::bhsd, Layout::qkv_packed};
+constexpr std::array kFp8Scalings = {Fp8Scaling::per_tensor, Fp8Scaling::per_head,
+                                     Fp8Scaling::per_block};
+constexpr std::array kResultStatuses = {ResultStatus::passed,  ResultStatus::failed,
+                                        ResultStatus::skipped, ResultStatus::crashed,
+                                        ResultStatus::timeout, ResultStatus::error};
+constexpr std::array<std::string_view, 3> kDistributions = {"normal", "large_logits", "outliers"};
+constexpr std::array<std::string_view, 4> kKernels = {"cpu.naive", "cpu.flash", "cuda.flash2",
+                                                      "cudnn.sdpa"};
+
+Problem random_problem(Rng& rng) {
+  auto between = [&](int64_t low, int64_t high) {
+    return std::uniform_int_distribution<int64_t>(low, high)(rng);
+  };
+  constexpr int64_t kMaxSeqlen = 8192;
+  constexpr int64_t kMaxWindow = 512;
+  Problem problem;
+  problem.batch = between(1, 16);
+  problem.heads_kv = between(1, 8);
+  problem.heads_q = problem.heads_kv * between(1, 8);
+  problem.seqlen_q = between(1, kMaxSeqlen);
+  problem.seqlen_k = between(1, kMaxSeqlen);
+  problem.head_dim_qk = pick(rng, std::array<int64_t, 5>{32, 64, 96, 128, 256});
+  problem.head_dim_v = random_bool(rng) ? problem.head_dim_qk : between(1, 256);
+  problem.input_dtype = pick(rng, kDTypes);
+  problem.output_dtype =
+      random_bool(rng) ? default_output_dtype(problem.input_dtype) : pick(rng, kDTypes);
+  problem.p_dtype = random_bool(rng) ? default_p_dtype(problem.input_dtype) : pick(rng, kDTypes);
+  if (is_fp8(problem.input_dtype)) problem.fp8_scaling = pick(rng, kFp8Scalings);
+  problem.mask.kind = pick(rng, kMaskKinds);
+  if (problem.mask.kind == MaskKind::window) {
+    problem.mask.window_left = between(-1, kMaxWindow);
+    problem.mask.window_right = between(-1, kMaxWindow);
+  }
+  problem.layout = pick(rng, kLayouts);
+  problem.scale = random_bool(rng) ? 0 : std::uniform_real_distribution<double>(1e-3, 1)(rng);
+  return problem;
+}
+
+Sample random_sample(Rng& rng, int repetition) {
+  Sample sample;
+  sample.repetition = repetition;
+  sample.time_s = random_double(rng);
+  sample.iterations = random_int64(rng);
+  sample.sm_clock_mhz = random_double(rng);
+  sample.clock_reasons = random_text(rng);
+  return sample;
+}
+
+ResultRecord random_result(Rng& rng, int64_t device_id) {
+  constexpr int kMaxSamples = 6;
+  ResultRecord result;
+  result.kernel = std::string(pick(rng, kKernels));
+  result.problem = random_problem(rng);
+  result.distribution = std::string(pick(rng, kDistributions));
+  result.seed = rng();
+  result.device_id = device_id;
+  result.device_name = random_text(rng);
+  result.series_key = random_text(rng);
+  result.status = pick(rng, kResultStatuses);
+  result.message = random_text(rng);
+  CheckSummary& check = result.check;
+  check.checked = random_bool(rng);
+  check.max_abs_error = random_double(rng);
+  check.lowp_error = random_double(rng);
+  check.atol = random_double(rng);
+  check.bound = random_double(rng);
+  check.rel_l2 = random_double(rng);
+  check.rmse = random_double(rng);
+  check.nan_count = random_int64(rng);
+  check.inf_count = random_int64(rng);
+  check.rows_checked = random_int64(rng);
+  check.rows_total = random_int64(rng);
+  check.lse_max_error = random_double(rng);
+  check.canaries_ok = random_bool(rng);
+  check.repeatable = random_bool(rng);
+  TimingSummary& timing = result.timing;
+  timing.timed = random_bool(rng);
+  timing.median_s = random_double(rng);
+  timing.mean_s = random_double(rng);
+  timing.min_s = random_double(rng);
+  timing.max_s = random_double(rng);
+  timing.stddev_s = random_double(rng);
+  timing.cv = random_double(rng);
+  timing.repetitions = random_int(rng);
+  timing.iterations_per_repetition = random_int64(rng);
+  const int sample_count = std::uniform_int_distribution<int>(0, kMaxSamples)(rng);
+  for (int repetition = 0; repetition < sample_count; ++repetition) {
+    result.samples.push_back(random_sample(rng, repetition));
+  }
+  result.flops = random_double(rng);
+  result.bytes = random_double(rng);
+  result.flops_per_s = random_double(rng);
+  result.bytes_per_s = random_double(rng);
+  result.fraction_of_peak_flops = random_double(rng);
+  result.fraction_of_peak_bandwidth = random_double(rng);
+  result.extra_memory_bytes = random_int64(rng);
+  result.launches = random_int(rng);
+  result.energy_j = random_double(rng);
+  result.predicted_s = random_double(rng);
+  result.repro = random_text(rng);
+  return result;
+}
+
+RunInfo random_run_info(Rng& rng) {
+  RunInfo info;
+  info.uuid = std::to_string(rng()) + "-" + std::to_string(rng());
+  info.started_at = "2025-12-0" + std::to_string(rng() % 9 + 1) + "T12:00:00Z";
+  info.suite = random_text(rng);
+  info.command = random_text(rng);
+  info.protocol_json = random_text(rng);
+  EnvironmentInfo& env = info.env;
+  env.git_sha = random_text(rng);
+  env.git_dirty = random_bool(rng);
+  env.build_type = random_text(rng);
+  env.build_flags = random_text(rng);
+  env.compiler = random_text(rng);
+  env.cuda_runtime = random_text(rng);
+  env.cuda_driver = random_text(rng);
+  env.cudnn = random_text(rng);
+  env.blas = random_text(rng);
+  env.host = random_text(rng);
+  env.cpu = random_text(rng);
+  env.os = random_text(rng);
+  return info;
+}
+
+DeviceInfo random_device(Rng& rng, std::string kind, int ordinal) {
+  DeviceInfo device;
+  device.kind = std::move(kind);
+  device.ordinal = ordinal;
+  device.name = random_text(rng);
+  device.uuid = random_text(rng);
+  device.sm_version = random_int(rng);
+  device.sm_count = random_int(rng);
+  device.threads = random_int(rng);
+  device.memory_bytes = random_int64(rng);
+  device.l2_bytes = random_int64(rng);
+  device.clock_mhz = random_double(rng);
+  device.power_limit_w = random_double(rng);
+  device.ecc = random_int(rng);
+  device.persistence = random_int(rng);
+  device.extra_json = random_text(rng);
+  return device;
+}
+
+// ---- comparisons -------------------------------------------------------------------------------
+
+// Doubles must come back bit-exact; NaN (not measured) must come back NaN.
+void expect_same_double(double expected, double actual, const char* field) {
+  if (std::isnan(expected)) {
+    EXPECT_TRUE(std::isnan(actual)) << field << " = " << actual << ", expected NaN";
+  } else {
+    EXPECT_EQ(expected, actual) << field;
+  }
+}
+
+#define EXPECT_SAME_FIELD(expected, actual, field) EXPECT_EQ(expected.field, actual.field) << #field
+#define EXPECT_SAME_DOUBLE(expected, actual, field) \
+  expect_same_double(expected.field, actual.field, #field)
+
+void expect_same_run_info(const RunInfo& expected, const RunInfo& actual) {
+  EXPECT_SAME_FIELD(expected, actual, uuid);
+  EXPECT_SAME_FIELD(expected, actual, started_at);
+  EXPECT_SAME_FIELD(expected, actual, suite);
+  EXPECT_SAME_FIELD(expected, actual, command);
+  EXPECT_SAME_FIELD(expected, actual, protocol_json);
+  EXPECT_SAME_FIELD(expected, actual, env.git_sha);
+  EXPECT_SAME_FIELD(expected, actual, env.git_dirty);
+  EXPECT_SAME_FIELD(expected, actual, env.build_type);
+  EXPECT_SAME_FIELD(expected, actual, env.build_flags);
+  EXPECT_SAME_FIELD(expected, actual, env.compiler);
+  EXPECT_SAME_FIELD(expected, actual, env.cuda_runtime);
+  EXPECT_SAME_FIELD(expected, actual, env.cuda_driver);
+  EXPECT_SAME_FIELD(expected, actual, env.cudnn);
+  EXPECT_SAME_FIELD(expected, actual, env.blas);
+  EXPECT_SAME_FIELD(expected, actual, env.host);
+  EXPECT_SAME_FIELD(expected, actual, env.cpu);
+  EXPECT_SAME_FIELD(expected, actual, env.os);
+}
+
+void expect_same_device(const DeviceInfo& expected, const DeviceInfo& actual) {
+  EXPECT_SAME_FIELD(expected, actual, kind);
+  EXPECT_SAME_FIELD(expected, actual, ordinal);
+  EXPECT_SAME_FIELD(expected, actual, name);
+  EXPECT_SAME_FIELD(expected, actual, uuid);
+  EXPECT_SAME_FIELD(expected, actual, sm_version);
+  EXPECT_SAME_FIELD(expected, actual, sm_count);
+  EXPECT_SAME_FIELD(expected, actual, threads);
+  EXPECT_SAME_FIELD(expected, actual, memory_bytes);
+  EXPECT_SAME_FIELD(expected, actual, l2_bytes);
+  EXPECT_SAME_DOUBLE(expected, actual, clock_mhz);
+  EXPECT_SAME_DOUBLE(expected, actual, power_limit_w);
+  EXPECT_SAME_FIELD(expected, actual, ecc);
+  EXPECT_SAME_FIELD(expected, actual, persistence);
+  EXPECT_SAME_FIELD(expected, actual, extra_json);
+}
+
+void expect_same_sample(const Sample& expected, const Sample& actual) {
+  EXPECT_SAME_FIELD(expected, actual, repetition);
+  EXPECT_SAME_DOUBLE(expected, actual, time_s);
+  EXPECT_SAME_FIELD(expected, actual, iterations);
+  EXPECT_SAME_DOUBLE(expected, actual, sm_clock_mhz);
+  EXPECT_SAME_FIELD(expected, actual, clock_reasons);
+}
+
+void expect_same_result(const ResultRecord& expected, const ResultRecord& actual) {
+  EXPECT_SAME_FIELD(expected, actual, kernel);
+  EXPECT_TRUE(expected.problem == actual.problem)
+      << shape_string(expected.problem) << " came back as " << shape_string(actual.problem);
+  EXPECT_SAME_FIELD(expected, actual, distribution);
+  EXPECT_SAME_FIELD(expected, actual, seed);
+  EXPECT_SAME_FIELD(expected, actual, device_id);
+  EXPECT_SAME_FIELD(expected, actual, device_name);
+  EXPECT_SAME_FIELD(expected, actual, series_key);
+  EXPECT_SAME_FIELD(expected, actual, status);
+  EXPECT_SAME_FIELD(expected, actual, message);
+  EXPECT_SAME_FIELD(expected, actual, check.checked);
+  EXPECT_SAME_DOUBLE(expected, actual, check.max_abs_error);
+  EXPECT_SAME_DOUBLE(expected, actual, check.lowp_error);
+  EXPECT_SAME_DOUBLE(expected, actual, check.atol);
+  EXPECT_SAME_DOUBLE(expected, actual, check.bound);
+  EXPECT_SAME_DOUBLE(expected, actual, check.rel_l2);
+  EXPECT_SAME_DOUBLE(expected, actual, check.rmse);
+  EXPECT_SAME_FIELD(expected, actual, check.nan_count);
+  EXPECT_SAME_FIELD(expected, actual, check.inf_count);
+  EXPECT_SAME_FIELD(expected, actual, check.rows_checked);
+  EXPECT_SAME_FIELD(expected, actual, check.rows_total);
+  EXPECT_SAME_DOUBLE(expected, actual, check.lse_max_error);
+  EXPECT_SAME_FIELD(expected, actual, check.canaries_ok);
+  EXPECT_SAME_FIELD(expected, actual, check.repeatable);
+  EXPECT_SAME_FIELD(expected, actual, timing.timed);
+  EXPECT_SAME_DOUBLE(expected, actual, timing.median_s);
+  EXPECT_SAME_DOUBLE(expected, actual, timing.mean_s);
+  EXPECT_SAME_DOUBLE(expected, actual, timing.min_s);
+  EXPECT_SAME_DOUBLE(expected, actual, timing.max_s);
+  EXPECT_SAME_DOUBLE(expected, actual, timing.stddev_s);
+  EXPECT_SAME_DOUBLE(expected, actual, timing.cv);
+  EXPECT_SAME_FIELD(expected, actual, timing.repetitions);
+  EXPECT_SAME_FIELD(expected, actual, timing.iterations_per_repetition);
+  EXPECT_SAME_DOUBLE(expected, actual, flops);
+  EXPECT_SAME_DOUBLE(expected, actual, bytes);
+  EXPECT_SAME_DOUBLE(expected, actual, flops_per_s);
+  EXPECT_SAME_DOUBLE(expected, actual, bytes_per_s);
+  EXPECT_SAME_DOUBLE(expected, actual, fraction_of_peak_flops);
+  EXPECT_SAME_DOUBLE(expected, actual, fraction_of_peak_bandwidth);
+  EXPECT_SAME_FIELD(expected, actual, extra_memory_bytes);
+  EXPECT_SAME_FIELD(expected, actual, launches);
+  EXPECT_SAME_DOUBLE(expected, actual, energy_j);
+  EXPECT_SAME_DOUBLE(expected, actual, predicted_s);
+  EXPECT_SAME_FIELD(expected, actual, repro);
+  ASSERT_EQ(expected.samples.size(), actual.samples.size());
+  for (size_t i = 0; i < expected.samples.size(); ++i) {
+    SCOPED_TRACE("sample " + std::to_string(i));
+    expect_same_sample(expected.samples[i], actual.samples[i]);
+  }
+}
+
+void expect_same_results(const std::vector<ResultRecord>& expected,
+                         const std::vector<ResultRecord>& actual) {
+  ASSERT_EQ(expected.size(), actual.size());
+  for (size_t i = 0; i < expected.size(); ++i) {
+    SCOPED_TRACE("result " + std::to_string(i));
+    expect_same_result(expected[i], actual[i]);
+  }
+}
+
+void expect_same_calibration(const CalibrationRecord& expected, const CalibrationRecord& actual) {
+  EXPECT_SAME_FIELD(expected, actual, device_name);
+  EXPECT_SAME_FIELD(expected, actual, device_uuid);
+  EXPECT_SAME_FIELD(expected, actual, kind);
+  EXPECT_SAME_FIELD(expected, actual, dtype);
+  EXPECT_SAME_DOUBLE(expected, actual, value);
+  EXPECT_SAME_FIELD(expected, actual, details);
+  EXPECT_SAME_FIELD(expected, actual, measured_at);
+}
+
+// ---- direct access to the file -------------------------------------------------------------
+
+// Plain SQLite on the file, for what the Store API does not show (tables, versions, counts) and
+// for writing files as an older or newer attnbench would have.
+class RawDatabase {
+ public:
+  using Value = std::variant<int64_t, double, std::string>;
+
+  explicit RawDatabase(const fs::path& path) {
+    EXPECT_EQ(sqlite3_open_v2(path.c_str(), &db_, SQLITE_OPEN_READWRITE, nullptr), SQLITE_OK)
+        << path;
+    sqlite3_busy_timeout(db_, kBusyTimeoutMs);
+  }
+  ~RawDatabase() { sqlite3_close_v2(db_); }
+  RawDatabase(const RawDatabase&) = delete;
+  RawDatabase& operator=(const RawDatabase&) = delete;
+
+  sqlite3* handle() { return db_; }
+
+  // Runs one statement with bound values; returns its first column of the first row as text
+  // ("" when it returns no row).
+  std::string query(const std::string& sql, const std::vector<Value>& values = {}) {
+    sqlite3_stmt* statement = nullptr;
+    EXPECT_EQ(sqlite3_prepare_v2(db_, sql.c_str(), -1, &statement, nullptr), SQLITE_OK)
+        << sql << ": " << sqlite3_errmsg(db_);
+    for (size_t i = 0; i < values.size(); ++i) {
+      const int index = static_cast<int>(i) + 1;
+      if (const auto* number = std::get_if<int64_t>(&values[i])) {
+        sqlite3_bind_int64(statement, index, *number);
+      } else if (const auto* floating = std::get_if<double>(&values[i])) {
+        sqlite3_bind_double(statement, index, *floating);
+      } else {
+        const std::string& text = std::get<std::string>(values[i]);
+        sqlite3_bind_text(statement, index, text.c_str(), static_cast<int>(text.size()),
+                          SQLITE_TRANSIENT);
+      }
+    }
+    std::string first;
+    const int rc = sqlite3_step(statement);
+    if (rc == SQLITE_ROW && sqlite3_column_type(statement, 0) != SQLITE_NULL) {
+      first = reinterpret_cast<const char*>(sqlite3_column_text(statement, 0));
+    }
+    EXPECT_TRUE(rc == SQLITE_ROW || rc == SQLITE_DONE) << sql << ": " << sqlite3_errmsg(db_);
+    sqlite3_finalize(statement);
+    return first;
+  }
+  int64_t count(const std::string& table) {
+    return std::stoll(query("SELECT count(*) FROM " + table));
+  }
+  bool has_object(const std::string& type, const std::string& name) {
+    return query("SELECT count(*) FROM sqlite_master WHERE type = ? AND name = ?", {type, name}) ==
+           "1";
+  }
+
+ private:
+  static constexpr int kBusyTimeoutMs = 10'000;
+  sqlite3* db_ = nullptr;
+};
+
+std::string read_bytes(const fs::path& path) {
+  std::ifstream file(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>()};
+}
+
+// ---- the fixture -------------------------------------------------------------------------------
+
+class StoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    seed_ = std::random_device{}();
+    rng_.seed(seed_);
+    directory_ = fs::temp_directory_path() /
+                 ("attnbench_test_store_" + std::to_string(getpid()) + "_" + std::to_string(seed_));
+    fs::remove_all(directory_);
+    fs::create_directories(directory_);
+  }
+  void TearDown() override { fs::remove_all(directory_); }
+
+  std::string seed_trace() const { return "random seed " + std::to_string(seed_); }
+  std::string path(const std::string& name) const { return (directory_ / name).string(); }
+
+  std::unique_ptr<Store> open_store(const std::string& file) {
+    Status status;
+    std::unique_ptr<Store> store = Store::open(file, status);
+    EXPECT_TRUE(status.ok) << status.message;
+    EXPECT_NE(store, nullptr);
+    return store;
+  }
+
+  StoredRun load(Store& store, int64_t run_id) {
+    Status status;
+    std::optional<StoredRun> run = store.load_run(run_id, status);
+    EXPECT_TRUE(status.ok) << status.message;
+    return run.value_or(StoredRun{});
+  }
+
+  uint64_t seed_ = 0;
+  Rng rng_;
+  fs::path directory_;
+};
+
+// A forked child reports through its exit code only: gtest's assertions belong to the parent.
+[[noreturn]] void exit_child(const Status& status) {
+  if (!status) std::fprintf(stderr, "child %d: %s\n", getpid(), status.message.c_str());
+  _exit(status ? 0 : 1);
+}
+
+// ---- tests -------------------------------------------------------------------------------------
+
+TEST(ResultStatusNames, RoundTripAndRefuseOthers) {
+  const std::map<ResultStatus, std::string> expected = {
+      {ResultStatus::passed, "passed"},   {ResultStatus::failed, "failed"},
+      {ResultStatus::skipped, "skipped"}, {ResultStatus::crashed, "crashed"},
+      {ResultStatus::timeout, "timeout"}, {ResultStatus::error, "error"}};
+  for (const auto& [status, name] : expected) {
+    EXPECT_EQ(result_status_name(status), name);
+    EXPECT_EQ(parse_result_status(name), status) << name;
+  }
+  for (std::string_view other : {"", "pass", "PASSED", "passed "}) {
+    EXPECT_FALSE(parse_result_status(other).has_value()) << "'" << other << "'";
+  }
+}
+
+TEST_F(StoreTest, RoundTripKeepsEveryFieldAcrossReopen) {
+  SCOPED_TRACE(seed_trace());
+  // The parent folders do not exist yet: open creates them.
+  const std::string file = path("nested/deeper/results.sqlite");
+  std::unique_ptr<Store> store = open_store(file);
+  ASSERT_NE(store, nullptr);
+  EXPECT_EQ(store->schema_version(), kSchemaVersion);
+  EXPECT_EQ(store->path(), file);
+
+  Status status;
+  const RunInfo info = random_run_info(rng_);
+  const int64_t run_id = store->begin_run(info, status);
+  ASSERT_TRUE(status.ok) << status.message;
+  const std::vector<DeviceInfo> devices = {random_device(rng_, "cpu", 0),
+                                           random_device(rng_, "cuda", 1)};
+  std::vector<int64_t> device_ids;
+  for (const DeviceInfo& device : devices) {
+    device_ids.push_back(store->add_device(run_id, device, status));
+    ASSERT_TRUE(status.ok) << status.message;
+  }
+
+  // Every status at least once, both devices, and a result tied to no device row.
+  std::vector<ResultRecord> results;
+  for (size_t i = 0; i < 3 * kResultStatuses.size(); ++i) {
+    results.push_back(random_result(rng_, device_ids[i % device_ids.size()]));
+    results.back().status = kResultStatuses[i % kResultStatuses.size()];
+  }
+  results.push_back(random_result(rng_, 0));
+  // The same case measured again shares its case row.
+  ResultRecord repeat = random_result(rng_, device_ids[0]);
+  repeat.kernel = results[0].kernel;
+  repeat.problem = results[0].problem;
+  repeat.distribution = results[0].distribution;
+  results.push_back(repeat);
+  for (const ResultRecord& result : results) {
+    ASSERT_TRUE(store->add_result(run_id, result).ok);
+  }
+
+  StoredRun unfinished = load(*store, run_id);
+  EXPECT_EQ(unfinished.status, "incomplete");
+  EXPECT_EQ(unfinished.finished_at, "");
+  ASSERT_TRUE(store->finish_run(run_id).ok);
+
+  for (int pass = 0; pass < 2; ++pass) {
+    SCOPED_TRACE(pass == 0 ? "open" : "reopened");
+    const StoredRun run = load(*store, run_id);
+    EXPECT_EQ(run.id, run_id);
+    EXPECT_EQ(run.status, "complete");
+    EXPECT_FALSE(run.finished_at.empty());
+    expect_same_run_info(info, run.info);
+    ASSERT_EQ(run.devices.size(), devices.size());
+    for (size_t i = 0; i < devices.size(); ++i) expect_same_device(devices[i], run.devices[i]);
+    expect_same_results(results, run.results);
+    store.reset();
+    store = open_store(file);
+    ASSERT_NE(store, nullptr);
+  }
+  store.reset();
+
+  RawDatabase raw(file);
+  EXPECT_EQ(raw.count("cases"), static_cast<int64_t>(results.size()) - 1);
+  EXPECT_EQ(raw.query("PRAGMA journal_mode"), "wal");
+  EXPECT_EQ(raw.count("runs"), 1) << "the SQL-looking text must stay data";
+}
+
+TEST_F(StoreTest, FailedResultRollsBackItsCase) {
+  SCOPED_TRACE(seed_trace());
+  const std::string file = path("rollback.sqlite");
+  std::unique_ptr<Store> store = open_store(file);
+  ASSERT_NE(store, nullptr);
+  Status status;
+  const int64_t run_id = store->begin_run(random_run_info(rng_), status);
+  ASSERT_TRUE(status.ok) << status.message;
+
+  // The case row is written first; the missing run then fails the result's foreign key.
+  const Status missing_run = store->add_result(run_id + 1, random_result(rng_, 0));
+  EXPECT_FALSE(missing_run.ok);
+  EXPECT_NE(missing_run.message.find(file), std::string::npos) << missing_run.message;
+  // A status outside the enumeration fails the CHECK constraint.
+  ResultRecord bad_status = random_result(rng_, 0);
+  bad_status.status = static_cast<ResultStatus>(kResultStatuses.size());
+  EXPECT_FALSE(store->add_result(run_id, bad_status).ok);
+  // A device that does not exist fails the foreign key.
+  EXPECT_FALSE(store->add_result(run_id, random_result(rng_, 1)).ok);
+  EXPECT_FALSE(store->finish_run(run_id + 1).ok);
+
+  // Still writable: nothing was left locked.
+  const ResultRecord good = random_result(rng_, 0);
+  ASSERT_TRUE(store->add_result(run_id, good).ok);
+  expect_same_results({good}, load(*store, run_id).results);
+  store.reset();
+
+  RawDatabase raw(file);
+  EXPECT_EQ(raw.count("cases"), 1);
+  EXPECT_EQ(raw.count("results"), 1);
+  EXPECT_EQ(raw.count("samples"), static_cast<int64_t>(good.samples.size()));
+}
+
+TEST_F(StoreTest, DuplicateRunUuidIsRefused) {
+  SCOPED_TRACE(seed_trace());
+  std::unique_ptr<Store> store = open_store(path("uuid.sqlite"));
+  ASSERT_NE(store, nullptr);
+  const RunInfo info = random_run_info(rng_);
+  Status status;
+  store->begin_run(info, status);
+  ASSERT_TRUE(status.ok) << status.message;
+  store->begin_run(info, status);
+  EXPECT_FALSE(status.ok);
+  EXPECT_NE(status.message.find(info.uuid), std::string::npos) << status.message;
+}
+
+TEST_F(StoreTest, MigrationFromVersion1KeepsDataAndReachesTheCurrentVersion) {
+  SCOPED_TRACE(seed_trace());
+  const std::string file = path("old/v1.sqlite");
+  ASSERT_TRUE(Store::create_at_version(file, 1).ok);
+  EXPECT_FALSE(Store::create_at_version(file, 1).ok) << "the file exists already";
+  EXPECT_FALSE(Store::create_at_version(path("v0.sqlite"), 0).ok);
+  EXPECT_FALSE(Store::create_at_version(path("vnext.sqlite"), kSchemaVersion + 1).ok);
+
+  // Rows as attnbench 1 wrote them, through its version-1 columns.
+  const RunInfo info = random_run_info(rng_);
+  ResultRecord result = random_result(rng_, 0);
+  result.problem.mask = Mask{MaskKind::window, 3, 0};
+  const Sample sample = random_sample(rng_, 0);
+  result.samples = {sample};
+  {
+    RawDatabase raw(file);
+    EXPECT_EQ(raw.query("SELECT version FROM schema_version"), "1");
+    EXPECT_FALSE(raw.has_object("table", "annotations"));
+    EXPECT_FALSE(raw.has_object("table", "alerts"));
+    EXPECT_FALSE(raw.has_object("index", "results_by_series"));
+    const EnvironmentInfo& env = info.env;
+    raw.query(
+        "INSERT INTO runs (id, uuid, started_at, status, suite, command, protocol_json, git_sha, "
+        "git_dirty, build_type, build_flags, compiler, cuda_runtime, cuda_driver, cudnn, blas, "
+        "host, cpu, os) VALUES (1, ?, ?, 'incomplete', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
+        "?)",
+        {info.uuid, info.started_at, info.suite, info.command, info.protocol_json, env.git_sha,
+         int64_t{env.git_dirty}, env.build_type, env.build_flags, env.compiler, env.cuda_runtime,
+         env.cuda_driver, env.cudnn, env.blas, env.host, env.cpu, env.os});
+    const Problem& p = result.problem;
+    raw.query(
+        "INSERT INTO cases (id, case_key, kernel, batch, heads_q, heads_kv, seqlen_q, seqlen_k, "
+        "head_dim_qk, head_dim_v, input_dtype, output_dtype, p_dtype, fp8_scaling, mask_kind, "
+        "window_left, window_right, layout, scale, distribution) VALUES (7, ?, ?, ?, ?, ?, ?, ?, "
+        "?, ?, ?, ?, ?, ?, 'window', 3, 0, ?, ?, ?)",
+        {result.kernel + "|" + shape_string(p) + "|" + result.distribution, result.kernel, p.batch,
+         p.heads_q, p.heads_kv, p.seqlen_q, p.seqlen_k, p.head_dim_qk, p.head_dim_v,
+         std::string(dtype_name(p.input_dtype)), std::string(dtype_name(p.output_dtype)),
+         std::string(dtype_name(p.p_dtype)), std::string(fp8_scaling_name(p.fp8_scaling)),
+         std::string(layout_name(p.layout)), p.scale, result.distribution});
+    raw.query(
+        "INSERT INTO results (id, run_id, case_id, series_key, status, message, seed) "
+        "VALUES (5, 1, 7, ?, ?, ?, ?)",
+        {result.series_key, std::string(result_status_name(result.status)), result.message,
+         static_cast<int64_t>(result.seed)});
+    raw.query(
+        "INSERT INTO samples (result_id, repetition, time_s, iterations, sm_clock_mhz, "
+        "clock_reasons) VALUES (5, 0, ?, ?, ?, ?)",
+        {std::isnan(sample.time_s) ? 1.0 : sample.time_s, sample.iterations,
+         std::isnan(sample.sm_clock_mhz) ? 2.0 : sample.sm_clock_mhz, sample.clock_reasons});
+    result.samples[0].time_s = std::isnan(sample.time_s) ? 1.0 : sample.time_s;
+    result.samples[0].sm_clock_mhz = std::isnan(sample.sm_clock_mhz) ? 2.0 : sample.sm_clock_mhz;
+  }
+
+  std::unique_ptr<Store> store = open_store(file);
+  ASSERT_NE(store, nullptr);
+  EXPECT_EQ(store->schema_version(), kSchemaVersion);
+  const StoredRun run = load(*store, 1);
+  expect_same_run_info(info, run.info);
+  EXPECT_EQ(run.status, "incomplete");
+  ASSERT_EQ(run.results.size(), 1u);
+  const ResultRecord& loaded = run.results[0];
+  EXPECT_EQ(loaded.kernel, result.kernel);
+  EXPECT_TRUE(loaded.problem == result.problem) << shape_string(loaded.problem);
+  EXPECT_EQ(loaded.distribution, result.distribution);
+  EXPECT_EQ(loaded.series_key, result.series_key);
+  EXPECT_EQ(loaded.status, result.status);
+  EXPECT_EQ(loaded.message, result.message);
+  EXPECT_EQ(loaded.seed, result.seed);
+  ASSERT_EQ(loaded.samples.size(), 1u);
+  expect_same_sample(result.samples[0], loaded.samples[0]);
+  // The migrated file takes new results, into the old case row when the case is the same.
+  ResultRecord again = random_result(rng_, 0);
+  again.kernel = result.kernel;
+  again.problem = result.problem;
+  again.distribution = result.distribution;
+  ASSERT_TRUE(store->add_result(1, again).ok);
+  ASSERT_TRUE(store->finish_run(1).ok);
+  store.reset();
+
+  RawDatabase raw(file);
+  EXPECT_EQ(raw.query("SELECT version FROM schema_version"), std::to_string(kSchemaVersion));
+  EXPECT_TRUE(raw.has_object("table", "annotations"));
+  EXPECT_TRUE(raw.has_object("table", "alerts"));
+  EXPECT_TRUE(raw.has_object("index", "results_by_series"));
+  EXPECT_EQ(raw.count("cases"), 1);
+  EXPECT_EQ(raw.count("results"), 2);
+  EXPECT_EQ(raw.query("SELECT count(*) FROM schema_version"), "1");
+}
+
+TEST_F(StoreTest, NewerSchemaIsRefusedAndTheFileLeftUntouched) {
+  SCOPED_TRACE(seed_trace());
+  const std::string file = path("newer.sqlite");
+  {
+    std::unique_ptr<Store> store = open_store(file);
+    ASSERT_NE(store, nullptr);
+    Status status;
+    const int64_t run_id = store->begin_run(random_run_info(rng_), status);
+    ASSERT_TRUE(status.ok) << status.message;
+    ASSERT_TRUE(store->add_result(run_id, random_result(rng_, 0)).ok);
+  }
+  const int newer = kSchemaVersion + 1;
+  {
+    RawDatabase raw(file);
+    raw.query("UPDATE schema_version SET version = ?", {int64_t{newer}});
+  }
+  ASSERT_FALSE(fs::exists(file + "-wal")) << "the last connection folds the WAL back";
+  const std::string before = read_bytes(file);
+
+  Status status;
+  EXPECT_EQ(Store::open(file, status), nullptr);
+  EXPECT_FALSE(status.ok);
+  EXPECT_EQ(status.message, file + " has schema version " + std::to_string(newer) +
+                                "; this attnbench reads up to " + std::to_string(kSchemaVersion));
+  EXPECT_EQ(read_bytes(file), before) << "a refused file must not change";
+  RawDatabase raw(file);
+  EXPECT_EQ(raw.query("SELECT version FROM schema_version"), std::to_string(newer));
+}
+
+TEST_F(StoreTest, FilesThatAreNotAttnbenchDatabasesAreRefusedUntouched) {
+  SCOPED_TRACE(seed_trace());
+  const std::string junk_file = path("junk.sqlite");
+  std::string junk;
+  constexpr size_t kJunkBytes = 4096;
+  std::uniform_int_distribution<int> printable(' ', '~');
+  for (size_t i = 0; i < kJunkBytes; ++i) junk += static_cast<char>(printable(rng_));
+  std::ofstream(junk_file, std::ios::binary) << junk;
+
+  Status status;
+  EXPECT_EQ(Store::open(junk_file, status), nullptr);
+  EXPECT_FALSE(status.ok);
+  EXPECT_EQ(status.message, junk_file + " is not an attnbench database (not a SQLite file)");
+  EXPECT_EQ(read_bytes(junk_file), junk);
+
+  // A SQLite file that some other program wrote.
+  const std::string foreign_file = path("foreign.sqlite");
+  {
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open(foreign_file.c_str(), &db), SQLITE_OK);
+    ASSERT_EQ(sqlite3_exec(db, "CREATE TABLE measurements (x REAL)", nullptr, nullptr, nullptr),
+              SQLITE_OK);
+    sqlite3_close(db);
+  }
+  const std::string foreign_before = read_bytes(foreign_file);
+  EXPECT_EQ(Store::open(foreign_file, status), nullptr);
+  EXPECT_FALSE(status.ok);
+  EXPECT_NE(status.message.find(foreign_file), std::string::npos) << status.message;
+  EXPECT_NE(status.message.find("not an attnbench database"), std::string::npos) << status.message;
+  EXPECT_EQ(read_bytes(foreign_file), foreign_before);
+}
+
+TEST_F(StoreTest, ConcurrentWritersLoseNothing) {
+  SCOPED_TRACE(seed_trace());
+  constexpr int kWriters = 2;
+  constexpr int kResultsPerWriter = 200;
+  // Both writers also race to create the file and its schema.
+  const std::string file = path("concurrent.sqlite");
+  auto writer_seed = [&](int writer) { return seed_ + 1 + static_cast<uint64_t>(writer); };
+  auto writer_uuid = [&](int writer) { return "writer-" + std::to_string(writer); };
+
+  int start_pipe[2];
+  ASSERT_EQ(pipe(start_pipe), 0);
+  std::fflush(nullptr);
+  std::vector<pid_t> children;
+  for (int writer = 0; writer < kWriters; ++writer) {
+    const pid_t child = fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+      close(start_pipe[1]);
+      char go = 0;
+      if (read(start_pipe[0], &go, 1) != 1) exit_child(Status::Error("no start signal"));
+      Rng rng(writer_seed(writer));
+      Status status;
+      std::unique_ptr<Store> store = Store::open(file, status);
+      if (!store) exit_child(status);
+      RunInfo info = random_run_info(rng);
+      info.uuid = writer_uuid(writer);
+      const int64_t run_id = store->begin_run(info, status);
+      if (!status) exit_child(status);
+      const int64_t device_id = store->add_device(run_id, random_device(rng, "cpu", 0), status);
+      if (!status) exit_child(status);
+      for (int i = 0; i < kResultsPerWriter && status; ++i) {
+        status = store->add_result(run_id, random_result(rng, device_id));
+      }
+      if (status) status = store->finish_run(run_id);
+      exit_child(status);
+    }
+    children.push_back(child);
+  }
+  close(start_pipe[0]);
+  const std::string go(kWriters, 'g');
+  ASSERT_EQ(write(start_pipe[1], go.data(), go.size()), static_cast<ssize_t>(go.size()));
+  close(start_pipe[1]);
+  for (pid_t child : children) {
+    int wait_status = 0;
+    ASSERT_EQ(waitpid(child, &wait_status, 0), child);
+    EXPECT_TRUE(WIFEXITED(wait_status) && WEXITSTATUS(wait_status) == 0)
+        << "writer " << child << " failed; its message is on stderr";
+  }
+
+  std::unique_ptr<Store> store = open_store(file);
+  ASSERT_NE(store, nullptr);
+  Status status;
+  const std::vector<RunListEntry> runs = store->list_runs(0, status);
+  ASSERT_TRUE(status.ok) << status.message;
+  ASSERT_EQ(runs.size(), static_cast<size_t>(kWriters));
+  for (const RunListEntry& entry : runs) {
+    EXPECT_EQ(entry.status, "complete");
+    EXPECT_EQ(entry.result_count, kResultsPerWriter);
+    StoredRun run = load(*store, entry.id);
+    const int writer = run.info.uuid == writer_uuid(0) ? 0 : 1;
+    ASSERT_EQ(run.info.uuid, writer_uuid(writer));
+    // Regenerate what the writer drew, in the same order, to compare every field.
+    Rng rng(writer_seed(writer));
+    RunInfo info = random_run_info(rng);
+    info.uuid = writer_uuid(writer);
+    expect_same_run_info(info, run.info);
+    const DeviceInfo device = random_device(rng, "cpu", 0);
+    ASSERT_EQ(run.devices.size(), 1u);
+    expect_same_device(device, run.devices[0]);
+    ASSERT_FALSE(run.results.empty());
+    const int64_t device_id = run.results[0].device_id;
+    EXPECT_GT(device_id, 0);
+    std::vector<ResultRecord> expected;
+    for (int i = 0; i < kResultsPerWriter; ++i) expected.push_back(random_result(rng, device_id));
+    expect_same_results(expected, run.results);
+  }
+}
+
+TEST_F(StoreTest, WriterWaitsForAnotherWritersLock) {
+  SCOPED_TRACE(seed_trace());
+  const std::string file = path("waits.sqlite");
+  std::unique_ptr<Store> store = open_store(file);
+  ASSERT_NE(store, nullptr);
+  Status status;
+  const int64_t run_id = store->begin_run(random_run_info(rng_), status);
+  ASSERT_TRUE(status.ok) << status.message;
+
+  // Another writer holds the write lock for a while, then commits.
+  constexpr auto kHold = std::chrono::milliseconds(300);
+  RawDatabase other(file);
+  ASSERT_EQ(sqlite3_exec(other.handle(), "BEGIN IMMEDIATE", nullptr, nullptr, nullptr), SQLITE_OK);
+  const auto start = std::chrono::steady_clock::now();  // before the hold begins
+  std::thread holder([&] {
+    std::this_thread::sleep_for(kHold);
+    sqlite3_exec(other.handle(), "COMMIT", nullptr, nullptr, nullptr);
+  });
+  const ResultRecord result = random_result(rng_, 0);
+  const Status added = store->add_result(run_id, result);
+  const auto waited = std::chrono::steady_clock::now() - start;
+  holder.join();
+  ASSERT_TRUE(added.ok) << added.message;
+  EXPECT_GE(waited, kHold) << "the result cannot have been written while the lock was held";
+  expect_same_results({result}, load(*store, run_id).results);
+}
+
+TEST_F(StoreTest, KilledWriterLeavesCommittedResultsAndAnIncompleteRun) {
+  SCOPED_TRACE(seed_trace());
+  const std::string file = path("killed.sqlite");
+  const int committed = std::uniform_int_distribution<int>(5, 30)(rng_);
+  const uint64_t child_seed = rng_();
+  std::fflush(nullptr);
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    Rng rng(child_seed);
+    Status status;
+    std::unique_ptr<Store> store = Store::open(file, status);
+    if (!store) exit_child(status);
+    const int64_t run_id = store->begin_run(random_run_info(rng), status);
+    if (!status) exit_child(status);
+    for (int i = 0; i < committed && status; ++i) {
+      status = store->add_result(run_id, random_result(rng, 0));
+    }
+    if (!status) exit_child(status);
+    // Die in the middle of a write transaction, holding the write lock.
+    sqlite3* raw = nullptr;
+    sqlite3_open(file.c_str(), &raw);
+    sqlite3_exec(raw, "BEGIN IMMEDIATE; DELETE FROM samples; DELETE FROM results;", nullptr,
+                 nullptr, nullptr);
+    raise(SIGKILL);
+  }
+  int wait_status = 0;
+  ASSERT_EQ(waitpid(child, &wait_status, 0), child);
+  ASSERT_TRUE(WIFSIGNALED(wait_status) && WTERMSIG(wait_status) == SIGKILL)
+      << "the child must die by SIGKILL, not exit (status " << wait_status << ")";
+
+  {
+    RawDatabase raw(file);
+    EXPECT_EQ(raw.query("PRAGMA integrity_check"), "ok");
+  }
+  std::unique_ptr<Store> store = open_store(file);
+  ASSERT_NE(store, nullptr);
+  Status status;
+  const std::optional<int64_t> run_id = store->latest_run_id(status);
+  ASSERT_TRUE(status.ok) << status.message;
+  ASSERT_TRUE(run_id.has_value());
+  const StoredRun run = load(*store, *run_id);
+  EXPECT_EQ(run.status, "incomplete");
+  EXPECT_EQ(run.finished_at, "");
+  Rng rng(child_seed);
+  expect_same_run_info(random_run_info(rng), run.info);
+  std::vector<ResultRecord> expected;
+  for (int i = 0; i < committed; ++i) expected.push_back(random_result(rng, 0));
+  expect_same_results(expected, run.results);
+  // The dead writer's lock is gone.
+  EXPECT_TRUE(store->add_result(*run_id, random_result(rng_, 0)).ok);
+  EXPECT_TRUE(store->finish_run(*run_id).ok);
+}
+
+TEST_F(StoreTest, LatestRunListRunsAndLatestCalibrations) {
+  SCOPED_TRACE(seed_trace());
+  std::unique_ptr<Store> store = open_store(path("history.sqlite"));
+  ASSERT_NE(store, nullptr);
+  Status status;
+  EXPECT_FALSE(store->latest_run_id(status).has_value());
+  EXPECT_TRUE(status.ok) << status.message;
+  EXPECT_TRUE(store->list_runs(0, status).empty());
+  EXPECT_TRUE(status.ok) << status.message;
+
+  constexpr int kRuns = 5;
+  constexpr int kMaxResultsPerRun = 4;
+  std::vector<RunListEntry> expected;  // oldest first
+  for (int i = 0; i < kRuns; ++i) {
+    const RunInfo info = random_run_info(rng_);
+    RunListEntry entry;
+    entry.id = store->begin_run(info, status);
+    ASSERT_TRUE(status.ok) << status.message;
+    entry.started_at = info.started_at;
+    entry.suite = info.suite;
+    entry.result_count = std::uniform_int_distribution<int>(0, kMaxResultsPerRun)(rng_);
+    for (int r = 0; r < entry.result_count; ++r) {
+      ASSERT_TRUE(store->add_result(entry.id, random_result(rng_, 0)).ok);
+    }
+    entry.status = random_bool(rng_) ? "complete" : "incomplete";
+    if (entry.status == "complete") {
+      ASSERT_TRUE(store->finish_run(entry.id).ok);
+    }
+    expected.push_back(entry);
+  }
+  EXPECT_EQ(store->latest_run_id(status), expected.back().id);
+  std::reverse(expected.begin(), expected.end());  // newest first, as list_runs answers
+
+  for (int limit : {0, 2, kRuns + 3}) {
+    SCOPED_TRACE("limit " + std::to_string(limit));
+    const std::vector<RunListEntry> listed = store->list_runs(limit, status);
+    ASSERT_TRUE(status.ok) << status.message;
+    const size_t want = limit > 0 ? std::min<size_t>(limit, kRuns) : kRuns;
+    ASSERT_EQ(listed.size(), want);
+    for (size_t i = 0; i < want; ++i) {
+      EXPECT_SAME_FIELD(expected[i], listed[i], id);
+      EXPECT_SAME_FIELD(expected[i], listed[i], started_at);
+      EXPECT_SAME_FIELD(expected[i], listed[i], suite);
+      EXPECT_SAME_FIELD(expected[i], listed[i], status);
+      EXPECT_SAME_FIELD(expected[i], listed[i], result_count);
+    }
+  }
+  EXPECT_FALSE(store->load_run(expected.front().id + 1, status).has_value());
+  EXPECT_FALSE(status.ok);
+
+  // Several measurements of each (kind, dtype) on two devices, stored in random order.
+  const std::array<std::pair<std::string, std::string>, 5> kinds = {
+      {{"copy", "bytes"}, {"gemm", "bf16"}, {"gemm", "e4m3"}, {"gemm", "fp16"}, {"gemm", "fp32"}}};
+  constexpr int kMeasurementsEach = 3;
+  const std::array<std::string, 2> device_uuids = {"GPU-" + random_text(rng_),
+                                                   "GPU-" + random_text(rng_) + "-other"};
+  std::vector<CalibrationRecord> calibrations;
+  std::map<std::string, std::vector<CalibrationRecord>> newest;  // uuid -> by (kind, dtype)
+  for (const std::string& uuid : device_uuids) {
+    for (const auto& [kind, dtype] : kinds) {
+      std::vector<std::string> days(28);
+      for (size_t d = 0; d < days.size(); ++d) {
+        days[d] = "2025-11-" + std::string(d < 9 ? "0" : "") + std::to_string(d + 1) + "T08:30:00Z";
+      }
+      std::shuffle(days.begin(), days.end(), rng_);
+      CalibrationRecord latest;
+      for (int m = 0; m < kMeasurementsEach; ++m) {
+        CalibrationRecord calibration;
+        calibration.device_name = random_text(rng_);
+        calibration.device_uuid = uuid;
+        calibration.kind = kind;
+        calibration.dtype = dtype;
+        calibration.value = std::uniform_real_distribution<double>(1e9, 1e15)(rng_);
+        calibration.details = random_text(rng_);
+        calibration.measured_at = days[m];
+        if (calibration.measured_at > latest.measured_at) latest = calibration;
+        calibrations.push_back(calibration);
+      }
+      newest[uuid].push_back(latest);
+    }
+  }
+  std::shuffle(calibrations.begin(), calibrations.end(), rng_);
+  for (const CalibrationRecord& calibration : calibrations) {
+    ASSERT_TRUE(store->add_calibration(calibration).ok);
+  }
+  for (const std::string& uuid : device_uuids) {
+    SCOPED_TRACE(uuid);
+    const std::vector<CalibrationRecord> latest = store->latest_calibrations(uuid, status);
+    ASSERT_TRUE(status.ok) << status.message;
+    ASSERT_EQ(latest.size(), kinds.size());
+    for (size_t i = 0; i < kinds.size(); ++i) expect_same_calibration(newest[uuid][i], latest[i]);
+  }
+  EXPECT_TRUE(store->latest_calibrations("GPU-none", status).empty());
+  EXPECT_TRUE(status.ok) << status.message;
+}
+
+}  // namespace
+}  // namespace attnbench
