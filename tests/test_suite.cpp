@@ -581,7 +581,7 @@ TEST(SuiteLookup, ByNameByPathAndUnknownNames) {
 
   Suite unknown;
   EXPECT_EQ(load_suite("smok", unknown).message,
-            "unknown suite 'smok'; available: ctest, llm, nightly, smoke (or a path to a .toml "
+            "unknown suite 'smok'; available: cpu, ctest, llm, nightly, smoke (or a path to a .toml "
             "file)");
   // A name ending in .toml is a path (relative to the working directory), not a suite name.
   const Status relative = load_suite("no_such_suite_here.toml", unknown);
@@ -657,7 +657,7 @@ TEST(ShippedSuites, AllParseAndValidate) {
           distribution_names().end());
     }
   }
-  EXPECT_EQ(names, (std::vector<std::string>{"ctest", "llm", "nightly", "smoke"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"cpu", "ctest", "llm", "nightly", "smoke"}));
 }
 
 TEST(ShippedSuites, SmokeCoversEveryMaskKindAndCpuDtypeOnSmallShapes) {
