@@ -184,8 +184,8 @@ CheckSummary compare_output(const ProblemInputs& inputs, const ReferenceRows& re
                                  : std::string(" (expected -inf for a row with no visible key)"));
     }
   }
-  summary.canaries_ok =
-      outputs.out.canaries_intact() && (!outputs.has_lse || outputs.lse.canaries_intact());
+  summary.canaries_ok = outputs.guards_ok && outputs.out.canaries_intact() &&
+                        (!outputs.has_lse || outputs.lse.canaries_intact());
 
   std::string reason;
   if (!summary.canaries_ok) {
@@ -200,44 +200,6 @@ CheckSummary compare_output(const ProblemInputs& inputs, const ReferenceRows& re
              ",d=" + std::to_string(worst_d);
   }
   if (!reason.empty()) failure = reason;
-  return summary;
-}
-
-CheckSummary check_kernel(const Kernel& kernel, Plan& plan, const ProblemInputs& inputs,
-                          const ReferenceRows& reference, KernelOutputs& outputs,
-                          std::string& failure) {
-  const DType out_dtype = inputs.problem.output_dtype;
-  auto run_once = [&](KernelOutputs& target) -> Status {
-    target.out.poison(out_dtype);
-    if (target.has_lse) target.lse.poison(DType::f32);
-    AttentionParams params =
-        make_params(inputs, target.out.data(),
-                    target.has_lse ? static_cast<float*>(target.lse.data()) : nullptr, 1.0f);
-    return plan.run(params);
-  };
-  outputs = make_outputs(inputs, kernel.returns_lse);
-  Status status = run_once(outputs);
-  if (!status.ok) {
-    failure = "kernel error: " + status.message;
-    CheckSummary summary;
-    summary.checked = false;
-    return summary;
-  }
-  CheckSummary summary = compare_output(inputs, reference, outputs, failure);
-  if (kernel.deterministic) {
-    KernelOutputs second = make_outputs(inputs, kernel.returns_lse);
-    status = run_once(second);
-    const bool same_out =
-        status.ok && std::memcmp(outputs.out.data(), second.out.data(), outputs.out.bytes()) == 0;
-    const bool same_lse =
-        !outputs.has_lse ||
-        (status.ok && std::memcmp(outputs.lse.data(), second.lse.data(), outputs.lse.bytes()) == 0);
-    summary.repeatable = same_out && same_lse;
-    if (!summary.repeatable && failure.empty()) {
-      failure = status.ok ? "not repeatable: a second run gave different bits"
-                          : "kernel error on the second run: " + status.message;
-    }
-  }
   return summary;
 }
 

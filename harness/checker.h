@@ -46,6 +46,9 @@ struct KernelOutputs {
   GuardedBuffer out;
   GuardedBuffer lse;
   bool has_lse = false;
+  // Guard regions around device copies intact (set by the CUDA executor; the host buffers'
+  // own canaries are checked too).
+  bool guards_ok = true;
 };
 KernelOutputs make_outputs(const ProblemInputs& inputs, bool with_lse);
 
@@ -54,11 +57,5 @@ KernelOutputs make_outputs(const ProblemInputs& inputs, bool with_lse);
 CheckSummary compare_output(const ProblemInputs& inputs, const ReferenceRows& reference,
                             const KernelOutputs& outputs, std::string& failure);
 
-// The whole correctness recipe for one kernel on one input: poison, run, compare, and (for
-// deterministic kernels) poison, run again and demand identical bytes. `outputs` keeps the
-// first run's output for dumps.
-CheckSummary check_kernel(const Kernel& kernel, Plan& plan, const ProblemInputs& inputs,
-                          const ReferenceRows& reference, KernelOutputs& outputs,
-                          std::string& failure);
 
 }  // namespace attnbench

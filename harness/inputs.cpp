@@ -203,19 +203,24 @@ AttentionInputs ProblemInputs::view() const {
           TensorView{problem.input_dtype, v_data, layout.v, v_descale}};
 }
 
-AttentionParams make_params(const ProblemInputs& inputs, void* out, float* lse, float out_scale) {
+InputPointers host_pointers(const ProblemInputs& inputs) {
+  const AttentionInputs view = inputs.view();
+  return {view.q.data, view.k.data, view.v.data, inputs.key_lengths.data()};
+}
+
+AttentionParams make_params(const ProblemInputs& inputs, const InputPointers& pointers, void* out,
+                            float* lse, float out_scale) {
   const Problem& p = inputs.problem;
   const ProblemLayout& layout = inputs.layout;
-  const AttentionInputs view = inputs.view();
   const size_t element = dtype_size(p.input_dtype);
   auto at_offset = [element](const void* base, int64_t offset) {
     return static_cast<const void*>(static_cast<const unsigned char*>(base) +
                                     static_cast<size_t>(offset) * element);
   };
   AttentionParams params{};
-  params.q = at_offset(view.q.data, layout.q.offset);
-  params.k = at_offset(view.k.data, layout.k.offset);
-  params.v = at_offset(view.v.data, layout.v.offset);
+  params.q = at_offset(pointers.q_buffer, layout.q.offset);
+  params.k = at_offset(pointers.k_buffer, layout.k.offset);
+  params.v = at_offset(pointers.v_buffer, layout.v.offset);
   params.out = out;
   params.lse = lse;
   params.q_batch_stride = layout.q.strides.batch;
@@ -245,7 +250,7 @@ AttentionParams make_params(const ProblemInputs& inputs, void* out, float* lse, 
   params.mask = p.mask.kind;
   params.window_left = static_cast<int>(p.mask.window_left);
   params.window_right = static_cast<int>(p.mask.window_right);
-  params.key_lengths = p.mask.kind == MaskKind::padding ? inputs.key_lengths.data() : nullptr;
+  params.key_lengths = p.mask.kind == MaskKind::padding ? pointers.key_lengths : nullptr;
   params.input_dtype = p.input_dtype;
   params.output_dtype = p.output_dtype;
   params.p_dtype = p.p_dtype;

@@ -54,8 +54,19 @@ struct ProblemInputs {
 Status make_inputs(const Problem& problem, Distribution distribution, uint64_t seed,
                    ProblemInputs& inputs);
 
+// Where the kernel finds the inputs: the starts of the q, k, v buffers (k and v are the q buffer
+// for qkv_packed) and the key lengths, in host memory (CPU) or device memory (GPU copies).
+struct InputPointers {
+  const void* q_buffer = nullptr;
+  const void* k_buffer = nullptr;
+  const void* v_buffer = nullptr;
+  const int* key_lengths = nullptr;  // (batch,)
+};
+InputPointers host_pointers(const ProblemInputs& inputs);
+
 // The kernel-facing parameters for these inputs and an output (and optional LSE) buffer.
-AttentionParams make_params(const ProblemInputs& inputs, void* out, float* lse, float out_scale);
+AttentionParams make_params(const ProblemInputs& inputs, const InputPointers& pointers, void* out,
+                            float* lse, float out_scale);
 
 // splitmix64: derives independent seeds (per case, per tensor) from one run seed.
 uint64_t mix_seed(uint64_t seed, uint64_t salt);

@@ -358,7 +358,7 @@ int run_cases(const RunOptions& options, std::ostream& out, std::ostream& err) {
         }
         TrackingHostAllocator scratch(scratch_limit);
         Status plan_status;
-        std::unique_ptr<Plan> plan = kernel.make_plan(spec.problem, scratch, plan_status);
+        std::unique_ptr<Plan> plan = kernel.make_plan(spec.problem, PlanContext{scratch}, plan_status);
         if (!plan) {
           const bool oom = plan_status.message.find("out of memory") != std::string::npos;
           result.status = oom ? ResultStatus::skipped : ResultStatus::error;

@@ -40,6 +40,15 @@ std::string unsupported_reason(const SupportTable& table, const Problem& problem
 // One line per property, for `attnbench list kernels --support`.
 std::string describe_support(const SupportTable& table);
 
+// What a plan is built with: where its scratch comes from (host memory for CPU kernels, device
+// memory for GPU kernels: the harness's tracking allocator either way) and, for GPU kernels,
+// the stream every launch goes to and the device it runs on.
+struct PlanContext {
+  ScratchAllocator& scratch;
+  void* stream = nullptr;  // cudaStream_t; null for CPU kernels
+  int device = -1;         // CUDA device ordinal; -1 for the CPU
+};
+
 class Plan {
  public:
   virtual ~Plan() = default;
@@ -54,9 +63,10 @@ struct Kernel {
   bool deterministic = true;  // runs twice bit-for-bit equal
   bool returns_lse = false;
   SupportTable support;
-  // Builds a plan; scratch comes from `scratch` so the harness measures it. Called outside the
-  // timed region. Returns null with a message in `status` on failure.
-  std::function<std::unique_ptr<Plan>(const Problem& problem, ScratchAllocator& scratch,
+  // Builds a plan; scratch comes from context.scratch so the harness measures it. Called
+  // outside the timed region. Returns null with a message in `status` on failure ("out of
+  // memory: ..." when scratch could not be had).
+  std::function<std::unique_ptr<Plan>(const Problem& problem, const PlanContext& context,
                                       Status& status)>
       make_plan;
 };

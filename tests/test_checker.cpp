@@ -124,7 +124,7 @@ Kernel make_test_kernel(Defect defect) {
   kernel.backend = Backend::cpu;
   kernel.deterministic = true;
   kernel.returns_lse = true;
-  kernel.make_plan = [defect](const Problem&, ScratchAllocator&, Status&) {
+  kernel.make_plan = [defect](const Problem&, const PlanContext&, Status&) {
     return std::make_unique<TestPlan>(defect);
   };
   return kernel;
@@ -147,7 +147,7 @@ Outcome check(Defect defect, const std::string& shape, Distribution distribution
   Kernel kernel = make_test_kernel(defect);
   Status status;
   TrackingHostAllocator scratch(size_t{1} << 30);
-  auto plan = kernel.make_plan(problem, scratch, status);
+  auto plan = kernel.make_plan(problem, PlanContext{scratch}, status);
   Outcome outcome;
   KernelOutputs outputs;
   outcome.summary = check_kernel(kernel, *plan, inputs, reference, outputs, outcome.failure);

@@ -359,7 +359,7 @@ TEST_P(CpuKernelTest, MatchesFp64LoopOnEveryCase) {
     ASSERT_EQ(unsupported_reason(kernel().support, problem), "");
     CountingAllocator scratch;
     Status status;
-    std::unique_ptr<Plan> plan = kernel().make_plan(problem, scratch, status);
+    std::unique_ptr<Plan> plan = kernel().make_plan(problem, PlanContext{scratch}, status);
     ASSERT_TRUE(plan != nullptr) << status.message;
 
     Tensors t = make_tensors(c, rng);
@@ -407,7 +407,7 @@ TEST_P(CpuKernelTest, WritesNoLseWhenNotAsked) {
   const Case c{1, 2, 2, 9, 13, 16, 16, DType::f32, Mask{MaskKind::causal}, Layout::bshd};
   CountingAllocator scratch;
   Status status;
-  auto plan = kernel().make_plan(to_problem(c), scratch, status);
+  auto plan = kernel().make_plan(to_problem(c), PlanContext{scratch}, status);
   ASSERT_TRUE(plan != nullptr) << status.message;
   Tensors t = make_tensors(c, rng);
   AttentionParams params = make_params(t);
@@ -425,7 +425,7 @@ TEST_P(CpuKernelTest, ScratchComesFromTheAllocatorAndIsReturned) {
   const Case c{1, 2, 2, 64, 64, 32, 32, DType::bf16, Mask{}, Layout::bshd};
   CountingAllocator scratch;
   Status status;
-  auto plan = kernel().make_plan(to_problem(c), scratch, status);
+  auto plan = kernel().make_plan(to_problem(c), PlanContext{scratch}, status);
   ASSERT_TRUE(plan != nullptr) << status.message;
   EXPECT_GT(scratch.live_bytes(), 0u);
   plan.reset();
@@ -436,7 +436,7 @@ TEST_P(CpuKernelTest, OutOfMemoryIsAReadableError) {
   const Case c{1, 2, 2, 64, 64, 32, 32, DType::f16, Mask{}, Layout::bshd};
   CountingAllocator scratch(/*limit_bytes=*/16);
   Status status;
-  auto plan = kernel().make_plan(to_problem(c), scratch, status);
+  auto plan = kernel().make_plan(to_problem(c), PlanContext{scratch}, status);
   EXPECT_TRUE(plan == nullptr);
   EXPECT_FALSE(status.ok);
   EXPECT_EQ(status.message.rfind("out of memory: ", 0), 0u) << status.message;
@@ -449,7 +449,7 @@ TEST_P(CpuKernelTest, RefusesProblemsOutsideItsTable) {
   problem.output_dtype = DType::bf16;
   CountingAllocator scratch;
   Status status;
-  EXPECT_TRUE(kernel().make_plan(problem, scratch, status) == nullptr);
+  EXPECT_TRUE(kernel().make_plan(problem, PlanContext{scratch}, status) == nullptr);
   EXPECT_NE(status.message.find("dtype e4m3 not supported"), std::string::npos) << status.message;
 }
 
@@ -472,7 +472,7 @@ size_t peak_scratch(const std::string& kernel_name, int seqlen) {
   const Case c{1, 4, 4, seqlen, seqlen, 64, 64, DType::f32, Mask{}, Layout::bshd};
   CountingAllocator scratch;
   Status status;
-  auto plan = find_kernel(kernel_name)->make_plan(to_problem(c), scratch, status);
+  auto plan = find_kernel(kernel_name)->make_plan(to_problem(c), PlanContext{scratch}, status);
   EXPECT_TRUE(plan != nullptr) << status.message;
   return scratch.peak_bytes();
 }

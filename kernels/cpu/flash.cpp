@@ -232,12 +232,12 @@ Kernel cpu_flash_kernel() {
   kernel.returns_lse = true;
   kernel.support = cpu::cpu_support_table(
       kMaxFlops, "scratch per thread is a few tiles, independent of the sequence lengths");
-  kernel.make_plan = [table = kernel.support](const Problem& problem, ScratchAllocator& scratch,
+  kernel.make_plan = [table = kernel.support](const Problem& problem, const PlanContext& context,
                                               Status& status) -> std::unique_ptr<Plan> {
     status = cpu::check_problem_for_plan(table, problem);
     if (!status) return nullptr;
     auto plan = std::make_unique<FlashPlan>(problem);
-    status = plan->allocate(scratch);
+    status = plan->allocate(context.scratch);
     if (!status) return nullptr;
     return plan;
   };

@@ -211,12 +211,12 @@ Kernel masked_kernel(MaskApplication application, std::string summary) {
   kernel.support = cpu::cpu_support_table(
       kMaxFlops, "BLAS over all keys; scratch grows as threads x seqlen_q x seqlen_k floats");
   kernel.make_plan = [table = kernel.support, application](
-                         const Problem& problem, ScratchAllocator& scratch,
+                         const Problem& problem, const PlanContext& context,
                          Status& status) -> std::unique_ptr<Plan> {
     status = cpu::check_problem_for_plan(table, problem);
     if (!status) return nullptr;
     auto plan = std::make_unique<MaskedPlan>(problem, application);
-    status = plan->allocate(scratch);
+    status = plan->allocate(context.scratch);
     if (!status) return nullptr;
     return plan;
   };
