@@ -11,6 +11,7 @@ packages=(
   libcli11-dev             # the command line
   libbenchmark-dev         # Google Benchmark drives the timing
   libgtest-dev             # the tests
+  nlohmann-json3-dev       # the parent <-> worker protocol
 )
 
 missing=()

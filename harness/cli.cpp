@@ -15,6 +15,7 @@
 #include "harness/store.h"
 #include "harness/suite.h"
 #include "harness/summary_table.h"
+#include "harness/worker.h"
 #include "kernels/registry.h"
 
 namespace attnbench {
@@ -241,6 +242,7 @@ int run_cli(int argc, char** argv) {
   list->add_flag("--support", list_support, "With `list kernels`: each kernel's support table");
 
   RunOptions run_options;
+  bool no_isolation = false;
   std::string kernels_text;
   std::string seed_text;
   auto add_selection = [&](CLI::App* sub) {
@@ -263,6 +265,12 @@ int run_cli(int argc, char** argv) {
     sub->add_option("--seed", seed_text, "Run seed (default: fresh random, stored with the run)");
     sub->add_flag("--require-gpu", run_options.require_gpu,
                   "A missing GPU is an error (also ATTNBENCH_REQUIRE_GPU=1)");
+    sub->add_option("--case-timeout", run_options.case_timeout_seconds,
+                    "Watchdog: seconds a case may take before its worker is killed (default 60)")
+        ->check(CLI::Range(1, 86400));
+    sub->add_flag("--no-isolation", no_isolation,
+                  "Run cases in this process, not in worker processes (for debuggers; a crash "
+                  "then ends the run)");
   };
   auto* run =
       app.add_subcommand("run", "Check and time a suite or ad-hoc shapes; store the results");
@@ -271,6 +279,8 @@ int run_cli(int argc, char** argv) {
       ->check(CLI::Range(1, 10000));
   run->add_option("--max-case-seconds", run_options.max_case_seconds, "Time cap per case")
       ->check(CLI::Range(0.001, 3600.0));
+  run->add_flag("--energy", run_options.measure_energy,
+                "Energy per forward from a >= 1 s hot loop (GPU)");
   auto* check =
       app.add_subcommand("check", "Correctness only (no timing), same selection flags as run");
   add_selection(check);
@@ -286,6 +296,12 @@ int run_cli(int argc, char** argv) {
   calibrate->add_option("--devices", calibrate_devices, "all | cpu | gpu | GPU ordinals");
   calibrate->add_option("--db", db_path, "SQLite database (default results/attnbench.sqlite)");
 
+  // Internal: the worker process the parent starts for each device (see harness/worker.h).
+  auto* worker = app.add_subcommand("__worker", "");
+  worker->group("");  // hidden from --help
+  std::string worker_device;
+  worker->add_option("--device", worker_device)->required();
+
   std::vector<std::string> reversed(arguments.rbegin(), arguments.rend());
   try {
     app.parse(reversed);
@@ -298,12 +314,14 @@ int run_cli(int argc, char** argv) {
     return kExitUsage;
   }
 
+  if (*worker) return worker_main(worker_device);
   if (*list) return list_command(list_what, list_support, db_path);
   if (*show) return show_command(show_run, db_path);
   if (*calibrate) return calibrate_command(calibrate_devices, db_path);
 
   // run / check
   run_options.check_only = check->parsed();
+  run_options.isolate = !no_isolation;
   run_options.db_path = db_path;
   run_options.command_line = command_line;
   run_options.interactive = isatty(STDERR_FILENO) != 0;

@@ -56,6 +56,11 @@ class DeviceExecutor {
   virtual double energy_per_forward(Plan& plan, KernelOutputs& outputs, Status& status) = 0;
 
   virtual std::string timer_name() const = 0;  // "host steady_clock", "cudaEvent (L2 flushed)"
+
+  // False after an error that leaves the device unusable (a sticky CUDA error: illegal address,
+  // launch failure). The worker reports the case as crashed and exits; the parent starts a
+  // fresh worker for the next case.
+  virtual bool healthy() const { return true; }
 };
 
 constexpr double kEnergyLoopSeconds = 1.0;

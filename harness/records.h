@@ -21,7 +21,9 @@ struct EnvironmentInfo {
   std::string compiler;      // "GNU 12.2.0"
   std::string cuda_runtime;  // empty without CUDA
   std::string cuda_driver;
-  std::string cudnn;
+  std::string cudnn;           // "compiled 9.19.0, loaded 9.19.0"
+  std::string cudnn_frontend;  // cudnn-frontend version compiled in
+  std::string cublas;
   std::string blas;  // "OpenBLAS 0.3.21 (openmp)"
   std::string host;
   std::string cpu;
@@ -119,6 +121,7 @@ struct ResultRecord {
   int launches = -1;                // kernel launches per forward; -1 unknown (CPU)
   double energy_j = kNotMeasured;   // per forward
   double predicted_s = kNotMeasured;
+  std::string details_json;  // what the kernel reported (Plan::details): FP8 amax, engine, ...
   std::string repro;  // the command that reproduces this case
 };
 

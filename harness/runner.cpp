@@ -8,24 +8,27 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <mutex>
 #include <memory>
 #include <random>
 #include <regex>
 #include <sstream>
+#include <thread>
 
 #include "harness/calibrate.h"
+#include "harness/case_runner.h"
 #include "harness/checker.h"
 #include "harness/devices.h"
 #include "harness/environment.h"
+#include "harness/executor.h"
 #include "harness/inputs.h"
-#include "harness/npy.h"
 #include "harness/progress.h"
 #include "harness/statistics.h"
 #include "harness/store.h"
 #include "harness/suite.h"
 #include "harness/summary_table.h"
 #include "harness/timing.h"
-#include "harness/tracking_allocator.h"
+#include "harness/worker.h"
 #include "kernels/registry.h"
 #include "reference/flops.h"
 
@@ -77,58 +80,20 @@ uint64_t case_seed(uint64_t run_seed, const Problem& problem, Distribution distr
                                         std::string(distribution_name(distribution))));
 }
 
-std::string sanitize(const std::string& text) {
-  std::string out;
-  for (char c : text)
-    out +=
-        (std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '=' || c == '-') ? c : '_';
-  return out;
-}
-
-Status dump_case(const std::string& directory, const ProblemInputs& inputs,
-                 const KernelOutputs* outputs, const ReferenceRows* reference,
-                 const ResultRecord& result) {
-  namespace fs = std::filesystem;
-  std::error_code error;
-  fs::create_directories(directory, error);
-  if (error)
-    return Status::Error("cannot create dump folder '" + directory + "': " + error.message());
-  const Problem& p = inputs.problem;
-  const AttentionInputs view = inputs.view();
-  auto dump_tensor = [&](const std::string& name, const TensorView& tensor, int64_t seqlen,
-                         int64_t heads, int64_t dim) -> Status {
-    std::vector<float> values(static_cast<size_t>(p.batch * seqlen * heads * dim));
-    size_t i = 0;
-    for (int64_t b = 0; b < p.batch; ++b)
-      for (int64_t s = 0; s < seqlen; ++s)
-        for (int64_t h = 0; h < heads; ++h)
-          for (int64_t d = 0; d < dim; ++d) values[i++] = tensor.at(b, s, h, d);
-    return write_npy(directory + "/" + name + ".npy", {p.batch, seqlen, heads, dim}, values.data());
-  };
-  Status status = dump_tensor("q", view.q, p.seqlen_q, p.heads_q, p.head_dim_qk);
-  if (status.ok) status = dump_tensor("k", view.k, p.seqlen_k, p.heads_kv, p.head_dim_qk);
-  if (status.ok) status = dump_tensor("v", view.v, p.seqlen_k, p.heads_kv, p.head_dim_v);
-  if (status.ok && outputs != nullptr) {
-    TensorView out_view{p.output_dtype, outputs->out.data(), inputs.layout.out, 1.0f};
-    status = dump_tensor("out", out_view, p.seqlen_q, p.heads_q, p.head_dim_v);
+// The executor for --no-isolation: the same recipe, in this process.
+std::unique_ptr<DeviceExecutor> make_executor_in_process(const Device& device) {
+  if (device.backend == Backend::cpu) {
+    return make_cpu_executor(static_cast<size_t>(kHostScratchFractionOfMemory *
+                                                 static_cast<double>(device.info.memory_bytes)));
   }
-  if (status.ok && reference != nullptr) {
-    const int64_t rows = static_cast<int64_t>(reference->rows.size());
-    std::vector<int64_t> indices;
-    for (const RowIndex& r : reference->rows) indices.insert(indices.end(), {r.b, r.query, r.h});
-    status = write_npy(directory + "/ref.npy", {rows, p.head_dim_v}, reference->ref.data());
-    if (status.ok) status = write_npy(directory + "/ref_rows.npy", {rows, 3}, indices.data());
-  }
-  std::ofstream repro(directory + "/repro.txt");
-  repro << "# " << result.kernel << " " << shape_string(p) << " dist=" << result.distribution
-        << "\n"
-        << "# status: " << result_status_name(result.status)
-        << (result.message.empty() ? "" : " (" + result.message + ")") << "\n"
-        << "# q, k, v, out: (batch, seq, heads, dim) float32 (real values, FP8 descaled);\n"
-        << "# ref: fp64 reference rows; ref_rows: their (batch, query, head) indices\n"
-        << result.repro << "\n";
-  if (!repro) return Status::Error("cannot write '" + directory + "/repro.txt'");
-  return status;
+#if defined(ATTNBENCH_HAVE_CUDA)
+  Status status;
+  auto executor = make_cuda_executor(device.info.ordinal, status);
+  if (!executor) throw std::runtime_error(status.message);
+  return executor;
+#else
+  throw std::runtime_error("device " + device.label() + " needs the CUDA backend");
+#endif
 }
 
 }  // namespace
@@ -307,147 +272,121 @@ int run_cases(const RunOptions& options, std::ostream& out, std::ostream& err) {
       << options.db_path << "\n";
 
   // ---- the cases --------------------------------------------------------------------------------
-  Progress progress(static_cast<int>(cases.size()), err, options.interactive);
-  std::vector<ResultRecord> results;
-  std::vector<benchmark::BenchmarkReporter::Run> gbench_runs;
-  bool store_failed = false;
-  std::string current_group;
-  std::unique_ptr<ProblemInputs> inputs;
-  std::unique_ptr<ReferenceRows> reference;
-  const size_t scratch_limit = static_cast<size_t>(
-      kHostScratchFractionOfMemory * static_cast<double>(devices.front().info.memory_bytes));
+  // One queue per device. GPUs run in parallel, one worker each; the CPU's cases run after
+  // them, alone, so host timings are not disturbed by the GPU workers' threads.
+  std::vector<std::vector<size_t>> queues(devices.size());
+  for (size_t i = 0; i < cases.size(); ++i) queues[cases[i].device_index].push_back(i);
+  const std::string failure_dump_dir =
+      (std::filesystem::path(options.db_path).parent_path() / ("failures/run" + std::to_string(run_id))).string();
+  std::vector<std::string> worker_command = options.worker_command;
+  if (worker_command.empty()) worker_command = {"/proc/self/exe"};
 
-  for (const CaseSpec& spec : cases) {
-    const Device& device = devices[spec.device_index];
-    const Kernel& kernel = *spec.kernel;
-    const std::string label = case_label(spec);
-    progress.start_case(label);
-    if (spec.group != current_group) {
-      current_group = spec.group;
-      inputs.reset();
-      reference.reset();
-    }
-    const uint64_t seed = case_seed(run_seed, spec.problem, spec.distribution);
-    ResultRecord result;
-    result.kernel = kernel.name;
-    result.problem = spec.problem;
-    result.distribution = std::string(distribution_name(spec.distribution));
-    result.seed = run_seed;
-    result.device_id = device_ids[spec.device_index];
-    result.device_name = device.info.name;
-    result.series_key = kernel.name + "|" + shape_string(spec.problem) + "|" + result.distribution +
-                        "|" + device.info.name + "|" + info.env.build_type + " " +
-                        info.env.compiler;
-    result.flops = attention_flops(spec.problem);
-    result.bytes = attention_bytes(spec.problem);
-    result.repro = "attnbench check --shape " + shell_quote(shape_string(spec.problem)) +
-                   " --kernels " + kernel.name + " --dist " + result.distribution + " --seed " +
-                   std::to_string(run_seed) + " --devices " + device.label();
-    KernelOutputs outputs;
-    bool have_outputs = false;
-    try {
+  Progress progress(static_cast<int>(cases.size()), err, options.interactive);
+  std::mutex record_mutex;  // the store, the progress output and the result list
+  std::vector<std::pair<size_t, ResultRecord>> finished;
+  bool store_failed = false;
+
+  auto run_queue = [&](size_t device_index) {
+    const Device& device = devices[device_index];
+    std::unique_ptr<WorkerProcess> worker;
+    std::unique_ptr<DeviceExecutor> in_process_executor;
+    std::unique_ptr<CaseRunner> in_process_runner;
+    for (size_t case_index : queues[device_index]) {
+      const CaseSpec& spec = cases[case_index];
+      const Kernel& kernel = *spec.kernel;
+      const std::string label = case_label(spec);
+      {
+        std::lock_guard<std::mutex> lock(record_mutex);
+        progress.start_case(label);
+      }
+      ResultRecord result;
+      result.kernel = kernel.name;
+      result.problem = spec.problem;
+      result.distribution = std::string(distribution_name(spec.distribution));
+      result.seed = run_seed;
+      result.device_id = device_ids[device_index];
+      result.device_name = device.info.name;
+      result.series_key = kernel.name + "|" + shape_string(spec.problem) + "|" + result.distribution + "|" +
+                          device.info.name + "|" + info.env.build_type + " " + info.env.compiler;
+      result.flops = attention_flops(spec.problem);
+      result.bytes = attention_bytes(spec.problem);
+      result.repro = "attnbench check --shape " + shell_quote(shape_string(spec.problem)) + " --kernels " +
+                     kernel.name + " --dist " + result.distribution + " --seed " + std::to_string(run_seed) +
+                     " --devices " + device.label();
       const std::string reason = unsupported_reason(kernel.support, spec.problem);
       if (!reason.empty()) {
         result.status = ResultStatus::skipped;
         result.message = reason;
       } else {
-        if (!inputs) {
-          inputs = std::make_unique<ProblemInputs>();
-          status = make_inputs(spec.problem, spec.distribution, seed, *inputs);
-          if (!status.ok) throw std::runtime_error("inputs: " + status.message);
-        }
-        TrackingHostAllocator scratch(scratch_limit);
-        Status plan_status;
-        std::unique_ptr<Plan> plan = kernel.make_plan(spec.problem, PlanContext{scratch}, plan_status);
-        if (!plan) {
-          const bool oom = plan_status.message.find("out of memory") != std::string::npos;
-          result.status = oom ? ResultStatus::skipped : ResultStatus::error;
-          result.message = "plan: " + plan_status.message;
+        CaseRequest request;
+        request.name = spec.name;
+        request.kernel = kernel.name;
+        request.problem = spec.problem;
+        request.distribution = result.distribution;
+        request.seed = case_seed(run_seed, spec.problem, spec.distribution);
+        request.check_only = options.check_only;
+        request.repetitions = repetitions;
+        request.max_case_seconds = max_case_seconds;
+        request.measure_energy = options.measure_energy || suite.measure_energy;
+        request.dump_dir = options.dump_dir;
+        request.failure_dump_dir = failure_dump_dir;
+        request.repro = result.repro;
+        CaseOutcome outcome;
+        if (options.isolate) {
+          if (!worker) worker = std::make_unique<WorkerProcess>(worker_command, device.label());
+          outcome = worker->run(request, std::chrono::seconds(options.case_timeout_seconds));
         } else {
-          if (!reference)
-            reference = std::make_unique<ReferenceRows>(compute_reference(*inputs, seed, 1.0f));
-          std::string failure;
-          result.check = check_kernel(kernel, *plan, *inputs, *reference, outputs, failure);
-          have_outputs = true;
-          result.extra_memory_bytes = static_cast<int64_t>(scratch.peak_bytes());
-          result.status = failure.empty() ? ResultStatus::passed : ResultStatus::failed;
-          result.message = failure;
-          if (result.status == ResultStatus::passed && !options.check_only) {
-            AttentionParams params = make_params(
-                *inputs, outputs.out.data(),
-                outputs.has_lse ? static_cast<float*>(outputs.lse.data()) : nullptr, 1.0f);
-            TimedForward forward = [&plan, &params](std::string& error) -> double {
-              const auto start = Clock::now();
-              const Status s = plan->run(params);
-              const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
-              if (!s.ok) {
-                error = s.message;
-                return -1;
-              }
-              return seconds;
-            };
-            std::string error;
-            const double warmup_seconds =
-                forward(error);  // untimed: caches, page faults, thread pool
-            if (warmup_seconds < 0) throw std::runtime_error("warm-up: " + error);
-            const TimingPlan timing_plan =
-                plan_timing(warmup_seconds, repetitions, max_case_seconds);
-            TimingResult timing = time_case(spec.name, forward, timing_plan);
-            if (!timing.status.ok) {
-              result.status = ResultStatus::error;
-              result.message = "timing: " + timing.status.message;
-            } else {
-              result.samples = timing.samples;
-              result.timing = timing.summary;
-              result.flops_per_s = result.flops / timing.summary.median_s;
-              result.bytes_per_s = result.bytes / timing.summary.median_s;
-              const std::vector<CalibrationRecord>& ceilings = calibrations[spec.device_index];
-              result.fraction_of_peak_flops =
-                  result.flops_per_s /
-                  peak_flops_for(ceilings, std::string(dtype_name(spec.problem.input_dtype)));
-              result.fraction_of_peak_bandwidth = result.bytes_per_s / peak_bandwidth(ceilings);
-              for (auto& run : timing.gbench_runs) {
-                run.family_index = static_cast<int64_t>(results.size());
-                gbench_runs.push_back(run);
-              }
-            }
-            // The timed iterations overwrote the output; the checked output must be what is dumped.
-            if (result.status == ResultStatus::passed) have_outputs = false;
+          if (!in_process_runner) {
+            in_process_executor = make_executor_in_process(device);
+            in_process_runner = std::make_unique<CaseRunner>(*in_process_executor);
           }
+          outcome = in_process_runner->run(request);
+        }
+        result.status = outcome.status;
+        result.message = outcome.message;
+        result.check = outcome.check;
+        result.timing = outcome.timing;
+        result.samples = outcome.samples;
+        result.extra_memory_bytes = outcome.extra_memory_bytes;
+        result.launches = outcome.launches;
+        result.energy_j = outcome.energy_j;
+        result.details_json = outcome.details_json;
+        if (result.timing.timed) {
+          result.flops_per_s = result.flops / result.timing.median_s;
+          result.bytes_per_s = result.bytes / result.timing.median_s;
+          const std::vector<CalibrationRecord>& ceilings = calibrations[device_index];
+          result.fraction_of_peak_flops =
+              result.flops_per_s / peak_flops_for(ceilings, std::string(dtype_name(spec.problem.input_dtype)));
+          result.fraction_of_peak_bandwidth = result.bytes_per_s / peak_bandwidth(ceilings);
         }
       }
-    } catch (const std::exception& e) {
-      result.status = ResultStatus::error;
-      result.message = e.what();
+      std::lock_guard<std::mutex> lock(record_mutex);
+      if (Status s = store->add_result(run_id, result); !s.ok) {
+        err << "error: storing " << spec.name << ": " << s.message << "\n";
+        store_failed = true;
+      }
+      progress.finish_case(label, result);
+      finished.emplace_back(case_index, std::move(result));
     }
+  };
 
-    const bool failed = result.status == ResultStatus::failed;
-    if (inputs && (failed || !options.dump_dir.empty())) {
-      const std::string base = !options.dump_dir.empty()
-                                   ? options.dump_dir
-                                   : (std::filesystem::path(options.db_path).parent_path() /
-                                      ("failures/run" + std::to_string(run_id)))
-                                         .string();
-      const std::string directory =
-          (std::filesystem::path(base.empty() ? "." : base) /
-           sanitize(kernel.name + "__" + shape_string(spec.problem) + "__" + result.distribution))
-              .string();
-      Status dumped =
-          dump_case(directory, *inputs, have_outputs ? &outputs : nullptr, reference.get(), result);
-      if (!dumped.ok)
-        err << "warning: dump failed: " << dumped.message << "\n";
-      else if (failed)
-        result.message += " [dumped to " + directory + "]";
-    }
-
-    if (Status s = store->add_result(run_id, result); !s.ok) {
-      err << "error: storing " << spec.name << ": " << s.message << "\n";
-      store_failed = true;
-    }
-    progress.finish_case(label, result);
-    results.push_back(std::move(result));
+  std::vector<std::thread> gpu_threads;
+  for (size_t d = 0; d < devices.size(); ++d) {
+    if (devices[d].backend != Backend::cpu && !queues[d].empty()) gpu_threads.emplace_back(run_queue, d);
+  }
+  for (std::thread& t : gpu_threads) t.join();
+  for (size_t d = 0; d < devices.size(); ++d) {
+    if (devices[d].backend == Backend::cpu) run_queue(d);
+  }
+  std::sort(finished.begin(), finished.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::vector<benchmark::BenchmarkReporter::Run> gbench_runs;
+  for (const auto& [index, result] : finished) {
+    const auto runs = gbench_runs_from_samples(cases[index].name, static_cast<int64_t>(index), result.samples);
+    gbench_runs.insert(gbench_runs.end(), runs.begin(), runs.end());
   }
 
+  std::vector<ResultRecord> results;
+  for (auto& [index, result] : finished) results.push_back(std::move(result));
   if (Status s = store->finish_run(run_id); !s.ok) {
     err << "error: " << s.message << "\n";
     store_failed = true;

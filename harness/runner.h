@@ -19,6 +19,7 @@ constexpr int kExitUsage = 2;     // usage or infrastructure error, or nothing w
 constexpr double kDefaultMaxCaseSeconds = 2.0;
 constexpr int kDefaultRepetitions = 10;
 constexpr const char* kDefaultDatabase = "results/attnbench.sqlite";
+constexpr int kDefaultCaseTimeoutSeconds = 60;
 
 struct RunOptions {
   std::string suite;                      // name or path; may be empty when shapes are given
@@ -38,6 +39,12 @@ struct RunOptions {
   std::string gbench_out;           // --benchmark_out
   bool gbench_json_stdout = false;  // --benchmark_format=json
   bool interactive = false;         // progress line rewritten in place (a terminal)
+  bool measure_energy = false;      // --energy (also a suite's `energy = true`)
+  // Process isolation: cases run in `attnbench __worker` processes started with this command
+  // (default: this executable); --no-isolation runs them in this process (for debuggers).
+  bool isolate = true;
+  std::vector<std::string> worker_command;
+  int case_timeout_seconds = kDefaultCaseTimeoutSeconds;  // the watchdog
 };
 
 // Runs and stores; returns the exit code. Progress and errors go to `err`, tables to `out`.

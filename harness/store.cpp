@@ -200,6 +200,13 @@ CREATE INDEX alerts_by_run ON alerts (run_id);
 
 CREATE INDEX results_by_series ON results (series_key, run_id);
 )sql",
+    // Version 3: the GPU backend: what a kernel reports about its run (FP8 amax, the engine
+    // chosen) and the library versions of a run (cuDNN compiled and loaded, frontend, cuBLAS).
+    R"sql(
+ALTER TABLE results ADD COLUMN details_json TEXT NOT NULL DEFAULT '';
+ALTER TABLE runs ADD COLUMN cudnn_frontend TEXT NOT NULL DEFAULT '';
+ALTER TABLE runs ADD COLUMN cublas TEXT NOT NULL DEFAULT '';
+)sql",
 };
 
 // ---- values and statements ---------------------------------------------------------------------
@@ -574,6 +581,8 @@ Row run_row(const RunInfo& info) {
           {"cuda_runtime", text(env.cuda_runtime)},
           {"cuda_driver", text(env.cuda_driver)},
           {"cudnn", text(env.cudnn)},
+          {"cudnn_frontend", text(env.cudnn_frontend)},
+          {"cublas", text(env.cublas)},
           {"blas", text(env.blas)},
           {"host", text(env.host)},
           {"cpu", text(env.cpu)},
@@ -596,6 +605,8 @@ RunInfo read_run_info(Statement& row) {
   row.read("cuda_runtime", env.cuda_runtime);
   row.read("cuda_driver", env.cuda_driver);
   row.read("cudnn", env.cudnn);
+  row.read("cudnn_frontend", env.cudnn_frontend);
+  row.read("cublas", env.cublas);
   row.read("blas", env.blas);
   row.read("host", env.host);
   row.read("cpu", env.cpu);
@@ -756,6 +767,7 @@ Row result_row(int64_t run_id, int64_t case_id, const ResultRecord& result) {
       {"energy_j", real(result.energy_j)},
       {"predicted_s", real(result.predicted_s)},
       {"repro", text(result.repro)},
+      {"details_json", text(result.details_json)},
   };
 }
 
@@ -802,6 +814,7 @@ Status read_result(Statement& row, ResultRecord& result) {
   row.read("energy_j", result.energy_j);
   row.read("predicted_s", result.predicted_s);
   row.read("repro", result.repro);
+  row.read("details_json", result.details_json);
   const std::string status_name = row.get<std::string>("status");
   const std::optional<ResultStatus> status = parse_result_status(status_name);
   if (!status) return Status::Error("unknown result status '" + status_name + "'");

@@ -20,7 +20,7 @@ namespace attnbench {
 
 // Version 1: runs, devices, cases, results, samples, calibrations.
 // Version 2: annotations, alerts and the (series_key, run_id) index for history queries.
-constexpr int kSchemaVersion = 2;
+constexpr int kSchemaVersion = 3;
 
 struct StoredRun {
   int64_t id = 0;

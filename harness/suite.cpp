@@ -37,7 +37,7 @@ namespace attnbench {
 namespace {
 
 constexpr std::string_view kTopLevelFields[] = {"name", "description", "repetitions",
-                                                "max_case_seconds", "matrix"};
+                                                "max_case_seconds", "energy", "matrix"};
 
 // Also the expansion order of the axes (everything after "kernels"), outermost first.
 constexpr std::string_view kMatrixFields[] = {
@@ -490,6 +490,12 @@ Status read_settings(const toml::table& root, Suite& suite, const ErrorSink& err
                           "expected a number > 0, got " + describe(*node));
     }
     suite.max_case_seconds = *seconds;
+  }
+  if (const toml::node* node = root.get("energy")) {
+    if (!node->is_boolean()) {
+      return errors.field(*node, "energy", "expected true or false, got " + describe(*node));
+    }
+    suite.measure_energy = **node->as_boolean();
   }
   return Status::Ok();
 }

@@ -4,6 +4,7 @@
 //   description = "CPU-sized: every CPU kernel x every mask x every dtype"
 //   repetitions = 5            # optional: timed repetitions per case
 //   max_case_seconds = 2.0     # optional: time cap per case (check + timing)
+//   energy = true              # optional: energy per forward (a >= 1 s loop per case, GPU)
 //
 //   [[matrix]]                 # one block = the cartesian product of its axes
 //   kernels = ["cpu.*"]        # globs over registry names
@@ -43,6 +44,7 @@ struct Suite {
   std::string path;                 // the file it was read from
   int repetitions = 0;              // 0 = the harness's default
   double max_case_seconds = 0;      // 0 = the harness's default
+  bool measure_energy = false;      // energy per forward from a >= 1 s hot loop (GPU), per case
   std::vector<SuiteEntry> entries;  // expanded, in file order, duplicates removed
 };
 

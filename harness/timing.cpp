@@ -92,13 +92,37 @@ TimingResult time_case(const std::string& name, const TimedForward& forward,
     sample.time_s = run.real_accumulated_time / static_cast<double>(run.iterations);
     result.samples.push_back(sample);
   }
-  result.gbench_runs = collector.collected;
   if (result.samples.empty()) {
     result.status = Status::Error("Google Benchmark reported no repetition for " + name);
     return result;
   }
   result.summary = summarize_samples(result.samples);
   return result;
+}
+
+std::vector<benchmark::BenchmarkReporter::Run> gbench_runs_from_samples(
+    const std::string& name, int64_t family_index, const std::vector<Sample>& samples) {
+  std::vector<benchmark::BenchmarkReporter::Run> runs;
+  for (const Sample& sample : samples) {
+    benchmark::BenchmarkReporter::Run run;
+    run.run_name.function_name = name;
+    run.run_name.iterations = "iterations:" + std::to_string(sample.iterations);
+    run.run_name.repetitions = "repeats:" + std::to_string(samples.size());
+    run.run_name.time_type = "manual_time";
+    run.family_index = family_index;
+    run.per_family_instance_index = 0;
+    run.run_type = benchmark::BenchmarkReporter::Run::RT_Iteration;
+    run.iterations = sample.iterations;
+    run.repetitions = static_cast<int64_t>(samples.size());
+    run.repetition_index = sample.repetition;
+    run.threads = 1;
+    run.time_unit = benchmark::kMillisecond;
+    run.real_accumulated_time = sample.time_s * static_cast<double>(sample.iterations);
+    // The device time is the only time measured; GB's CPU-time column repeats it.
+    run.cpu_accumulated_time = run.real_accumulated_time;
+    runs.push_back(run);
+  }
+  return runs;
 }
 
 void write_gbench_json(std::ostream& out,

@@ -36,13 +36,17 @@ struct TimingResult {
   Status status;
   std::vector<Sample> samples;
   TimingSummary summary;
-  std::vector<benchmark::BenchmarkReporter::Run> gbench_runs;  // for --benchmark_out
 };
 
 TimingResult time_case(const std::string& name, const TimedForward& forward,
                        const TimingPlan& plan);
 
 TimingSummary summarize_samples(const std::vector<Sample>& samples);
+
+// Google Benchmark's own records of one case's repetitions, rebuilt from stored samples, so the
+// JSON written from a run (or from the database) is what GB itself would write.
+std::vector<benchmark::BenchmarkReporter::Run> gbench_runs_from_samples(
+    const std::string& name, int64_t family_index, const std::vector<Sample>& samples);
 
 // Writes Google Benchmark's JSON (accepted by GB's tools/compare.py) for the collected runs.
 Status write_gbench_json(const std::string& path,

@@ -43,6 +43,11 @@ class TrackingHostAllocator final : public ScratchAllocator {
   }
 
   size_t peak_bytes() const { return peak_bytes_; }
+  // The next peak starts from what is live now (the scratch of plans still alive).
+  void reset_peak() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    peak_bytes_ = live_bytes_;
+  }
   size_t live_bytes() const { return live_bytes_; }
   size_t limit_bytes() const { return limit_bytes_; }
 

@@ -54,6 +54,9 @@ class Plan {
   virtual ~Plan() = default;
   // One forward. CPU plans run synchronously; GPU plans enqueue on the plan's stream.
   virtual Status run(const AttentionParams& params) = 0;
+  // Values the kernel reports about its last run, as a JSON object (FP8 amax outputs, the
+  // engine cuDNN chose, ...), stored with the result. Empty when there is nothing to say.
+  virtual std::string details() const { return {}; }
 };
 
 struct Kernel {

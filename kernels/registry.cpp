@@ -1,16 +1,47 @@
 // Every kernel attnbench knows, in one list. To add a kernel, add its factory call here.
 #include "kernels/registry.h"
 
+#include <cstdlib>
+#include <string>
+
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/test_kernels.h"
+#if defined(ATTNBENCH_HAVE_CUDA)
+#include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cudnn/cudnn_kernels.h"
+#endif
 
 namespace attnbench {
+namespace {
+
+std::vector<Kernel> registered_kernels() {
+  std::vector<Kernel> kernels = {
+      // ---- CPU ----------------------------------------------------------------------------------
+      cpu_naive_kernel(),
+      cpu_masked_outofplace_kernel(),
+      cpu_masked_inplace_kernel(),
+      cpu_masked_fused_kernel(),
+      cpu_flash_kernel(),
+#if defined(ATTNBENCH_HAVE_CUDA)
+      // ---- CUDA and cuDNN -----------------------------------------------------------------------
+      cuda_naive_cublas_kernel(),
+      cudnn_sdpa_kernel(),
+      cudnn_sdpa_fp8_kernel(),
+#endif
+  };
+  // Test-only kernels that crash or hang on purpose, for the isolation tests; listed only when
+  // ATTNBENCH_TEST_KERNELS=1 so no user suite ever runs them by accident.
+  const char* test_kernels = std::getenv("ATTNBENCH_TEST_KERNELS");
+  if (test_kernels != nullptr && std::string(test_kernels) == "1") {
+    for (Kernel& kernel : isolation_test_kernels()) kernels.push_back(std::move(kernel));
+  }
+  return kernels;
+}
+
+}  // namespace
 
 const std::vector<Kernel>& all_kernels() {
-  static const std::vector<Kernel> kernels = {
-      cpu_naive_kernel(),          cpu_masked_outofplace_kernel(),
-      cpu_masked_inplace_kernel(), cpu_masked_fused_kernel(),
-      cpu_flash_kernel(),
-  };
+  static const std::vector<Kernel> kernels = registered_kernels();
   return kernels;
 }
 

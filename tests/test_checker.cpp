@@ -9,7 +9,8 @@
 
 #include "harness/checker.h"
 #include "harness/inputs.h"
-#include "harness/tracking_allocator.h"
+#include "harness/case_runner.h"
+#include "harness/executor.h"
 #include "reference/formats.h"
 
 namespace attnbench {
@@ -146,11 +147,15 @@ Outcome check(Defect defect, const std::string& shape, Distribution distribution
   const ReferenceRows reference = compute_reference(inputs, seed, 1.0f);
   Kernel kernel = make_test_kernel(defect);
   Status status;
-  TrackingHostAllocator scratch(size_t{1} << 30);
-  auto plan = kernel.make_plan(problem, PlanContext{scratch}, status);
+  std::unique_ptr<DeviceExecutor> executor = make_cpu_executor(size_t{1} << 30);
+  EXPECT_TRUE(executor->load_inputs(inputs).ok);
+  auto plan = kernel.make_plan(problem, executor->plan_context(), status);
   Outcome outcome;
   KernelOutputs outputs;
-  outcome.summary = check_kernel(kernel, *plan, inputs, reference, outputs, outcome.failure);
+  Status run_status;
+  outcome.summary = check_kernel(kernel, *plan, *executor, inputs, reference, outputs,
+                                 outcome.failure, run_status);
+  EXPECT_TRUE(run_status.ok) << run_status.message;
   return outcome;
 }
 

@@ -243,3 +243,52 @@ TEST_F(Cli, FlashScratchIsFlatInSeqlenWhileNaiveGrowsQuadratically) {
 
 }  // namespace
 }  // namespace attnbench
+
+namespace attnbench {
+namespace {
+
+TEST_F(Cli, CrashesAndHangsCostOneCaseNotTheRun) {
+  // Test-only kernels (listed with ATTNBENCH_TEST_KERNELS=1) segfault, abort or hang in their
+  // worker; each is recorded with what happened and the run goes on with fresh workers.
+  setenv("ATTNBENCH_TEST_KERNELS", "1", 1);
+  CommandResult run = run_command(
+      "run --kernels 'test.cpu_*,cpu.flash' --shape b=1,hq=2,sq=33,sk=47,d=16 "
+      "--shape b=1,hq=2,sq=65,sk=65,d=32,mask=causal --case-timeout 3 --repetitions 2 --db " + db());
+  unsetenv("ATTNBENCH_TEST_KERNELS");
+  EXPECT_EQ(run.exit_code, 1) << run.output;  // failures: crashed and timed-out cases
+
+  Status status;
+  auto store = Store::open(db(), status);
+  ASSERT_TRUE(store) << status.message;
+  auto stored = store->load_run(*store->latest_run_id(status), status);
+  ASSERT_TRUE(stored);
+  EXPECT_EQ(stored->status, "complete");
+  ASSERT_EQ(stored->results.size(), 8u);  // 4 kernels x 2 shapes, nothing lost
+  int flash_passed = 0;
+  for (const ResultRecord& r : stored->results) {
+    SCOPED_TRACE(r.kernel + " " + r.message);
+    if (r.kernel == "cpu.flash") {
+      EXPECT_EQ(r.status, ResultStatus::passed);
+      EXPECT_FALSE(r.samples.empty());
+      ++flash_passed;
+    } else if (r.kernel == "test.cpu_segfault") {
+      EXPECT_EQ(r.status, ResultStatus::crashed);
+      EXPECT_NE(r.message.find("signal 11"), std::string::npos);
+    } else if (r.kernel == "test.cpu_abort") {
+      EXPECT_EQ(r.status, ResultStatus::crashed);
+      EXPECT_NE(r.message.find("signal 6"), std::string::npos);
+    } else if (r.kernel == "test.cpu_hang") {
+      EXPECT_EQ(r.status, ResultStatus::timeout);
+      EXPECT_NE(r.message.find("watchdog"), std::string::npos);
+    } else {
+      ADD_FAILURE() << "unexpected kernel";
+    }
+  }
+  EXPECT_EQ(flash_passed, 2);  // including the shape after the crashes: a fresh worker ran it
+  // Without the variable, the test kernels do not exist.
+  CommandResult hidden = run_command("list kernels");
+  EXPECT_EQ(hidden.output.find("test.cpu_segfault"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace attnbench

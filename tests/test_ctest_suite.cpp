@@ -27,6 +27,7 @@ TEST_P(CtestSuite, EveryCaseInsideTheTablePasses) {
   options.devices = "cpu";
   options.check_only = true;  // fresh random inputs: no --seed
   options.db_path = (dir / "ctest.sqlite").string();
+  options.worker_command = {ATTNBENCH_CLI};  // cases run in attnbench worker processes
   std::ostringstream out, err;
   const int code = run_cases(options, out, err);
   EXPECT_EQ(code, kExitClean) << err.str() << out.str();

@@ -423,7 +423,7 @@ TEST(SuiteErrors, UnknownChoicesListTheAcceptedValues) {
 TEST(SuiteErrors, UnknownKeysListTheAcceptedKeys) {
   EXPECT_EQ(parse_error("name = \"x\"\nrepetition = 3\n[[matrix]]\nkernels = \"*\"\nseqlen = 8\n"),
             "suites/x.toml:2: unknown field 'repetition'; accepted: name, description, "
-            "repetitions, max_case_seconds, matrix");
+            "repetitions, max_case_seconds, energy, matrix");
   EXPECT_EQ(parse_error("[[matrix]]\nkernels = \"*\"\nseqlens = 8\n"),
             "suites/x.toml:3: unknown field 'seqlens' in [[matrix]]; accepted: kernels, batch, "
             "tokens, heads_q, heads_kv, gqa, seqlen, seqlen_q, seqlen_k, head_dim, head_dim_qk, "
@@ -580,9 +580,10 @@ TEST(SuiteLookup, ByNameByPathAndUnknownNames) {
   }
 
   Suite unknown;
-  EXPECT_EQ(load_suite("smok", unknown).message,
-            "unknown suite 'smok'; available: cpu, ctest, llm, nightly, smoke (or a path to a .toml "
-            "file)");
+  EXPECT_EQ(
+      load_suite("smok", unknown).message,
+      "unknown suite 'smok'; available: cpu, ctest, gpu-smoke, llm, nightly, smoke (or a path "
+      "to a .toml file)");
   // A name ending in .toml is a path (relative to the working directory), not a suite name.
   const Status relative = load_suite("no_such_suite_here.toml", unknown);
   EXPECT_EQ(relative.message, "cannot read suite file 'no_such_suite_here.toml': no such file");
@@ -657,7 +658,8 @@ TEST(ShippedSuites, AllParseAndValidate) {
           distribution_names().end());
     }
   }
-  EXPECT_EQ(names, (std::vector<std::string>{"cpu", "ctest", "llm", "nightly", "smoke"}));
+  EXPECT_EQ(names,
+            (std::vector<std::string>{"cpu", "ctest", "gpu-smoke", "llm", "nightly", "smoke"}));
 }
 
 TEST(ShippedSuites, SmokeCoversEveryMaskKindAndCpuDtypeOnSmallShapes) {

@@ -1,0 +1,54 @@
+// Process isolation. Cases run in worker processes (`attnbench __worker --device D`), one per
+// device, fed one case at a time over a pipe (one JSON line each way). A kernel that segfaults,
+// aborts, leaves a sticky CUDA error or hangs takes only its worker down: the parent records
+// the case as crashed or timeout with the message, starts a fresh worker and goes on.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "harness/case_runner.h"
+
+namespace attnbench {
+
+// The worker's main loop; returns its exit code. `device` is "cpu" or "cuda:N".
+int worker_main(const std::string& device);
+
+class WorkerProcess {
+ public:
+  // `command` starts attnbench (its path); the worker arguments are appended.
+  WorkerProcess(std::vector<std::string> command, std::string device);
+  ~WorkerProcess();
+  WorkerProcess(const WorkerProcess&) = delete;
+  WorkerProcess& operator=(const WorkerProcess&) = delete;
+
+  // Sends the case and waits for its outcome up to `timeout`. On a crash or a timeout the
+  // worker is gone (the next call starts a new one) and the outcome says crashed or timeout.
+  CaseOutcome run(const CaseRequest& request, std::chrono::seconds timeout);
+
+ private:
+  Status start();
+  void stop(bool force);
+  void drain_stderr();
+  std::string stderr_tail() const;
+
+  std::vector<std::string> command_;
+  std::string device_;
+  pid_t pid_ = -1;
+  int to_worker_ = -1;
+  int from_worker_ = -1;
+  int worker_stderr_ = -1;
+  std::string pending_;      // bytes read from the worker not yet forming a line
+  std::string stderr_text_;  // the worker's recent stderr, for crash messages
+};
+
+// JSON lines of the protocol.
+std::string encode_request(const CaseRequest& request);
+Status decode_request(const std::string& line, CaseRequest& request);
+std::string encode_outcome(const CaseOutcome& outcome);
+Status decode_outcome(const std::string& line, CaseOutcome& outcome);
+
+}  // namespace attnbench

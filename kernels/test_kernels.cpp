@@ -1,0 +1,70 @@
+// Kernels that fail on purpose, so tests can prove a crash or a hang costs one case, not the run.
+#include "kernels/test_kernels.h"
+
+#include <chrono>
+#include <csignal>
+#include <cstdlib>
+#include <thread>
+
+namespace attnbench {
+namespace {
+
+enum class Failure { segfault, hang, abort };
+
+class FailingPlan : public Plan {
+ public:
+  explicit FailingPlan(Failure failure) : failure_(failure) {}
+  Status run(const AttentionParams& params) override {
+    switch (failure_) {
+      case Failure::segfault: {
+        // A write through a pointer that is certainly not mapped, as a kernel bug would do.
+        volatile float* unmapped = nullptr;
+        unmapped[params.batch] = 1.0f;
+        break;
+      }
+      case Failure::hang:
+        for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
+      case Failure::abort:
+        std::abort();
+    }
+    return Status::Ok();
+  }
+
+ private:
+  Failure failure_;
+};
+
+Kernel failing_kernel(const char* name, const char* summary, Failure failure) {
+  Kernel kernel;
+  kernel.name = name;
+  kernel.summary = summary;
+  kernel.backend = Backend::cpu;
+  kernel.support.input_dtypes = {DType::f32, DType::f16, DType::bf16};
+  kernel.support.max_head_dim = 256;
+  kernel.support.separate_v_dim = true;
+  kernel.support.masks = {MaskKind::none, MaskKind::causal, MaskKind::causal_br, MaskKind::window,
+                          MaskKind::padding};
+  kernel.support.layouts = {Layout::bshd, Layout::bhsd, Layout::qkv_packed};
+  kernel.support.archs = {"cpu"};
+  kernel.support.notes = "test only: fails on purpose";
+  kernel.make_plan = [failure](const Problem&, const PlanContext&, Status&) {
+    return std::make_unique<FailingPlan>(failure);
+  };
+  return kernel;
+}
+
+}  // namespace
+
+std::vector<Kernel> isolation_test_kernels() {
+  std::vector<Kernel> kernels = {
+      failing_kernel("test.cpu_segfault", "writes through a null pointer (SIGSEGV)", Failure::segfault),
+      failing_kernel("test.cpu_hang", "never returns", Failure::hang),
+      failing_kernel("test.cpu_abort", "calls abort() (SIGABRT)", Failure::abort),
+  };
+#if defined(ATTNBENCH_HAVE_CUDA)
+  kernels.push_back(cuda_oob_write_test_kernel());
+#endif
+  return kernels;
+}
+
+}  // namespace attnbench
