@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Installs what attnbench needs to build and test, from Debian's packages, when it is missing.
-# A fresh machine of the project's kind has g++, CMake and CUDA; the rest comes from here.
+# Installs what attnbench needs to build and test when it is missing: Debian's packages, then two
+# pinned PyPI wheels. A fresh machine of the project's kind has g++, CMake, CUDA and python3; the
+# rest comes from here. Quiet and quick (no network) when everything is present.
 set -euo pipefail
 
 packages=(
@@ -18,16 +19,51 @@ missing=()
 for package in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
 done
-if [ "${#missing[@]}" -eq 0 ]; then
-  exit 0
+if [ "${#missing[@]}" -gt 0 ]; then
+  echo "ci/install-deps.sh: installing ${missing[*]}"
+  if [ "$(id -u)" -ne 0 ]; then
+    sudo=sudo
+    command -v sudo >/dev/null || { echo "error: need root (or sudo) to install: ${missing[*]}" >&2; exit 2; }
+  else
+    sudo=
+  fi
+  export DEBIAN_FRONTEND=noninteractive
+  $sudo apt-get update -qq
+  $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
-echo "ci/install-deps.sh: installing ${missing[*]}"
-if [ "$(id -u)" -ne 0 ]; then
-  sudo=sudo
-  command -v sudo >/dev/null || { echo "error: need root (or sudo) to install: ${missing[*]}" >&2; exit 2; }
-else
-  sudo=
+
+# PyPI wheels, pinned, into the python3 on PATH (kernels/CMakeLists.txt and tests/CMakeLists.txt
+# look there):
+#   nvidia-cudnn-frontend  cudnn-frontend's C++ headers for cudnn.sdpa. 1.32.0 compiles against
+#                          cuDNN 9.19 and gates each feature on the cuDNN it loads at run time
+#                          (cudnnGetVersion), so it also drives the newer cuDNN of a GPU host.
+#   nvidia-cuda-cuobjdump  cuobjdump for the static checks of the CUDA kernels (`ctest -L static`);
+#                          13.4 reads the sm_80/sm_90a cubins CUDA 13.0 writes.
+wheels=(
+  nvidia-cudnn-frontend==1.32.0
+  nvidia-cuda-cuobjdump==13.4.92
+)
+if ! command -v python3 >/dev/null; then
+  echo "error: python3 is needed to install ${wheels[*]}" >&2
+  exit 2
 fi
-export DEBIAN_FRONTEND=noninteractive
-$sudo apt-get update -qq
-$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+missing_wheels=$(python3 - "${wheels[@]}" <<'PYTHON'
+import importlib.metadata
+import sys
+
+for pin in sys.argv[1:]:
+    name, version = pin.split("==")
+    try:
+        if importlib.metadata.version(name) == version:
+            continue
+    except importlib.metadata.PackageNotFoundError:
+        pass
+    print(pin)
+PYTHON
+)
+if [ -n "$missing_wheels" ]; then
+  echo "ci/install-deps.sh: installing ${missing_wheels//$'\n'/ }"
+  # shellcheck disable=SC2086  # one argument per pin
+  python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore \
+    $missing_wheels
+fi

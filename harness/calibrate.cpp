@@ -11,6 +11,9 @@
 
 #include "harness/environment.h"
 #include "harness/statistics.h"
+#if defined(ATTNBENCH_HAVE_CUDA)
+#include "harness/cuda/cuda_calibrate.h"
+#endif
 
 namespace attnbench {
 namespace {
@@ -95,8 +98,12 @@ CalibrationRecord cpu_copy(const Device& device) {
 }  // namespace
 
 Status calibrate_device(const Device& device, std::vector<CalibrationRecord>& records) {
-  if (device.backend != Backend::cpu) {
-    return Status::Error("calibration of " + device.label() + " is not implemented yet");
+  if (device.backend == Backend::cuda) {
+#if defined(ATTNBENCH_HAVE_CUDA)
+    return calibrate_cuda_device(device, records);
+#else
+    return Status::Error("calibrating " + device.label() + " needs the CUDA backend");
+#endif
   }
   records.push_back(cpu_gemm(device));
   records.push_back(cpu_copy(device));

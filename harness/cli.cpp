@@ -15,6 +15,7 @@
 #include "harness/store.h"
 #include "harness/suite.h"
 #include "harness/summary_table.h"
+#include "harness/history_cli.h"
 #include "harness/worker.h"
 #include "kernels/registry.h"
 
@@ -60,8 +61,13 @@ int list_command(const std::string& what, bool support, const std::string& db_pa
                   << ", returns LSE: " << (kernel.returns_lse ? "yes" : "no") << "\n";
       }
     }
+#if !defined(ATTNBENCH_HAVE_CUDA)
     std::cout << "GPU kernels (cuda.*, cudnn.*): not in this build: " << gpu_absence_reason()
               << "\n";
+#endif
+    // The PyTorch peers need libtorch at configure time; no build of attnbench links it yet.
+    std::cout << "PyTorch peers (torch.sdpa_flash, torch.sdpa_efficient, torch.sdpa_cudnn, "
+                 "torch.sdpa_math): not built: this build has no libtorch support\n";
     return kExitClean;
   }
   if (what == "suites") {
@@ -79,7 +85,8 @@ int list_command(const std::string& what, bool support, const std::string& db_pa
                 << format_bytes(static_cast<double>(d.info.memory_bytes)) << " memory, L2 "
                 << format_bytes(static_cast<double>(d.info.l2_bytes)) << "\n";
     }
-    std::cout << "no GPU: " << gpu_absence_reason() << "\n";
+    const std::string absence = gpu_absence_reason();
+    if (!absence.empty()) std::cout << "no GPU: " << absence << "\n";
     return kExitClean;
   }
   std::cerr << "error: list '" << what << "': accepted: kernels, suites, devices\n";
@@ -296,6 +303,9 @@ int run_cli(int argc, char** argv) {
   calibrate->add_option("--devices", calibrate_devices, "all | cpu | gpu | GPU ordinals");
   calibrate->add_option("--db", db_path, "SQLite database (default results/attnbench.sqlite)");
 
+  // The history and regression commands (harness/history_cli.cpp).
+  const std::function<std::optional<int>()> history_dispatch = add_history_commands(app, db_path);
+
   // Internal: the worker process the parent starts for each device (see harness/worker.h).
   auto* worker = app.add_subcommand("__worker", "");
   worker->group("");  // hidden from --help
@@ -315,6 +325,7 @@ int run_cli(int argc, char** argv) {
   }
 
   if (*worker) return worker_main(worker_device);
+  if (std::optional<int> code = history_dispatch()) return *code;
   if (*list) return list_command(list_what, list_support, db_path);
   if (*show) return show_command(show_run, db_path);
   if (*calibrate) return calibrate_command(calibrate_devices, db_path);

@@ -7,6 +7,12 @@
 #include <sstream>
 
 #include "harness/environment.h"
+#if defined(ATTNBENCH_HAVE_CUDA)
+#include "harness/cuda/cuda_devices.h"
+#endif
+#if defined(ATTNBENCH_HAVE_CUDA)
+#include "harness/cuda/cuda_devices.h"
+#endif
 
 namespace attnbench {
 
@@ -28,13 +34,23 @@ std::vector<Device> discover_devices() {
   cpu.info.memory_bytes = static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGESIZE);
   const long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
   cpu.info.l2_bytes = l2 > 0 ? l2 : 0;
-  return {cpu};
+  std::vector<Device> devices = {cpu};
+#if defined(ATTNBENCH_HAVE_CUDA)
+  std::string reason;
+  for (Device& gpu : discover_cuda_devices(reason)) devices.push_back(std::move(gpu));
+#endif
+  return devices;
 }
 
 std::string gpu_absence_reason() {
-  return "this attnbench was built without the CUDA backend (it arrives with the GPU backend "
-         "issue), "
-         "so no GPU can be used";
+#if defined(ATTNBENCH_HAVE_CUDA)
+  std::string reason;
+  if (!discover_cuda_devices(reason).empty()) return "";
+  return reason;
+#else
+  return "this attnbench was built without the CUDA backend (configure with -DATTNBENCH_CUDA=ON "
+         "where nvcc is installed)";
+#endif
 }
 
 Status select_devices(const std::string& spec, const std::vector<Device>& found,

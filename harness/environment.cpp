@@ -6,9 +6,20 @@
 #include <array>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <ctime>
 #include <fstream>
 #include <random>
+
+#if defined(ATTNBENCH_HAVE_CUDA)
+#include "harness/cuda/cuda_devices.h"
+#include "kernels/cudnn/cudnn_versions.h"
+#endif
+
+#if defined(ATTNBENCH_HAVE_CUDA)
+#include "harness/cuda/cuda_devices.h"
+#include "kernels/cudnn/cudnn_versions.h"
+#endif
 
 extern "C" char* openblas_get_config(void);
 
@@ -73,10 +84,19 @@ std::string cpu_model_name() { return cpu_model(); }
 EnvironmentInfo capture_environment() {
   EnvironmentInfo env;
   const std::string source = ATTNBENCH_SOURCE_DIR;
-  env.git_sha = command_output("git -C '" + source + "' rev-parse HEAD");
-  if (env.git_sha.empty()) env.git_sha = "unknown";
-  env.git_dirty =
-      !command_output("git -C '" + source + "' status --porcelain --untracked-files=no").empty();
+  // A copy of the tree without .git (a GPU host running a bundle) names its commit through
+  // ATTNBENCH_GIT_SHA and ATTNBENCH_GIT_DIRTY (yes/no), as ci/gpu-check.sh sets them.
+  const char* sha_override = std::getenv("ATTNBENCH_GIT_SHA");
+  const char* dirty_override = std::getenv("ATTNBENCH_GIT_DIRTY");
+  if (sha_override != nullptr && *sha_override != '\0') {
+    env.git_sha = sha_override;
+    env.git_dirty = dirty_override != nullptr && std::string(dirty_override) == "yes";
+  } else {
+    env.git_sha = command_output("git -C '" + source + "' rev-parse HEAD");
+    if (env.git_sha.empty()) env.git_sha = "unknown";
+    env.git_dirty =
+        !command_output("git -C '" + source + "' status --porcelain --untracked-files=no").empty();
+  }
   env.build_type = ATTNBENCH_BUILD_TYPE;
   env.build_flags = ATTNBENCH_BUILD_FLAGS;
   env.compiler = ATTNBENCH_COMPILER;
@@ -88,6 +108,11 @@ EnvironmentInfo capture_environment() {
   utsname name{};
   if (uname(&name) == 0)
     env.os = std::string(name.sysname) + " " + name.release + " " + name.machine;
+#if defined(ATTNBENCH_HAVE_CUDA)
+  capture_cuda_versions(env);
+  env.cudnn = "compiled " + cudnn_version_compiled() + ", loaded " + cudnn_version_loaded();
+  env.cudnn_frontend = cudnn_frontend_version();
+#endif
   return env;
 }
 

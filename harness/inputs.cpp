@@ -158,6 +158,10 @@ uint64_t hash_string(const std::string& text) {
 
 Status make_inputs(const Problem& problem, Distribution distribution, uint64_t seed,
                    ProblemInputs& inputs) {
+  if (problem.fp8_scaling == Fp8Scaling::per_head || problem.fp8_scaling == Fp8Scaling::per_block) {
+    return Status::Error("fp8_scaling " + std::string(fp8_scaling_name(problem.fp8_scaling)) +
+                         " is not implemented by the harness yet; accepted: none, per_tensor");
+  }
   inputs.problem = problem;
   inputs.layout = describe_layout(problem);
   const ProblemLayout& layout = inputs.layout;

@@ -358,6 +358,7 @@ int run_cases(const RunOptions& options, std::ostream& out, std::ostream& err) {
           result.fraction_of_peak_flops =
               result.flops_per_s / peak_flops_for(ceilings, std::string(dtype_name(spec.problem.input_dtype)));
           result.fraction_of_peak_bandwidth = result.bytes_per_s / peak_bandwidth(ceilings);
+          if (kernel.bytes_moved) result.predicted_s = kernel.bytes_moved(spec.problem) / peak_bandwidth(ceilings);
         }
       }
       std::lock_guard<std::mutex> lock(record_mutex);

@@ -66,6 +66,11 @@ struct Kernel {
   bool deterministic = true;  // runs twice bit-for-bit equal
   bool returns_lse = false;
   SupportTable support;
+  // The bytes one forward moves through device memory, from the kernel's own structure (a
+  // materialized score matrix written and read back, ...); the harness divides it by the
+  // calibrated copy bandwidth to predict the time, and stores prediction and measurement side
+  // by side. Empty when the kernel has no such model.
+  std::function<double(const Problem& problem)> bytes_moved;
   // Builds a plan; scratch comes from context.scratch so the harness measures it. Called
   // outside the timed region. Returns null with a message in `status` on failure ("out of
   // memory: ..." when scratch could not be had).

@@ -455,7 +455,9 @@ TEST_P(CpuKernelTest, RefusesProblemsOutsideItsTable) {
 
 std::vector<std::string> kernel_names() {
   std::vector<std::string> names;
-  for (const Kernel& kernel : all_kernels()) names.push_back(kernel.name);
+  for (const Kernel& kernel : all_kernels()) {
+    if (kernel.backend == Backend::cpu) names.push_back(kernel.name);
+  }
   return names;
 }
 
@@ -555,8 +557,8 @@ TEST(CpuKernelRegistry, ListsTheFiveCpuKernels) {
             (std::vector<std::string>{"cpu.naive", "cpu.masked_outofplace", "cpu.masked_inplace",
                                       "cpu.masked_fused", "cpu.flash"}));
   for (const Kernel& kernel : all_kernels()) {
+    if (kernel.backend != Backend::cpu) continue;
     EXPECT_EQ(find_kernel(kernel.name), &kernel);
-    EXPECT_EQ(kernel.backend, Backend::cpu);
     EXPECT_TRUE(kernel.deterministic);
     EXPECT_TRUE(kernel.returns_lse);
     EXPECT_TRUE(static_cast<bool>(kernel.make_plan));

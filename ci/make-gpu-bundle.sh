@@ -1,0 +1,173 @@
+#!/usr/bin/env bash
+# Builds, on a build machine, what ci/gpu-check.sh needs on a GPU host that has CUDA 13, CMake,
+# ninja and python3 with PyTorch but no -dev packages and no package registry: attnbench and the
+# test binaries of the `gpu` label, linked statically against every host library (ldd shows only
+# glibc, cuBLAS/cuBLASLt and cuDNN), stripped, with a ctest file for wherever they are unpacked,
+# packed into one file small enough for the device tool to carry:
+#
+#   ci/make-gpu-bundle.sh            # -> bundle/attnbench-gpu.tar.xz (and build-bundle/)
+#
+# It prints the `run` call that verifies the GPU side with it.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+build="$root/build-bundle"
+deps="$build/deps"
+stage="$build/stage/attnbench-gpu"
+bundle_dir="$root/bundle"
+bundle="$bundle_dir/attnbench-gpu.tar.xz"
+jobs="${ATTNBENCH_BUNDLE_JOBS:-$(nproc)}"
+# The device tool carries at most 64 MiB with the working tree; leave room for the tree.
+max_bundle_mib=60
+start=$(date +%s)
+
+say() { echo "make-gpu-bundle: $*"; }
+die() { echo "make-gpu-bundle: error: $*" >&2; exit 2; }
+
+command -v nvcc >/dev/null || die "nvcc is not on PATH: the bundle needs the CUDA backend"
+ci/install-deps.sh
+
+# ---- Google Benchmark, static ---------------------------------------------------------------
+# Debian ships it only as a shared library. Build the very version whose headers are installed,
+# from Debian's source package, fetched with a private sources list so the system's apt
+# configuration stays as it is.
+benchmark_version=$(dpkg-query -W -f='${Version}' libbenchmark-dev)
+benchmark_source=$(dpkg-query -W -f='${source:Package}' libbenchmark-dev)
+benchmark_prefix="$deps/benchmark-$benchmark_version"
+if [ ! -f "$benchmark_prefix/lib/cmake/benchmark/benchmarkConfig.cmake" ]; then
+  say "building a static Google Benchmark $benchmark_version from Debian's source package"
+  apt_state="$deps/apt"
+  rm -rf "$apt_state" "$deps/benchmark-src" "$deps/benchmark-build"
+  mkdir -p "$apt_state/lists/partial" "$deps/benchmark-src"
+  codename=$(sed -n 's/^VERSION_CODENAME=//p' /etc/os-release)
+  echo "deb-src http://deb.debian.org/debian $codename main" >"$apt_state/sources.list"
+  apt_options=(-o "Dir::Etc::SourceList=$apt_state/sources.list" -o "Dir::Etc::SourceParts=/dev/null"
+               -o "Dir::State::Lists=$apt_state/lists" -o Debug::NoLocking=1
+               -o APT::Sandbox::User=root -qq)
+  apt-get "${apt_options[@]}" update
+  (cd "$deps/benchmark-src" && apt-get "${apt_options[@]}" source "$benchmark_source=$benchmark_version")
+  source_dir=$(find "$deps/benchmark-src" -mindepth 1 -maxdepth 1 -type d | head -n 1)
+  [ -n "$source_dir" ] || die "apt-get source $benchmark_source=$benchmark_version unpacked nothing"
+  # GIT_VERSION as debian/rules passes it: the source package carries no git tags to read.
+  cmake -S "$source_dir" -B "$deps/benchmark-build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+    -DGIT_VERSION="${benchmark_version%-*}" \
+    -DBUILD_SHARED_LIBS=OFF -DCMAKE_POSITION_INDEPENDENT_CODE=ON \
+    -DBENCHMARK_ENABLE_TESTING=OFF -DBENCHMARK_ENABLE_GTEST_TESTS=OFF \
+    -DBENCHMARK_ENABLE_LTO=OFF -DBENCHMARK_ENABLE_WERROR=OFF -DBENCHMARK_INSTALL_DOCS=OFF \
+    -DCMAKE_INSTALL_PREFIX="$benchmark_prefix" -DCMAKE_INSTALL_LIBDIR=lib >/dev/null
+  cmake --build "$deps/benchmark-build" --parallel "$jobs" >/dev/null
+  cmake --install "$deps/benchmark-build" >/dev/null
+  rm -rf "$apt_state" "$deps/benchmark-src" "$deps/benchmark-build"
+fi
+
+# ---- attnbench, static host libraries ----------------------------------------------------------
+say "configuring $build (Release, CUDA, static host libraries, tests)"
+cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DATTNBENCH_CUDA=ON \
+  -DATTNBENCH_WERROR=ON -DATTNBENCH_TESTS=ON -DATTNBENCH_STATIC_DEPS=ON \
+  -DATTNBENCH_STATIC_BENCHMARK_PREFIX="$benchmark_prefix" >/dev/null
+say "building with $jobs jobs"
+cmake --build "$build" --parallel "$jobs"
+
+# ---- the gpu tests, relocatable ----------------------------------------------------------------
+# The build's ctest files hold this machine's absolute paths; the bundle carries its own, with
+# @BUNDLE@ where gpu-check.sh puts the unpacked folder.
+rm -rf "$build/stage"
+mkdir -p "$stage/bin"
+ctest --test-dir "$build" --label-regex '^gpu$' --show-only=json-v1 >"$build/gpu-tests.json"
+binaries=$(python3 - "$build/gpu-tests.json" "$build/bin" "$stage/CTestTestfile.cmake" <<'PYTHON'
+import json, os, sys
+
+listing, bin_dir, ctest_file = sys.argv[1], os.path.realpath(sys.argv[2]), sys.argv[3]
+tests = json.load(open(listing))["tests"]
+
+def cmake_quote(text):
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("$", "\\$") + '"'
+
+def relocate(path):
+    real = os.path.realpath(path)
+    if os.path.dirname(real) != bin_dir:
+        sys.exit(f"gpu test binary outside {bin_dir}: {path}")
+    return "@BUNDLE@/bin/" + os.path.basename(real)
+
+binaries = set()
+lines = ["# Generated by ci/make-gpu-bundle.sh: the `gpu` tests of the bundle; gpu-check.sh",
+         "# replaces @BUNDLE@ with the folder the bundle is unpacked in."]
+for test in tests:
+    command = test.get("command")
+    if not command:
+        continue
+    binaries.add(os.path.basename(os.path.realpath(command[0])))
+    arguments = [relocate(command[0])] + command[1:]
+    lines.append(f"add_test({cmake_quote(test['name'])} {' '.join(map(cmake_quote, arguments))})")
+    kept = []
+    for prop in test.get("properties", []):
+        name, value = prop["name"], prop["value"]
+        if name in ("LABELS", "SKIP_REGULAR_EXPRESSION", "ENVIRONMENT"):
+            value = ";".join(value) if isinstance(value, list) else str(value)
+            kept.append(f"{name} {cmake_quote(value)}")
+        elif name == "TIMEOUT":
+            kept.append(f"TIMEOUT {value}")
+    lines.append(f"set_tests_properties({cmake_quote(test['name'])} PROPERTIES "
+                 f"WORKING_DIRECTORY \"@WORKDIR@\" {' '.join(kept)})")
+if not binaries:
+    sys.exit("no test carries the gpu label")
+open(ctest_file, "w").write("\n".join(lines) + "\n")
+print(" ".join(sorted(binaries)))
+PYTHON
+)
+say "gpu test binaries: $binaries"
+
+# ---- only glibc and CUDA's own libraries may stay dynamic ----------------------------------------
+# The libraries the binaries name themselves (their own needs, such as cuDNN's libstdc++, are
+# the host's): glibc; cuBLAS, cuBLASLt and NVRTC from the host's CUDA toolkit; cuDNN from its
+# pip wheel. The driver (libcuda) is opened at run time by the static CUDA runtime.
+allowed='^(libc|libm|libdl|libpthread|librt|ld-linux-x86-64|libcublas|libcublasLt|libnvrtc|libcudnn)\.so'
+for binary in attnbench $binaries; do
+  cp "$build/bin/$binary" "$stage/bin/$binary"
+  strip --strip-unneeded "$stage/bin/$binary"
+  unexpected=$(readelf -d "$stage/bin/$binary" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' | grep -Ev "$allowed" || true)
+  [ -z "$unexpected" ] || die "$binary links dynamically against: $(paste -sd" " <<<"$unexpected") (expected only glibc, cuBLAS, NVRTC, cuDNN)"
+done
+
+# ---- what was built, for the summary of a GPU run --------------------------------------------------
+git_sha=$(git rev-parse HEAD 2>/dev/null || echo unknown)
+git_dirty=$([ -n "$(git status --porcelain --untracked-files=no 2>/dev/null)" ] && echo yes || echo no)
+cudnn_header=$(find /usr/local/cuda*/include /usr/include -maxdepth 2 -name cudnn_version.h 2>/dev/null | head -n 1)
+cudnn_compiled=unknown
+if [ -n "$cudnn_header" ]; then
+  cudnn_compiled=$(awk '/#define CUDNN_(MAJOR|MINOR|PATCHLEVEL) /{printf "%s%s", sep, $3; sep="."}' "$cudnn_header")
+fi
+# What the binary carries, as cuobjdump lists it (SASS per real architecture, PTX per virtual).
+cuobjdump=$(sed -n 's/^ATTNBENCH_CUOBJDUMP:FILEPATH=//p' "$build/CMakeCache.txt")
+device_code=unknown
+if [ -x "$cuobjdump" ]; then
+  device_code=$("$cuobjdump" --list-elf --list-ptx "$build/bin/attnbench" |
+    sed -n 's/^\(ELF\|PTX\) file.*\.\(sm_[0-9a-z]*\)\.\(cubin\|ptx\)$/\1 \2/p' | sort -u |
+    awk '{print ($1 == "PTX" ? "compute_" substr($2, 4) : $2)}' | sort -u | paste -sd' ')
+fi
+{
+  echo "git_sha=$git_sha"
+  echo "git_dirty=$git_dirty"
+  echo "built_at=$(date -u +%Y-%m-%dT%H:%M:%SZ)"
+  echo "built_on=$(hostname) ($(sed -n 's/^PRETTY_NAME=//p' /etc/os-release | tr -d '"'))"
+  echo "compiler=$(c++ --version | head -n 1)"
+  echo "nvcc=$(nvcc --version | tail -n 1)"
+  echo "cuda_architectures=$device_code"
+  echo "cudnn_compiled=$cudnn_compiled"
+  echo "cudnn_frontend=$(python3 -m pip show nvidia-cudnn-frontend 2>/dev/null | awk '/^Version:/{print $2}')"
+  echo "binaries=attnbench $binaries"
+} >"$stage/BUNDLE-INFO"
+
+mkdir -p "$bundle_dir"
+say "packing $bundle"
+tar -C "$build/stage" -cf - attnbench-gpu | xz -T "$jobs" -6 >"$bundle.tmp"
+mv "$bundle.tmp" "$bundle"
+size_mib=$(( $(stat -c %s "$bundle") / 1048576 ))
+[ "$size_mib" -le "$max_bundle_mib" ] || die "$bundle is $size_mib MiB; the device tool carries at most $max_bundle_mib with the tree"
+
+cat <<EOF
+make-gpu-bundle: $bundle: $size_mib MiB, git $git_sha$([ "$git_dirty" = yes ] && echo " (dirty)"), in $(( $(date +%s) - start )) s
+Verify the GPU side with the device tool (the whole check takes under 5 minutes):
+  run(command='ci/gpu-check.sh "\$OUT"', carry=["bundle"], timeout_s=570)
+then commit the summary: cp <files_at>/summary.md ci/gpu-runs/\$(date -u +%Y-%m-%d)-<device>-<sha>.md
+EOF

@@ -1,0 +1,292 @@
+// The CUDA side of the harness (harness/cuda/). CudaDevice.* need a GPU (ctest label gpu) and
+// skip with the reason when there is none; they drive the executor with test plans whose forward
+// is one small kernel (tests/cuda_test_kernels.cu), so what is judged is the executor: inputs on
+// the device, poison, guards, launch counts, scratch, timing with clocks, energy, health.
+// CudaHost.* (label cpu) run everywhere: discovery and the executor without a GPU, the NVML
+// reason decoder, UUID text, version capture.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <set>
+
+#include "harness/cuda/cuda_calibrate.h"
+#include "harness/cuda/cuda_devices.h"
+#include "harness/cuda/nvml.h"
+#include "harness/executor.h"
+#include "harness/timing.h"
+#include "tests/cuda_test_kernels.h"
+
+namespace attnbench {
+namespace {
+
+// Small enough to check byte for byte, odd enough (37 rows) that no size lines up by chance.
+constexpr const char* kTinyShape = "b=2,hq=4,sq=37,sk=37,d=64,dtype=fp16";
+constexpr unsigned char kPoisonByte = 0xFF;
+// Far past any allocation: 1 TiB.
+constexpr int64_t kFarAwayBytes = int64_t{1} << 40;
+
+uint64_t fresh_seed() { return std::random_device{}(); }
+
+Status cuda_error(cudaError_t error) {
+  return error == cudaSuccess ? Status::Ok() : Status::Error(cudaGetErrorString(error));
+}
+
+enum class Forward { copy_query, copy_query_and_one_past_end, write_nothing, write_far_away };
+
+// A plan whose forward is one test kernel on the executor's stream; optionally holds scratch
+// from the executor's allocator, as a real plan's workspace.
+class TestPlan final : public Plan {
+ public:
+  TestPlan(const PlanContext& context, Forward forward, size_t scratch_bytes = 0)
+      : stream_(static_cast<cudaStream_t>(context.stream)), forward_(forward) {
+    if (scratch_bytes > 0) scratch_ = ScratchBuffer(context.scratch, scratch_bytes);
+  }
+
+  Status run(const AttentionParams& p) override {
+    switch (forward_) {
+      case Forward::copy_query:
+      case Forward::copy_query_and_one_past_end: {
+        test_kernels::CopyRows copy;
+        copy.source = static_cast<const uint16_t*>(p.q);
+        copy.target = static_cast<uint16_t*>(p.out);
+        copy.batch = p.batch;
+        copy.seqlen = p.seqlen_q;
+        copy.heads = p.heads_q;
+        copy.dim = p.head_dim_qk;
+        copy.source_batch_stride = p.q_batch_stride;
+        copy.source_row_stride = p.q_row_stride;
+        copy.source_head_stride = p.q_head_stride;
+        copy.target_batch_stride = p.out_batch_stride;
+        copy.target_row_stride = p.out_row_stride;
+        copy.target_head_stride = p.out_head_stride;
+        copy.write_one_past_end = forward_ == Forward::copy_query_and_one_past_end;
+        copy.target_elements = int64_t{p.batch} * p.seqlen_q * p.heads_q * p.head_dim_v;
+        return cuda_error(test_kernels::launch_copy_rows(copy, stream_));
+      }
+      case Forward::write_nothing:
+        return cuda_error(test_kernels::launch_write_nothing(stream_));
+      case Forward::write_far_away:
+        return cuda_error(test_kernels::launch_write_far_away(p.out, kFarAwayBytes, stream_));
+    }
+    return Status::Error("unknown test forward");
+  }
+
+  bool has_scratch() const { return static_cast<bool>(scratch_); }
+
+ private:
+  cudaStream_t stream_;
+  Forward forward_;
+  ScratchBuffer scratch_;
+};
+
+class CudaDevice : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string reason;
+    devices_ = discover_cuda_devices(reason);
+    if (devices_.empty()) GTEST_SKIP() << "no GPU: " << reason;
+    Status status;
+    executor_ = make_cuda_executor(0, status);
+    ASSERT_TRUE(executor_) << status.message;
+    ASSERT_TRUE(parse_shape(kTinyShape, problem_).ok);
+    ASSERT_TRUE(make_inputs(problem_, Distribution::normal, fresh_seed(), inputs_).ok);
+    const Status loaded = executor_->load_inputs(inputs_);
+    ASSERT_TRUE(loaded.ok) << loaded.message;
+  }
+
+  std::unique_ptr<TestPlan> plan(Forward forward, size_t scratch_bytes = 0) {
+    return std::make_unique<TestPlan>(executor_->plan_context(), forward, scratch_bytes);
+  }
+
+  std::vector<Device> devices_;
+  std::unique_ptr<DeviceExecutor> executor_;
+  Problem problem_;
+  ProblemInputs inputs_;
+};
+
+TEST_F(CudaDevice, DiscoveryDescribesEveryGpu) {
+  for (const Device& device : devices_) {
+    EXPECT_EQ(device.backend, Backend::cuda);
+    EXPECT_EQ(device.info.uuid.rfind("GPU-", 0), 0u) << device.info.uuid;
+    EXPECT_EQ(device.info.uuid.size(), 40u) << device.info.uuid;
+    EXPECT_GE(device.info.sm_version, 80);
+    EXPECT_GT(device.info.sm_count, 0);
+    EXPECT_GT(device.info.memory_bytes, 0);
+    EXPECT_GT(device.info.l2_bytes, 0);
+    EXPECT_GT(device.info.clock_mhz, 0);
+    EXPECT_EQ(device.info.extra_json.front(), '{');
+    EXPECT_EQ(device.info.extra_json.back(), '}');
+  }
+}
+
+TEST_F(CudaDevice, RoundTripCopiesQueryIntoOutput) {
+  auto copy = plan(Forward::copy_query);
+  KernelOutputs outputs = make_outputs(inputs_, false);
+  ASSERT_EQ(outputs.out.bytes(), inputs_.q_buffer.bytes());  // both dense bshd, same shape
+  const Status status = executor_->run_checked(*copy, outputs);
+  ASSERT_TRUE(status.ok) << status.message;
+  EXPECT_TRUE(outputs.guards_ok);
+  EXPECT_EQ(std::memcmp(outputs.out.data(), inputs_.q_buffer.data(), outputs.out.bytes()), 0);
+  EXPECT_TRUE(executor_->healthy());
+}
+
+TEST_F(CudaDevice, UnwrittenOutputStaysPoisoned) {
+  auto nothing = plan(Forward::write_nothing);
+  KernelOutputs outputs = make_outputs(inputs_, false);
+  ASSERT_TRUE(executor_->run_checked(*nothing, outputs).ok);
+  const auto* bytes = static_cast<const unsigned char*>(outputs.out.data());
+  for (size_t i = 0; i < outputs.out.bytes(); ++i) ASSERT_EQ(bytes[i], kPoisonByte) << "byte " << i;
+}
+
+TEST_F(CudaDevice, GuardsCatchOneElementPastTheEnd) {
+  auto overflowing = plan(Forward::copy_query_and_one_past_end);
+  KernelOutputs outputs = make_outputs(inputs_, false);
+  ASSERT_TRUE(executor_->run_checked(*overflowing, outputs).ok);
+  EXPECT_FALSE(outputs.guards_ok);
+  // The guards are set again before every checked run: a good kernel afterwards passes.
+  auto copy = plan(Forward::copy_query);
+  KernelOutputs again = make_outputs(inputs_, false);
+  ASSERT_TRUE(executor_->run_checked(*copy, again).ok);
+  EXPECT_TRUE(again.guards_ok);
+}
+
+TEST_F(CudaDevice, LaunchCountOfOneKernelIsOne) {
+  auto copy = plan(Forward::copy_query);
+  KernelOutputs outputs = make_outputs(inputs_, false);
+  Status status;
+  EXPECT_EQ(executor_->count_launches(*copy, outputs, status), 1) << status.message;
+  EXPECT_TRUE(status.ok) << status.message;
+  // The stream left capture mode: forwards run on it as before.
+  const Status run = executor_->run_checked(*copy, outputs);
+  ASSERT_TRUE(run.ok) << run.message;
+  EXPECT_EQ(std::memcmp(outputs.out.data(), inputs_.q_buffer.data(), outputs.out.bytes()), 0);
+}
+
+TEST_F(CudaDevice, ScratchHighWaterMarkIsMeasured) {
+  constexpr size_t kScratchBytes = size_t{3} << 20;
+  executor_->reset_scratch_peak();
+  {
+    auto with_scratch = plan(Forward::copy_query, kScratchBytes);
+    ASSERT_TRUE(with_scratch->has_scratch());
+    KernelOutputs outputs = make_outputs(inputs_, false);
+    ASSERT_TRUE(executor_->run_checked(*with_scratch, outputs).ok);
+  }
+  EXPECT_EQ(executor_->scratch_peak_bytes(), kScratchBytes);
+  executor_->reset_scratch_peak();
+  EXPECT_EQ(executor_->scratch_peak_bytes(), 0u);  // the plan gave its scratch back
+  // Past the limit: refused, not attempted, and the device stays usable.
+  EXPECT_EQ(executor_->scratch().allocate(size_t{1} << 62), nullptr);
+  EXPECT_TRUE(executor_->healthy());
+}
+
+TEST_F(CudaDevice, TimedForwardsCarryClocksPerRepetition) {
+  auto copy = plan(Forward::copy_query);
+  KernelOutputs outputs = make_outputs(inputs_, false);
+  TimedForward forward = executor_->timed_forward(*copy, outputs);
+  std::string error;
+  ASSERT_GT(forward(error), 0) << error;  // warm-up, forgotten by begin_timing
+  executor_->begin_timing();
+  TimingResult timing = time_case("cuda_executor_test", forward, TimingPlan{3, 4});
+  ASSERT_TRUE(timing.status.ok) << timing.status.message;
+  ASSERT_EQ(timing.samples.size(), 3u);
+  executor_->annotate_samples(timing.samples);
+  for (const Sample& sample : timing.samples) {
+    EXPECT_GT(sample.time_s, 0);
+    EXPECT_TRUE(std::isfinite(sample.sm_clock_mhz)) << "repetition " << sample.repetition;
+    EXPECT_GT(sample.sm_clock_mhz, 0);
+    EXPECT_FALSE(sample.clock_reasons.empty());
+  }
+  EXPECT_NE(executor_->timer_name().find("cudaEvent"), std::string::npos);
+}
+
+TEST_F(CudaDevice, EnergyPerForwardComesFromALoopOfAtLeastOneSecond) {
+  auto copy = plan(Forward::copy_query);
+  KernelOutputs outputs = make_outputs(inputs_, false);
+  Status status;
+  const double joules = executor_->energy_per_forward(*copy, outputs, status);
+  ASSERT_TRUE(status.ok) << status.message;
+  EXPECT_TRUE(std::isfinite(joules));
+  EXPECT_GT(joules, 0);
+}
+
+TEST_F(CudaDevice, CalibrationMeasuresGemmsAndCopy) {
+  std::vector<CalibrationRecord> records;
+  const Status status = calibrate_cuda_device(devices_.front(), records);
+  ASSERT_TRUE(status.ok) << status.message;
+  std::set<std::string> measured;
+  for (const CalibrationRecord& record : records) {
+    EXPECT_GT(record.value, 0) << record.kind << " " << record.dtype;
+    EXPECT_EQ(record.device_uuid, devices_.front().info.uuid);
+    EXPECT_FALSE(record.details.empty());
+    measured.insert(record.kind + ":" + record.dtype);
+  }
+  EXPECT_TRUE(measured.count("gemm:fp16"));
+  EXPECT_TRUE(measured.count("gemm:bf16"));
+  if (devices_.front().info.sm_version >= 89) {
+    EXPECT_TRUE(measured.count("gemm:e4m3"));
+  }
+  EXPECT_TRUE(measured.count("copy:bytes"));
+}
+
+// Last in this file: the sticky error it provokes leaves the process's CUDA context unusable
+// (ctest runs each test in its own process; a plain run of the binary reaches this one last).
+TEST_F(CudaDevice, IllegalAddressMakesTheExecutorUnhealthy) {
+  auto faulting = plan(Forward::write_far_away);
+  KernelOutputs outputs = make_outputs(inputs_, false);
+  const Status status = executor_->run_checked(*faulting, outputs);
+  EXPECT_FALSE(status.ok);
+  EXPECT_NE(status.message.find("cudaErrorIllegalAddress"), std::string::npos) << status.message;
+  EXPECT_FALSE(executor_->healthy());
+}
+
+TEST(CudaHost, DiscoveryWithoutGpuGivesOneLineReason) {
+  std::string reason;
+  const std::vector<Device> devices = discover_cuda_devices(reason);
+  if (!devices.empty()) GTEST_SKIP() << "a GPU is present: this test is about machines without one";
+  EXPECT_FALSE(reason.empty());
+  EXPECT_EQ(reason.find('\n'), std::string::npos) << reason;
+}
+
+TEST(CudaHost, ExecutorWithoutGpuFailsWithAStatus) {
+  std::string reason;
+  if (!discover_cuda_devices(reason).empty()) GTEST_SKIP() << "a GPU is present";
+  Status status;
+  EXPECT_EQ(make_cuda_executor(0, status), nullptr);
+  EXPECT_FALSE(status.ok);
+  EXPECT_FALSE(status.message.empty());
+}
+
+TEST(CudaHost, ClockEventReasonsDecodeToNames) {
+  EXPECT_EQ(describe_clock_event_reasons(0), "none");
+  EXPECT_EQ(describe_clock_event_reasons(kClockEventSwPowerCap | kClockEventHwSlowdown),
+            "sw_power_cap,hw_slowdown");
+  EXPECT_EQ(describe_clock_event_reasons(kClockEventGpuIdle), "gpu_idle");
+  EXPECT_EQ(describe_clock_event_reasons(kClockEventHwThermalSlowdown | 0x10000),
+            "hw_thermal_slowdown,other_0x10000");
+}
+
+TEST(CudaHost, GpuUuidIsSpelledLikeNvidiaSmi) {
+  char bytes[16];
+  for (int i = 0; i < 16; ++i) bytes[i] = static_cast<char>(i * 17);
+  EXPECT_EQ(format_gpu_uuid(bytes), "GPU-00112233-4455-6677-8899-aabbccddeeff");
+}
+
+TEST(CudaHost, VersionsAreRecordedWithOrWithoutDriver) {
+  EnvironmentInfo env;
+  env.blas = "OpenBLAS";
+  capture_cuda_versions(env);
+  EXPECT_FALSE(env.cuda_runtime.empty());
+  EXPECT_FALSE(env.cuda_driver.empty());
+  EXPECT_EQ(env.cublas.rfind("cuBLASLt ", 0), 0u) << env.cublas;
+}
+
+TEST(CudaHost, MissingNvmlIsExplained) {
+  std::string reason;
+  if (Nvml::load(reason)) GTEST_SKIP() << "NVML is present";
+  EXPECT_FALSE(reason.empty());
+}
+
+}  // namespace
+}  // namespace attnbench
