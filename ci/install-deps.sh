@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs what attnbench needs to build and test when it is missing: Debian's packages, then two
+# Installs what attnbench needs to build and test when it is missing: Debian's packages, then
 # pinned PyPI wheels. A fresh machine of the project's kind has g++, CMake, CUDA and python3; the
 # rest comes from here. Quiet and quick (no network) when everything is present.
 set -euo pipefail
@@ -13,6 +13,7 @@ packages=(
   libbenchmark-dev         # Google Benchmark drives the timing
   libgtest-dev             # the tests
   nlohmann-json3-dev       # the parent <-> worker protocol
+  chromium                 # headless, for the report's browser test (reports/tests/test_browser.py)
 )
 
 missing=()
@@ -39,10 +40,17 @@ fi
 #                          (cudnnGetVersion), so it also drives the newer cuDNN of a GPU host.
 #   nvidia-cuda-cuobjdump  cuobjdump for the static checks of the CUDA kernels (`ctest -L static`);
 #                          13.4 reads the sm_80/sm_90a cubins CUDA 13.0 writes.
+#   nvidia-cuda-nvdisasm   nvdisasm, which `cuobjdump --dump-sass` runs: the SASS checks (HMMA and
+#                          LDSM in cuda.flash2's kernels); the same release as cuobjdump.
 wheels=(
   nvidia-cudnn-frontend==1.32.0
   nvidia-cuda-cuobjdump==13.4.92
+  nvidia-cuda-nvdisasm==13.4.92
 )
+# The HTML report's pins (matplotlib, jinja2, pytest for its tests): reports/requirements.txt.
+while read -r pin; do
+  wheels+=("$pin")
+done < <(grep -E '^[A-Za-z0-9_.-]+==' "$(dirname "$0")/../reports/requirements.txt")
 if ! command -v python3 >/dev/null; then
   echo "error: python3 is needed to install ${wheels[*]}" >&2
   exit 2

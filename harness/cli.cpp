@@ -275,6 +275,12 @@ int run_cli(int argc, char** argv) {
     sub->add_option("--case-timeout", run_options.case_timeout_seconds,
                     "Watchdog: seconds a case may take before its worker is killed (default 60)")
         ->check(CLI::Range(1, 86400));
+    sub->add_option("--shard", run_options.shard,
+                    "i/n: run this runner's share of the suite (whole shapes, split the same way "
+                    "on every runner)");
+    sub->add_option("--junit", run_options.junit_path,
+                    "Write JUnit XML here (one test case per kernel x shape)");
+    sub->add_option("--summary-md", run_options.summary_md_path, "Write a Markdown summary here");
     sub->add_flag("--no-isolation", no_isolation,
                   "Run cases in this process, not in worker processes (for debuggers; a crash "
                   "then ends the run)");

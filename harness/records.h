@@ -54,6 +54,12 @@ struct RunInfo {
   std::string command;        // the exact command line
   std::string protocol_json;  // the measurement protocol's parameters
   EnvironmentInfo env;
+  // What was asked for (suite, kernels, filter, devices, shard), so that runs of the same job
+  // can be compared case for case.
+  std::string selection;
+  std::string shard;     // "2/4" for `run --shard 2/4`; empty for a whole suite
+  int64_t rerun_of = 0;  // the run whose suspects this run re-measured (0: none)
+  std::string merged_from;  // the database this run was merged from (empty: measured here)
 };
 
 enum class ResultStatus : uint8_t { passed, failed, skipped, crashed, timeout, error };

@@ -18,6 +18,7 @@
 #include "harness/calibrate.h"
 #include "harness/case_runner.h"
 #include "harness/checker.h"
+#include "harness/ci_reports.h"
 #include "harness/devices.h"
 #include "harness/environment.h"
 #include "harness/executor.h"
@@ -98,6 +99,24 @@ std::unique_ptr<DeviceExecutor> make_executor_in_process(const Device& device) {
 
 }  // namespace
 
+bool parse_shard(const std::string& text, int& index, int& count, std::string& error) {
+  const size_t slash = text.find('/');
+  try {
+    size_t used_index = 0, used_count = 0;
+    if (slash == std::string::npos) throw std::invalid_argument(text);
+    index = std::stoi(text.substr(0, slash), &used_index);
+    count = std::stoi(text.substr(slash + 1), &used_count);
+    if (used_index != slash || used_count != text.size() - slash - 1) throw std::invalid_argument(text);
+  } catch (const std::exception&) {
+    index = count = 0;
+  }
+  if (count < 1 || index < 1 || index > count) {
+    error = "--shard '" + text + "': accepted: i/n with 1 <= i <= n, e.g. 2/4";
+    return false;
+  }
+  return true;
+}
+
 int run_cases(const RunOptions& options, std::ostream& out, std::ostream& err) {
   // ---- what to run ------------------------------------------------------------------------------
   const char* require_env = std::getenv("ATTNBENCH_REQUIRE_GPU");
@@ -147,7 +166,22 @@ int run_cases(const RunOptions& options, std::ostream& out, std::ostream& err) {
     }
     suite.entries.push_back(entry);
   }
-  if (options.suite.empty() && options.shapes.empty()) {
+  for (const std::string& text : options.cases) {
+    const size_t first = text.find('|');
+    const size_t last = text.rfind('|');
+    SuiteEntry entry;
+    Distribution distribution = Distribution::normal;
+    if (first == std::string::npos || first == last ||
+        !parse_distribution(text.substr(last + 1), distribution) ||
+        !parse_shape(text.substr(first + 1, last - first - 1), entry.problem).ok) {
+      err << "error: case '" << text << "': accepted: kernel|shape|distribution\n";
+      return kExitUsage;
+    }
+    entry.kernel_globs = {text.substr(0, first)};
+    entry.distribution = std::string(distribution_name(distribution));
+    suite.entries.push_back(entry);
+  }
+  if (options.suite.empty() && options.shapes.empty() && options.cases.empty()) {
     err << "error: nothing to run: give --suite NAME|FILE (see `attnbench list suites`) or --shape "
            "b=..,hq=..,...\n";
     return kExitUsage;
@@ -203,6 +237,26 @@ int run_cases(const RunOptions& options, std::ostream& out, std::ostream& err) {
       }
     }
   }
+  if (!options.shard.empty()) {
+    // Whole shapes go to one shard (their cases share inputs and the reference); shapes are
+    // dealt round-robin in sorted order, independent of device names, so every runner of a
+    // job computes the same split.
+    int shard_index = 0, shard_count = 0;
+    std::string shard_error;
+    if (!parse_shard(options.shard, shard_index, shard_count, shard_error)) {
+      err << "error: " << shard_error << "\n";
+      return kExitUsage;
+    }
+    std::map<std::string, int> shard_of;
+    for (const CaseSpec& spec : cases) {
+      shard_of.emplace(shape_string(spec.problem) + "|" + std::string(distribution_name(spec.distribution)), 0);
+    }
+    int position = 0;
+    for (auto& [shape, shard] : shard_of) shard = position++ % shard_count + 1;
+    std::erase_if(cases, [&](const CaseSpec& spec) {
+      return shard_of[shape_string(spec.problem) + "|" + std::string(distribution_name(spec.distribution))] != shard_index;
+    });
+  }
   if (cases.empty()) {
     err << "error: nothing was measured: no case matches (suite '"
         << (suite.name.empty() ? "--shape" : suite.name) << "', kernels [" << kernel_names()
@@ -241,6 +295,17 @@ int run_cases(const RunOptions& options, std::ostream& out, std::ostream& err) {
   info.suite = suite.name.empty() ? "adhoc" : suite.name;
   info.command = options.command_line;
   info.env = capture_environment();
+  info.shard = options.shard;
+  info.rerun_of = options.rerun_of;
+  {
+    std::string kernels, shapes;
+    for (const std::string& glob : options.kernel_globs) kernels += (kernels.empty() ? "" : ",") + glob;
+    for (const std::string& shape : options.shapes) shapes += (shapes.empty() ? "" : ";") + shape;
+    info.selection = std::string(options.check_only ? "check" : "run") + " suite=" + options.suite +
+                     " shapes=" + shapes + " kernels=" + kernels + " filter=" + options.filter +
+                     " devices=" + options.devices + " dist=" + options.distribution +
+                     " shard=" + options.shard;
+  }
   {
     std::ostringstream protocol;
     protocol << "{\"mode\": \"" << (options.check_only ? "check" : "run")
@@ -402,6 +467,22 @@ int run_cases(const RunOptions& options, std::ostream& out, std::ostream& err) {
   if (!options.gbench_out.empty()) {
     if (Status s = write_gbench_json(options.gbench_out, gbench_runs); !s.ok) {
       err << "error: " << s.message << "\n";
+      store_failed = true;
+    }
+  }
+
+  if (!options.junit_path.empty()) {
+    if (Status s = write_text_file(options.junit_path,
+                                   junit_xml("attnbench " + info.suite, ci_cases_from_results(results)));
+        !s.ok) {
+      err << "error: --junit: " << s.message << "\n";
+      store_failed = true;
+    }
+  }
+  if (!options.summary_md_path.empty()) {
+    if (Status s = write_text_file(options.summary_md_path, run_summary_markdown(run_id, info.suite, results));
+        !s.ok) {
+      err << "error: --summary-md: " << s.message << "\n";
       store_failed = true;
     }
   }

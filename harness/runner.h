@@ -45,7 +45,18 @@ struct RunOptions {
   bool isolate = true;
   std::vector<std::string> worker_command;
   int case_timeout_seconds = kDefaultCaseTimeoutSeconds;  // the watchdog
+  // --shard i/n: this runner's share of the suite, split deterministically by shape so that n
+  // runners together measure every case once.
+  std::string shard;
+  std::string junit_path;       // --junit: JUnit XML, one test case per kernel x shape
+  std::string summary_md_path;  // --summary-md: a Markdown summary
+  int64_t rerun_of = 0;         // `attnbench rerun`: the run whose suspects are re-measured
+  // Exact cases "kernel|shape|distribution" (`attnbench rerun`), besides suite and shapes.
+  std::vector<std::string> cases;
 };
+
+// Parses "i/n" (1 <= i <= n): false with a one-line message otherwise.
+bool parse_shard(const std::string& text, int& index, int& count, std::string& error);
 
 // Runs and stores; returns the exit code. Progress and errors go to `err`, tables to `out`.
 int run_cases(const RunOptions& options, std::ostream& out, std::ostream& err);

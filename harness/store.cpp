@@ -5,15 +5,19 @@
 
 #include <sqlite3.h>
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <cmath>
+#include <ctime>
 #include <concepts>
 #include <filesystem>
 #include <map>
 #include <string_view>
 #include <thread>
 #include <variant>
+
+#include "harness/statistics.h"
 
 namespace attnbench {
 
@@ -207,6 +211,42 @@ ALTER TABLE results ADD COLUMN details_json TEXT NOT NULL DEFAULT '';
 ALTER TABLE runs ADD COLUMN cudnn_frontend TEXT NOT NULL DEFAULT '';
 ALTER TABLE runs ADD COLUMN cublas TEXT NOT NULL DEFAULT '';
 )sql",
+    // Version 4: regression analysis, and runs measured on many machines then merged.
+    R"sql(
+-- What a run asked for, so runs of the same job compare case for case; the run whose suspects a
+-- rerun re-measured; the database a merged run came from; when it was last analysed.
+ALTER TABLE runs ADD COLUMN selection TEXT NOT NULL DEFAULT '';
+ALTER TABLE runs ADD COLUMN shard TEXT NOT NULL DEFAULT '';
+ALTER TABLE runs ADD COLUMN rerun_of INTEGER REFERENCES runs (id);
+ALTER TABLE runs ADD COLUMN merged_from TEXT NOT NULL DEFAULT '';
+ALTER TABLE runs ADD COLUMN analysed_at TEXT;
+CREATE INDEX runs_by_rerun ON runs (rerun_of);
+
+-- The median SM clock of a result's repetitions: history queries need it without the samples.
+ALTER TABLE results ADD COLUMN sm_clock_mhz REAL;
+
+-- An alert's verdict (ok, suspected, confirmed, ...), since when, by how much, what differs
+-- from the baseline's environment and the annotation that covers it.
+ALTER TABLE alerts ADD COLUMN state TEXT NOT NULL DEFAULT '';
+ALTER TABLE alerts ADD COLUMN since_run_id INTEGER;
+ALTER TABLE alerts ADD COLUMN change_fraction REAL;
+ALTER TABLE alerts ADD COLUMN environment TEXT NOT NULL DEFAULT '';
+ALTER TABLE alerts ADD COLUMN annotation TEXT NOT NULL DEFAULT '';
+ALTER TABLE alerts ADD COLUMN chip_changed INTEGER NOT NULL DEFAULT 0;
+CREATE INDEX alerts_by_series ON alerts (series_key, run_id);
+
+-- The first run an annotation governs.
+ALTER TABLE annotations ADD COLUMN from_run_id INTEGER;
+
+-- A run's level per device model: the log of the speed factor all its series shared.
+CREATE TABLE run_levels (
+  run_id INTEGER NOT NULL REFERENCES runs (id),
+  device_name TEXT NOT NULL,
+  level REAL NOT NULL,
+  series_count INTEGER NOT NULL,
+  PRIMARY KEY (run_id, device_name)
+);
+)sql",
 };
 
 // ---- values and statements ---------------------------------------------------------------------
@@ -276,6 +316,14 @@ class Statement {
 
   Status status() const { return error_.empty() ? Status::Ok() : Status::Error(error_); }
   int error_code() const { return error_code_; }
+
+  // Ready to run again with new parameters (the same compiled statement).
+  void reset() {
+    if (!stmt_) return;
+    sqlite3_reset(stmt_);
+    sqlite3_clear_bindings(stmt_);
+    bound_ = 0;
+  }
 
   bool is_null(const char* name) {
     const int index = index_of(name);
@@ -586,7 +634,11 @@ Row run_row(const RunInfo& info) {
           {"blas", text(env.blas)},
           {"host", text(env.host)},
           {"cpu", text(env.cpu)},
-          {"os", text(env.os)}};
+          {"os", text(env.os)},
+          {"selection", text(info.selection)},
+          {"shard", text(info.shard)},
+          {"rerun_of", info.rerun_of == 0 ? SqlValue(nullptr) : integer(info.rerun_of)},
+          {"merged_from", text(info.merged_from)}};
 }
 
 RunInfo read_run_info(Statement& row) {
@@ -611,6 +663,10 @@ RunInfo read_run_info(Statement& row) {
   row.read("host", env.host);
   row.read("cpu", env.cpu);
   row.read("os", env.os);
+  row.read("selection", info.selection);
+  row.read("shard", info.shard);
+  row.read("rerun_of", info.rerun_of);
+  row.read("merged_from", info.merged_from);
   return info;
 }
 
@@ -720,6 +776,15 @@ Status read_case(Statement& row, StoredCase& stored) {
   return row.status();
 }
 
+// The median SM clock of the repetitions that recorded one; NaN when none did.
+double median_clock(const std::vector<Sample>& samples) {
+  std::vector<double> clocks;
+  for (const Sample& sample : samples) {
+    if (std::isfinite(sample.sm_clock_mhz)) clocks.push_back(sample.sm_clock_mhz);
+  }
+  return clocks.empty() ? kNotMeasured : median(std::move(clocks));
+}
+
 Row result_row(int64_t run_id, int64_t case_id, const ResultRecord& result) {
   const CheckSummary& check = result.check;
   const TimingSummary& timing = result.timing;
@@ -768,6 +833,7 @@ Row result_row(int64_t run_id, int64_t case_id, const ResultRecord& result) {
       {"predicted_s", real(result.predicted_s)},
       {"repro", text(result.repro)},
       {"details_json", text(result.details_json)},
+      {"sm_clock_mhz", real(median_clock(result.samples))},
   };
 }
 
@@ -1006,11 +1072,15 @@ std::optional<StoredRun> Store::load_run(int64_t run_id, Status& status) {
   run.info = read_run_info(runs);
   runs.read("status", run.status);
   runs.read("finished_at", run.finished_at);
+  runs.read("analysed_at", run.analysed_at);
   if (!runs.status()) return fail(runs.status());
 
   Statement devices(db_, "SELECT * FROM devices WHERE run_id = ? ORDER BY id");
   devices.bind(integer(run_id));
-  while (devices.next_row()) run.devices.push_back(read_device(devices));
+  while (devices.next_row()) {
+    run.devices.push_back(read_device(devices));
+    run.device_ids.push_back(devices.get<int64_t>("id"));
+  }
   if (!devices.status()) return fail(devices.status());
 
   std::map<int64_t, StoredCase> cases;
@@ -1036,6 +1106,7 @@ std::optional<StoredRun> Store::load_run(int64_t run_id, Status& status) {
     result.problem = found->second.problem;
     result.distribution = found->second.distribution;
     result_index[results.get<int64_t>("id")] = run.results.size();
+    run.result_ids.push_back(results.get<int64_t>("id"));
     run.results.push_back(std::move(result));
   }
   if (!results.status()) return fail(results.status());
@@ -1051,6 +1122,34 @@ std::optional<StoredRun> Store::load_run(int64_t run_id, Status& status) {
   if (!samples.status()) return fail(samples.status());
   if (Status committed = transaction.commit(); !committed) return fail(committed);
   status = Status::Ok();
+  return run;
+}
+
+std::optional<StoredRun> Store::load_run_header(int64_t run_id, Status& status) {
+  const std::string context = path_ + ": cannot load run " + std::to_string(run_id);
+  Statement runs(db_, "SELECT * FROM runs WHERE id = ?");
+  runs.bind(integer(run_id));
+  if (!runs.next_row()) {
+    status = error_with(context, runs.status() ? "no such run" : runs.status().message);
+    return std::nullopt;
+  }
+  StoredRun run;
+  run.id = run_id;
+  run.info = read_run_info(runs);
+  runs.read("status", run.status);
+  runs.read("finished_at", run.finished_at);
+  runs.read("analysed_at", run.analysed_at);
+  Statement devices(db_, "SELECT * FROM devices WHERE run_id = ? ORDER BY id");
+  devices.bind(integer(run_id));
+  while (devices.next_row()) {
+    run.devices.push_back(read_device(devices));
+    run.device_ids.push_back(devices.get<int64_t>("id"));
+  }
+  status = runs.status() ? devices.status() : runs.status();
+  if (!status) {
+    status = error_with(context, status.message);
+    return std::nullopt;
+  }
   return run;
 }
 
@@ -1113,6 +1212,506 @@ std::vector<CalibrationRecord> Store::latest_calibrations(const std::string& dev
     calibrations.clear();
   }
   return calibrations;
+}
+
+// ---- history and regression analysis -----------------------------------------------------------
+
+namespace {
+
+Row alert_row(int64_t run_id, const AlertRecord& alert) {
+  return {{"run_id", integer(run_id)},
+          {"series_key", text(alert.series_key)},
+          {"kind", text(alert.kind)},
+          {"severity", text(alert.severity)},
+          {"message", text(alert.message)},
+          {"details_json", text(alert.details_json.empty() ? "{}" : alert.details_json)},
+          {"state", text(alert.state)},
+          {"since_run_id", alert.since_run_id == 0 ? SqlValue(nullptr) : integer(alert.since_run_id)},
+          {"change_fraction", real(alert.change)},
+          {"environment", text(alert.environment)},
+          {"annotation", text(alert.annotation)},
+          {"chip_changed", integer(alert.chip_changed)}};
+}
+
+AlertRecord read_alert(Statement& row) {
+  AlertRecord alert;
+  row.read("id", alert.id);
+  row.read("run_id", alert.run_id);
+  row.read("series_key", alert.series_key);
+  row.read("kind", alert.kind);
+  row.read("severity", alert.severity);
+  row.read("message", alert.message);
+  row.read("details_json", alert.details_json);
+  row.read("state", alert.state);
+  row.read("since_run_id", alert.since_run_id);
+  row.read("change_fraction", alert.change);
+  row.read("environment", alert.environment);
+  row.read("annotation", alert.annotation);
+  row.read("chip_changed", alert.chip_changed);
+  row.read("created_at", alert.created_at);
+  return alert;
+}
+
+// The columns every history query returns, in the names HistoryRow reads.
+constexpr const char* kHistorySelect =
+    "SELECT r.run_id, r.id AS result_id, r.status, r.median_s, r.cv, r.sm_clock_mhz, "
+    "r.max_abs_error, r.bound, r.device_name, d.uuid AS chip, l.level, "
+    "p.state AS performance_state, p.since_run_id AS performance_since, "
+    "p.change_fraction AS performance_change, "
+    "p.chip_changed AS chip_changed, a.state AS accuracy_state, "
+    "a.since_run_id AS accuracy_since, runs.started_at AS started_at, runs.git_sha AS git_sha "
+    "FROM results AS r JOIN runs ON runs.id = r.run_id "
+    "LEFT JOIN devices AS d ON d.id = r.device_id "
+    "LEFT JOIN run_levels AS l ON l.run_id = r.run_id AND l.device_name = r.device_name "
+    "LEFT JOIN alerts AS p ON p.run_id = r.run_id AND p.series_key = r.series_key "
+    "AND p.kind = 'performance' "
+    "LEFT JOIN alerts AS a ON a.run_id = r.run_id AND a.series_key = r.series_key "
+    "AND a.kind = 'accuracy' ";
+
+Status read_history_row(Statement& row, HistoryRow& history) {
+  row.read("run_id", history.run_id);
+  row.read("result_id", history.result_id);
+  row.read("median_s", history.median_s);
+  row.read("cv", history.cv);
+  row.read("sm_clock_mhz", history.sm_clock_mhz);
+  row.read("max_abs_error", history.max_abs_error);
+  row.read("bound", history.bound);
+  row.read("performance_change", history.performance_change);
+  row.read("device_name", history.device_name);
+  row.read("chip", history.chip);
+  row.read("level", history.level);
+  row.read("performance_state", history.performance_state);
+  row.read("performance_since", history.performance_since);
+  row.read("chip_changed", history.chip_changed);
+  row.read("accuracy_state", history.accuracy_state);
+  row.read("accuracy_since", history.accuracy_since);
+  row.read("started_at", history.started_at);
+  row.read("git_sha", history.git_sha);
+  const std::string status_name = row.get<std::string>("status");
+  const std::optional<ResultStatus> status = parse_result_status(status_name);
+  if (!status) return Status::Error("unknown result status '" + status_name + "'");
+  history.status = *status;
+  return row.status();
+}
+
+std::string now_text() {
+  const std::time_t now = std::time(nullptr);
+  std::tm utc{};
+  gmtime_r(&now, &utc);
+  char text[32];
+  std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &utc);
+  return text;
+}
+
+}  // namespace
+
+std::optional<int64_t> Store::latest_primary_run_id(Status& status) {
+  Statement latest(db_, "SELECT max(id) AS id FROM runs WHERE rerun_of IS NULL");
+  std::optional<int64_t> run_id;
+  if (latest.next_row() && !latest.is_null("id")) run_id = latest.get<int64_t>("id");
+  status = latest.status();
+  if (!status) status = error_with(path_ + ": cannot find the latest run", status.message);
+  return status ? run_id : std::nullopt;
+}
+
+std::vector<int64_t> Store::unanalysed_runs(Status& status) {
+  Statement runs(db_,
+                 "SELECT id FROM runs WHERE rerun_of IS NULL AND analysed_at IS NULL ORDER BY id");
+  std::vector<int64_t> ids;
+  while (runs.next_row()) ids.push_back(runs.get<int64_t>("id"));
+  status = runs.status();
+  if (!status) status = error_with(path_ + ": cannot list unanalysed runs", status.message);
+  return ids;
+}
+
+std::optional<int64_t> Store::previous_comparable_run(int64_t run_id, const std::string& selection,
+                                                      Status& status) {
+  Statement previous(db_,
+                     "SELECT max(id) AS id FROM runs WHERE id < ? AND selection = ? AND "
+                     "status = 'complete' AND rerun_of IS NULL");
+  previous.bind(integer(run_id)).bind(text(selection));
+  std::optional<int64_t> found;
+  if (previous.next_row() && !previous.is_null("id")) found = previous.get<int64_t>("id");
+  status = previous.status();
+  if (!status) status = error_with(path_ + ": cannot find the run before " + std::to_string(run_id), status.message);
+  return status ? found : std::nullopt;
+}
+
+std::vector<std::pair<std::string, ResultStatus>> Store::run_series(int64_t run_id, Status& status) {
+  Statement rows(db_, "SELECT series_key, status FROM results WHERE run_id = ? ORDER BY id");
+  rows.bind(integer(run_id));
+  std::vector<std::pair<std::string, ResultStatus>> series;
+  while (rows.next_row()) {
+    const std::optional<ResultStatus> parsed = parse_result_status(rows.get<std::string>("status"));
+    series.emplace_back(rows.get<std::string>("series_key"), parsed.value_or(ResultStatus::error));
+  }
+  status = rows.status();
+  if (!status) {
+    status = error_with(path_ + ": cannot read the results of run " + std::to_string(run_id), status.message);
+    series.clear();
+  }
+  return series;
+}
+
+std::optional<int64_t> Store::latest_rerun_of(int64_t run_id, Status& status) {
+  Statement rerun(db_, "SELECT max(id) AS id FROM runs WHERE rerun_of = ?");
+  rerun.bind(integer(run_id));
+  std::optional<int64_t> found;
+  if (rerun.next_row() && !rerun.is_null("id")) found = rerun.get<int64_t>("id");
+  status = rerun.status();
+  if (!status) status = error_with(path_ + ": cannot find reruns of run " + std::to_string(run_id), status.message);
+  return status ? found : std::nullopt;
+}
+
+std::map<std::string, std::vector<HistoryRow>> Store::series_histories(
+    const std::vector<std::string>& series_keys, int64_t before_run_id, int limit,
+    Status& status) {
+  std::map<std::string, std::vector<HistoryRow>> histories;
+  const std::string context = path_ + ": cannot read series history";
+  // One snapshot for every series, and one compiled statement run once per series: each run
+  // is one walk of the (series_key, run_id) index.
+  Transaction transaction(db_, Transaction::Kind::read);
+  status = transaction.status();
+  if (!status) {
+    status = error_with(context, status.message);
+    return {};
+  }
+  Statement query(db_, std::string(kHistorySelect) +
+                           "WHERE r.series_key = ? AND r.run_id < ? AND runs.rerun_of IS NULL "
+                           "ORDER BY r.run_id DESC LIMIT ?");
+  for (const std::string& key : series_keys) {
+    query.reset();
+    query.bind(text(key)).bind(integer(before_run_id)).bind(integer(limit));
+    std::vector<HistoryRow>& rows = histories[key];
+    while (query.next_row()) {
+      HistoryRow& row = rows.emplace_back();
+      if (Status read = read_history_row(query, row); !read) {
+        status = error_with(context, read.message);
+        return {};
+      }
+    }
+    if (!query.status()) break;
+    std::reverse(rows.begin(), rows.end());
+  }
+  status = query.status();
+  if (status) status = transaction.commit();
+  if (!status) {
+    status = error_with(context, status.message);
+    return {};
+  }
+  return histories;
+}
+
+std::vector<HistoryRow> Store::full_series_history(const std::string& series_key, Status& status) {
+  Statement query(db_, std::string(kHistorySelect) +
+                           "WHERE r.series_key = ? AND runs.rerun_of IS NULL ORDER BY r.run_id");
+  query.bind(text(series_key));
+  std::vector<HistoryRow> rows;
+  while (query.next_row()) {
+    HistoryRow& row = rows.emplace_back();
+    if (Status read = read_history_row(query, row); !read) {
+      status = error_with(path_ + ": cannot read the history of " + series_key, read.message);
+      return {};
+    }
+  }
+  status = query.status();
+  if (!status) {
+    status = error_with(path_ + ": cannot read the history of " + series_key, status.message);
+    rows.clear();
+  }
+  return rows;
+}
+
+std::vector<std::string> Store::series_keys(Status& status) {
+  Statement keys(db_, "SELECT DISTINCT series_key FROM results ORDER BY series_key");
+  std::vector<std::string> found;
+  while (keys.next_row()) found.push_back(keys.get<std::string>("series_key"));
+  status = keys.status();
+  if (!status) {
+    status = error_with(path_ + ": cannot list series", status.message);
+    found.clear();
+  }
+  return found;
+}
+
+std::vector<Sample> Store::result_samples(int64_t result_id, Status& status) {
+  Statement samples(db_, "SELECT * FROM samples WHERE result_id = ? ORDER BY id");
+  samples.bind(integer(result_id));
+  std::vector<Sample> found;
+  while (samples.next_row()) found.push_back(read_sample(samples));
+  status = samples.status();
+  if (!status) {
+    status = error_with(path_ + ": cannot read the samples of result " + std::to_string(result_id),
+                        status.message);
+    found.clear();
+  }
+  return found;
+}
+
+std::vector<RunLevel> Store::run_levels(int64_t run_id, Status& status) {
+  Statement levels(db_, "SELECT * FROM run_levels WHERE run_id = ? ORDER BY device_name");
+  levels.bind(integer(run_id));
+  std::vector<RunLevel> found;
+  while (levels.next_row()) {
+    RunLevel& level = found.emplace_back();
+    levels.read("device_name", level.device_name);
+    levels.read("level", level.level);
+    levels.read("series_count", level.series_count);
+  }
+  status = levels.status();
+  if (!status) {
+    status = error_with(path_ + ": cannot read the levels of run " + std::to_string(run_id),
+                        status.message);
+    found.clear();
+  }
+  return found;
+}
+
+Status Store::store_analysis(int64_t run_id, const std::vector<AlertRecord>& alerts,
+                             const std::vector<RunLevel>& levels,
+                             const std::vector<AlertStateChange>& earlier) {
+  const std::string context = path_ + ": cannot store the analysis of run " + std::to_string(run_id);
+  Transaction transaction(db_, Transaction::Kind::write);
+  Status status = transaction.status();
+  if (status) status = Statement(db_, "DELETE FROM alerts WHERE run_id = ?").bind(integer(run_id)).execute();
+  if (status) status = Statement(db_, "DELETE FROM run_levels WHERE run_id = ?").bind(integer(run_id)).execute();
+  for (size_t i = 0; status && i < alerts.size(); ++i) {
+    status = insert_row(db_, "alerts", alert_row(run_id, alerts[i]));
+  }
+  for (size_t i = 0; status && i < levels.size(); ++i) {
+    status = insert_row(db_, "run_levels",
+                        {{"run_id", integer(run_id)},
+                         {"device_name", text(levels[i].device_name)},
+                         {"level", real(levels[i].level)},
+                         {"series_count", integer(levels[i].series_count)}});
+  }
+  for (size_t i = 0; status && i < earlier.size(); ++i) {
+    const AlertStateChange& change = earlier[i];
+    Statement update(db_,
+                     "UPDATE alerts SET state = ?, severity = 'info', message = message || ? "
+                     "WHERE run_id = ? AND series_key = ? AND kind = ?");
+    update.bind(text(change.state)).bind(text(change.note)).bind(integer(change.run_id));
+    update.bind(text(change.series_key)).bind(text(change.kind));
+    status = update.execute();
+  }
+  if (status) {
+    Statement analysed(db_,
+                       "UPDATE runs SET analysed_at = strftime('%Y-%m-%dT%H:%M:%SZ', 'now') "
+                       "WHERE id = ?");
+    analysed.bind(integer(run_id));
+    status = analysed.execute();
+    if (status && sqlite3_changes(db_) != 1) status = Status::Error("no such run");
+  }
+  if (status) status = transaction.commit();
+  return status ? status : error_with(context, status.message);
+}
+
+std::vector<AlertRecord> Store::run_alerts(int64_t run_id, Status& status) {
+  Statement alerts(db_, "SELECT * FROM alerts WHERE run_id = ? ORDER BY id");
+  alerts.bind(integer(run_id));
+  std::vector<AlertRecord> found;
+  while (alerts.next_row()) found.push_back(read_alert(alerts));
+  status = alerts.status();
+  if (!status) {
+    status = error_with(path_ + ": cannot read the alerts of run " + std::to_string(run_id),
+                        status.message);
+    found.clear();
+  }
+  return found;
+}
+
+std::optional<AlertRecord> Store::find_alert(int64_t run_id, const std::string& series_key,
+                                             const std::string& kind, Status& status) {
+  Statement alert(db_,
+                  "SELECT * FROM alerts WHERE run_id = ? AND series_key = ? AND kind = ? "
+                  "ORDER BY id DESC LIMIT 1");
+  alert.bind(integer(run_id)).bind(text(series_key)).bind(text(kind));
+  std::optional<AlertRecord> found;
+  if (alert.next_row()) found = read_alert(alert);
+  status = alert.status();
+  if (!status) {
+    status = error_with(path_ + ": cannot read an alert of run " + std::to_string(run_id), status.message);
+    return std::nullopt;
+  }
+  return found;
+}
+
+Status Store::add_annotations(const std::vector<AnnotationRecord>& annotations) {
+  Transaction transaction(db_, Transaction::Kind::write);
+  Status status = transaction.status();
+  for (size_t i = 0; status && i < annotations.size(); ++i) {
+    const AnnotationRecord& annotation = annotations[i];
+    Row row = {{"series_key", text(annotation.series_key)},
+               {"kind", text(annotation.kind)},
+               {"reason", text(annotation.reason)},
+               {"from_run_id", annotation.from_run_id == 0 ? SqlValue(nullptr)
+                                                           : integer(annotation.from_run_id)}};
+    if (!annotation.created_at.empty()) row.push_back({"created_at", text(annotation.created_at)});
+    status = insert_row(db_, "annotations", row);
+  }
+  if (status) status = transaction.commit();
+  return status ? status : error_with(path_ + ": cannot store annotations", status.message);
+}
+
+std::vector<AnnotationRecord> Store::annotations(Status& status) {
+  Statement rows(db_, "SELECT * FROM annotations ORDER BY id");
+  std::vector<AnnotationRecord> found;
+  while (rows.next_row()) {
+    AnnotationRecord& annotation = found.emplace_back();
+    rows.read("id", annotation.id);
+    rows.read("series_key", annotation.series_key);
+    rows.read("kind", annotation.kind);
+    rows.read("reason", annotation.reason);
+    rows.read("from_run_id", annotation.from_run_id);
+    rows.read("created_at", annotation.created_at);
+  }
+  status = rows.status();
+  if (!status) {
+    status = error_with(path_ + ": cannot read annotations", status.message);
+    found.clear();
+  }
+  return found;
+}
+
+Status Store::merge_from(const std::string& source_path, MergeReport& report) {
+  report = MergeReport{};
+  std::error_code error;
+  if (!std::filesystem::is_regular_file(source_path, error)) {
+    return Status::Error("merge: " + source_path + " is not a file");
+  }
+  if (std::filesystem::equivalent(source_path, path_, error)) {
+    return Status::Error("merge: " + source_path + " is the database being merged into");
+  }
+  Status status;
+  std::unique_ptr<Store> source = Store::open(source_path, status);
+  if (!source) return status;
+  const std::string context = path_ + ": cannot merge " + source_path;
+
+  // Source run ids -> ids here, by uuid, for reruns, alerts' "since" and annotations.
+  std::map<int64_t, int64_t> run_ids;
+  auto find_here = [&](const std::string& uuid) -> std::optional<int64_t> {
+    Statement find(db_, "SELECT id FROM runs WHERE uuid = ?");
+    find.bind(text(uuid));
+    if (find.next_row()) return find.get<int64_t>("id");
+    return std::nullopt;
+  };
+  auto mapped = [&](int64_t source_id) -> SqlValue {
+    const auto found = run_ids.find(source_id);
+    return found == run_ids.end() ? SqlValue(nullptr) : integer(found->second);
+  };
+
+  std::vector<RunListEntry> entries = source->list_runs(0, status);
+  if (!status) return status;
+  std::reverse(entries.begin(), entries.end());  // oldest first, so reruns find their run
+  for (const RunListEntry& entry : entries) {
+    std::optional<StoredRun> run = source->load_run(entry.id, status);
+    if (!run) return status;
+    if (std::optional<int64_t> here = find_here(run->info.uuid)) {
+      run_ids[entry.id] = *here;
+      ++report.runs_already_present;
+      continue;
+    }
+    const std::vector<AlertRecord> alerts = source->run_alerts(entry.id, status);
+    if (!status) return status;
+    const std::vector<RunLevel> levels = source->run_levels(entry.id, status);
+    if (!status) return status;
+
+    Transaction transaction(db_, Transaction::Kind::write);
+    status = transaction.status();
+    RunInfo info = run->info;
+    if (info.merged_from.empty()) info.merged_from = source_path + " at " + now_text();
+    Row row = run_row(info);
+    for (Column& column : row) {
+      if (std::string_view(column.name) == "status") column.value = text(run->status);
+      if (std::string_view(column.name) == "rerun_of") {
+        column.value = info.rerun_of == 0 ? SqlValue(nullptr) : mapped(info.rerun_of);
+      }
+    }
+    row.push_back({"finished_at", run->finished_at.empty() ? SqlValue(nullptr) : text(run->finished_at)});
+    // Its alerts came from the source's history; it is judged again against this file's.
+    row.push_back({"analysed_at", SqlValue(nullptr)});
+    if (status) status = insert_row(db_, "runs", row);
+    const int64_t run_id = sqlite3_last_insert_rowid(db_);
+    std::map<int64_t, int64_t> device_ids;
+    for (size_t i = 0; status && i < run->devices.size(); ++i) {
+      status = insert_row(db_, "devices", device_row(run_id, run->devices[i]));
+      device_ids[run->device_ids[i]] = sqlite3_last_insert_rowid(db_);
+    }
+    for (size_t i = 0; status && i < run->results.size(); ++i) {
+      ResultRecord& result = run->results[i];
+      const auto device = device_ids.find(result.device_id);
+      result.device_id = device == device_ids.end() ? 0 : device->second;
+      int64_t case_id = 0;
+      status = find_or_add_case(db_, result, case_id);
+      if (status) status = insert_row(db_, "results", result_row(run_id, case_id, result));
+      const int64_t result_id = sqlite3_last_insert_rowid(db_);
+      for (size_t k = 0; status && k < result.samples.size(); ++k) {
+        status = insert_row(db_, "samples", sample_row(result_id, result.samples[k]));
+      }
+    }
+    run_ids[entry.id] = run_id;
+    for (size_t i = 0; status && i < alerts.size(); ++i) {
+      Row alert = alert_row(run_id, alerts[i]);
+      for (Column& column : alert) {
+        if (std::string_view(column.name) == "since_run_id" && alerts[i].since_run_id != 0) {
+          column.value = mapped(alerts[i].since_run_id);
+        }
+      }
+      status = insert_row(db_, "alerts", alert);
+    }
+    for (size_t i = 0; status && i < levels.size(); ++i) {
+      status = insert_row(db_, "run_levels",
+                          {{"run_id", integer(run_id)},
+                           {"device_name", text(levels[i].device_name)},
+                           {"level", real(levels[i].level)},
+                           {"series_count", integer(levels[i].series_count)}});
+    }
+    if (status) status = transaction.commit();
+    if (!status) return error_with(context, "run " + run->info.uuid + ": " + status.message);
+    ++report.runs_added;
+  }
+
+  // Calibrations and annotations this file lacks (same values, same time).
+  Transaction transaction(db_, Transaction::Kind::write);
+  status = transaction.status();
+  Statement calibrations(source->db_, "SELECT * FROM calibrations ORDER BY id");
+  while (status && calibrations.next_row()) {
+    const CalibrationRecord calibration = read_calibration(calibrations);
+    Statement exists(db_,
+                     "SELECT count(*) AS n FROM calibrations WHERE device_uuid = ? AND kind = ? "
+                     "AND dtype = ? AND measured_at = ? AND details = ? AND value IS ?");
+    exists.bind(text(calibration.device_uuid)).bind(text(calibration.kind));
+    exists.bind(text(calibration.dtype)).bind(text(calibration.measured_at));
+    exists.bind(text(calibration.details)).bind(real(calibration.value));
+    if (exists.next_row() && exists.get<int64_t>("n") == 0) {
+      status = insert_row(db_, "calibrations", calibration_row(calibration));
+      ++report.calibrations_added;
+    }
+    if (status) status = exists.status();
+  }
+  if (status) status = calibrations.status();
+  const std::vector<AnnotationRecord> annotations = source->annotations(status);
+  for (size_t i = 0; status && i < annotations.size(); ++i) {
+    const AnnotationRecord& annotation = annotations[i];
+    Statement exists(db_,
+                     "SELECT count(*) AS n FROM annotations WHERE series_key = ? AND kind = ? "
+                     "AND reason = ? AND created_at = ?");
+    exists.bind(text(annotation.series_key)).bind(text(annotation.kind));
+    exists.bind(text(annotation.reason)).bind(text(annotation.created_at));
+    if (exists.next_row() && exists.get<int64_t>("n") == 0) {
+      status = insert_row(db_, "annotations",
+                          {{"series_key", text(annotation.series_key)},
+                           {"kind", text(annotation.kind)},
+                           {"reason", text(annotation.reason)},
+                           {"from_run_id", annotation.from_run_id == 0 ? SqlValue(nullptr)
+                                                                       : mapped(annotation.from_run_id)},
+                           {"created_at", text(annotation.created_at)}});
+      ++report.annotations_added;
+    }
+    if (status) status = exists.status();
+  }
+  if (status) status = transaction.commit();
+  return status ? status : error_with(context, status.message);
 }
 
 }  // namespace attnbench

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -20,15 +21,95 @@ namespace attnbench {
 
 // Version 1: runs, devices, cases, results, samples, calibrations.
 // Version 2: annotations, alerts and the (series_key, run_id) index for history queries.
-constexpr int kSchemaVersion = 3;
+// Version 3: results.details_json; the library versions of a run.
+// Version 4: regression analysis (alert states, run levels, annotations' first run, each
+// result's SM clock) and runs from many machines (selection, shard, rerun, merge provenance).
+constexpr int kSchemaVersion = 4;
 
 struct StoredRun {
   int64_t id = 0;
   RunInfo info;
   std::string status;  // "incomplete" or "complete"
   std::string finished_at;
+  std::string analysed_at;  // when `attnbench regressions` last judged it; empty: never
   std::vector<DeviceInfo> devices;
+  std::vector<int64_t> device_ids;    // devices.id of each device, same order
   std::vector<ResultRecord> results;  // in insertion order, with samples
+  std::vector<int64_t> result_ids;    // results.id of each result, same order
+};
+
+// One result of a series as the regression analysis reads it: the result's summary, its
+// run's level and what earlier analyses concluded about it.
+struct HistoryRow {
+  int64_t run_id = 0;
+  int64_t result_id = 0;
+  ResultStatus status = ResultStatus::error;
+  double median_s = kNotMeasured;
+  double cv = kNotMeasured;
+  double sm_clock_mhz = kNotMeasured;
+  double max_abs_error = kNotMeasured;
+  double bound = kNotMeasured;
+  std::string device_name;
+  std::string chip;            // the device's UUID
+  double level = kNotMeasured; // the run's level on that device model; NaN: never computed
+  std::string performance_state;  // the stored alert's state; empty: none (ok)
+  int64_t performance_since = 0;
+  double performance_change = kNotMeasured;
+  bool chip_changed = false;
+  std::string accuracy_state;
+  int64_t accuracy_since = 0;
+  std::string started_at;  // the run's
+  std::string git_sha;
+};
+
+// An alert of the regression analysis. kind: performance, accuracy, status, kernel (a whole
+// kernel's aggregate), run (a run-wide finding such as fewer cases).
+struct AlertRecord {
+  int64_t id = 0;
+  int64_t run_id = 0;
+  std::string series_key;
+  std::string kind;
+  std::string state;     // a verdict name, or "failed", "skipped", "missing", ...
+  std::string severity;  // error (gates the job), warning, info
+  std::string message;   // one line for people
+  int64_t since_run_id = 0;
+  double change = kNotMeasured;  // relative: +0.10 = 10 % slower
+  std::string environment;       // what differs from the baseline's environment
+  std::string annotation;        // the annotation covering it, with its reason
+  bool chip_changed = false;
+  std::string details_json = "{}";
+  std::string created_at;
+};
+
+// A later verdict on an earlier run's alert (a suspicion the next run did not repeat).
+struct AlertStateChange {
+  int64_t run_id = 0;
+  std::string series_key;
+  std::string kind;
+  std::string state;
+  std::string note;  // appended to the message
+};
+
+struct RunLevel {
+  std::string device_name;
+  double level = 0;  // log of the run's common speed factor on that device model
+  int series_count = 0;
+};
+
+struct AnnotationRecord {
+  int64_t id = 0;
+  std::string series_key;
+  std::string kind;  // expected_change, baseline_reset, ignore
+  std::string reason;
+  int64_t from_run_id = 0;  // the first run it governs
+  std::string created_at;
+};
+
+struct MergeReport {
+  int runs_added = 0;
+  int runs_already_present = 0;
+  int calibrations_added = 0;
+  int annotations_added = 0;
 };
 
 struct RunListEntry {
@@ -61,6 +142,8 @@ class Store {
 
   // nullopt with an error status when the run does not exist.
   std::optional<StoredRun> load_run(int64_t run_id, Status& status);
+  // The run's own row and its devices, without results.
+  std::optional<StoredRun> load_run_header(int64_t run_id, Status& status);
   // The newest run by id, complete or not; nullopt (status ok) when the file has none.
   std::optional<int64_t> latest_run_id(Status& status);
   // Newest first; limit <= 0 lists every run.
@@ -71,6 +154,48 @@ class Store {
   // ordered by kind and dtype.
   std::vector<CalibrationRecord> latest_calibrations(const std::string& device_uuid,
                                                      Status& status);
+
+  // ---- history and regression analysis (schema 4) ----------------------------------------
+  // The newest run that is not a rerun; nullopt (status ok) when there is none.
+  std::optional<int64_t> latest_primary_run_id(Status& status);
+  // Runs that are not reruns and were never analysed, oldest first.
+  std::vector<int64_t> unanalysed_runs(Status& status);
+  // The newest complete run before `run_id` with the same selection that is not a rerun.
+  std::optional<int64_t> previous_comparable_run(int64_t run_id, const std::string& selection,
+                                                 Status& status);
+  // Every result's series key and status in a run, in insertion order (no samples).
+  std::vector<std::pair<std::string, ResultStatus>> run_series(int64_t run_id, Status& status);
+  // The newest run that re-measured `run_id`'s suspects.
+  std::optional<int64_t> latest_rerun_of(int64_t run_id, Status& status);
+  // Per series key: its results in runs before `before_run_id` that are not reruns, oldest
+  // first, at most `limit` (the newest ones).
+  std::map<std::string, std::vector<HistoryRow>> series_histories(
+      const std::vector<std::string>& series_keys, int64_t before_run_id, int limit,
+      Status& status);
+  // Every result of one series, oldest first (reruns left out).
+  std::vector<HistoryRow> full_series_history(const std::string& series_key, Status& status);
+  // Every series key in the file, sorted.
+  std::vector<std::string> series_keys(Status& status);
+  std::vector<Sample> result_samples(int64_t result_id, Status& status);
+  std::vector<RunLevel> run_levels(int64_t run_id, Status& status);
+
+  // One transaction: replaces the run's alerts and levels, applies the later verdicts on
+  // earlier runs' alerts, and marks the run analysed.
+  Status store_analysis(int64_t run_id, const std::vector<AlertRecord>& alerts,
+                        const std::vector<RunLevel>& levels,
+                        const std::vector<AlertStateChange>& earlier);
+  std::vector<AlertRecord> run_alerts(int64_t run_id, Status& status);
+  // The alert of one series and kind in one run, if any.
+  std::optional<AlertRecord> find_alert(int64_t run_id, const std::string& series_key,
+                                        const std::string& kind, Status& status);
+
+  Status add_annotations(const std::vector<AnnotationRecord>& annotations);
+  std::vector<AnnotationRecord> annotations(Status& status);  // oldest first
+
+  // Copies every run of `source` whose uuid this file lacks (with its devices, results,
+  // samples, alerts and levels), the calibrations and annotations it lacks; each run in one
+  // transaction. Merging the same file again changes nothing.
+  Status merge_from(const std::string& source, MergeReport& report);
 
   int schema_version() const;
   const std::string& path() const { return path_; }

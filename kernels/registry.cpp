@@ -25,10 +25,29 @@ std::vector<Kernel> registered_kernels() {
 #if defined(ATTNBENCH_HAVE_CUDA)
       // ---- CUDA and cuDNN -----------------------------------------------------------------------
       cuda_naive_cublas_kernel(),
+      cuda_naive_kernel(),
+      cuda_masked_outofplace_kernel(),
+      cuda_masked_inplace_kernel(),
+      cuda_masked_fused_kernel(),
+      cuda_flash1_kernel(),
+      cuda_flash2_kernel(),
       cudnn_sdpa_kernel(),
       cudnn_sdpa_fp8_kernel(),
 #endif
   };
+#if defined(ATTNBENCH_INJECT_SLOWDOWN)
+  // Test builds only (CMake -DATTNBENCH_INJECT_SLOWDOWN=kernel:percent): that kernel runs
+  // slower by the given percent, so the regression gate can be shown to catch it.
+  {
+    const std::string injection = ATTNBENCH_INJECT_SLOWDOWN;
+    const size_t colon = injection.rfind(':');
+    const std::string slowed = injection.substr(0, colon);
+    const double percent = std::stod(injection.substr(colon + 1));
+    for (Kernel& kernel : kernels) {
+      if (kernel.name == slowed) kernel = with_injected_slowdown(std::move(kernel), percent / 100);
+    }
+  }
+#endif
   // Test-only kernels that crash or hang on purpose, for the isolation tests; listed only when
   // ATTNBENCH_TEST_KERNELS=1 so no user suite ever runs them by accident.
   const char* test_kernels = std::getenv("ATTNBENCH_TEST_KERNELS");

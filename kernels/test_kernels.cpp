@@ -34,6 +34,28 @@ class FailingPlan : public Plan {
   Failure failure_;
 };
 
+class SlowedPlan : public Plan {
+ public:
+  SlowedPlan(std::unique_ptr<Plan> inner, double fraction)
+      : inner_(std::move(inner)), fraction_(fraction) {}
+  Status run(const AttentionParams& params) override {
+    using Clock = std::chrono::steady_clock;
+    const Clock::time_point start = Clock::now();
+    Status status = inner_->run(params);
+    const auto extra = std::chrono::duration_cast<Clock::duration>((Clock::now() - start) * fraction_);
+    const Clock::time_point end = Clock::now() + extra;
+    // Spin rather than sleep: a sleep rounds up to the scheduler's tick.
+    while (Clock::now() < end) {
+    }
+    return status;
+  }
+  std::string details() const override { return inner_->details(); }
+
+ private:
+  std::unique_ptr<Plan> inner_;
+  double fraction_;
+};
+
 Kernel failing_kernel(const char* name, const char* summary, Failure failure) {
   Kernel kernel;
   kernel.name = name;
@@ -65,6 +87,17 @@ std::vector<Kernel> isolation_test_kernels() {
   kernels.push_back(cuda_oob_write_test_kernel());
 #endif
   return kernels;
+}
+
+Kernel with_injected_slowdown(Kernel kernel, double fraction) {
+  auto make_plan = kernel.make_plan;
+  kernel.make_plan = [make_plan, fraction](const Problem& problem, const PlanContext& context,
+                                           Status& status) -> std::unique_ptr<Plan> {
+    std::unique_ptr<Plan> inner = make_plan(problem, context, status);
+    if (!inner) return nullptr;
+    return std::make_unique<SlowedPlan>(std::move(inner), fraction);
+  };
+  return kernel;
 }
 
 }  // namespace attnbench

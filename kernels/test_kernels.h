@@ -12,6 +12,11 @@ namespace attnbench {
 // test.cpu_segfault, test.cpu_hang, test.cpu_abort; and test.cuda_oob_write with the CUDA backend.
 std::vector<Kernel> isolation_test_kernels();
 
+// The same kernel, made slower by `fraction` (0.10: 10 %) with a busy-wait after each forward
+// proportional to the forward's own time. For test builds that prove the regression gate
+// catches a slowdown (CMake's ATTNBENCH_INJECT_SLOWDOWN); no normal build uses it.
+Kernel with_injected_slowdown(Kernel kernel, double fraction);
+
 #if defined(ATTNBENCH_HAVE_CUDA)
 // kernels/cuda/test_oob_write.cu: writes far past the end of its output: an illegal address.
 Kernel cuda_oob_write_test_kernel();

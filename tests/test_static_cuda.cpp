@@ -2,13 +2,20 @@
 // nvidia-cuda-cuobjdump, so they run on any build machine, with or without a GPU):
 //   - every kernel carries SASS for sm_80 and sm_90a and compute_80 PTX (so a newer GPU can JIT
 //     it), i.e. nobody dropped an architecture from a target's CUDA_ARCHITECTURES;
-//   - no kernel has a stack frame: register spills and run-time-indexed arrays land there.
-// A negative control (tests/static/sm80_only_control.cu, built for sm_80 alone, with one kernel
-// that needs a stack frame) proves that both checks can fail.
+//   - no kernel has a stack frame: register spills and run-time-indexed arrays land there (this
+//     covers every kernel of the library: flash1's, flash2's and the naive family's alike);
+//   - cuda.flash2's kernels run on tensor cores: their SASS for sm_80 and sm_90a holds HMMA
+//     (mma.sync) and LDSM (ldmatrix), counted per kernel with cuobjdump --dump-sass (which needs
+//     nvdisasm, PyPI's nvidia-cuda-nvdisasm).
+// Negative controls prove that the checks can fail: tests/static/sm80_only_control.cu (built for
+// sm_80 alone, with one kernel that needs a stack frame) for the first two, and
+// tests/static/no_tensor_core_control.cu (a tile product without mma or ldmatrix) for the third.
 #include <cxxabi.h>
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
@@ -55,6 +62,7 @@ struct Function {
   std::set<std::string> sass_archs;  // "sm_80", "sm_90a", ...
   std::set<std::string> ptx_archs;   // the virtual architecture, as cuobjdump names it ("sm_80")
   std::map<std::string, int> stack_bytes;  // per SASS arch: STACK + LOCAL
+  std::map<std::string, int> registers;    // per SASS arch: REG
   bool kernel = false;  // a __global__ function (".entry" in PTX, or any function with SASS)
 };
 using DeviceCode = std::map<std::pair<std::string, std::string>, Function>;  // (member, name)
@@ -98,6 +106,7 @@ void parse_resource_usage(const std::string& text, DeviceCode& code) {
         if (k != std::string::npos) stack += std::atoi(line.c_str() + k + std::string(key).size());
       }
       code[{member, function}].stack_bytes[arch] = stack;
+      code[{member, function}].registers[arch] = std::atoi(line.c_str() + line.find("REG:") + 4);
       function.clear();
     }
   }
@@ -191,6 +200,101 @@ size_t kernel_count(const DeviceCode& code) {
   return count;
 }
 
+// ---- SASS: the instructions of each kernel -------------------------------------------------------
+
+// Instruction counts per opcode ("HMMA" for HMMA.16816.F32.BF16), per SASS arch, per function.
+using OpcodeCounts = std::map<std::string, int>;
+using SassCode = std::map<std::pair<std::string, std::string>,   // (member, function)
+                          std::map<std::string, OpcodeCounts>>;  // arch -> counts
+
+// The opcode of one cuobjdump --dump-sass instruction line,
+// "        /*0150*/   @!P0 HMMA.16816.F32.BF16 R84, R20, R16, RZ ;   /* 0x... */", or "" for
+// anything else (headers, and the second line of each instruction: "/* 0x000fe2... */").
+std::string sass_opcode(const std::string& line) {
+  const size_t open = line.find_first_not_of(" \t");
+  if (open == std::string::npos || line.compare(open, 2, "/*") != 0) return {};
+  const size_t close = line.find("*/", open + 2);
+  if (close == std::string::npos || close == open + 2) return {};
+  for (size_t i = open + 2; i < close; ++i) {
+    if (!std::isxdigit(static_cast<unsigned char>(line[i]))) return {};  // an encoding line
+  }
+  std::istringstream instruction(line.substr(close + 2));
+  std::string token;
+  instruction >> token;
+  if (!token.empty() && token[0] == '@') instruction >> token;  // a predicate guard
+  return token.substr(0, token.find_first_of(". ;"));
+}
+
+// cuobjdump --dump-sass: "member" lines, "arch = sm_XX", "Function : NAME", then instructions.
+void parse_sass(const std::string& text, SassCode& code) {
+  std::istringstream lines(text);
+  std::string line, member = "(object)", arch, function;
+  while (std::getline(lines, line)) {
+    if (read_member(line, member)) {
+      function.clear();
+      continue;
+    }
+    if (read_arch(line, arch)) {
+      function.clear();
+      continue;
+    }
+    const size_t at = line.find("Function : ");
+    if (at != std::string::npos) {
+      function = line.substr(at + 11);
+      function = function.substr(0, function.find_first_of(" \t"));
+      code[{member, function}][arch];  // listed even if it had no instruction
+      continue;
+    }
+    if (function.empty()) continue;
+    const std::string opcode = sass_opcode(line);
+    if (!opcode.empty()) ++code[{member, function}][arch][opcode];
+  }
+}
+
+// The opcodes a tensor-core attention kernel must use: mma.sync and ldmatrix.
+const std::vector<std::string> kTensorCoreOpcodes = {"HMMA", "LDSM"};
+
+// One line per kernel whose demangled name contains `kernel_name` and whose SASS for a required
+// arch lacks one of `opcodes` (or lacks that arch), e.g. "flash2_hdim64_fp16.cu.o:
+// void attnbench::flash2::flash2_forward<64, __half>(...): no HMMA in its sm_80 SASS".
+// `matched` counts the kernels the name selected.
+std::vector<std::string> missing_opcodes(const SassCode& code, const std::string& kernel_name,
+                                         const std::vector<std::string>& opcodes,
+                                         int& matched) {
+  std::vector<std::string> missing;
+  matched = 0;
+  for (const auto& [key, per_arch] : code) {
+    const std::string name = demangle(key.second);
+    if (name.find(kernel_name) == std::string::npos) continue;
+    ++matched;
+    for (const std::string& arch : kRequiredSass) {
+      const auto counts = per_arch.find(arch);
+      if (counts == per_arch.end()) {
+        missing.push_back(key.first + ": " + name + ": no " + arch + " SASS");
+        continue;
+      }
+      for (const std::string& opcode : opcodes) {
+        const auto count = counts->second.find(opcode);
+        if (count == counts->second.end() || count->second == 0)
+          missing.push_back(key.first + ": " + name + ": no " + opcode + " in its " + arch +
+                            " SASS");
+      }
+    }
+  }
+  return missing;
+}
+
+int opcode_count(const OpcodeCounts& counts, const std::string& opcode) {
+  const auto found = counts.find(opcode);
+  return found == counts.end() ? 0 : found->second;
+}
+
+int instruction_count(const OpcodeCounts& counts) {
+  int total = 0;
+  for (const auto& [opcode, count] : counts) total += count;
+  return total;
+}
+
 class StaticCuda : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -212,16 +316,50 @@ class StaticCuda : public ::testing::Test {
     return code;
   }
 
+  // cuobjdump --dump-sass runs nvdisasm, found through NVDISASM_PATH (its folder).
+  SassCode read_sass(const std::string& library) {
+#if defined(ATTNBENCH_NVDISASM)
+    const std::string nvdisasm = ATTNBENCH_NVDISASM;
+#else
+    const std::string nvdisasm;
+#endif
+    if (nvdisasm.empty()) {
+      ADD_FAILURE() << "nvdisasm was not found at configure time (cuobjdump needs it for "
+                       "--dump-sass): ci/install-deps.sh installs PyPI's nvidia-cuda-nvdisasm; "
+                       "install it and reconfigure (or pass -DATTNBENCH_NVDISASM=PATH)";
+      return {};
+    }
+    const std::string folder = nvdisasm.substr(0, nvdisasm.rfind('/'));
+    const CommandOutput output = run_command("NVDISASM_PATH='" + folder + "' PATH='" + folder +
+                                             "':\"$PATH\" '" + cuobjdump_ + "' --dump-sass '" +
+                                             library + "'");
+    EXPECT_EQ(output.exit_code, 0) << "cuobjdump --dump-sass " << library << ": " << output.text;
+    SassCode code;
+    if (output.exit_code == 0) parse_sass(output.text, code);
+    return code;
+  }
+
   std::string cuobjdump_;
 };
 
 #if defined(ATTNBENCH_CUDA_KERNEL_LIBRARY)
 constexpr const char* kKernelLibrary = ATTNBENCH_CUDA_KERNEL_LIBRARY;
 constexpr const char* kControlLibrary = ATTNBENCH_STATIC_CONTROL_LIBRARY;
+constexpr const char* kNoMmaControlLibrary = ATTNBENCH_NO_MMA_CONTROL_LIBRARY;
 #else
 constexpr const char* kKernelLibrary = "";
 constexpr const char* kControlLibrary = "";
+constexpr const char* kNoMmaControlLibrary = "";
 #endif
+
+// cuda.flash2's kernels, by demangled name: head dims 64, 128, 256 x fp16, bf16.
+constexpr const char* kFlash2Kernel = "attnbench::flash2::flash2_forward<";
+constexpr int kFlash2Instantiations = 6;
+// cuda.flash1's kernels, by demangled name: head dims 64, 128 x fp16, bf16.
+constexpr const char* kFlash1Kernel = "flash1::detail::flash1_kv_block_kernel<";
+constexpr int kFlash1Instantiations = 4;
+// The kernels the spill test names on their own (the stack-frame test covers every kernel too).
+const std::vector<std::string> kFlashKernelNames = {"flash1", "flash2"};
 
 TEST_F(StaticCuda, EveryKernelCarriesSm80AndSm90aSassAndCompute80Ptx) {
   const DeviceCode code = read(kKernelLibrary);
@@ -258,6 +396,90 @@ TEST_F(StaticCuda, NegativeControlReportsItsStackFrame) {
   ASSERT_EQ(frames.size(), 1u) << join_lines(frames);
   EXPECT_NE(frames[0].find("local_array_kernel"), std::string::npos) << frames[0];
   EXPECT_NE(frames[0].find("on sm_80"), std::string::npos) << frames[0];
+}
+
+// The flash kernels by name, with their register counts: no spills, no stack frame, on every SASS
+// arch; flash1's four and flash2's six instantiations must be among them (so the test cannot
+// pass on nothing).
+TEST_F(StaticCuda, FlashKernelsHaveNoSpills) {
+  const DeviceCode code = read(kKernelLibrary);
+  int flash1_kernels = 0;
+  int flash2_kernels = 0;
+  for (const auto& [key, function] : code) {
+    const std::string name = demangle(key.second);
+    const bool flash = std::any_of(kFlashKernelNames.begin(), kFlashKernelNames.end(),
+                                   [&](const std::string& part) {
+                                     return name.find(part) != std::string::npos ||
+                                            key.first.find(part) != std::string::npos;
+                                   });
+    if (!flash || function.sass_archs.empty()) continue;
+    flash1_kernels += name.find(kFlash1Kernel) != std::string::npos;
+    flash2_kernels += name.find(kFlash2Kernel) != std::string::npos;
+    for (const std::string& arch : kRequiredSass) {
+      const auto stack = function.stack_bytes.find(arch);
+      ASSERT_NE(stack, function.stack_bytes.end()) << name << ": no " << arch << " SASS";
+      EXPECT_EQ(stack->second, 0) << key.first << ": " << name << ": " << stack->second
+                                  << " bytes of stack/local memory (spills) on " << arch;
+      const int registers = function.registers.count(arch) ? function.registers.at(arch) : 0;
+      std::printf("[ resources ] %-24s %-7s REG %3d  STACK %d  %s\n", key.first.c_str(),
+                  arch.c_str(), registers, stack->second, name.c_str());
+    }
+  }
+  EXPECT_EQ(flash1_kernels, kFlash1Instantiations)
+      << "cuda.flash1's kernels were not found in " << kKernelLibrary;
+  EXPECT_EQ(flash2_kernels, kFlash2Instantiations)
+      << "cuda.flash2's kernels were not found in " << kKernelLibrary;
+}
+
+// flash2 on tensor cores: every instantiation's SASS for sm_80 and sm_90a holds mma.sync (HMMA)
+// and ldmatrix (LDSM). The counts per kernel are printed for the record.
+TEST_F(StaticCuda, Flash2UsesTensorCoresAndLdmatrix) {
+  const SassCode code = read_sass(kKernelLibrary);
+  int matched = 0;
+  const std::vector<std::string> missing =
+      missing_opcodes(code, kFlash2Kernel, kTensorCoreOpcodes, matched);
+  EXPECT_EQ(matched, kFlash2Instantiations)
+      << "cuda.flash2's kernels were not found in the SASS of " << kKernelLibrary;
+  EXPECT_TRUE(missing.empty()) << "flash2 kernels off the tensor cores:\n" << join_lines(missing);
+  for (const auto& [key, per_arch] : code) {
+    const std::string name = demangle(key.second);
+    if (name.find(kFlash2Kernel) == std::string::npos) continue;
+    for (const auto& [arch, counts] : per_arch) {
+      std::printf("[ sass ] %-24s %-7s HMMA %4d  LDSM %4d  instructions %5d\n",
+                  key.first.c_str(), arch.c_str(), opcode_count(counts, "HMMA"),
+                  opcode_count(counts, "LDSM"), instruction_count(counts));
+      RecordProperty(key.first + "." + arch + ".HMMA", opcode_count(counts, "HMMA"));
+      RecordProperty(key.first + "." + arch + ".LDSM", opcode_count(counts, "LDSM"));
+    }
+  }
+}
+
+// The control's tile product is plain FMA work on shared memory: the same check must report it on
+// both architectures, for both opcodes — and the parse must have seen its instructions (FFMA),
+// so the failure is the check's, not an empty listing's.
+TEST_F(StaticCuda, NegativeControlFailsTheTensorCoreCheck) {
+  const SassCode code = read_sass(kNoMmaControlLibrary);
+  int matched = 0;
+  const std::vector<std::string> missing = missing_opcodes(
+      code, "attnbench::static_control::plain_tile_product", kTensorCoreOpcodes, matched);
+  ASSERT_EQ(matched, 1) << "the control's kernel was not found in " << kNoMmaControlLibrary;
+  EXPECT_EQ(missing.size(), kRequiredSass.size() * kTensorCoreOpcodes.size())
+      << join_lines(missing);
+  for (const std::string& arch : kRequiredSass) {
+    for (const std::string& opcode : kTensorCoreOpcodes) {
+      const std::string expected = "no " + opcode + " in its " + arch + " SASS";
+      EXPECT_TRUE(std::any_of(missing.begin(), missing.end(), [&](const std::string& line) {
+        return line.find(expected) != std::string::npos;
+      })) << "expected \"" << expected << "\" in:\n" << join_lines(missing);
+    }
+  }
+  for (const auto& [key, per_arch] : code) {
+    for (const std::string& arch : kRequiredSass) {
+      ASSERT_TRUE(per_arch.count(arch)) << "the control has no " << arch << " SASS";
+      EXPECT_GT(opcode_count(per_arch.at(arch), "FFMA"), 0)
+          << "the SASS parse saw no FFMA in the control's " << arch << " code";
+    }
+  }
 }
 
 }  // namespace

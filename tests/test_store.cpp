@@ -206,6 +206,9 @@ RunInfo random_run_info(Rng& rng) {
   env.host = random_text(rng);
   env.cpu = random_text(rng);
   env.os = random_text(rng);
+  info.selection = random_text(rng);
+  info.shard = random_text(rng);
+  info.merged_from = random_text(rng);
   return info;
 }
 
@@ -261,6 +264,10 @@ void expect_same_run_info(const RunInfo& expected, const RunInfo& actual) {
   EXPECT_SAME_FIELD(expected, actual, env.host);
   EXPECT_SAME_FIELD(expected, actual, env.cpu);
   EXPECT_SAME_FIELD(expected, actual, env.os);
+  EXPECT_SAME_FIELD(expected, actual, selection);
+  EXPECT_SAME_FIELD(expected, actual, shard);
+  EXPECT_SAME_FIELD(expected, actual, rerun_of);
+  EXPECT_SAME_FIELD(expected, actual, merged_from);
 }
 
 void expect_same_device(const DeviceInfo& expected, const DeviceInfo& actual) {
@@ -601,8 +608,11 @@ TEST_F(StoreTest, MigrationFromVersion1KeepsDataAndReachesTheCurrentVersion) {
   EXPECT_FALSE(Store::create_at_version(path("v0.sqlite"), 0).ok);
   EXPECT_FALSE(Store::create_at_version(path("vnext.sqlite"), kSchemaVersion + 1).ok);
 
-  // Rows as attnbench 1 wrote them, through its version-1 columns.
-  const RunInfo info = random_run_info(rng_);
+  // Rows as attnbench 1 wrote them, through its version-1 columns (later columns default).
+  RunInfo info = random_run_info(rng_);
+  info.selection.clear();
+  info.shard.clear();
+  info.merged_from.clear();
   ResultRecord result = random_result(rng_, 0);
   result.problem.mask = Mask{MaskKind::window, 3, 0};
   const Sample sample = random_sample(rng_, 0);
@@ -678,6 +688,18 @@ TEST_F(StoreTest, MigrationFromVersion1KeepsDataAndReachesTheCurrentVersion) {
   EXPECT_TRUE(raw.has_object("table", "annotations"));
   EXPECT_TRUE(raw.has_object("table", "alerts"));
   EXPECT_TRUE(raw.has_object("index", "results_by_series"));
+  // Version 4: the regression analysis' tables and columns.
+  EXPECT_TRUE(raw.has_object("table", "run_levels"));
+  EXPECT_TRUE(raw.has_object("index", "alerts_by_series"));
+  EXPECT_TRUE(raw.has_object("index", "runs_by_rerun"));
+  EXPECT_EQ(raw.query("SELECT count(*) FROM pragma_table_info('alerts') WHERE name IN "
+                      "('state', 'since_run_id', 'change_fraction', 'environment', 'annotation', "
+                      "'chip_changed')"),
+            "6");
+  EXPECT_EQ(raw.query("SELECT count(*) FROM pragma_table_info('runs') WHERE name IN "
+                      "('selection', 'shard', 'rerun_of', 'merged_from', 'analysed_at')"),
+            "5");
+  EXPECT_EQ(raw.query("SELECT selection || shard || merged_from FROM runs WHERE id = 1"), "");
   EXPECT_EQ(raw.count("cases"), 1);
   EXPECT_EQ(raw.count("results"), 2);
   EXPECT_EQ(raw.query("SELECT count(*) FROM schema_version"), "1");
@@ -997,6 +1019,216 @@ TEST_F(StoreTest, LatestRunListRunsAndLatestCalibrations) {
   }
   EXPECT_TRUE(store->latest_calibrations("GPU-none", status).empty());
   EXPECT_TRUE(status.ok) << status.message;
+}
+
+// ---- regression bookkeeping (schema 4) ---------------------------------------------------------
+
+// A passed, timed result of one series on one device.
+ResultRecord timed_result(const std::string& series_key, int64_t device_id, double median_s,
+                          double clock_mhz) {
+  ResultRecord result;
+  result.kernel = "cpu.flash";
+  result.problem.batch = 1;
+  result.problem.heads_q = result.problem.heads_kv = 2;
+  result.problem.seqlen_q = result.problem.seqlen_k = 64;
+  result.problem.head_dim_qk = result.problem.head_dim_v = 32;
+  result.problem.seqlen_k = 64 + static_cast<int64_t>(series_key.size());  // one case per key
+  result.distribution = "normal";
+  result.device_id = device_id;
+  result.device_name = "dev";
+  result.series_key = series_key;
+  result.status = ResultStatus::passed;
+  result.timing.timed = true;
+  result.timing.median_s = median_s;
+  result.timing.cv = 0.01;
+  for (int r = 0; r < 3; ++r) {
+    Sample sample;
+    sample.repetition = r;
+    sample.time_s = median_s * (1 + 0.01 * (r - 1));
+    sample.iterations = 10;
+    sample.sm_clock_mhz = clock_mhz + r;  // median: clock_mhz + 1
+    result.samples.push_back(sample);
+  }
+  result.check.checked = true;
+  result.check.max_abs_error = 1e-3;
+  return result;
+}
+
+TEST_F(StoreTest, SeriesHistoriesCarryLevelsAndEarlierVerdictsAndLeaveReruns) {
+  SCOPED_TRACE(seed_trace());
+  std::unique_ptr<Store> store = open_store(path("analysis.sqlite"));
+  ASSERT_NE(store, nullptr);
+  Status status;
+  const std::string key_a = "cpu.flash|a|normal|dev|Release";
+  const std::string key_b = "cpu.flash|bb|normal|dev|Release";
+  std::vector<int64_t> runs;
+  constexpr int kRuns = 6;
+  for (int i = 0; i < kRuns; ++i) {
+    RunInfo info = random_run_info(rng_);
+    info.selection = "run suite=smoke";
+    if (i == kRuns - 1) info.rerun_of = runs.back();  // the last run reruns the one before
+    const int64_t run_id = store->begin_run(info, status);
+    ASSERT_TRUE(status.ok) << status.message;
+    DeviceInfo device = random_device(rng_, "cpu", 0);
+    device.uuid = "chip-" + std::to_string(i % 2);
+    const int64_t device_id = store->add_device(run_id, device, status);
+    ASSERT_TRUE(status.ok) << status.message;
+    ASSERT_TRUE(store->add_result(run_id, timed_result(key_a, device_id, 1e-3 * (i + 1), 1000)).ok);
+    if (i % 2 == 0) {
+      ASSERT_TRUE(store->add_result(run_id, timed_result(key_b, device_id, 2e-3, 900)).ok);
+    }
+    ASSERT_TRUE(store->finish_run(run_id).ok);
+    runs.push_back(run_id);
+  }
+  // The analysis of run 3: a suspicion of a, a level; then run 4 turns it into an outlier.
+  AlertRecord suspected;
+  suspected.series_key = key_a;
+  suspected.kind = "performance";
+  suspected.state = "suspected";
+  suspected.severity = "warning";
+  suspected.message = "slower";
+  suspected.since_run_id = runs[2];
+  suspected.change = 0.25;
+  suspected.chip_changed = true;
+  suspected.environment = "chip chip-1 -> chip-0";
+  ASSERT_TRUE(store->store_analysis(runs[2], {suspected}, {{"dev", 0.05, 9}}, {}).ok);
+  ASSERT_TRUE(store->store_analysis(runs[3], {}, {{"dev", -0.01, 9}},
+                                    {{runs[2], key_a, "performance", "outlier", "; reverted"}})
+                  .ok);
+  const std::vector<AlertRecord> alerts = store->run_alerts(runs[2], status);
+  ASSERT_EQ(alerts.size(), 1u);
+  EXPECT_EQ(alerts[0].state, "outlier");
+  EXPECT_EQ(alerts[0].severity, "info");
+  EXPECT_EQ(alerts[0].message, "slower; reverted");
+  EXPECT_EQ(alerts[0].since_run_id, runs[2]);
+  EXPECT_DOUBLE_EQ(alerts[0].change, 0.25);
+  EXPECT_TRUE(alerts[0].chip_changed);
+  EXPECT_EQ(alerts[0].environment, suspected.environment);
+  EXPECT_TRUE(store->find_alert(runs[2], key_a, "performance", status).has_value());
+  EXPECT_FALSE(store->find_alert(runs[2], key_b, "performance", status).has_value());
+  // Storing an analysis again replaces it.
+  ASSERT_TRUE(store->store_analysis(runs[2], {}, {{"dev", 0.04, 8}}, {}).ok);
+  EXPECT_TRUE(store->run_alerts(runs[2], status).empty());
+  ASSERT_EQ(store->run_levels(runs[2], status).size(), 1u);
+  EXPECT_DOUBLE_EQ(store->run_levels(runs[2], status)[0].level, 0.04);
+  ASSERT_TRUE(store->store_analysis(runs[2], {suspected}, {{"dev", 0.05, 9}}, {}).ok);
+
+  const auto histories = store->series_histories({key_a, key_b, "none"}, runs.back() + 1, 3, status);
+  ASSERT_TRUE(status.ok) << status.message;
+  const std::vector<HistoryRow>& a = histories.at(key_a);
+  ASSERT_EQ(a.size(), 3u) << "limited to the newest 3, the rerun left out";
+  EXPECT_EQ(a[0].run_id, runs[2]);
+  EXPECT_EQ(a[2].run_id, runs[4]);
+  EXPECT_DOUBLE_EQ(a[0].median_s, 3e-3);
+  EXPECT_DOUBLE_EQ(a[0].sm_clock_mhz, 1001);
+  EXPECT_DOUBLE_EQ(a[0].level, 0.05);
+  EXPECT_EQ(a[0].performance_state, "suspected");
+  EXPECT_TRUE(a[0].chip_changed);
+  EXPECT_EQ(a[0].chip, "chip-0");
+  EXPECT_EQ(a[1].performance_state, "");
+  EXPECT_TRUE(std::isnan(a[2].level)) << "run 5 was never analysed";
+  EXPECT_EQ(histories.at(key_b).size(), 3u);
+  EXPECT_TRUE(histories.at("none").empty());
+  EXPECT_EQ(store->full_series_history(key_a, status).size(), static_cast<size_t>(kRuns - 1));
+
+  EXPECT_EQ(store->latest_primary_run_id(status), runs[kRuns - 2]);
+  EXPECT_EQ(store->latest_rerun_of(runs[kRuns - 2], status), runs.back());
+  EXPECT_EQ(store->previous_comparable_run(runs[3], "run suite=smoke", status), runs[2]);
+  EXPECT_FALSE(store->previous_comparable_run(runs[3], "other", status).has_value());
+  const std::vector<int64_t> unanalysed = store->unanalysed_runs(status);
+  EXPECT_EQ(unanalysed, (std::vector<int64_t>{runs[0], runs[1], runs[4]}));
+  EXPECT_EQ(store->series_keys(status), (std::vector<std::string>{key_a, key_b}));
+  EXPECT_EQ(store->run_series(runs[0], status).size(), 2u);
+  EXPECT_EQ(store->result_samples(a[0].result_id, status).size(), 3u);
+
+  AnnotationRecord annotation;
+  annotation.series_key = key_b;
+  annotation.kind = "expected_change";
+  annotation.reason = "new tiling; 'quoted' reason";
+  annotation.from_run_id = runs[3];
+  ASSERT_TRUE(store->add_annotations({annotation}).ok);
+  const std::vector<AnnotationRecord> annotations = store->annotations(status);
+  ASSERT_EQ(annotations.size(), 1u);
+  EXPECT_EQ(annotations[0].reason, annotation.reason);
+  EXPECT_EQ(annotations[0].from_run_id, runs[3]);
+  EXPECT_FALSE(annotations[0].created_at.empty());
+}
+
+TEST_F(StoreTest, MergeCopiesEachRunOnceAndMapsItsIds) {
+  SCOPED_TRACE(seed_trace());
+  Status status;
+  // Two runners' files, each with two runs (the second a rerun of the first) and alerts.
+  auto fill = [&](const std::string& file, const std::string& chip) {
+    std::unique_ptr<Store> store = open_store(file);
+    int64_t first = 0;
+    for (int i = 0; i < 2; ++i) {
+      RunInfo info = random_run_info(rng_);
+      info.merged_from.clear();
+      info.rerun_of = first;
+      const int64_t run_id = store->begin_run(info, status);
+      DeviceInfo device = random_device(rng_, "cuda", 0);
+      device.uuid = chip;
+      const int64_t device_id = store->add_device(run_id, device, status);
+      EXPECT_TRUE(store->add_result(run_id, timed_result("k|s|normal|dev|b", device_id, 1e-3, 1500)).ok);
+      EXPECT_TRUE(store->finish_run(run_id).ok);
+      if (i == 0) first = run_id;
+    }
+    AlertRecord alert;
+    alert.series_key = "k|s|normal|dev|b";
+    alert.kind = "performance";
+    alert.state = "suspected";
+    alert.severity = "warning";
+    alert.since_run_id = first;
+    EXPECT_TRUE(store->store_analysis(first, {alert}, {{"dev", 0.01, 10}}, {}).ok);
+    CalibrationRecord calibration;
+    calibration.device_uuid = chip;
+    calibration.kind = "copy";
+    calibration.dtype = "bytes";
+    calibration.value = 1e12;
+    calibration.measured_at = "2025-12-01T00:00:00Z";
+    EXPECT_TRUE(store->add_calibration(calibration).ok);
+  };
+  const std::string a = path("runner-a.sqlite");
+  const std::string b = path("runner-b.sqlite");
+  fill(a, "GPU-a");
+  fill(b, "GPU-b");
+  // The target already has a run of its own.
+  std::unique_ptr<Store> target = open_store(path("merged.sqlite"));
+  ASSERT_NE(target, nullptr);
+  const int64_t own = target->begin_run(random_run_info(rng_), status);
+  ASSERT_TRUE(status.ok);
+  MergeReport report;
+  ASSERT_TRUE(target->merge_from(a, report).ok);
+  EXPECT_EQ(report.runs_added, 2);
+  EXPECT_EQ(report.calibrations_added, 1);
+  ASSERT_TRUE(target->merge_from(b, report).ok);
+  EXPECT_EQ(report.runs_added, 2);
+  // Merging again changes nothing.
+  ASSERT_TRUE(target->merge_from(a, report).ok);
+  EXPECT_EQ(report.runs_added, 0);
+  EXPECT_EQ(report.runs_already_present, 2);
+  EXPECT_EQ(report.calibrations_added, 0);
+  EXPECT_FALSE(target->merge_from(path("merged.sqlite"), report).ok);
+  EXPECT_FALSE(target->merge_from(path("absent.sqlite"), report).ok);
+
+  const std::vector<RunListEntry> runs = target->list_runs(0, status);
+  ASSERT_EQ(runs.size(), 5u);
+  // Newest first: b's rerun, b's run, a's rerun, a's run, the target's own.
+  EXPECT_EQ(runs.back().id, own);
+  const StoredRun rerun_b = load(*target, runs[0].id);
+  EXPECT_EQ(rerun_b.info.rerun_of, runs[1].id) << "the rerun points at its run's new id";
+  EXPECT_NE(rerun_b.info.merged_from.find("runner-b.sqlite"), std::string::npos);
+  EXPECT_EQ(rerun_b.status, "complete");
+  ASSERT_EQ(rerun_b.results.size(), 1u);
+  ASSERT_EQ(rerun_b.devices.size(), 1u);
+  EXPECT_EQ(rerun_b.results[0].device_id, rerun_b.device_ids[0]);
+  EXPECT_EQ(rerun_b.devices[0].uuid, "GPU-b");
+  ASSERT_EQ(rerun_b.results[0].samples.size(), 3u);
+  const std::vector<AlertRecord> alerts = target->run_alerts(runs[1].id, status);
+  ASSERT_EQ(alerts.size(), 1u);
+  EXPECT_EQ(alerts[0].since_run_id, runs[1].id);
+  EXPECT_EQ(target->run_levels(runs[1].id, status).size(), 1u);
+  EXPECT_EQ(target->latest_calibrations("GPU-b", status).size(), 1u);
 }
 
 }  // namespace

@@ -9,4 +9,21 @@ namespace attnbench {
 // cuBLAS batched GEMMs, a softmax kernel between them, the whole score matrix in memory.
 Kernel cuda_naive_cublas_kernel();
 
+// cuda.naive: three plain CUDA kernels (scores masked as written, softmax, P V), no cuBLAS, the
+// fp32 score matrix in memory. cuda.masked_*: the same with unmasked scores and the mask applied
+// by a separate out-of-place pass, a separate in-place pass, or inside the softmax kernel
+// (naive.cu, masked.cu; plans and bytes models in naive_family.cpp).
+Kernel cuda_naive_kernel();
+Kernel cuda_masked_outofplace_kernel();
+Kernel cuda_masked_inplace_kernel();
+Kernel cuda_masked_fused_kernel();
+
+// cuda.flash1: FlashAttention-1 on CUDA cores, one launch per K/V block, O, l and m in device
+// memory between blocks (flash1.cuh).
+Kernel cuda_flash1_kernel();
+
+// cuda.flash2: the FlashAttention-2 forward on tensor cores (mma.sync m16n8k16, ldmatrix,
+// cp.async pipeline, swizzled shared memory), head dims 64/128/256 (kernels/cuda/flash2/).
+Kernel cuda_flash2_kernel();
+
 }  // namespace attnbench

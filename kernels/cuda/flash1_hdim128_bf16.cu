@@ -1,0 +1,9 @@
+// cuda.flash1 at head dim 128, bf16 in and out: one translation unit per instantiation, so the
+// four build in parallel (flash1.cuh holds the kernel).
+#include "kernels/cuda/flash1.cuh"
+
+namespace attnbench::gpu::flash1 {
+
+template struct Instance<128, DType::bf16>;
+
+}  // namespace attnbench::gpu::flash1

@@ -1,0 +1,6 @@
+// cuda.flash2 for head dim 64, bf16: one heavy instantiation per translation unit.
+#include "kernels/cuda/flash2/flash2_kernel.cuh"
+
+namespace attnbench::flash2 {
+template Status launch_flash2<64, DType::bf16>(const AttentionParams&, cudaStream_t);
+}  // namespace attnbench::flash2

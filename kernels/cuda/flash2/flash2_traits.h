@@ -1,0 +1,164 @@
+// cuda.flash2's compile-time shape decisions and the key-tile arithmetic of one query block.
+// Host and device code alike include this header (no CUDA types in it), so the CPU tests check
+// the tile shapes, the shared-memory budget and the visible-tile ranges without a GPU.
+//
+// Vocabulary: a CTA owns one query block of kBlockQ rows (FlashAttention's Br) of one
+// (batch, query head) pair; it walks the key/value tiles of kBlockK keys (Bc) that any of its rows
+// can see. Each warp owns 16 consecutive query rows — one mma.sync m16n8k16 row tile — so a row's
+// max and sum never leave its warp (four lanes share a row).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "reference/mask.h"
+
+namespace attnbench::flash2 {
+
+// ---- the hardware's fixed shapes ----------------------------------------------------------------
+
+constexpr int kWarpSize = 32;
+constexpr int kMmaM = 16;  // mma.sync.m16n8k16: A is 16 x 16, B 16 x 8, C/D 16 x 8
+constexpr int kMmaN = 8;
+constexpr int kMmaK = 16;
+constexpr int kRowsPerWarp = kMmaM;  // a warp owns one MMA row tile of queries
+constexpr int kElementBytes = 2;     // fp16 and bf16
+// cp.async.cg moves 16 bytes, and an ldmatrix row is 16 bytes: the unit of every copy and of the
+// swizzle (a "chunk").
+constexpr int kChunkBytes = 16;
+constexpr int kChunkElements = kChunkBytes / kElementBytes;
+// ldmatrix reads 8 rows of one 16-byte chunk column at a time. Shared memory has 32 banks of 4
+// bytes, 128 bytes a row of banks: XOR-ing the chunk index with (row % 8) puts those 8 chunks
+// in 8 different 16-byte bank groups, so neither ldmatrix nor the cp.async stores conflict.
+constexpr int kSwizzleRows = 8;
+// The largest dynamic shared memory one CTA may opt into: sm_80 163 KiB (A100), sm_90 227 KiB.
+// The tiles are sized to fit the smaller, so one build serves both.
+constexpr size_t kSm80MaxSharedBytes = 163 * 1024;
+
+// ---- tile sizes ---------------------------------------------------------------------------------
+
+struct TileShape {
+  int block_q;            // query rows per CTA (Br)
+  int block_k;            // keys per K/V tile (Bc)
+  int warps;              // block_q / 16: each warp owns 16 query rows
+  int stages;             // K/V tiles resident in shared memory (the cp.async pipeline depth)
+  bool q_in_registers;    // Q's A fragments held in registers for the whole key loop
+  int min_blocks_per_sm;  // __launch_bounds__'s second argument: the register budget
+};
+
+// One place for every head dim's tiling. The reasons for the numbers:
+//  - Br = 128 query rows with 8 warps (FlashAttention-2's Br for these head dims; its A100/H100
+//    kernels split 128 rows over 4 warps of 32, we give each warp one 16-row MMA tile: no warp
+//    reduction, and the accumulators stay under 255 registers, so no spills). 128 rows per CTA
+//    halve the K/V traffic from L2 against 64 rows, at the cost of the decode shapes
+//    (seqlen_q <= 16), which leave most of the block idle.
+//  - Bc = 64 keys for d 64 and 128: S is 16 x 64 per warp = 32 fp32 registers a thread, O 16 x d,
+//    Q's fragments d / 4 more. ptxas settles at ~175 (d 64) and ~225 (d 128) registers, so one
+//    256-thread CTA per SM (two would need <= 128; d 64 spilled at that cap).
+//  - d 256: O alone is 128 registers a thread, so Q is read from shared memory at every key tile
+//    instead of living in registers, and Bc drops to 32 (S = 16 registers): ~250 registers.
+//  - 3 stages everywhere: with one 8-warp CTA per SM there are too few warps to hide an L2 miss
+//    behind the others' math, so two tiles load while one computes; registers, not shared
+//    memory, bound the occupancy anyway. Shared memory = Q + 3 x (K + V):
+//    d 64: 16 + 3 x 16 = 64 KiB; d 128: 32 + 3 x 32 = 128 KiB; d 256: 64 + 3 x 32 = 160 KiB,
+//    within the A100's 163 KiB.
+constexpr TileShape tile_shape(int head_dim) {
+  if (head_dim <= 64) return {128, 64, 8, 3, true, 1};
+  if (head_dim <= 128) return {128, 64, 8, 3, true, 1};
+  return {128, 32, 8, 3, false, 1};
+}
+
+template <int HeadDim>
+struct Traits {
+  static constexpr TileShape kShape = tile_shape(HeadDim);
+  static constexpr int kHeadDim = HeadDim;
+  static constexpr int kBlockQ = kShape.block_q;
+  static constexpr int kBlockK = kShape.block_k;
+  static constexpr int kWarps = kShape.warps;
+  static constexpr int kThreads = kWarps * kWarpSize;
+  static constexpr int kStages = kShape.stages;
+  static constexpr bool kQInRegisters = kShape.q_in_registers;
+  static constexpr int kMinBlocksPerSm = kShape.min_blocks_per_sm;
+
+  static constexpr int kChunksPerRow = HeadDim / kChunkElements;  // 16-byte chunks in a row
+  static constexpr int kKeyTiles = kBlockK / kMmaN;  // S's 8-key MMA column tiles per warp
+  static constexpr int kDimTiles = HeadDim / kMmaN;  // O's 8-wide MMA column tiles per warp
+  static constexpr int kDimSteps = HeadDim / kMmaK;  // k-steps of S = Q K^T
+  static constexpr int kKeySteps = kBlockK / kMmaK;  // k-steps of O += P V
+
+  static constexpr size_t kQTileElements = static_cast<size_t>(kBlockQ) * HeadDim;
+  static constexpr size_t kKvTileElements = static_cast<size_t>(kBlockK) * HeadDim;
+  // Q, then kStages K tiles, then kStages V tiles.
+  static constexpr size_t kSharedBytes =
+      (kQTileElements + 2 * kStages * kKvTileElements) * kElementBytes;
+  // cp.async.wait_group arguments (see the kernel's pipeline comment): how many younger groups
+  // may still be in flight when Q (the oldest group, followed by kStages - 1 tiles), then tile t
+  // (followed by tiles t + 1 .. t + kStages - 2), must have landed.
+  static constexpr int kPendingWhenQReady = kStages - 1;
+  static constexpr int kPendingWhenTileReady = kStages - 2;
+
+  static_assert(HeadDim == 64 || HeadDim == 128 || HeadDim == 256,
+                "flash2 is instantiated for head dims 64, 128 and 256");
+  static_assert(kBlockQ == kWarps * kRowsPerWarp, "each warp owns exactly one 16-row MMA tile");
+  static_assert(kChunksPerRow >= kSwizzleRows && kChunksPerRow % kSwizzleRows == 0,
+                "the XOR swizzle needs at least 8 chunks (64 elements) per row");
+  static_assert(kBlockK % (2 * kMmaN) == 0,
+                "K fragments are loaded two 8-key tiles at a time (ldmatrix.x4)");
+  static_assert(kBlockK % kMmaK == 0, "P V steps through the keys 16 at a time");
+  static_assert(kDimTiles % 2 == 0, "V fragments are loaded two 8-wide tiles at a time");
+  static_assert((kBlockQ * kChunksPerRow) % kThreads == 0 &&
+                    (kBlockK * kChunksPerRow) % kThreads == 0,
+                "every thread copies the same number of chunks of a tile");
+  static_assert((kRowsPerWarp * kChunksPerRow) % kWarpSize == 0,
+                "the output copy gives every lane the same number of chunks");
+  static_assert(kStages >= 2, "at least double buffering: tile t + 1 loads while t computes");
+  static_assert(kSharedBytes <= kSm80MaxSharedBytes,
+                "the tiles must fit an A100's shared memory (163 KiB per CTA)");
+};
+
+// ---- key tiles of one query block ---------------------------------------------------------------
+
+// The key tiles a query block visits, and the keys that no row of the block masks.
+struct BlockKeyTiles {
+  int64_t first_tile = 0;  // [first_tile, end_tile): tiles holding a visible key for some row
+  int64_t end_tile = 0;    // empty when no row of the block sees any key
+  // Keys in [full_begin, full_end) are visible to every row of the block: a tile inside it needs
+  // no per-element mask. Empty (full_begin >= full_end) when some row sees nothing.
+  int64_t full_begin = 0;
+  int64_t full_end = 0;
+
+  ATTNBENCH_HOST_DEVICE constexpr int64_t tiles() const {
+    return end_tile > first_tile ? end_tile - first_tile : 0;
+  }
+  // Whether the tile starting at key `first_key` holds a key some row of the block masks (or a
+  // key past seqlen_k, which full_end never exceeds).
+  ATTNBENCH_HOST_DEVICE constexpr bool needs_mask(int64_t first_key, int block_k) const {
+    return !(first_key >= full_begin && first_key + block_k <= full_end);
+  }
+};
+
+// Rows [first_row, last_row] (inclusive, all < seqlen_q) of one (batch, head). Every mask of
+// reference/mask.h keeps one contiguous range per row whose begin and end never decrease as the
+// row grows, so the union of the rows' ranges lies in [begin(first_row), end(last_row)) and their
+// intersection is [begin(last_row), end(first_row)). Tiles outside the union are skipped:
+// that is how causal and window masks save their work.
+ATTNBENCH_HOST_DEVICE constexpr BlockKeyTiles block_key_tiles(MaskKind mask, int64_t window_left,
+                                                              int64_t window_right,
+                                                              int64_t first_row, int64_t last_row,
+                                                              int64_t seqlen_q, int64_t seqlen_k,
+                                                              int64_t key_length, int block_k) {
+  const KeyRange first =
+      visible_keys(mask, window_left, window_right, first_row, seqlen_q, seqlen_k, key_length);
+  const KeyRange last =
+      visible_keys(mask, window_left, window_right, last_row, seqlen_q, seqlen_k, key_length);
+  BlockKeyTiles tiles;
+  tiles.full_begin = last.begin;
+  tiles.full_end = first.end;
+  if (last.end > first.begin) {
+    tiles.first_tile = first.begin / block_k;
+    tiles.end_tile = (last.end + block_k - 1) / block_k;
+  }
+  return tiles;
+}
+
+}  // namespace attnbench::flash2

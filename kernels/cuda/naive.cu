@@ -1,0 +1,407 @@
+// cuda.naive — attention in three plain CUDA kernels, the score matrix in device memory.
+//
+// What it computes, for every (batch, query head) pair:
+//   1. scores   S = scale * Q K^T, fp32 accumulation over the head dim, masked keys (the same
+//               visible_keys as the reference) written as -inf          (sq x sk fp32)
+//   2. softmax  one block per row: max, exp, sum, P = exp(S - max) / sum written over S; the
+//               natural-log LSE from the same pass                      (sq x sk fp32)
+//   3. output   O = P V, fp32 accumulation over every key, rounded once to the output dtype
+// No cuBLAS: both products are shared-memory tiled loops on the CUDA cores (64 x 64 tile per
+// block, a 4 x 4 micro-tile per thread). P stays fp32, so the only rounding after the inputs is
+// the output's: exactly the precision the checker's low-precision reference models.
+// The same scores and output kernels serve the cuda.masked_* variants (masked.cu), which differ
+// only in where the mask is applied: launch_scores(mask_keys = false) and a mask step between
+// (naive_steps.h). naive_family.cpp chains the steps into plans.
+// Against the previous version: cuda.naive_cublas does both products with cuBLAS; this is the
+// same algorithm with nothing borrowed.
+// Scratch: one (batch, heads_q, seqlen_q, seqlen_k) fp32 matrix (S, then P over it): it grows with
+// the square of the sequence length.
+// Performance: not yet measured on a GPU.
+// Limits: fp16/bf16 in, the same dtype out; head dims multiples of 64 (the table has 64 and 128);
+// masked scores are computed anyway, as eager code does; every row reads every key in the
+// output product. A row with no visible key gets P = 0, so O = 0 and LSE -inf.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <limits>
+#include <string>
+
+#include "kernels/cuda/common/cuda_check.h"
+#include "kernels/cuda/common/visible_tiles.h"
+#include "kernels/cuda/naive_steps.h"
+#include "reference/mask.h"
+
+namespace attnbench::gpu::naive_steps {
+namespace {
+
+// ---- traits -------------------------------------------------------------------------------------
+
+constexpr int kWarpSize = 32;
+constexpr unsigned kFullWarp = 0xffffffffu;
+
+// Matrix-product tiles (scores and output): a kTile x kTile tile of the result per block, its
+// 256 threads a 16 x 16 grid, thread (ty, tx) owning rows ty + 16 a and columns tx + 16 c
+// (a, c < 4). Each inner step loads 4 + 4 values from shared memory for 16 FMAs; a warp is two
+// rows of the thread grid, which the bank layouts below rely on.
+constexpr int kTile = 64;
+constexpr int kThreadsPerSide = 16;
+constexpr int kTileThreads = kThreadsPerSide * kThreadsPerSide;
+constexpr int kPerThread = kTile / kThreadsPerSide;
+static_assert(kTile % kThreadsPerSide == 0, "each thread owns whole rows and columns of the tile");
+static_assert(2 * kThreadsPerSide == kWarpSize, "a warp must be two rows of the thread grid");
+
+// Shared-memory stage depth: the head dim (scores) or the keys (output) pass through the tile in
+// chunks of 32, so both operands of a stage take 2 x 64 x 33 x 4 = 17 KB of static shared memory.
+constexpr int kChunk = 32;
+// One float of padding: a row stride of 33 words puts 16 threads reading 16 rows at one column
+// on 16 different banks.
+constexpr int kChunkStride = kChunk + 1;
+static_assert(kHeadDimGranule % kChunk == 0,
+              "the scores kernel stages whole chunks of the head dim");
+static_assert(kHeadDimGranule % kTile == 0, "the output kernel writes whole tiles of columns");
+static_assert(kChunk % 2 == 0 && kTile % 2 == 0, "inputs are loaded as element pairs");
+
+// Softmax: one block per row. 8 warps keep a 16k-key row at 64 scores per thread and enough
+// loads in flight to stream S; the block reduction is one shuffle tree plus 8 shared values.
+constexpr int kSoftmaxThreads = 256;
+constexpr int kSoftmaxWarps = kSoftmaxThreads / kWarpSize;
+static_assert(kSoftmaxThreads % kWarpSize == 0, "the softmax reduction works in whole warps");
+
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+constexpr int64_t kMaxGridBlocks = std::numeric_limits<int32_t>::max();  // gridDim.x
+
+// ---- device helpers -----------------------------------------------------------------------------
+
+// The 16-bit input types: a pair of them is one 32-bit load, widened to float2.
+template <typename Element>
+struct ElementPair;
+template <>
+struct ElementPair<__half> {
+  using Type = __half2;
+  __device__ static float2 widen(__half2 pair) { return __half22float2(pair); }
+};
+template <>
+struct ElementPair<__nv_bfloat16> {
+  using Type = __nv_bfloat162;
+  __device__ static float2 widen(__nv_bfloat162 pair) { return __bfloat1622float2(pair); }
+};
+
+template <typename Element>
+__device__ float2 load_pair(const Element* address) {
+  using Pair = ElementPair<Element>;
+  return Pair::widen(*reinterpret_cast<const typename Pair::Type*>(address));
+}
+
+template <typename Element>
+__device__ Element from_float(float value);
+template <>
+__device__ __half from_float<__half>(float value) {
+  return __float2half_rn(value);
+}
+template <>
+__device__ __nv_bfloat16 from_float<__nv_bfloat16>(float value) {
+  return __float2bfloat16_rn(value);
+}
+
+// Where one (batch, query head) pair's matrices start, and which kv head it reads (GQA/MQA).
+// Block indices are decoded in 32 bits (every launch checks its grid fits an int): a 64-bit
+// division is a subroutine call that costs a stack frame on sm_90a.
+struct PairIndex {
+  int batch, head, kv_head;
+};
+__device__ PairIndex pair_index(const AttentionParams& p, int pair) {
+  const int head = pair % p.heads_q;
+  return {pair / p.heads_q, head, head / p.heads_per_kv};
+}
+
+__device__ int64_t key_length_of(const AttentionParams& p, int64_t batch) {
+  return p.key_lengths != nullptr ? p.key_lengths[batch] : p.seqlen_k;
+}
+
+// A set of scores as (max, sum of exp(score - max)): two sets merge exactly (up to rounding), so
+// each thread summarizes its strided share of a row in one pass and the block merges the shares.
+struct RowStats {
+  float max;
+  float sum;
+};
+
+__device__ RowStats merge(RowStats a, RowStats b) {
+  const float max = fmaxf(a.max, b.max);
+  if (max == kNegInf) return {kNegInf, 0.0f};  // both empty: exp(-inf - -inf) would be NaN
+  return {max, a.sum * expf(a.max - max) + b.sum * expf(b.max - max)};
+}
+
+__device__ RowStats add_score(RowStats stats, float score) {
+  if (score == kNegInf) return stats;  // a masked key adds exp(-inf) = 0; -inf - -inf is NaN
+  if (score > stats.max) return {score, stats.sum * expf(stats.max - score) + 1.0f};
+  return {stats.max, stats.sum + expf(score - stats.max)};
+}
+
+// Every thread of the block gets the row's (max, sum). Fixed shuffle tree and fixed warp order:
+// the same bits every run.
+__device__ RowStats block_row_stats(RowStats local) {
+  for (int offset = kWarpSize / 2; offset > 0; offset /= 2) {
+    const RowStats other{__shfl_xor_sync(kFullWarp, local.max, offset),
+                         __shfl_xor_sync(kFullWarp, local.sum, offset)};
+    local = merge(local, other);
+  }
+  __shared__ RowStats warp_stats[kSoftmaxWarps];
+  const int warp = static_cast<int>(threadIdx.x) / kWarpSize;
+  if (threadIdx.x % kWarpSize == 0) warp_stats[warp] = local;
+  __syncthreads();
+  RowStats total = warp_stats[0];
+  for (int w = 1; w < kSoftmaxWarps; ++w) total = merge(total, warp_stats[w]);
+  return total;
+}
+
+// ---- kernels ------------------------------------------------------------------------------------
+
+// Block = (pair, query tile, key tile), key tile fastest. Writes S[pair][row][key] =
+// scale * q_row . k_key, or -inf for a masked key when mask_keys is set.
+template <typename Element>
+__global__ void __launch_bounds__(kTileThreads)
+    scores_kernel(const __grid_constant__ AttentionParams p, float* __restrict__ scores,
+                  bool mask_keys) {
+  __shared__ float q_chunk[kTile][kChunkStride];  // (query rows, head-dim chunk)
+  __shared__ float k_chunk[kTile][kChunkStride];  // (keys, head-dim chunk)
+
+  const int64_t sq = p.seqlen_q;
+  const int64_t sk = p.seqlen_k;
+  const int key_tiles = static_cast<int>(tile_count(sk, kTile));
+  const int query_tiles = static_cast<int>(tile_count(sq, kTile));
+  const int block = static_cast<int>(blockIdx.x);
+  const int64_t key0 = static_cast<int64_t>(block % key_tiles) * kTile;
+  const int64_t row0 = static_cast<int64_t>(block / key_tiles % query_tiles) * kTile;
+  const int pair = block / key_tiles / query_tiles;
+  const PairIndex at = pair_index(p, pair);
+  // (seqlen_q, head_dim_qk) and (seqlen_k, head_dim_qk) of this pair, rows via the row strides.
+  const Element* q =
+      static_cast<const Element*>(p.q) + at.batch * p.q_batch_stride + at.head * p.q_head_stride;
+  const Element* k =
+      static_cast<const Element*>(p.k) + at.batch * p.k_batch_stride + at.kv_head * p.k_head_stride;
+  const int tx = static_cast<int>(threadIdx.x) % kThreadsPerSide;
+  const int ty = static_cast<int>(threadIdx.x) / kThreadsPerSide;
+
+  float acc[kPerThread][kPerThread] = {};
+  for (int d0 = 0; d0 < p.head_dim_qk; d0 += kChunk) {
+    // Rows past the end are zeros: their scores are computed and never written.
+    for (int item = static_cast<int>(threadIdx.x); item < kTile * kChunk / 2;
+         item += kTileThreads) {
+      const int r = item / (kChunk / 2);
+      const int c = (item % (kChunk / 2)) * 2;
+      float2 q_pair = {0.0f, 0.0f};
+      float2 k_pair = {0.0f, 0.0f};
+      if (row0 + r < sq) q_pair = load_pair(q + (row0 + r) * p.q_row_stride + d0 + c);
+      if (key0 + r < sk) k_pair = load_pair(k + (key0 + r) * p.k_row_stride + d0 + c);
+      q_chunk[r][c] = q_pair.x;
+      q_chunk[r][c + 1] = q_pair.y;
+      k_chunk[r][c] = k_pair.x;
+      k_chunk[r][c + 1] = k_pair.y;
+    }
+    __syncthreads();
+#pragma unroll 8
+    for (int d = 0; d < kChunk; ++d) {
+      float q_values[kPerThread];
+      float k_values[kPerThread];
+#pragma unroll
+      for (int a = 0; a < kPerThread; ++a) q_values[a] = q_chunk[ty + kThreadsPerSide * a][d];
+#pragma unroll
+      for (int c = 0; c < kPerThread; ++c) k_values[c] = k_chunk[tx + kThreadsPerSide * c][d];
+#pragma unroll
+      for (int a = 0; a < kPerThread; ++a) {
+#pragma unroll
+        for (int c = 0; c < kPerThread; ++c) acc[a][c] = fmaf(q_values[a], k_values[c], acc[a][c]);
+      }
+    }
+    __syncthreads();
+  }
+
+  // The rows' visible keys first, then the stores: one copy of the mask logic per row, not one
+  // per stored element after unrolling.
+  const int64_t key_length = key_length_of(p, at.batch);
+  KeyRange keys[kPerThread];
+#pragma unroll
+  for (int a = 0; a < kPerThread; ++a) {
+    keys[a] = mask_keys ? visible_keys(p.mask, p.window_left, p.window_right,
+                                       row0 + ty + kThreadsPerSide * a, sq, sk, key_length)
+                        : KeyRange{0, sk};
+  }
+  float* s = scores + static_cast<int64_t>(pair) * sq * sk;  // (seqlen_q, seqlen_k)
+#pragma unroll
+  for (int a = 0; a < kPerThread; ++a) {
+    const int64_t row = row0 + ty + kThreadsPerSide * a;
+    if (row >= sq) continue;
+#pragma unroll
+    for (int c = 0; c < kPerThread; ++c) {
+      const int64_t key = key0 + tx + kThreadsPerSide * c;
+      if (key >= sk) continue;
+      const bool visible = key >= keys[a].begin && key < keys[a].end;
+      s[row * sk + key] = visible ? acc[a][c] * p.scale : kNegInf;
+    }
+  }
+}
+
+// One block per row r = pair * seqlen_q + query. P overwrites S in place: in the second pass each
+// element is read and written by the same thread, after the whole block has finished the first.
+__global__ void __launch_bounds__(kSoftmaxThreads)
+    softmax_kernel(const __grid_constant__ AttentionParams p, float* scores, bool mask_inside) {
+  const int64_t sq = p.seqlen_q;
+  const int64_t sk = p.seqlen_k;
+  const int row = static_cast<int>(blockIdx.x);
+  const int query = row % p.seqlen_q;
+  const int batch = row / (p.seqlen_q * p.heads_q);    // fits: the grid has pairs * sq blocks
+  float* s = scores + static_cast<int64_t>(row) * sk;  // (seqlen_k,): S in, P out
+  // Without mask_inside the masked keys are already -inf in S and the whole row is read.
+  const KeyRange keys = mask_inside ? visible_keys(p.mask, p.window_left, p.window_right, query, sq,
+                                                   sk, key_length_of(p, batch))
+                                    : KeyRange{0, sk};
+
+  RowStats local{kNegInf, 0.0f};
+  for (int64_t j = keys.begin + threadIdx.x; j < keys.end; j += blockDim.x) {
+    local = add_score(local, s[j]);
+  }
+  const RowStats stats = block_row_stats(local);
+  const bool empty = stats.max == kNegInf;  // no visible key: P = 0, LSE -inf, never NaN
+  const float inverse_sum = empty ? 0.0f : 1.0f / stats.sum;
+  for (int64_t j = threadIdx.x; j < sk; j += blockDim.x) {
+    float probability = 0.0f;
+    if (!empty && j >= keys.begin && j < keys.end) {
+      probability = expf(s[j] - stats.max) * inverse_sum;
+    }
+    s[j] = probability;
+  }
+  if (p.lse != nullptr && threadIdx.x == 0) {
+    p.lse[row] = empty ? kNegInf : stats.max + logf(stats.sum);
+  }
+}
+
+// Block = (pair, query tile, column tile), column tile fastest: out[rows, columns] = P V.
+template <typename Element>
+__global__ void __launch_bounds__(kTileThreads)
+    output_kernel(const __grid_constant__ AttentionParams p,
+                  const float* __restrict__ probabilities) {
+  __shared__ float p_chunk[kTile][kChunkStride];          // (query rows, key chunk)
+  __shared__ __align__(16) float v_chunk[kChunk][kTile];  // (key chunk, output columns)
+
+  const int64_t sq = p.seqlen_q;
+  const int64_t sk = p.seqlen_k;
+  const int column_tiles = p.head_dim_v / kTile;
+  const int query_tiles = static_cast<int>(tile_count(sq, kTile));
+  const int block = static_cast<int>(blockIdx.x);
+  const int64_t column0 = static_cast<int64_t>(block % column_tiles) * kTile;
+  const int64_t row0 = static_cast<int64_t>(block / column_tiles % query_tiles) * kTile;
+  const int pair = block / column_tiles / query_tiles;
+  const PairIndex at = pair_index(p, pair);
+  const float* prob = probabilities + static_cast<int64_t>(pair) * sq * sk;  // (seqlen_q, seqlen_k)
+  // (seqlen_k, head_dim_v) of the pair's kv head, rows via v_row_stride.
+  const Element* v =
+      static_cast<const Element*>(p.v) + at.batch * p.v_batch_stride + at.kv_head * p.v_head_stride;
+  const int tx = static_cast<int>(threadIdx.x) % kThreadsPerSide;
+  const int ty = static_cast<int>(threadIdx.x) / kThreadsPerSide;
+
+  float acc[kPerThread][kPerThread] = {};
+  for (int64_t key0 = 0; key0 < sk; key0 += kChunk) {
+    // Past the last key, P and V are both zero: V past the end is never read, so garbage cannot
+    // turn 0 * V into NaN.
+    for (int item = static_cast<int>(threadIdx.x); item < kTile * kChunk; item += kTileThreads) {
+      const int r = item / kChunk;
+      const int c = item % kChunk;
+      const bool inside = row0 + r < sq && key0 + c < sk;
+      p_chunk[r][c] = inside ? prob[(row0 + r) * sk + key0 + c] : 0.0f;
+    }
+    for (int item = static_cast<int>(threadIdx.x); item < kChunk * kTile / 2;
+         item += kTileThreads) {
+      const int r = item / (kTile / 2);
+      const int c = (item % (kTile / 2)) * 2;
+      float2 v_pair = {0.0f, 0.0f};
+      if (key0 + r < sk) v_pair = load_pair(v + (key0 + r) * p.v_row_stride + column0 + c);
+      *reinterpret_cast<float2*>(&v_chunk[r][c]) = v_pair;
+    }
+    __syncthreads();
+#pragma unroll 8
+    for (int j = 0; j < kChunk; ++j) {
+      float p_values[kPerThread];
+      float v_values[kPerThread];
+#pragma unroll
+      for (int a = 0; a < kPerThread; ++a) p_values[a] = p_chunk[ty + kThreadsPerSide * a][j];
+#pragma unroll
+      for (int c = 0; c < kPerThread; ++c) v_values[c] = v_chunk[j][tx + kThreadsPerSide * c];
+#pragma unroll
+      for (int a = 0; a < kPerThread; ++a) {
+#pragma unroll
+        for (int c = 0; c < kPerThread; ++c) acc[a][c] = fmaf(p_values[a], v_values[c], acc[a][c]);
+      }
+    }
+    __syncthreads();
+  }
+
+  Element* out = static_cast<Element*>(p.out) + at.batch * p.out_batch_stride +
+                 at.head * p.out_head_stride + column0;  // (seqlen_q, kTile columns)
+#pragma unroll
+  for (int a = 0; a < kPerThread; ++a) {
+    const int64_t row = row0 + ty + kThreadsPerSide * a;
+    if (row >= sq) continue;
+#pragma unroll
+    for (int c = 0; c < kPerThread; ++c) {
+      out[row * p.out_row_stride + tx + kThreadsPerSide * c] = from_float<Element>(acc[a][c]);
+    }
+  }
+}
+
+// ---- launch -------------------------------------------------------------------------------------
+
+Status check_grid(int64_t blocks, const char* step) {
+  if (blocks <= kMaxGridBlocks) return Status::Ok();
+  return Status::Error(std::string("cuda.naive ") + step + ": " + std::to_string(blocks) +
+                       " blocks exceed one launch's grid");
+}
+
+int64_t pair_count(const AttentionParams& params) {
+  return static_cast<int64_t>(params.batch) * params.heads_q;
+}
+
+}  // namespace
+
+Status launch_scores(const AttentionParams& params, bool mask_keys, float* scores,
+                     cudaStream_t stream) {
+  const int64_t blocks =
+      pair_count(params) * tile_count(params.seqlen_q, kTile) * tile_count(params.seqlen_k, kTile);
+  if (Status status = check_grid(blocks, "scores"); !status) return status;
+  const auto grid = static_cast<unsigned>(blocks);
+  if (params.input_dtype == DType::bf16) {
+    scores_kernel<__nv_bfloat16><<<grid, kTileThreads, 0, stream>>>(params, scores, mask_keys);
+  } else {
+    scores_kernel<__half><<<grid, kTileThreads, 0, stream>>>(params, scores, mask_keys);
+  }
+  ATTNBENCH_CUDA_TRY_LAUNCH();
+  return Status::Ok();
+}
+
+Status launch_softmax(const AttentionParams& params, bool mask_inside, float* scores,
+                      cudaStream_t stream) {
+  const int64_t rows = pair_count(params) * params.seqlen_q;
+  if (Status status = check_grid(rows, "softmax"); !status) return status;
+  softmax_kernel<<<static_cast<unsigned>(rows), kSoftmaxThreads, 0, stream>>>(params, scores,
+                                                                              mask_inside);
+  ATTNBENCH_CUDA_TRY_LAUNCH();
+  return Status::Ok();
+}
+
+Status launch_output(const AttentionParams& params, const float* probabilities,
+                     cudaStream_t stream) {
+  const int64_t blocks =
+      pair_count(params) * tile_count(params.seqlen_q, kTile) * (params.head_dim_v / kTile);
+  if (Status status = check_grid(blocks, "output"); !status) return status;
+  const auto grid = static_cast<unsigned>(blocks);
+  if (params.input_dtype == DType::bf16) {
+    output_kernel<__nv_bfloat16><<<grid, kTileThreads, 0, stream>>>(params, probabilities);
+  } else {
+    output_kernel<__half><<<grid, kTileThreads, 0, stream>>>(params, probabilities);
+  }
+  ATTNBENCH_CUDA_TRY_LAUNCH();
+  return Status::Ok();
+}
+
+}  // namespace attnbench::gpu::naive_steps

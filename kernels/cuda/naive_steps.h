@@ -1,0 +1,50 @@
+// The steps of the naive CUDA family (cuda.naive, cuda.masked_*), one launch each, on a score
+// matrix that lives in device memory. Declared for host compilers; the kernels live in naive.cu
+// (scores, softmax, output) and masked.cu (the two separate mask passes). naive_family.cpp
+// chains them into a plan.
+//
+// Every step takes the forward's AttentionParams (device pointers, strides in elements, fp16 or
+// bf16 in and out, head dims multiples of kHeadDimGranule) and a score matrix
+//   scores: (batch, heads_q, seqlen_q, seqlen_k) fp32, row-major, contiguous
+// from the plan's scratch. Each returns the launch error (ATTNBENCH_CUDA_TRY_LAUNCH).
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "kernels/params.h"
+#include "reference/status.h"
+
+namespace attnbench::gpu::naive_steps {
+
+// The scores kernel stages the head dim in chunks of 32, the output kernel writes 64 output
+// columns per block: head dims must be multiples of 64 (the family's table has 64 and 128).
+inline constexpr int64_t kHeadDimGranule = 64;
+
+// S = scale * Q K^T over every key; with mask_keys, masked keys (reference/mask.h) get -inf as
+// they are written, else every score is kept (the masked_* variants mask in a later step).
+Status launch_scores(const AttentionParams& params, bool mask_keys, float* scores,
+                     cudaStream_t stream);
+
+// P = softmax(S) row by row, written over its input (P has S's shape, fp32). Without
+// mask_inside, -inf entries of S are the masked keys and the whole row is read; with
+// mask_inside, the kernel reads only each row's visible keys and writes 0 elsewhere (the fused
+// variant). A row with no visible key gets P = 0 and LSE -inf. Writes the natural-log LSE when
+// params.lse is set.
+Status launch_softmax(const AttentionParams& params, bool mask_inside, float* scores,
+                      cudaStream_t stream);
+
+// out = P V, P (the softmax's output) read from `probabilities`, out in the output dtype.
+Status launch_output(const AttentionParams& params, const float* probabilities,
+                     cudaStream_t stream);
+
+// masked.cu. Out of place: masked_scores = S with -inf at masked keys, every element read and
+// written (masked_fill's copy). In place: -inf written over the masked keys of S only (the
+// visible ones are neither read nor written: the mask is a predicate of the indices, so
+// masked_fill_ needs no read of S).
+Status launch_mask_copy(const AttentionParams& params, const float* scores, float* masked_scores,
+                        cudaStream_t stream);
+Status launch_mask_fill(const AttentionParams& params, float* scores, cudaStream_t stream);
+
+}  // namespace attnbench::gpu::naive_steps

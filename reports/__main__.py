@@ -1,0 +1,5 @@
+import sys
+
+from reports.cli import main
+
+sys.exit(main())

@@ -1,0 +1,463 @@
+"""Test databases written directly with sqlite3, following the schema. The schema itself is read
+from harness/store.cpp (the kMigrations raw strings), so the fixtures always match what the C++
+writes, including migrations added after this file was written.
+
+Scenarios:
+  cpu_database    CPU kernels only, a short history;
+  mixed_database  CPU and synthetic GPU rows (H200), with failures, a crash, a timeout, a status
+                  change, a missing case, out-of-memory, alerts, an annotation, clocks and energy;
+  year_database   365 nightly runs x 2,000 GPU cases, chip changes, steps, alerts.
+Each returns what it inserted, so a test can check that the page shows exactly those values."""
+
+import datetime
+import pathlib
+import re
+import sqlite3
+import uuid
+from dataclasses import dataclass, field
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+STORE_CPP = ROOT / "harness" / "store.cpp"
+BUILD = "Release GNU 12.2.0"
+FP8 = ("e4m3", "e5m2")
+
+
+def migrations():
+    """The SQL of each migration step, in order, from harness/store.cpp."""
+    text = STORE_CPP.read_text()
+    body = text[text.index("kMigrations"):]
+    return re.findall(r'R"sql\((.*?)\)sql"', body, flags=re.S)
+
+
+@dataclass(frozen=True)
+class Case:
+    kernel: str
+    batch: int = 1
+    heads_q: int = 8
+    heads_kv: int = 8
+    seqlen_q: int = 512
+    seqlen_k: int = 512
+    head_dim: int = 64
+    dtype: str = "bf16"
+    output_dtype: str = ""  # "" = the default for the input dtype
+    fp8_scaling: str = "none"
+    mask: str = "none"  # none, causal, causal_br, window(L,R), padding
+    layout: str = "bshd"
+    distribution: str = "normal"
+
+    @property
+    def out(self):
+        return self.output_dtype or ("bf16" if self.dtype in FP8 else self.dtype)
+
+    @property
+    def shape(self):
+        """reference/problem.cpp's shape_string: the CLI's --shape text."""
+        text = (f"b={self.batch},hq={self.heads_q},hkv={self.heads_kv},sq={self.seqlen_q},"
+                f"sk={self.seqlen_k},d={self.head_dim},dtype={self.dtype}")
+        if self.out != ("bf16" if self.dtype in FP8 else self.dtype):
+            text += f",out={self.out}"
+        if self.fp8_scaling != "none":
+            text += f",fp8_scaling={self.fp8_scaling}"
+        if self.mask != "none":
+            text += f",mask={self.mask}"
+        if self.layout != "bshd":
+            text += f",layout={self.layout}"
+        return text
+
+    @property
+    def label(self):
+        """As the report (and the CLI's summary table) prints a case."""
+        return self.shape + ("" if self.distribution == "normal" else f" dist={self.distribution}")
+
+    @property
+    def flops(self):
+        """FlashAttention's convention; causal masks roughly halve the keys per row."""
+        keys = self.seqlen_k / 2 if self.mask.startswith("causal") else self.seqlen_k
+        return 4.0 * self.batch * self.heads_q * self.seqlen_q * keys * self.head_dim
+
+    def series_key(self, device_name):
+        return f"{self.kernel}|{self.shape}|{self.distribution}|{device_name}|{BUILD}"
+
+
+@dataclass
+class Device:
+    id: int
+    kind: str
+    ordinal: int
+    name: str
+    uuid: str
+
+
+@dataclass
+class Inserted:
+    """One result as inserted, for the tests' expectations."""
+    id: int
+    run_id: int
+    case: Case
+    device: Device
+    status: str
+    message: str
+    median_s: float | None
+    error: float | None
+    bound: float | None
+    cv: float | None
+    series_key: str
+    clocks: list = field(default_factory=list)
+
+    @property
+    def ratio(self):
+        return None if self.error is None else self.error / self.bound
+
+
+def timestamp(moment):
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class Fixture:
+    def __init__(self, path, version=None):
+        self.path = pathlib.Path(path)
+        self.db = sqlite3.connect(self.path)
+        steps = migrations()
+        version = len(steps) if version is None else version
+        for step in steps[:version]:
+            self.db.executescript(step)
+        self.db.execute("INSERT INTO schema_version (version) VALUES (?)", (version,))
+        self.version = version
+        self.cases = {}
+        self.inserted = []
+        self.calibrations = []
+
+    def close(self):
+        self.db.commit()
+        self.db.close()
+
+    def _insert(self, table, row):
+        names = ", ".join(row)
+        marks = ", ".join("?" * len(row))
+        return self.db.execute(f"INSERT INTO {table} ({names}) VALUES ({marks})",
+                               list(row.values())).lastrowid
+
+    def run(self, started, suite="nightly", git_sha="a" * 40, minutes=9, status="complete",
+            **environment):
+        row = {"uuid": str(uuid.uuid4()), "started_at": timestamp(started),
+               "finished_at": timestamp(started + datetime.timedelta(minutes=minutes))
+               if status == "complete" else None,
+               "status": status, "suite": suite,
+               "command": f"attnbench run --suite {suite}", "protocol_json": "{}",
+               "git_sha": git_sha, "git_dirty": 0, "build_type": "Release", "build_flags": "-O3",
+               "compiler": "GNU 12.2.0", "cuda_runtime": "13.0", "cuda_driver": "580.65",
+               "cudnn": "compiled 9.19.0, loaded 9.19.0", "blas": "OpenBLAS 0.3.21",
+               "host": "ci-runner-1", "cpu": "Intel(R) Xeon(R) Processor", "os": "Linux"}
+        row.update(environment)
+        return self._insert("runs", row)
+
+    def device(self, run_id, kind, name, chip, ordinal=0, **fields):
+        row = {"run_id": run_id, "kind": kind, "ordinal": ordinal, "name": name, "uuid": chip}
+        row.update(fields)
+        return Device(self._insert("devices", row), kind, ordinal, name, chip)
+
+    def calibration(self, device, kind, dtype, value, measured_at):
+        self.calibrations.append((device.uuid, kind, dtype, value))
+        self._insert("calibrations", {"device_name": device.name, "device_uuid": device.uuid,
+                                      "kind": kind, "dtype": dtype, "value": value,
+                                      "details": f"{kind} {dtype} test ceiling",
+                                      "measured_at": timestamp(measured_at)})
+
+    def case_id(self, case):
+        key = f"{case.kernel}|{case.shape}|{case.distribution}"
+        if key not in self.cases:
+            mask_kind, left, right = case.mask, -1, -1
+            window = re.fullmatch(r"window\((-?\d+),(-?\d+)\)", case.mask)
+            if window:
+                mask_kind, left, right = "window", int(window[1]), int(window[2])
+            self.cases[key] = self._insert("cases", {
+                "case_key": key, "kernel": case.kernel, "batch": case.batch,
+                "heads_q": case.heads_q, "heads_kv": case.heads_kv, "seqlen_q": case.seqlen_q,
+                "seqlen_k": case.seqlen_k, "head_dim_qk": case.head_dim,
+                "head_dim_v": case.head_dim, "input_dtype": case.dtype,
+                "output_dtype": case.out, "p_dtype": "e4m3" if case.dtype in FP8 else "fp32",
+                "fp8_scaling": case.fp8_scaling, "mask_kind": mask_kind, "window_left": left,
+                "window_right": right, "layout": case.layout, "scale": 0.0,
+                "distribution": case.distribution})
+        return self.cases[key]
+
+    def result(self, run_id, device, case, status="passed", median_s=None, message="",
+               error=None, bound=None, cv=None, clocks=(), ceiling=None, samples=True,
+               **columns):
+        """One result. median_s None: not timed. clocks: one SM clock per sample (GPU)."""
+        timed = median_s is not None
+        row = {"run_id": run_id, "case_id": self.case_id(case), "device_id": device.id,
+               "device_name": device.name, "series_key": case.series_key(device.name),
+               "status": status, "message": message, "seed": 42,
+               "checked": int(error is not None), "max_abs_error": error, "bound": bound,
+               "timed": int(timed), "median_s": median_s, "cv": cv,
+               "repetitions": 5 if timed else 0, "flops": case.flops,
+               "bytes": 4.0 * case.batch * case.heads_q * case.seqlen_k * case.head_dim * 2,
+               "repro": f"attnbench check --shape '{case.shape}' --kernels {case.kernel}",
+               "launches": -1, "extra_memory_bytes": -1}
+        if timed:
+            row["flops_per_s"] = case.flops / median_s
+            if ceiling:
+                row["fraction_of_peak_flops"] = row["flops_per_s"] / ceiling
+        row.update(columns)
+        result_id = self._insert("results", row)
+        if timed and samples:
+            sample_clocks = list(clocks) or [None] * 5
+            self.db.executemany(
+                "INSERT INTO samples (result_id, repetition, time_s, iterations, sm_clock_mhz, "
+                "clock_reasons) VALUES (?, ?, ?, ?, ?, ?)",
+                [(result_id, i, median_s, 10, clock, "sw_power_cap" if clock else "")
+                 for i, clock in enumerate(sample_clocks)])
+        self.inserted.append(Inserted(result_id, run_id, case, device, status, message, median_s,
+                                      error, bound, cv, row["series_key"], list(clocks)))
+        return result_id
+
+    def alert(self, run_id, series_key, kind, severity, message, details="{}", **extra):
+        row = {"run_id": run_id, "series_key": series_key, "kind": kind, "severity": severity,
+               "message": message, "details_json": details}
+        row.update(extra)
+        return self._insert("alerts", row)
+
+    def annotation(self, series_key, kind, reason, created):
+        return self._insert("annotations", {"series_key": series_key, "kind": kind,
+                                            "reason": reason, "created_at": timestamp(created)})
+
+
+START = datetime.datetime(2026, 1, 1, 2, 0, 0)
+
+
+def _time(rng, case, rate):
+    """A median time for a case at about `rate` FLOP/s, with fresh random variation."""
+    return case.flops / (rate * rng.uniform(0.7, 1.3))
+
+
+def cpu_database(path, rng, runs=12):
+    """CPU kernels only, `runs` nightly runs of the smoke suite, no GPU, no alerts."""
+    fixture = Fixture(path)
+    kernels = ("cpu.flash", "cpu.naive", "cpu.masked_fused")
+    cases = [Case(k, batch=2, heads_q=4, heads_kv=4, seqlen_q=s, seqlen_k=s, dtype=dtype, mask=mask)
+             for k in kernels for s in (128, 256, 512) for dtype in ("fp32", "bf16")
+             for mask in ("none", "causal")]
+    base_rate = {case: rng.uniform(5e9, 60e9) for case in cases}
+    ceiling = 300e9
+    for index in range(runs):
+        started = START + datetime.timedelta(days=index)
+        run_id = fixture.run(started, suite="smoke", git_sha=f"{index:040x}")
+        cpu = fixture.device(run_id, "cpu", "Intel(R) Xeon(R) Processor", "cpu:ci", threads=2)
+        fixture.calibration(cpu, "gemm", "fp32", ceiling, started)
+        fixture.calibration(cpu, "copy", "bytes", 38e9, started)
+        for case in cases:
+            median_s = case.flops / (base_rate[case] * rng.uniform(0.98, 1.02))
+            bound = rng.uniform(1e-4, 1e-2)
+            fixture.result(run_id, cpu, case, median_s=median_s,
+                           error=bound * rng.uniform(0.01, 0.9),
+                           bound=bound, cv=rng.uniform(0.002, 0.08), ceiling=ceiling,
+                           extra_memory_bytes=case.seqlen_q * case.seqlen_k * 16
+                           if "naive" in case.kernel else 4096 * case.head_dim)
+    fixture.close()
+    return fixture
+
+
+# GPU ceilings of the synthetic H200 (FLOP/s per dtype), roughly its dense tensor figures.
+H200_CEILINGS = {"fp16": 800e12, "bf16": 800e12, "e4m3": 1500e12}
+
+
+def mixed_database(path, rng, version=None):
+    """Two runs (two commits) on a CPU and a synthetic H200. The second run holds, besides
+    random passing results: a failed check, a crash, a timeout, a passed -> skipped change, a
+    series that went missing, an out-of-memory case, two alerts and an annotation."""
+    fixture = Fixture(path, version)
+    gpu_kernels = ("cudnn.sdpa", "cuda.flash2", "cuda.naive")
+    gpu_cases = [Case(k, batch=16384 // s, heads_q=16, heads_kv=16 // gqa, seqlen_q=s, seqlen_k=s,
+                      head_dim=d, dtype="bf16", mask=mask)
+                 for k in gpu_kernels for s in (512, 1024, 2048, 4096) for d in (64, 128)
+                 for mask in ("none", "causal_br") for gqa in (1, 4)]
+    cpu_cases = [Case(k, batch=2, heads_q=4, heads_kv=4, seqlen_q=s, seqlen_k=s, dtype="fp32",
+                      mask=mask)
+                 for k in ("cpu.flash", "cpu.naive") for s in (128, 256)
+                 for mask in ("none", "causal")]
+    rates = {"cudnn.sdpa": 450e12, "cuda.flash2": 300e12, "cuda.naive": 60e12}
+    def pick(kernel):
+        return rng.choice([c for c in gpu_cases if c.kernel == kernel and c.seqlen_k < 4096])
+
+    special = {"failed": pick("cuda.flash2"), "crashed": pick("cuda.naive")}
+    special["timeout"] = next(c for c in gpu_cases if c.kernel == "cuda.naive" and c.seqlen_k < 4096
+                              and c != special["crashed"])
+    special["skipped"] = next(c for c in gpu_cases
+                              if c.kernel == "cuda.flash2" and c.seqlen_k < 4096
+                              and c != special["failed"])
+    special["missing"] = next(c for c in gpu_cases
+                              if c.kernel == "cudnn.sdpa" and c.seqlen_k == 1024)
+    special["regression"] = next(c for c in gpu_cases
+                                 if c.kernel == "cudnn.sdpa" and c.seqlen_k == 2048)
+    oom = [c for c in gpu_cases if c.kernel == "cuda.naive" and c.seqlen_k == 4096]
+    messages = {
+        "failed": "max |out - ref| 0.8 exceeds the bound 0.031",
+        "crashed": "worker died: signal 11 (Segmentation fault)",
+        "timeout": "no answer within 60 s; worker killed",
+        "skipped": "unsupported: head_dim 96 not instantiated",
+    }
+    for index, sha in enumerate(("1" * 40, "2" * 40)):
+        started = START + datetime.timedelta(days=index)
+        last = index == 1
+        run_id = fixture.run(started, git_sha=sha, cuda_driver="580.65" if not last else "580.82")
+        cpu = fixture.device(run_id, "cpu", "Intel(R) Xeon(R) Processor", "cpu:ci", threads=2)
+        gpu = fixture.device(run_id, "cuda", "NVIDIA H200", "GPU-1111" if not last else "GPU-2222",
+                             sm_version=90, sm_count=132, clock_mhz=1980, power_limit_w=700)
+        fixture.calibration(cpu, "gemm", "fp32", 300e9, started)
+        for dtype, value in H200_CEILINGS.items():
+            fixture.calibration(gpu, "gemm", dtype, value * rng.uniform(0.9, 1.0), started)
+        fixture.calibration(gpu, "copy", "bytes", 4.2e12, started)
+        for case in cpu_cases:
+            bound = rng.uniform(1e-6, 1e-5)
+            fixture.result(run_id, cpu, case, median_s=_time(rng, case, 30e9), ceiling=300e9,
+                           error=bound * rng.uniform(0.05, 0.9), bound=bound,
+                           cv=rng.uniform(0.002, 0.05), extra_memory_bytes=4096 * case.seqlen_k)
+        for case in gpu_cases:
+            if last and case == special["missing"]:
+                continue
+            bound = rng.uniform(1e-3, 3e-2)
+            clocks = [rng.uniform(1950, 1985) for _ in range(5)]
+            columns = {
+                "error": bound * rng.uniform(0.05, 0.9), "bound": bound,
+                "cv": rng.uniform(0.001, 0.03), "clocks": clocks, "ceiling": H200_CEILINGS["bf16"],
+                "extra_memory_bytes": case.batch * case.heads_q * case.seqlen_q * case.seqlen_k * 4
+                if case.kernel == "cuda.naive" else 1 << 20,
+                "launches": {"cudnn.sdpa": 1, "cuda.flash2": 1, "cuda.naive": 3}[case.kernel]}
+            median_s = _time(rng, case, rates[case.kernel])
+            columns["energy_j"] = median_s * rng.uniform(400, 690)
+            if case.kernel == "cuda.flash2":
+                columns["predicted_s"] = median_s * rng.uniform(0.3, 0.9)
+            status, message = "passed", ""
+            if last:
+                for what in ("failed", "crashed", "timeout", "skipped"):
+                    if case == special[what]:
+                        status, message = what, messages[what]
+                if case == special["regression"]:
+                    median_s *= 1.25
+                    columns["clocks"] = clocks[:4] + [1400.0]  # one throttled repetition
+            if case in oom:
+                status, message = "skipped", "out of memory: scores need 9 GiB"
+            if status == "failed":
+                # A failed check is never timed (harness/case_runner.cpp).
+                median_s = None
+                columns = {"error": bound * rng.uniform(2, 30), "bound": bound,
+                           "extra_memory_bytes": columns["extra_memory_bytes"]}
+            if status in ("crashed", "timeout", "skipped"):
+                median_s, columns = None, {}
+            fixture.result(run_id, gpu, case, status=status, message=message, median_s=median_s,
+                           **columns)
+        if last and fixture.version >= 2:
+            # As harness/history.cpp writes them: severity error/warning/info, and from schema
+            # version 4 the verdict (state), the change and the environment's differences.
+            v4 = fixture.version >= 4
+            key = special["regression"].series_key("NVIDIA H200")
+            fixture.alert(run_id, key, "performance", "error",
+                          "25.0 % slower than the baseline (threshold 3.0 %)",
+                          '{"center_s": 0.001, "threshold": 0.03}',
+                          **(dict(state="confirmed", change_fraction=0.25, chip_changed=1,
+                                  environment="chip GPU-1111 -> GPU-2222; driver 580.65 -> 580.82")
+                             if v4 else {}))
+            other = special["failed"].series_key("NVIDIA H200")
+            fixture.alert(run_id, other, "performance", "warning",
+                          "6.1 % slower than the baseline (threshold 3.0 %)", '{"threshold": 0.03}',
+                          **(dict(state="suspected", change_fraction=0.061) if v4 else {}))
+            if v4:
+                crashed = special["crashed"].series_key("NVIDIA H200")
+                fixture.alert(run_id, crashed, "status", "error",
+                              "passed -> crashed: " + messages["crashed"], state="crashed")
+            fixture.annotation(special["skipped"].series_key("NVIDIA H200"), "expected_change",
+                               "flash2 drops head dim 96 until the new tiling lands",
+                               started - datetime.timedelta(hours=1))
+    fixture.special = special
+    fixture.close()
+    return fixture
+
+
+def year_database(path, rng, runs=365, cases=2000):
+    """A synthetic year of nightly runs: `cases` GPU results per run, the chip changing about
+    every 30 runs, a few true steps with their alerts, a baseline reset. Samples are stored for
+    the last two runs only: the report reads samples of the run it shows (by result id), so
+    older runs' samples would only make the file slower to write."""
+    kernels = ["cudnn.sdpa", "cudnn.sdpa_fp8", "cuda.naive", "cuda.naive_cublas",
+               "cuda.masked_fused", "cuda.flash1", "cuda.flash2", "cuda.flash2_async",
+               "cuda.flash3", "cuda.flash3_fp8"]
+    shapes = []
+    for seqlen in (512, 1024, 2048, 4096, 8192, 16384):
+        for head_dim in (64, 128, 256):
+            for dtype in ("fp16", "bf16"):
+                for mask in ("none", "causal_br"):
+                    for gqa in (1, 4, 8):
+                        shapes.append(dict(batch=16384 // seqlen, heads_q=2048 // head_dim,
+                                           heads_kv=2048 // head_dim // gqa, seqlen_q=seqlen,
+                                           seqlen_k=seqlen, head_dim=head_dim, dtype=dtype,
+                                           mask=mask))
+    per_kernel = cases // len(kernels)
+    all_cases = [Case(kernel, **shape) for kernel in kernels for shape in shapes[:per_kernel]]
+    # Throughput that grows with seqlen and head dim, each kernel at its own fraction of the
+    # ceiling, so the figures look like a real matrix.
+    speed = {kernel: rng.uniform(0.1, 0.75) for kernel in kernels}
+    rate = {case: 800e12 * speed[case.kernel]
+            * (0.5 + 0.5 * min(1.0, (case.seqlen_k / 512) ** 0.3 - 1))
+            * (case.head_dim / 256) ** 0.2 * rng.uniform(0.95, 1.05) for case in all_cases}
+    # True steps of 5-15 %: most in the second half of the year, two in the last two runs so
+    # that the shown run has a suspected and a confirmed regression to triage.
+    stepped = rng.sample(all_cases, 12)
+    steps = {case: (rng.randrange(runs // 2, runs - 2), rng.uniform(1.05, 1.15))
+             for case in stepped[:10]}
+    steps[stepped[10]] = (runs - 2, rng.uniform(1.05, 1.15))
+    steps[stepped[11]] = (runs - 1, rng.uniform(1.05, 1.15))
+    fixture = Fixture(path)
+    db = fixture.db
+    level = 1.0
+    chip = "GPU-0000"
+    result_rows, sample_rows = [], []
+    next_result_id = 1
+    for index in range(runs):
+        started = START + datetime.timedelta(days=index)
+        run_id = fixture.run(started, git_sha=f"{index // 3:040x}")
+        if index % 30 == 0:
+            chip = f"GPU-{index:04d}-{rng.randrange(1 << 16):04x}"
+            level = rng.uniform(0.97, 1.03)
+        gpu = fixture.device(run_id, "cuda", "NVIDIA H200", chip, sm_version=90, sm_count=132,
+                             clock_mhz=1980, power_limit_w=700)
+        if index % 30 == 0:
+            for dtype, value in H200_CEILINGS.items():
+                fixture.calibration(gpu, "gemm", dtype, value, started)
+        run_effect = level * rng.gauss(1.0, 0.015)
+        for case in all_cases:
+            median_s = case.flops / rate[case] * run_effect * rng.gauss(1.0, 0.01)
+            step_run, factor = steps.get(case, (runs + 1, 1.0))
+            if index >= step_run:
+                median_s *= factor
+            bound = 0.03
+            flops_per_s = case.flops / median_s
+            result_rows.append((next_result_id, run_id, fixture.case_id(case), gpu.id, gpu.name,
+                                case.series_key(gpu.name), "passed", "", 42, 1,
+                                bound * 0.2, bound, 1, median_s, rng.uniform(0.002, 0.02), 5,
+                                case.flops, flops_per_s, flops_per_s / H200_CEILINGS[case.dtype],
+                                -1, 1))
+            if index >= runs - 2:
+                sample_rows += [(next_result_id, i, median_s, 10, rng.uniform(1950, 1985),
+                                 "sw_power_cap") for i in range(5)]
+            if index == step_run or index == step_run + 1:
+                fixture.alert(run_id, case.series_key(gpu.name), "performance",
+                              "warning" if index == step_run else "error",
+                              f"{(factor - 1) * 100:.1f} % slower than the baseline",
+                              state="suspected" if index == step_run else "confirmed",
+                              change_fraction=factor - 1)
+            next_result_id += 1
+    db.executemany(
+        "INSERT INTO results (id, run_id, case_id, device_id, device_name, series_key, status, "
+        "message, seed, checked, max_abs_error, bound, timed, median_s, cv, repetitions, flops, "
+        "flops_per_s, fraction_of_peak_flops, extra_memory_bytes, launches) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", result_rows)
+    db.executemany("INSERT INTO samples (result_id, repetition, time_s, iterations, sm_clock_mhz, "
+                   "clock_reasons) VALUES (?, ?, ?, ?, ?, ?)", sample_rows)
+    reset_case = rng.choice(list(steps))
+    fixture.annotation(reset_case.series_key("NVIDIA H200"), "baseline_reset",
+                       "new tiling accepted",
+                       START + datetime.timedelta(days=steps[reset_case][0] + 3))
+    fixture.steps = steps
+    fixture.close()
+    return fixture

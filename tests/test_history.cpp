@@ -1,0 +1,449 @@
+// The history commands as a user runs them: regressions (suspected, confirmed, exit codes,
+// stored alerts, JUnit and Markdown), annotate, compare, export, history, merge, run --shard,
+// and rerun --suspects on real measurements. Histories are written through the store with fresh
+// random noise; the binary judges them.
+#include <gtest/gtest.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <regex>
+#include <set>
+#include <sstream>
+
+#include "harness/store.h"
+
+namespace attnbench {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct CommandResult {
+  int exit_code = -1;
+  std::string output;  // stdout and stderr together
+};
+
+CommandResult attnbench(const std::string& arguments) {
+  CommandResult result;
+  const std::string command = std::string(ATTNBENCH_CLI) + " " + arguments + " 2>&1";
+  FILE* pipe = popen(command.c_str(), "r");
+  if (pipe == nullptr) return result;
+  char buffer[4096];
+  size_t n;
+  while ((n = fread(buffer, 1, sizeof buffer, pipe)) > 0) result.output.append(buffer, n);
+  const int status = pclose(pipe);
+  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return result;
+}
+
+std::string read_file(const fs::path& path) {
+  std::ifstream file(path);
+  std::stringstream text;
+  text << file.rdbuf();
+  return text.str();
+}
+
+// Lines of the output that contain `needle`.
+std::vector<std::string> lines_with(const std::string& output, const std::string& needle) {
+  std::vector<std::string> lines;
+  std::stringstream stream(output);
+  for (std::string line; std::getline(stream, line);) {
+    if (line.find(needle) != std::string::npos) lines.push_back(line);
+  }
+  return lines;
+}
+
+constexpr int kKernels = 3;
+constexpr int kShapes = 4;
+
+Problem shape_number(int shape) {
+  Problem problem;
+  problem.batch = 1;
+  problem.heads_q = problem.heads_kv = 2;
+  problem.seqlen_q = problem.seqlen_k = 64 * (shape + 1);
+  problem.head_dim_qk = problem.head_dim_v = 32;
+  return problem;
+}
+
+std::string series_key(int kernel, int shape) {
+  return "cpu.k" + std::to_string(kernel) + "|" + shape_string(shape_number(shape)) +
+         "|normal|Test CPU|Release GNU";
+}
+
+class History : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    seed_ = (uint64_t{std::random_device{}()} << 32) ^ std::random_device{}();
+    rng_.seed(seed_);
+    dir_ = fs::temp_directory_path() /
+           ("attnbench_history_" + std::to_string(::getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string db(const std::string& name = "results.sqlite") const { return (dir_ / name).string(); }
+  std::string trace() const { return "random seed " + std::to_string(seed_); }
+
+  // One run of every kernel on every shape: time = base x slowdown(kernel) x (1 +- 0.3 %).
+  int64_t add_run(Store& store, const std::vector<double>& slowdown, const std::string& chip = "chip-0",
+                  const std::set<std::string>& crashed = {}, const std::set<std::string>& absent = {}) {
+    Status status;
+    RunInfo info;
+    info.uuid = "run-" + std::to_string(rng_());
+    info.started_at = "2025-12-01T00:00:00Z";
+    info.suite = "synthetic";
+    info.selection = "run suite=synthetic";
+    info.env.git_sha = "sha" + std::to_string(++commits_);
+    info.env.build_type = "Release";
+    const int64_t run_id = store.begin_run(info, status);
+    EXPECT_TRUE(status.ok) << status.message;
+    DeviceInfo device;
+    device.kind = "cpu";
+    device.name = "Test CPU";
+    device.uuid = chip;
+    const int64_t device_id = store.add_device(run_id, device, status);
+    std::normal_distribution<double> noise(0, 0.003);
+    for (int k = 0; k < kKernels; ++k) {
+      for (int s = 0; s < kShapes; ++s) {
+        const std::string key = series_key(k, s);
+        if (absent.count(key)) continue;
+        ResultRecord result;
+        result.kernel = "cpu.k" + std::to_string(k);
+        result.problem = shape_number(s);
+        result.distribution = "normal";
+        result.device_id = device_id;
+        result.device_name = "Test CPU";
+        result.series_key = key;
+        result.status = crashed.count(key) ? ResultStatus::crashed : ResultStatus::passed;
+        if (result.status == ResultStatus::passed) {
+          const double time = 1e-3 * (k + 1) * (s + 1) * slowdown[k] * (1 + noise(rng_));
+          for (int r = 0; r < 5; ++r) {
+            Sample sample;
+            sample.repetition = r;
+            sample.iterations = 10;
+            sample.time_s = time * (1 + noise(rng_));
+            result.samples.push_back(sample);
+          }
+          std::vector<double> times;
+          for (const Sample& sample : result.samples) times.push_back(sample.time_s);
+          std::sort(times.begin(), times.end());
+          result.timing.timed = true;
+          result.timing.median_s = times[2];
+          result.timing.mean_s = times[2];
+          result.timing.cv = 0.003;
+          result.timing.repetitions = 5;
+          result.check.checked = true;
+          result.check.max_abs_error = 1e-4;
+        } else {
+          result.message = "SIGSEGV";
+        }
+        EXPECT_TRUE(store.add_result(run_id, result).ok);
+      }
+    }
+    EXPECT_TRUE(store.finish_run(run_id).ok);
+    return run_id;
+  }
+
+  std::unique_ptr<Store> open(const std::string& path) {
+    Status status;
+    std::unique_ptr<Store> store = Store::open(path, status);
+    EXPECT_TRUE(status.ok) << status.message;
+    return store;
+  }
+
+  uint64_t seed_ = 0;
+  std::mt19937_64 rng_;
+  int commits_ = 0;
+  fs::path dir_;
+};
+
+const std::vector<double> kUnchanged = {1, 1, 1};
+const std::vector<double> kKernel1Slower = {1, 1.10, 1};
+
+TEST_F(History, SlowerKernelIsSuspectedThenConfirmedAndNamedAlone) {
+  SCOPED_TRACE(trace());
+  std::unique_ptr<Store> store = open(db());
+  for (int i = 0; i < 12; ++i) add_run(*store, kUnchanged);
+  const int64_t step = add_run(*store, kKernel1Slower);
+  store.reset();
+
+  const std::string run_step = std::to_string(step);
+  CommandResult first = attnbench("regressions --run " + run_step + " --db " + db());
+  EXPECT_EQ(first.exit_code, 0) << first.output;
+  EXPECT_EQ(lines_with(first.output, "SUSPECTED").size(), kShapes + 1u) << first.output;
+  for (const std::string& line : lines_with(first.output, "SUSPECTED")) {
+    EXPECT_NE(line.find("cpu.k1"), std::string::npos) << line;
+  }
+  CommandResult strict = attnbench("regressions --run " + run_step + " --fail-on suspected --db " + db());
+  EXPECT_EQ(strict.exit_code, 1) << strict.output;
+
+  store = open(db());
+  const int64_t next = add_run(*store, kKernel1Slower);
+  store.reset();
+  const fs::path junit = dir_ / "ci" / "regressions.xml";
+  const fs::path summary = dir_ / "ci" / "regressions.md";
+  CommandResult second = attnbench("regressions --run latest --db " + db() + " --junit " +
+                                   junit.string() + " --summary-md " + summary.string());
+  EXPECT_EQ(second.exit_code, 1) << second.output;
+  const std::vector<std::string> confirmed = lines_with(second.output, "CONFIRMED");
+  ASSERT_EQ(confirmed.size(), kShapes + 1u) << second.output;
+  for (const std::string& line : confirmed) {
+    EXPECT_NE(line.find("cpu.k1"), std::string::npos) << line;
+    EXPECT_NE(line.find("since run " + run_step), std::string::npos) << line;
+  }
+  EXPECT_NE(second.output.find("all 4 shapes"), std::string::npos) << second.output;
+  EXPECT_NE(second.output.find("commits sha"), std::string::npos) << "the environment line";
+
+  // Stored, and written for CI: the k1 cases fail, nothing else does.
+  store = open(db());
+  Status status;
+  int stored_confirmed = 0;
+  for (const AlertRecord& alert : store->run_alerts(next, status)) {
+    stored_confirmed += alert.state == "confirmed";
+  }
+  EXPECT_EQ(stored_confirmed, kShapes + 1);
+  const std::string xml = read_file(junit);
+  const std::regex failure_in_class("classname=\"(cpu\\.k\\d)\"[^>]*>\\s*<failure");
+  std::set<std::string> failing;
+  for (auto it = std::sregex_iterator(xml.begin(), xml.end(), failure_in_class); it != std::sregex_iterator(); ++it) {
+    failing.insert((*it)[1].str());
+  }
+  EXPECT_EQ(failing, std::set<std::string>{"cpu.k1"}) << xml;
+  EXPECT_NE(xml.find("tests=\"13\""), std::string::npos) << "12 series and the kernel: " << xml;
+  EXPECT_NE(read_file(summary).find("| error | confirmed | performance |"), std::string::npos);
+
+  // An expected change: the same run no longer gates, and the reason is shown.
+  CommandResult annotate = attnbench("annotate --kernel cpu.k1 --kind expected_change --reason "
+                                     "'new tiling, 10 % slower by design' --run " + run_step +
+                                     " --db " + db());
+  EXPECT_EQ(annotate.exit_code, 0) << annotate.output;
+  EXPECT_NE(annotate.output.find("5 series annotated"), std::string::npos) << annotate.output;
+  CommandResult after = attnbench("regressions --run " + std::to_string(next) + " --db " + db());
+  EXPECT_EQ(after.exit_code, 0) << after.output;
+  EXPECT_EQ(lines_with(after.output, "new tiling").size(), 0u)
+      << "the change is behind the new baseline now: " << after.output;
+  CommandResult at_step = attnbench("regressions --run " + run_step + " --db " + db());
+  EXPECT_EQ(at_step.exit_code, 0) << at_step.output;
+  EXPECT_GE(lines_with(at_step.output, "expected_change from run " + run_step + ": new tiling").size(),
+            static_cast<size_t>(kShapes)) << at_step.output;
+
+  // Bad input: one line, exit 2.
+  CommandResult bad = attnbench("annotate --kernel cpu.k1 --kind sometimes --reason x --db " + db());
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.output.find("accepted: expected_change, baseline_reset, ignore"), std::string::npos);
+  EXPECT_EQ(attnbench("regressions --run seven --db " + db()).exit_code, 2);
+}
+
+TEST_F(History, UnchangedRunsRaiseNothingAndStatusChangesGate) {
+  SCOPED_TRACE(trace());
+  std::unique_ptr<Store> store = open(db());
+  for (int i = 0; i < 12; ++i) add_run(*store, kUnchanged);
+  store.reset();
+  CommandResult all = attnbench("regressions --run unanalysed --db " + db());
+  EXPECT_EQ(all.exit_code, 0) << all.output;
+  EXPECT_EQ(lines_with(all.output, "regressions of run").size(), 12u);
+  EXPECT_TRUE(lines_with(all.output, "CONFIRMED").empty()) << all.output;
+  EXPECT_EQ(attnbench("regressions --run unanalysed --db " + db()).exit_code, 2)
+      << "nothing left to analyse";
+
+  store = open(db());
+  add_run(*store, kUnchanged, "chip-0", {series_key(2, 1)}, {series_key(0, 3)});
+  store.reset();
+  CommandResult changed = attnbench("regressions --db " + db());
+  EXPECT_EQ(changed.exit_code, 1) << changed.output;
+  EXPECT_EQ(lines_with(changed.output, "passed -> crashed: SIGSEGV").size(), 1u) << changed.output;
+  EXPECT_EQ(lines_with(changed.output, "passed -> missing").size(), 1u) << changed.output;
+  EXPECT_EQ(lines_with(changed.output, "FEWER_CASES").size(), 1u) << changed.output;
+
+  // A new chip alone: never confirmed.
+  const std::vector<double> shifted = {1.05, 1.05, 1.05};
+  store = open(db());
+  const int64_t moved = add_run(*store, shifted, "chip-1");
+  store.reset();
+  CommandResult chip = attnbench("regressions --run " + std::to_string(moved) + " --db " + db());
+  EXPECT_TRUE(lines_with(chip.output, "CONFIRMED").empty()) << chip.output;
+}
+
+TEST_F(History, CompareExportAndHistoryFindTheStep) {
+  SCOPED_TRACE(trace());
+  std::unique_ptr<Store> store = open(db());
+  int64_t before = 0;
+  for (int i = 0; i < 10; ++i) before = add_run(*store, kUnchanged);
+  int64_t after = 0;
+  for (int i = 0; i < 10; ++i) after = add_run(*store, kKernel1Slower);
+  store.reset();
+
+  CommandResult compare = attnbench("compare " + std::to_string(before) + " " +
+                                    std::to_string(after) + " --db " + db());
+  EXPECT_EQ(compare.exit_code, 0) << compare.output;
+  std::vector<std::string> slower;
+  for (const std::string& line : lines_with(compare.output, "  slower")) {
+    if (line.rfind("cpu.", 0) == 0) slower.push_back(line);
+  }
+  ASSERT_EQ(slower.size(), static_cast<size_t>(kShapes)) << compare.output;
+  for (const std::string& line : slower) EXPECT_EQ(line.rfind("cpu.k1", 0), 0u) << line;
+  EXPECT_TRUE(lines_with(compare.output, " faster").empty()) << compare.output;
+  const std::vector<std::string> mean_k1 = lines_with(compare.output, "  cpu.k1 ");
+  ASSERT_EQ(mean_k1.size(), 1u) << compare.output;
+  EXPECT_TRUE(std::regex_search(mean_k1[0], std::regex("\\+(9\\.\\d|10\\.\\d) %"))) << mean_k1[0];
+
+  const fs::path json = dir_ / "run.json";
+  CommandResult exported = attnbench("export --run " + std::to_string(after) +
+                                     " --format gbench-json -o " + json.string() + " --db " + db());
+  EXPECT_EQ(exported.exit_code, 0) << exported.output;
+  const std::string text = read_file(json);
+  EXPECT_NE(text.find("\"benchmarks\""), std::string::npos);
+  EXPECT_NE(text.find("\"name\": \"cpu.k1/" + shape_string(shape_number(0)) + "/normal"), std::string::npos)
+      << text.substr(0, 2000);
+  EXPECT_NE(text.find("\"time_unit\": \"ms\""), std::string::npos);
+  EXPECT_EQ(lines_with(text, "\"run_type\": \"iteration\"").size(), kKernels * kShapes * 5u);
+  CommandResult csv = attnbench("export --run latest --format csv --db " + db());
+  EXPECT_EQ(csv.exit_code, 0);
+  EXPECT_EQ(lines_with(csv.output, ",passed,").size(), static_cast<size_t>(kKernels * kShapes));
+  EXPECT_EQ(attnbench("export --format xml --db " + db()).exit_code, 2);
+
+  CommandResult history = attnbench("history --kernel cpu.k1 --shape '" +
+                                    shape_string(shape_number(2)) + "' --db " + db());
+  EXPECT_EQ(history.exit_code, 0) << history.output;
+  EXPECT_NE(history.output.find("change points (PELT on level-free log medians, spikes clamped): 1"),
+            std::string::npos)
+      << history.output;
+  EXPECT_NE(history.output.find("from run " + std::to_string(before + 1)), std::string::npos)
+      << history.output;
+  CommandResult flat = attnbench("history --kernel cpu.k0 --shape '*' --db " + db());
+  EXPECT_EQ(lines_with(flat.output, "change points (PELT").size(), static_cast<size_t>(kShapes));
+  EXPECT_EQ(lines_with(flat.output, "spikes clamped): none").size(), static_cast<size_t>(kShapes))
+      << flat.output;
+}
+
+TEST_F(History, ARunThatMeasuredNothingIsNeverGreen) {
+  std::unique_ptr<Store> store = open(db());
+  Status status;
+  RunInfo info;
+  info.uuid = "skipped-only";
+  const int64_t run_id = store->begin_run(info, status);
+  ResultRecord skipped;
+  skipped.kernel = "cpu.k0";
+  skipped.problem = shape_number(0);
+  skipped.distribution = "normal";
+  skipped.series_key = series_key(0, 0);
+  skipped.status = ResultStatus::skipped;
+  skipped.message = "head_dim 32 not instantiated";
+  ASSERT_TRUE(store->add_result(run_id, skipped).ok);
+  ASSERT_TRUE(store->finish_run(run_id).ok);
+  store.reset();
+  CommandResult result = attnbench("regressions --db " + db());
+  EXPECT_EQ(result.exit_code, 2) << result.output;
+  EXPECT_NE(result.output.find("measured nothing"), std::string::npos) << result.output;
+}
+
+TEST_F(History, MergeIsIdempotent) {
+  SCOPED_TRACE(trace());
+  for (const char* name : {"a.sqlite", "b.sqlite"}) {
+    std::unique_ptr<Store> store = open(db(name));
+    for (int i = 0; i < 3; ++i) add_run(*store, kUnchanged);
+  }
+  const std::string merge = "merge " + db("a.sqlite") + " " + db("b.sqlite") + " --into " + db("c.sqlite");
+  CommandResult first = attnbench(merge);
+  EXPECT_EQ(first.exit_code, 0) << first.output;
+  EXPECT_NE(first.output.find("merge: 6 runs added"), std::string::npos) << first.output;
+  CommandResult again = attnbench(merge);
+  EXPECT_EQ(again.exit_code, 0) << again.output;
+  EXPECT_NE(again.output.find("merge: 0 runs added"), std::string::npos) << again.output;
+  EXPECT_EQ(attnbench("merge " + db("none.sqlite") + " --into " + db("c.sqlite")).exit_code, 2);
+}
+
+// ---- real measurements ---------------------------------------------------------------------------
+
+const char* const kShapes3[] = {"b=1,hq=2,s=32,d=32", "b=1,hq=2,s=48,d=32", "b=2,hq=2,s=32,d=32"};
+
+TEST_F(History, ShardsSplitTheCasesDisjointlyAndRunWritesJUnit) {
+  std::string shapes;
+  for (const char* shape : kShapes3) shapes += std::string(" --shape ") + shape;
+  const std::string common = "run" + shapes +
+                             " --kernels cpu.flash,cpu.naive --repetitions 1 --max-case-seconds 0.05";
+  std::multiset<std::string> seen;
+  for (int shard = 1; shard <= 2; ++shard) {
+    const fs::path junit = dir_ / ("shard" + std::to_string(shard) + ".xml");
+    const fs::path summary = dir_ / ("shard" + std::to_string(shard) + ".md");
+    CommandResult run = attnbench(common + " --shard " + std::to_string(shard) + "/2 --db " + db() +
+                                  " --junit " + junit.string() + " --summary-md " + summary.string());
+    ASSERT_EQ(run.exit_code, 0) << run.output;
+    const std::string xml = read_file(junit);
+    const std::regex testcase("<testcase classname=\"([^\"]+)\" name=\"([^\"]+)\"");
+    for (auto it = std::sregex_iterator(xml.begin(), xml.end(), testcase); it != std::sregex_iterator(); ++it) {
+      seen.insert((*it)[1].str() + " " + (*it)[2].str());
+    }
+    EXPECT_NE(read_file(summary).find("## attnbench run"), std::string::npos);
+  }
+  EXPECT_EQ(seen.size(), 6u) << "3 shapes x 2 kernels in all";
+  EXPECT_EQ(std::set<std::string>(seen.begin(), seen.end()).size(), 6u) << "no case twice";
+  std::unique_ptr<Store> store = open(db());
+  Status status;
+  const StoredRun first = *store->load_run(1, status);
+  EXPECT_EQ(first.info.shard, "1/2");
+  EXPECT_NE(first.info.selection.find("shard=1/2"), std::string::npos);
+  CommandResult bad = attnbench(common + " --shard 3/2 --db " + db());
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.output.find("--shard '3/2': accepted: i/n with 1 <= i <= n"), std::string::npos)
+      << bad.output;
+}
+
+TEST_F(History, RerunOfSuspectsConfirmsARealSlowdownWithMannWhitney) {
+  SCOPED_TRACE(trace());
+  // A real measurement on this machine, merged after a history in which the case was ten times
+  // faster: the run is suspected, and its rerun, measured now, confirms it. One OpenMP thread:
+  // on a busy machine a second thread's descheduling costs a whole scheduler tick per forward.
+  setenv("OMP_NUM_THREADS", "1", 1);
+  const std::string selection = std::string("--shape ") + kShapes3[0] +
+                                " --kernels cpu.flash --repetitions 5 --max-case-seconds 0.2";
+  CommandResult probe = attnbench("run " + selection + " --db " + db("probe.sqlite"));
+  ASSERT_EQ(probe.exit_code, 0) << probe.output;
+  Status status;
+  std::optional<StoredRun> measured = open(db("probe.sqlite"))->load_run(1, status);
+  ASSERT_TRUE(measured.has_value()) << status.message;
+  ASSERT_EQ(measured->results.size(), 1u);
+  std::unique_ptr<Store> store = open(db());
+  constexpr double kFaster = 10;
+  for (int i = 0; i < 10; ++i) {
+    RunInfo info = measured->info;
+    info.uuid = "history-" + std::to_string(i);
+    const int64_t run_id = store->begin_run(info, status);
+    const int64_t device_id = store->add_device(run_id, measured->devices[0], status);
+    ResultRecord faster = measured->results[0];
+    faster.device_id = device_id;
+    for (Sample& sample : faster.samples) sample.time_s /= kFaster;
+    faster.timing.median_s /= kFaster;
+    ASSERT_TRUE(store->add_result(run_id, faster).ok);
+    ASSERT_TRUE(store->finish_run(run_id).ok);
+  }
+  store.reset();
+  CommandResult merged = attnbench("merge " + db("probe.sqlite") + " --into " + db());
+  ASSERT_EQ(merged.exit_code, 0) << merged.output;
+  CommandResult judged = attnbench("regressions --db " + db());
+  EXPECT_EQ(judged.exit_code, 0) << judged.output;
+  EXPECT_EQ(lines_with(judged.output, "SUSPECTED").size(), 1u) << judged.output;
+
+  CommandResult rerun = attnbench("rerun --suspects --db " + db());
+  EXPECT_EQ(rerun.exit_code, 1) << rerun.output;
+  EXPECT_NE(rerun.output.find("rerun of run 11: 1 suspects"), std::string::npos) << rerun.output;
+  const std::vector<std::string> confirmed = lines_with(rerun.output, "CONFIRMED");
+  ASSERT_EQ(confirmed.size(), 1u) << rerun.output;
+  EXPECT_NE(confirmed[0].find("rerun 12 is slower too"), std::string::npos) << confirmed[0];
+  // Five rerun repetitions all above five baseline ones: U = 25, exact p = 1 / C(10, 5).
+  EXPECT_NE(confirmed[0].find("Mann-Whitney U=25.0 p=0.00397 (exact)"), std::string::npos)
+      << confirmed[0];
+  // The rerun is stored as such, and `latest` still means the run it re-measured.
+  store = open(db());
+  EXPECT_EQ(store->load_run(12, status)->info.rerun_of, 11);
+  EXPECT_EQ(store->latest_primary_run_id(status), 11);
+}
+
+}  // namespace
+}  // namespace attnbench
