@@ -253,7 +253,8 @@ TEST_F(Cli, CrashesAndHangsCostOneCaseNotTheRun) {
   setenv("ATTNBENCH_TEST_KERNELS", "1", 1);
   CommandResult run = run_command(
       "run --kernels 'test.cpu_*,cpu.flash' --shape b=1,hq=2,sq=33,sk=47,d=16 "
-      "--shape b=1,hq=2,sq=65,sk=65,d=32,mask=causal --case-timeout 3 --repetitions 2 --db " + db());
+      "--shape b=1,hq=2,sq=65,sk=65,d=32,mask=causal --case-timeout 10 --max-case-seconds 0.2 "
+      "--repetitions 2 --db " + db());
   unsetenv("ATTNBENCH_TEST_KERNELS");
   EXPECT_EQ(run.exit_code, 1) << run.output;  // failures: crashed and timed-out cases
 
