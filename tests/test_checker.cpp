@@ -11,6 +11,7 @@
 #include "harness/inputs.h"
 #include "harness/case_runner.h"
 #include "harness/executor.h"
+#include "kernels/registry.h"
 #include "reference/formats.h"
 
 namespace attnbench {
@@ -136,27 +137,36 @@ struct Outcome {
   std::string failure;
 };
 
-Outcome check(Defect defect, const std::string& shape, Distribution distribution) {
+uint64_t fresh_seed() {
+  std::random_device device;
+  return (static_cast<uint64_t>(device()) << 32) | device();
+}
+
+Outcome check_kernel_on(const Kernel& kernel, const std::string& shape, Distribution distribution,
+                        uint64_t seed) {
   Problem problem;
   EXPECT_TRUE(parse_shape(shape, problem).ok) << shape;
-  std::random_device device;
-  const uint64_t seed = (static_cast<uint64_t>(device()) << 32) | device();
   SCOPED_TRACE("seed " + std::to_string(seed));
   ProblemInputs inputs;
   EXPECT_TRUE(make_inputs(problem, distribution, seed, inputs).ok);
   const ReferenceRows reference = compute_reference(inputs, seed, 1.0f);
-  Kernel kernel = make_test_kernel(defect);
   Status status;
   std::unique_ptr<DeviceExecutor> executor = make_cpu_executor(size_t{1} << 30);
   EXPECT_TRUE(executor->load_inputs(inputs).ok);
   auto plan = kernel.make_plan(problem, executor->plan_context(), status);
+  EXPECT_TRUE(plan) << status.message;
   Outcome outcome;
+  if (!plan) return outcome;
   KernelOutputs outputs;
   Status run_status;
   outcome.summary = check_kernel(kernel, *plan, *executor, inputs, reference, outputs,
                                  outcome.failure, run_status);
   EXPECT_TRUE(run_status.ok) << run_status.message;
   return outcome;
+}
+
+Outcome check(Defect defect, const std::string& shape, Distribution distribution) {
+  return check_kernel_on(make_test_kernel(defect), shape, distribution, fresh_seed());
 }
 
 constexpr const char* kShape = "b=2,hq=4,hkv=2,sq=67,sk=131,d=32,dtype=fp32,mask=none";
@@ -224,6 +234,27 @@ TEST(Checker, CatchesNondeterminism) {
 TEST(Checker, CatchesImpreciseKernel) {
   const Outcome outcome = check(Defect::inaccurate, kShape, Distribution::normal);
   EXPECT_GT(outcome.summary.max_abs_error, outcome.summary.bound);
+}
+
+// Large logits put scores in the hundreds, where fp32 rounding of a score is a relative error
+// of P of eps * |s|: the fp32 bound must cover it. A correct fp32 kernel once measured 1.6e-4
+// against a bound of 1.3e-4 here (CI, cpu.masked_outofplace, run seed 16769669117186770499).
+TEST(Checker, Fp32BoundCoversScoreRoundingAtLargeLogits) {
+  const char* shape = "b=2,hq=2,hkv=2,sq=113,sk=203,d=64,dtype=fp32,mask=causal_br";
+  for (const char* name : {"cpu.masked_outofplace", "cpu.masked_fused", "cpu.flash"}) {
+    const Kernel* kernel = find_kernel(name);
+    ASSERT_NE(kernel, nullptr) << name;
+    for (int trial = 0; trial < 4; ++trial) {
+      const Outcome outcome = check_kernel_on(*kernel, shape, Distribution::large_logits,
+                                              fresh_seed());
+      EXPECT_EQ(outcome.failure, "") << name;
+      // The score term is what grew the bound: far above sqrt(keys) * max|out| * eps ~ 1e-5.
+      EXPECT_GT(outcome.summary.atol, 1e-4) << name;
+    }
+  }
+  // ...and stays far below what a defect costs: P rounded to 8 bits still fails there.
+  const Outcome imprecise = check(Defect::inaccurate, shape, Distribution::large_logits);
+  EXPECT_GT(imprecise.summary.max_abs_error, imprecise.summary.bound);
 }
 
 TEST(Checker, SamplesEveryHeadAndTheEdgesOfLargeProblems) {
