@@ -367,6 +367,8 @@ Status analyse_stored_run(Store& store, int64_t run_id, const DetectorOptions& o
       const ResultRecord& result = run->results[found->second];
       input.candidate = point_from_result(*run, result);
       slot.device = result.device_name;
+      const DeviceInfo* device = device_of(*run, result.device_id);
+      input.host_timed = device != nullptr && device->kind == "cpu";
     } else {
       const std::vector<std::string> fields = [&] {
         std::vector<std::string> parts;

@@ -305,6 +305,10 @@ Baseline compute_baseline(const std::vector<SeriesPoint>& history, const Detecto
   baseline.usual_clock = clocks.empty() ? kNotMeasured : median(clocks);
   baseline.usual_cv = cvs.empty() ? kNotMeasured : median(cvs);
   baseline.error = errors.empty() ? kNotMeasured : *std::max_element(errors.begin(), errors.end());
+  const double threshold = std::max(options.min_change, options.spreads * relative_spread);
+  for (double value : logs) {
+    baseline.wide_points += std::fabs(std::exp(value - center_log) - 1) > threshold;
+  }
   baseline.usable = logs.size() >= static_cast<size_t>(options.min_baseline_runs);
   return baseline;
 }
@@ -415,6 +419,11 @@ std::string ambiguity(const Baseline& baseline, const SeriesPoint& point,
         << percent(baseline.usual_cv);
     return why.str();
   }
+  if (baseline.wide_points >= options.max_wide_points) {
+    why << "too noisy: " << baseline.wide_points << " of its " << baseline.points.size()
+        << " baseline runs lie beyond the threshold from its center (more than one speed)";
+    return why.str();
+  }
   if (baseline.spread / baseline.center > options.noisy_spread) {
     why << "too noisy: the series' run-to-run spread is " << percent(baseline.spread / baseline.center)
         << " of its center";
@@ -502,17 +511,26 @@ PerformanceJudgement judge_performance(const SeriesInput& input, const Baseline&
   if (judgement.trip.slower) {
     bool run_wide = false;
     const std::string unclear = ambiguity(baseline, candidate, options, &run_wide);
-    const bool structural_noise = baseline.spread / baseline.center > options.noisy_spread;
+    const bool structural_noise = baseline.spread / baseline.center > options.noisy_spread ||
+                                  baseline.wide_points >= options.max_wide_points;
     if (!unclear.empty()) {
       // A clean rerun settles a doubt about this result's clock or repetitions; not one about
       // a busy run (the rerun shares its hour) nor a series too noisy to judge alone.
       if (rerun != nullptr && !structural_noise && !run_wide &&
           ambiguity(baseline, *rerun, options).empty()) {
-        if (rerun_agrees && !judgement.chip_changed && !erratic) {
+        if (rerun_agrees && !judgement.chip_changed && !erratic &&
+            (!input.host_timed || previous_agrees)) {
           judgement.state = Verdict::confirmed;
-          judgement.since_run_id = candidate.run_id;
+          // Where the previous run agreed, the regression began with its suspicion.
+          judgement.since_run_id =
+              !previous_agrees                     ? candidate.run_id
+              : previous_clear->since_run_id != 0 ? previous_clear->since_run_id
+                                                  : previous_clear->run_id;
           judgement.reason = "run was unclear (" + unclear + "); its rerun " +
-                             std::to_string(rerun->run_id) + " is clean and slower too";
+                             std::to_string(rerun->run_id) + " is clean and slower too" +
+                             (previous_agrees ? ", and so was run " +
+                                                    std::to_string(previous_clear->run_id)
+                                              : std::string());
         } else if (!judgement.rerun_trip.slower) {
           judgement.state = Verdict::outlier;
           judgement.since_run_id = candidate.run_id;
@@ -550,12 +568,17 @@ PerformanceJudgement judge_performance(const SeriesInput& input, const Baseline&
                          std::to_string(std::min<size_t>(input.history.size(), options.erratic_window)) +
                          " runs were outliers or unclear, so it is not confirmed on its own (its "
                          "kernel-wide aggregate still is)";
-    } else if (previous_suspicion && !previous_clear->chip_changed && previous_agrees) {
+    } else if (previous_suspicion && !previous_clear->chip_changed && previous_agrees &&
+               (!input.host_timed || previous_clear->state == Verdict::confirmed ||
+                rerun_agrees)) {
       judgement.state = Verdict::confirmed;
       judgement.since_run_id =
           previous_clear->since_run_id != 0 ? previous_clear->since_run_id : previous_clear->run_id;
-      judgement.reason = "run " + std::to_string(previous_clear->run_id) + " was slower too";
-    } else if (rerun != nullptr && rerun_agrees) {
+      judgement.reason = "run " + std::to_string(previous_clear->run_id) + " was slower too" +
+                         (input.host_timed && previous_clear->state != Verdict::confirmed
+                              ? ", and so is rerun " + std::to_string(rerun->run_id)
+                              : std::string());
+    } else if (rerun != nullptr && rerun_agrees && !input.host_timed) {
       judgement.state = Verdict::confirmed;
       judgement.since_run_id = candidate.run_id;
       judgement.reason = "rerun " + std::to_string(rerun->run_id) + " is slower too";
@@ -565,7 +588,11 @@ PerformanceJudgement judge_performance(const SeriesInput& input, const Baseline&
       judgement.since_run_id = previous_suspicion && previous_clear->chip_changed
                                    ? previous_clear->since_run_id
                                    : candidate.run_id;
-      judgement.reason = !raw_slower
+      judgement.reason = input.host_timed && rerun_agrees
+                             ? "rerun " + std::to_string(rerun->run_id) +
+                                   " is slower too; a host-timed (CPU) series also needs the "
+                                   "next run to confirm"
+                         : !raw_slower
                              ? "slower than the run's other series, but not in absolute terms "
                                "(the whole run was " + percent(std::exp(candidate.level) - 1) +
                                    " off): awaiting a run that shows it both ways"
@@ -760,12 +787,19 @@ GroupAnalysis judge_group(const std::string& key, const std::vector<GroupMember>
 }
 
 // How widely deviations scatter around the level, in units of each series' own relative spread:
-// the robust sigma of (deviation - level) / spread, about 1 when every series behaves as usual.
+// a robust sigma of (deviation - level) / spread, about 1 when every series behaves as usual.
+// Only the series faster than the level count: a busy host scatters series both ways, while a
+// real regression, however many series it takes, only adds slower ones and must not make its
+// own run look busy.
 double scatter_around(const std::vector<double>& deviations, const std::vector<double>& spreads,
                       double level) {
-  std::vector<double> scores;
-  for (size_t i = 0; i < deviations.size(); ++i) scores.push_back((deviations[i] - level) / spreads[i]);
-  return kMadToSigma * median_absolute_deviation(scores);
+  std::vector<double> below;
+  for (size_t i = 0; i < deviations.size(); ++i) {
+    const double score = (deviations[i] - level) / spreads[i];
+    if (score < 0) below.push_back(-score);
+  }
+  // For a normal sample, the median of |z| over its lower half is the MAD.
+  return below.empty() ? 0 : kMadToSigma * median(below);
 }
 
 }  // namespace

@@ -1,6 +1,8 @@
 // Kernels that fail on purpose, so tests can prove a crash or a hang costs one case, not the run.
 #include "kernels/test_kernels.h"
 
+#include "kernels/cpu/cpu_kernels.h"
+
 #include <chrono>
 #include <csignal>
 #include <cstdlib>
@@ -56,6 +58,23 @@ class SlowedPlan : public Plan {
   double fraction_;
 };
 
+// cpu.flash's output, then a fixed sleep: a forward whose time is the sleep, which a busy
+// hyperthread sibling does not stretch the way it stretches compute (2x on this project's CI).
+class SleepingPlan : public Plan {
+ public:
+  SleepingPlan(std::unique_ptr<Plan> inner, std::chrono::microseconds sleep)
+      : inner_(std::move(inner)), sleep_(sleep) {}
+  Status run(const AttentionParams& params) override {
+    Status status = inner_->run(params);
+    std::this_thread::sleep_for(sleep_);
+    return status;
+  }
+
+ private:
+  std::unique_ptr<Plan> inner_;
+  std::chrono::microseconds sleep_;
+};
+
 Kernel failing_kernel(const char* name, const char* summary, Failure failure) {
   Kernel kernel;
   kernel.name = name;
@@ -83,6 +102,18 @@ std::vector<Kernel> isolation_test_kernels() {
       failing_kernel("test.cpu_hang", "never returns", Failure::hang),
       failing_kernel("test.cpu_abort", "calls abort() (SIGABRT)", Failure::abort),
   };
+  Kernel sleeping = cpu_flash_kernel();
+  sleeping.name = "test.cpu_flash_sleeps";
+  sleeping.summary = "cpu.flash, then sleeps 2 ms: a timing steady on a busy host";
+  sleeping.support.notes = "test only: for real-timing tests of the regression gate";
+  auto make_flash = sleeping.make_plan;
+  sleeping.make_plan = [make_flash](const Problem& problem, const PlanContext& context,
+                                    Status& status) -> std::unique_ptr<Plan> {
+    std::unique_ptr<Plan> inner = make_flash(problem, context, status);
+    if (!inner) return nullptr;
+    return std::make_unique<SleepingPlan>(std::move(inner), std::chrono::microseconds(2000));
+  };
+  kernels.push_back(std::move(sleeping));
 #if defined(ATTNBENCH_HAVE_CUDA)
   kernels.push_back(cuda_oob_write_test_kernel());
 #endif

@@ -1,5 +1,5 @@
-// Test-only kernels that fail on purpose, to prove the harness survives them: a segfault, a
-// hang, a sticky CUDA error from an out-of-bounds write. The registry lists them only when
+// Test-only kernels: ones that fail on purpose, to prove the harness survives them (a segfault,
+// a hang, a sticky CUDA error from an out-of-bounds write), and one whose time is a fixed sleep. The registry lists them only when
 // ATTNBENCH_TEST_KERNELS=1.
 #pragma once
 
@@ -9,7 +9,8 @@
 
 namespace attnbench {
 
-// test.cpu_segfault, test.cpu_hang, test.cpu_abort; and test.cuda_oob_write with the CUDA backend.
+// test.cpu_segfault, test.cpu_hang, test.cpu_abort, test.cpu_flash_sleeps; and
+// test.cuda_oob_write with the CUDA backend.
 std::vector<Kernel> isolation_test_kernels();
 
 // The same kernel, made slower by `fraction` (0.10: 10 %) with a busy-wait after each forward

@@ -103,8 +103,9 @@ class History : public ::testing::Test {
     info.env.build_type = "Release";
     const int64_t run_id = store.begin_run(info, status);
     EXPECT_TRUE(status.ok) << status.message;
+    // A device timed by its own clock (a GPU): one confirmation suffices.
     DeviceInfo device;
-    device.kind = "cpu";
+    device.kind = "cuda";
     device.name = "Test CPU";
     device.uuid = chip;
     const int64_t device_id = store.add_device(run_id, device, status);
@@ -401,8 +402,13 @@ TEST_F(History, RerunOfSuspectsConfirmsARealSlowdownWithMannWhitney) {
   // faster: the run is suspected, and its rerun, measured now, confirms it. One OpenMP thread:
   // on a busy machine a second thread's descheduling costs a whole scheduler tick per forward.
   setenv("OMP_NUM_THREADS", "1", 1);
+  // The kernel is cpu.flash followed by a 2 ms sleep: its time is steady even when a parallel
+  // ctest keeps the hyperthread sibling busy, which halves compute speed at random (and then
+  // rightly leaves a real cpu.flash slowdown unconfirmed, as a different size).
+  setenv("ATTNBENCH_TEST_KERNELS", "1", 1);
   const std::string selection = std::string("--shape ") + kShapes3[0] +
-                                " --kernels cpu.flash --repetitions 5 --max-case-seconds 0.2";
+                                " --kernels test.cpu_flash_sleeps --repetitions 5 "
+                                "--max-case-seconds 0.2";
   CommandResult probe = attnbench("run " + selection + " --db " + db("probe.sqlite"));
   ASSERT_EQ(probe.exit_code, 0) << probe.output;
   Status status;
@@ -420,6 +426,10 @@ TEST_F(History, RerunOfSuspectsConfirmsARealSlowdownWithMannWhitney) {
     faster.device_id = device_id;
     for (Sample& sample : faster.samples) sample.time_s /= kFaster;
     faster.timing.median_s /= kFaster;
+    // The probe's repetitions are steady (a sleep), but on a busy host a late wake-up now and
+    // then gives a run a CV of 10-16 %: the history says that is usual here, or such a run is
+    // (rightly) unclear. That rule has its own tests in test_regression.cpp.
+    faster.timing.cv = 0.10;
     ASSERT_TRUE(store->add_result(run_id, faster).ok);
     ASSERT_TRUE(store->finish_run(run_id).ok);
   }
@@ -430,19 +440,33 @@ TEST_F(History, RerunOfSuspectsConfirmsARealSlowdownWithMannWhitney) {
   EXPECT_EQ(judged.exit_code, 0) << judged.output;
   EXPECT_EQ(lines_with(judged.output, "SUSPECTED").size(), 1u) << judged.output;
 
+  // A CPU is timed by the host's clock: its rerun agrees, but the next run must too.
   CommandResult rerun = attnbench("rerun --suspects --db " + db());
-  EXPECT_EQ(rerun.exit_code, 1) << rerun.output;
+  EXPECT_EQ(rerun.exit_code, 0) << rerun.output;
   EXPECT_NE(rerun.output.find("rerun of run 11: 1 suspects"), std::string::npos) << rerun.output;
-  const std::vector<std::string> confirmed = lines_with(rerun.output, "CONFIRMED");
-  ASSERT_EQ(confirmed.size(), 1u) << rerun.output;
-  EXPECT_NE(confirmed[0].find("rerun 12 is slower too"), std::string::npos) << confirmed[0];
+  const std::vector<std::string> first = lines_with(rerun.output, "SUSPECTED");
+  ASSERT_EQ(first.size(), 1u) << rerun.output;
+  EXPECT_NE(first[0].find("also needs the next run"), std::string::npos) << first[0];
   // Five rerun repetitions all above five baseline ones: U = 25, exact p = 1 / C(10, 5).
-  EXPECT_NE(confirmed[0].find("Mann-Whitney U=25.0 p=0.00397 (exact)"), std::string::npos)
-      << confirmed[0];
+  EXPECT_NE(first[0].find("Mann-Whitney U=25.0 p=0.00397 (exact)"), std::string::npos) << first[0];
   // The rerun is stored as such, and `latest` still means the run it re-measured.
   store = open(db());
   EXPECT_EQ(store->load_run(12, status)->info.rerun_of, 11);
   EXPECT_EQ(store->latest_primary_run_id(status), 11);
+  store.reset();
+
+  // The next run, and its rerun: confirmed since run 11.
+  ASSERT_EQ(attnbench("run " + selection + " --db " + db()).exit_code, 0);
+  CommandResult next = attnbench("rerun --suspects --db " + db());
+  EXPECT_EQ(next.exit_code, 1) << next.output;
+  const std::vector<std::string> confirmed = lines_with(next.output, "CONFIRMED");
+  ASSERT_EQ(confirmed.size(), 1u) << next.output;
+  // (Now and then a late wake-up makes run 13 itself unclear; its clean rerun then settles it.)
+  EXPECT_TRUE(std::regex_search(
+      confirmed[0], std::regex("since run 11; (run 11 was slower too, and so is rerun 14|run was "
+                               "unclear .*; its rerun 14 is clean and slower too, and so was "
+                               "run 11)")))
+      << confirmed[0];
 }
 
 }  // namespace

@@ -301,6 +301,20 @@ TEST(Detector, FarClockOrNoisyRepetitionsAreAmbiguous) {
   EXPECT_NE(cv.performance.reason.find("noisy"), std::string::npos);
 }
 
+TEST(Detector, ASeriesWithTwoSpeedsIsTooNoisyToJudgeAlone) {
+  // A tiny case that runs either at 11 us or at 16 us, as one did on a shared host: the MAD of
+  // its baseline sees only the main mode, but two baseline runs lie far beyond the threshold.
+  std::vector<SeriesPoint> history = flat_history(12);
+  history[4].median_s *= 1.45;
+  history[8].median_s *= 1.45;
+  const Baseline baseline = compute_baseline(history, DetectorOptions{});
+  EXPECT_EQ(baseline.wide_points, 2);
+  const SeriesAnalysis analysis = judge_one(single(history, point(13, kBase * 1.45)));
+  EXPECT_EQ(analysis.performance.state, Verdict::ambiguous);
+  EXPECT_NE(analysis.performance.reason.find("more than one speed"), std::string::npos);
+  EXPECT_EQ(compute_baseline(flat_history(12), DetectorOptions{}).wide_points, 0);
+}
+
 TEST(Detector, AccuracyStatusAndMissing) {
   SeriesPoint worse = point(13, kBase);
   worse.error = 3.5e-3;
