@@ -745,31 +745,54 @@ GroupAnalysis judge_group(const std::string& key, const std::vector<GroupMember>
   const bool clean_rerun = has_rerun && any_rerun != nullptr &&
                            std::fabs(std::exp(any_rerun->level) - 1) <= options.level_tolerance &&
                            !(any_rerun->scatter > options.max_scatter);
+  // A host-timed (CPU) kernel needs both its rerun and the next run, as its series do: a busy
+  // host, or a kernel with two speeds, stays slow for longer than a rerun is apart.
+  const bool host_timed = members.front().input->host_timed;
+  const bool prior_suspicion = is_suspicion(prior.state) && !prior.chip_changed;
+  const std::string needs_next = "; a host-timed (CPU) kernel also needs the next run to confirm";
   if (group.trip.slower) {
     group.since_run_id = run_id;
     if (clock_off && clean_rerun && !group.chip_changed) {
       // A clean rerun settles the doubt about an unclear run.
-      group.state = group.rerun_trip.slower ? Verdict::confirmed : Verdict::outlier;
       group.reason = std::string("the run was unclear (its clock or level far from usual); ") +
                      (group.rerun_trip.slower ? "its clean rerun is slower too"
                                               : "its clean rerun is back within the baseline");
+      if (!group.rerun_trip.slower) {
+        group.state = Verdict::outlier;
+      } else if (!host_timed || prior_suspicion) {
+        group.state = Verdict::confirmed;
+        if (prior_suspicion) {
+          group.since_run_id = prior.since_run_id;
+          group.reason += ", and so was run " + std::to_string(group.previous_run_id);
+        }
+      } else {
+        group.state = Verdict::suspected;
+        group.reason += needs_next;
+      }
     } else if (clock_off) {
       group.state = Verdict::ambiguous;
       group.reason = "SM clock far from the kernel's usual, or the whole run far from its usual level";
     } else if (group.chip_changed) {
       group.state = Verdict::suspected;
       group.reason = "on a chip the baseline never ran on: a chip change alone is never confirmed";
-    } else if (is_suspicion(prior.state) && !prior.chip_changed) {
+    } else if (prior_suspicion &&
+               (!host_timed || prior.state == Verdict::confirmed ||
+                (has_rerun && group.rerun_trip.slower))) {
       group.state = Verdict::confirmed;
       group.since_run_id = prior.since_run_id;
       group.reason = "run " + std::to_string(group.previous_run_id) + " was slower too";
-    } else if (has_rerun) {
-      group.state = group.rerun_trip.slower ? Verdict::confirmed : Verdict::outlier;
-      group.reason = group.rerun_trip.slower ? "the rerun is slower too"
-                                             : "the rerun is back within the baseline";
+      if (host_timed && prior.state != Verdict::confirmed) group.reason += ", and so is the rerun";
+    } else if (has_rerun && !group.rerun_trip.slower) {
+      group.state = Verdict::outlier;
+      group.reason = "the rerun is back within the baseline";
+    } else if (has_rerun && !host_timed) {
+      group.state = Verdict::confirmed;
+      group.reason = "the rerun is slower too";
     } else {
       group.state = Verdict::suspected;
-      group.reason = "awaiting confirmation (rerun, or the next run)";
+      group.reason = has_rerun ? "the rerun is slower too" + needs_next
+                               : "awaiting confirmation (rerun, or the next run)";
+      if (prior_suspicion) group.since_run_id = prior.since_run_id;
       if (is_suspicion(prior.state) && prior.chip_changed) group.since_run_id = prior.since_run_id;
     }
   } else if (prior.state == Verdict::confirmed &&
