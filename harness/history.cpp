@@ -26,6 +26,8 @@ namespace attnbench {
 namespace {
 
 constexpr int64_t kNoRunLimit = std::numeric_limits<int64_t>::max();
+// How many earlier runs a kernel-wide aggregate looks back past ambiguous ones for its prior.
+constexpr int kGroupPriorLookback = 5;
 
 bool glob_match(const std::string& pattern, const std::string& text) {
   return fnmatch(pattern.c_str(), text.c_str(), 0) == 0;
@@ -410,19 +412,26 @@ Status analyse_stored_run(Store& store, int64_t run_id, const DetectorOptions& o
   std::vector<AlertStateChange> earlier;
   std::map<std::string, int> verdict_counts;
   for (auto& [device, device_inputs] : inputs) {
-    // The kernel-wide aggregates' states at their previous runs.
+    // The kernel-wide aggregates' states at their previous clear runs: a run left ambiguous (a
+    // busy host) neither confirms nor breaks a suspicion, as for single series.
     std::map<std::string, GroupPrior> priors;
-    std::map<std::string, int64_t> previous_of_group;
+    std::map<std::string, std::set<int64_t>> runs_of_group;
     for (const SeriesInput& input : device_inputs) {
-      if (!input.history.empty()) {
-        int64_t& previous = previous_of_group[input.group];
-        previous = std::max(previous, input.history.back().run_id);
-      }
+      for (const SeriesPoint& point : input.history) runs_of_group[input.group].insert(point.run_id);
     }
-    for (const auto& [group, previous] : previous_of_group) {
-      std::optional<AlertRecord> prior = store.find_alert(previous, group, "kernel", status);
-      if (!status) return status;
-      if (prior) priors[group] = {verdict_or_ok(prior->state), prior->since_run_id, prior->chip_changed};
+    for (const auto& [group, runs] : runs_of_group) {
+      int looked = 0;
+      for (auto earlier_run = runs.rbegin(); earlier_run != runs.rend() && looked < kGroupPriorLookback;
+           ++earlier_run, ++looked) {
+        std::optional<AlertRecord> prior = store.find_alert(*earlier_run, group, "kernel", status);
+        if (!status) return status;
+        if (prior && prior->state == "ambiguous") continue;
+        if (prior) {
+          priors[group] = {verdict_or_ok(prior->state), prior->since_run_id, prior->chip_changed,
+                           *earlier_run};
+        }
+        break;
+      }
     }
     const RunAnalysis analysis = analyze_run(device_inputs, priors, options);
     if (!device.empty()) report.levels.push_back({device, analysis.level, analysis.level_series});

@@ -763,7 +763,8 @@ GroupAnalysis judge_group(const std::string& key, const std::vector<GroupMember>
         group.state = Verdict::confirmed;
         if (prior_suspicion) {
           group.since_run_id = prior.since_run_id;
-          group.reason += ", and so was run " + std::to_string(group.previous_run_id);
+          group.reason += ", and so was run " +
+                          std::to_string(prior.run_id != 0 ? prior.run_id : group.previous_run_id);
         }
       } else {
         group.state = Verdict::suspected;
@@ -780,7 +781,8 @@ GroupAnalysis judge_group(const std::string& key, const std::vector<GroupMember>
                 (has_rerun && group.rerun_trip.slower))) {
       group.state = Verdict::confirmed;
       group.since_run_id = prior.since_run_id;
-      group.reason = "run " + std::to_string(group.previous_run_id) + " was slower too";
+      group.reason = "run " + std::to_string(prior.run_id != 0 ? prior.run_id : group.previous_run_id) +
+                     " was slower too";
       if (host_timed && prior.state != Verdict::confirmed) group.reason += ", and so is the rerun";
     } else if (has_rerun && !group.rerun_trip.slower) {
       group.state = Verdict::outlier;

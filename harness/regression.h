@@ -232,6 +232,7 @@ struct GroupPrior {
   Verdict state = Verdict::ok;
   int64_t since_run_id = 0;
   bool chip_changed = false;
+  int64_t run_id = 0;  // the run it was judged at (0: the previous run)
 };
 
 struct GroupAnalysis {
