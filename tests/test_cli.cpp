@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <thread>
 
@@ -68,6 +69,31 @@ TEST_F(Cli, ListsKernelsSuitesAndDevices) {
   CommandResult devices = run_command("list devices");
   EXPECT_EQ(devices.exit_code, 0);
   EXPECT_NE(devices.output.find("cpu"), std::string::npos);
+}
+
+TEST_F(Cli, ReportWrapsThePythonReportBuilder) {
+  // A run stored by the binary, then `attnbench report` builds the HTML site from it.
+  ASSERT_EQ(run_command("run --kernels cpu.flash,cpu.naive --shape b=1,hq=2,sq=33,sk=47,d=16 "
+                        "--repetitions 2 --max-case-seconds 0.1 --db " + db())
+                .exit_code,
+            0);
+  const std::string out = (dir_ / "report").string();
+  CommandResult report = run_command("report --db " + db() + " --out " + out);
+  EXPECT_EQ(report.exit_code, 0) << report.output;
+  EXPECT_NE(report.output.find("index.html"), std::string::npos) << report.output;
+  std::ifstream index(out + "/index.html");
+  const std::string html((std::istreambuf_iterator<char>(index)), std::istreambuf_iterator<char>());
+  EXPECT_NE(html.find("cpu.flash"), std::string::npos);
+  EXPECT_TRUE(fs::exists(out + "/history.html"));
+
+  CommandResult bad = run_command("report --db " + db() + " --out " + out + " --run yesterday");
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.output.find("--run 'yesterday': accepted: a run id or 'latest'"),
+            std::string::npos)
+      << bad.output;
+  CommandResult missing = run_command("report --db " + (dir_ / "none.sqlite").string() +
+                                      " --out " + out);
+  EXPECT_EQ(missing.exit_code, 2) << missing.output;
 }
 
 TEST_F(Cli, BadInputIsOneClearLineAndExitCode2) {
