@@ -34,6 +34,7 @@
 #include "harness/runner.h"
 #include "harness/store.h"
 #include "kernels/registry.h"
+#include "command.h"
 
 namespace attnbench {
 namespace {
@@ -362,22 +363,8 @@ TEST(GpuTimer, HarnessAgreesWithAHostClockLoopWithin5Percent) {
 
 // ---- isolation on the GPU ---------------------------------------------------------------------
 
-struct CommandResult {
-  int exit_code = -1;
-  std::string output;
-};
-
 CommandResult run_cli(const std::string& environment, const std::string& arguments) {
-  CommandResult result;
-  const std::string command = environment + " '" + cli_path() + "' " + arguments + " 2>&1";
-  FILE* pipe = popen(command.c_str(), "r");
-  if (pipe == nullptr) return result;
-  char buffer[4096];
-  size_t n;
-  while ((n = fread(buffer, 1, sizeof buffer, pipe)) > 0) result.output.append(buffer, n);
-  const int status = pclose(pipe);
-  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return result;
+  return run_shell(environment + " '" + cli_path() + "' " + arguments);
 }
 
 // Two shapes, so whatever the order of kernels within a shape, a good case runs after the

@@ -17,28 +17,15 @@
 #include <sstream>
 
 #include "harness/store.h"
+#include "command.h"
 
 namespace attnbench {
 namespace {
 
 namespace fs = std::filesystem;
 
-struct CommandResult {
-  int exit_code = -1;
-  std::string output;  // stdout and stderr together
-};
-
 CommandResult attnbench(const std::string& arguments) {
-  CommandResult result;
-  const std::string command = std::string(ATTNBENCH_CLI) + " " + arguments + " 2>&1";
-  FILE* pipe = popen(command.c_str(), "r");
-  if (pipe == nullptr) return result;
-  char buffer[4096];
-  size_t n;
-  while ((n = fread(buffer, 1, sizeof buffer, pipe)) > 0) result.output.append(buffer, n);
-  const int status = pclose(pipe);
-  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return result;
+  return run_shell(std::string(ATTNBENCH_CLI) + " " + arguments);
 }
 
 std::string read_file(const fs::path& path) {

@@ -25,6 +25,8 @@
 #include <string>
 #include <vector>
 
+#include "command.h"
+
 namespace attnbench {
 namespace {
 
@@ -32,23 +34,6 @@ namespace {
 // one (the driver compiles it for GPUs newer than every SASS).
 const std::vector<std::string> kRequiredSass = {"sm_80", "sm_90a"};
 const std::string kRequiredPtx = "sm_80";
-
-struct CommandOutput {
-  int exit_code = -1;
-  std::string text;
-};
-
-CommandOutput run_command(const std::string& command) {
-  CommandOutput output;
-  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
-  if (pipe == nullptr) return output;
-  char buffer[4096];
-  size_t n;
-  while ((n = fread(buffer, 1, sizeof buffer, pipe)) > 0) output.text.append(buffer, n);
-  const int status = pclose(pipe);
-  output.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return output;
-}
 
 std::string demangle(const std::string& name) {
   int status = 0;
@@ -145,16 +130,16 @@ DeviceCode read_device_code(const std::string& cuobjdump, const std::string& lib
                             std::string& error) {
   DeviceCode code;
   for (const char* listing : {"--dump-resource-usage", "--dump-ptx"}) {
-    const CommandOutput output =
-        run_command("'" + cuobjdump + "' " + listing + " '" + library + "'");
-    if (output.exit_code != 0) {
-      error = cuobjdump + " " + listing + " " + library + " failed: " + output.text;
+    const CommandResult result =
+        run_shell("'" + cuobjdump + "' " + listing + " '" + library + "'");
+    if (result.exit_code != 0) {
+      error = cuobjdump + " " + listing + " " + library + " failed: " + result.output;
       return {};
     }
     if (std::string(listing) == "--dump-ptx")
-      parse_ptx(output.text, code);
+      parse_ptx(result.output, code);
     else
-      parse_resource_usage(output.text, code);
+      parse_resource_usage(result.output, code);
   }
   return code;
 }
@@ -330,12 +315,12 @@ class StaticCuda : public ::testing::Test {
       return {};
     }
     const std::string folder = nvdisasm.substr(0, nvdisasm.rfind('/'));
-    const CommandOutput output = run_command("NVDISASM_PATH='" + folder + "' PATH='" + folder +
+    const CommandResult result = run_shell("NVDISASM_PATH='" + folder + "' PATH='" + folder +
                                              "':\"$PATH\" '" + cuobjdump_ + "' --dump-sass '" +
                                              library + "'");
-    EXPECT_EQ(output.exit_code, 0) << "cuobjdump --dump-sass " << library << ": " << output.text;
+    EXPECT_EQ(result.exit_code, 0) << "cuobjdump --dump-sass " << library << ": " << result.output;
     SassCode code;
-    if (output.exit_code == 0) parse_sass(output.text, code);
+    if (result.exit_code == 0) parse_sass(result.output, code);
     return code;
   }
 
