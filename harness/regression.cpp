@@ -502,6 +502,11 @@ PerformanceJudgement judge_performance(const SeriesInput& input, const Baseline&
   const bool erratic = excursions >= options.erratic_runs;
   // An open (confirmed) regression continues; a suspicion is confirmed by a next run that is
   // slower in absolute terms too and agrees with it in size.
+  // Where the previous clear run's suspicion began: the run a confirmation dates from.
+  const int64_t suspicion_start =
+      !previous_suspicion                 ? candidate.run_id
+      : previous_clear->since_run_id != 0 ? previous_clear->since_run_id
+                                          : previous_clear->run_id;
   const bool previous_agrees =
       previous_suspicion &&
       (previous_clear->state == Verdict::confirmed ||
@@ -522,10 +527,7 @@ PerformanceJudgement judge_performance(const SeriesInput& input, const Baseline&
             (!input.host_timed || previous_agrees)) {
           judgement.state = Verdict::confirmed;
           // Where the previous run agreed, the regression began with its suspicion.
-          judgement.since_run_id =
-              !previous_agrees                     ? candidate.run_id
-              : previous_clear->since_run_id != 0 ? previous_clear->since_run_id
-                                                  : previous_clear->run_id;
+          judgement.since_run_id = previous_agrees ? suspicion_start : candidate.run_id;
           judgement.reason = "run was unclear (" + unclear + "); its rerun " +
                              std::to_string(rerun->run_id) + " is clean and slower too" +
                              (previous_agrees ? ", and so was run " +
@@ -572,8 +574,7 @@ PerformanceJudgement judge_performance(const SeriesInput& input, const Baseline&
                (!input.host_timed || previous_clear->state == Verdict::confirmed ||
                 rerun_agrees)) {
       judgement.state = Verdict::confirmed;
-      judgement.since_run_id =
-          previous_clear->since_run_id != 0 ? previous_clear->since_run_id : previous_clear->run_id;
+      judgement.since_run_id = suspicion_start;
       judgement.reason = "run " + std::to_string(previous_clear->run_id) + " was slower too" +
                          (input.host_timed && previous_clear->state != Verdict::confirmed
                               ? ", and so is rerun " + std::to_string(rerun->run_id)
@@ -749,6 +750,7 @@ GroupAnalysis judge_group(const std::string& key, const std::vector<GroupMember>
   // host, or a kernel with two speeds, stays slow for longer than a rerun is apart.
   const bool host_timed = members.front().input->host_timed;
   const bool prior_suspicion = is_suspicion(prior.state) && !prior.chip_changed;
+  const int64_t prior_run_id = prior.run_id != 0 ? prior.run_id : group.previous_run_id;
   const std::string needs_next = "; a host-timed (CPU) kernel also needs the next run to confirm";
   if (group.trip.slower) {
     group.since_run_id = run_id;
@@ -763,8 +765,7 @@ GroupAnalysis judge_group(const std::string& key, const std::vector<GroupMember>
         group.state = Verdict::confirmed;
         if (prior_suspicion) {
           group.since_run_id = prior.since_run_id;
-          group.reason += ", and so was run " +
-                          std::to_string(prior.run_id != 0 ? prior.run_id : group.previous_run_id);
+          group.reason += ", and so was run " + std::to_string(prior_run_id);
         }
       } else {
         group.state = Verdict::suspected;
@@ -781,8 +782,7 @@ GroupAnalysis judge_group(const std::string& key, const std::vector<GroupMember>
                 (has_rerun && group.rerun_trip.slower))) {
       group.state = Verdict::confirmed;
       group.since_run_id = prior.since_run_id;
-      group.reason = "run " + std::to_string(prior.run_id != 0 ? prior.run_id : group.previous_run_id) +
-                     " was slower too";
+      group.reason = "run " + std::to_string(prior_run_id) + " was slower too";
       if (host_timed && prior.state != Verdict::confirmed) group.reason += ", and so is the rerun";
     } else if (has_rerun && !group.rerun_trip.slower) {
       group.state = Verdict::outlier;
@@ -794,8 +794,8 @@ GroupAnalysis judge_group(const std::string& key, const std::vector<GroupMember>
       group.state = Verdict::suspected;
       group.reason = has_rerun ? "the rerun is slower too" + needs_next
                                : "awaiting confirmation (rerun, or the next run)";
-      if (prior_suspicion) group.since_run_id = prior.since_run_id;
-      if (is_suspicion(prior.state) && prior.chip_changed) group.since_run_id = prior.since_run_id;
+      // A suspicion carries its start forward (one that began on a new chip too).
+      if (is_suspicion(prior.state)) group.since_run_id = prior.since_run_id;
     }
   } else if (prior.state == Verdict::confirmed &&
              group.trip.change > kHysteresis * group.trip.threshold) {

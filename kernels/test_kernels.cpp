@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <csignal>
+#include <functional>
 #include <cstdlib>
 #include <thread>
 
@@ -94,6 +95,19 @@ Kernel failing_kernel(const char* name, const char* summary, Failure failure) {
   return kernel;
 }
 
+// The same kernel, each of its plans wrapped by `wrap`.
+Kernel with_wrapped_plans(Kernel kernel,
+                          std::function<std::unique_ptr<Plan>(std::unique_ptr<Plan>)> wrap) {
+  auto make_plan = kernel.make_plan;
+  kernel.make_plan = [make_plan, wrap](const Problem& problem, const PlanContext& context,
+                                       Status& status) -> std::unique_ptr<Plan> {
+    std::unique_ptr<Plan> inner = make_plan(problem, context, status);
+    if (!inner) return nullptr;
+    return wrap(std::move(inner));
+  };
+  return kernel;
+}
+
 }  // namespace
 
 std::vector<Kernel> isolation_test_kernels() {
@@ -102,17 +116,13 @@ std::vector<Kernel> isolation_test_kernels() {
       failing_kernel("test.cpu_hang", "never returns", Failure::hang),
       failing_kernel("test.cpu_abort", "calls abort() (SIGABRT)", Failure::abort),
   };
-  Kernel sleeping = cpu_flash_kernel();
+  Kernel sleeping = with_wrapped_plans(cpu_flash_kernel(), [](std::unique_ptr<Plan> inner) {
+    return std::unique_ptr<Plan>(
+        std::make_unique<SleepingPlan>(std::move(inner), std::chrono::microseconds(2000)));
+  });
   sleeping.name = "test.cpu_flash_sleeps";
   sleeping.summary = "cpu.flash, then sleeps 2 ms: a timing steady on a busy host";
   sleeping.support.notes = "test only: for real-timing tests of the regression gate";
-  auto make_flash = sleeping.make_plan;
-  sleeping.make_plan = [make_flash](const Problem& problem, const PlanContext& context,
-                                    Status& status) -> std::unique_ptr<Plan> {
-    std::unique_ptr<Plan> inner = make_flash(problem, context, status);
-    if (!inner) return nullptr;
-    return std::make_unique<SleepingPlan>(std::move(inner), std::chrono::microseconds(2000));
-  };
   kernels.push_back(std::move(sleeping));
 #if defined(ATTNBENCH_HAVE_CUDA)
   kernels.push_back(cuda_oob_write_test_kernel());
@@ -121,14 +131,9 @@ std::vector<Kernel> isolation_test_kernels() {
 }
 
 Kernel with_injected_slowdown(Kernel kernel, double fraction) {
-  auto make_plan = kernel.make_plan;
-  kernel.make_plan = [make_plan, fraction](const Problem& problem, const PlanContext& context,
-                                           Status& status) -> std::unique_ptr<Plan> {
-    std::unique_ptr<Plan> inner = make_plan(problem, context, status);
-    if (!inner) return nullptr;
-    return std::make_unique<SlowedPlan>(std::move(inner), fraction);
-  };
-  return kernel;
+  return with_wrapped_plans(std::move(kernel), [fraction](std::unique_ptr<Plan> inner) {
+    return std::unique_ptr<Plan>(std::make_unique<SlowedPlan>(std::move(inner), fraction));
+  });
 }
 
 }  // namespace attnbench
