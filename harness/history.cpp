@@ -420,17 +420,34 @@ Status analyse_stored_run(Store& store, int64_t run_id, const DetectorOptions& o
       for (const SeriesPoint& point : input.history) runs_of_group[input.group].insert(point.run_id);
     }
     for (const auto& [group, runs] : runs_of_group) {
+      GroupPrior& prior = priors[group];
+      std::vector<int64_t> unclear_runs;
+      bool prior_found = false;
       int looked = 0;
-      for (auto earlier_run = runs.rbegin(); earlier_run != runs.rend() && looked < kGroupPriorLookback;
-           ++earlier_run, ++looked) {
-        std::optional<AlertRecord> prior = store.find_alert(*earlier_run, group, "kernel", status);
+      for (auto earlier_run = runs.rbegin(); earlier_run != runs.rend(); ++earlier_run) {
+        std::optional<AlertRecord> alert = store.find_alert(*earlier_run, group, "kernel", status);
         if (!status) return status;
-        if (prior && prior->state == "ambiguous") continue;
-        if (prior) {
-          priors[group] = {verdict_or_ok(prior->state), prior->since_run_id, prior->chip_changed,
-                           *earlier_run};
+        const Verdict state = alert ? verdict_or_ok(alert->state) : Verdict::ok;
+        if (state == Verdict::outlier || state == Verdict::confirmed ||
+            (state == Verdict::suspected && !alert->chip_changed)) {
+          prior.set_aside_runs.insert(*earlier_run);
         }
-        break;
+        if (state == Verdict::ambiguous) unclear_runs.push_back(*earlier_run);
+        if (prior_found || looked++ >= kGroupPriorLookback || state == Verdict::ambiguous) continue;
+        prior_found = true;
+        if (alert) {
+          prior.state = state;
+          prior.since_run_id = alert->since_run_id;
+          prior.chip_changed = alert->chip_changed;
+          prior.run_id = *earlier_run;
+        }
+      }
+      // An unclear run is kept (busy hosts teach how the kernel feels one), unless it came during
+      // the open suspicion: then it is likely the slowdown itself, seen on a busy day.
+      if (prior.state == Verdict::suspected || prior.state == Verdict::confirmed) {
+        for (int64_t unclear : unclear_runs) {
+          if (unclear >= prior.since_run_id) prior.set_aside_runs.insert(unclear);
+        }
       }
     }
     const RunAnalysis analysis = analyze_run(device_inputs, priors, options);

@@ -651,6 +651,107 @@ AccuracyJudgement judge_accuracy(const SeriesInput& input, const Baseline& basel
   return judgement;
 }
 
+// ---- run levels ------------------------------------------------------------------------------
+
+// One series at one run: log(median) - log(its baseline's center), before any level is taken out.
+struct RunDeviation {
+  const std::string* group;
+  double deviation;
+  double relative_spread;  // of its baseline
+};
+
+double median_deviation(const std::vector<RunDeviation>& deviations) {
+  std::vector<double> values;
+  for (const RunDeviation& d : deviations) values.push_back(d.deviation);
+  return median(values);
+}
+
+// The groups (kernels) whose series moved together by more than min_change against the level of
+// the whole run: a kernel that changed, or one a busy host slows more than the others. Largest
+// move first, and only while the others keep at least half the series: when most kernels moved
+// apart, the run as a whole is the best level there is.
+std::set<std::string> moved_groups(const std::vector<RunDeviation>& deviations,
+                                   const DetectorOptions& options) {
+  std::set<std::string> moved;
+  if (deviations.size() < static_cast<size_t>(options.min_series_for_run_level)) return moved;
+  const double level = median_deviation(deviations);
+  std::map<std::string, std::vector<double>> by_group;
+  for (const RunDeviation& d : deviations) by_group[*d.group].push_back(d.deviation);
+  std::vector<std::pair<double, const std::string*>> moves;  // |move|, group
+  for (const auto& [group, values] : by_group) {
+    const double move = std::fabs(std::exp(median(values) - level) - 1);
+    if (values.size() >= static_cast<size_t>(options.min_series_for_group) && move > options.min_change) {
+      moves.emplace_back(move, &group);
+    }
+  }
+  std::sort(moves.begin(), moves.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  size_t left = deviations.size();
+  for (const auto& [move, group] : moves) {
+    const size_t size = by_group[*group].size();
+    if (2 * (left - size) < deviations.size() ||
+        left - size < static_cast<size_t>(options.min_series_for_run_level)) {
+      break;
+    }
+    moved.insert(*group);
+    left -= size;
+  }
+  return moved;
+}
+
+// Passed, timed, and not set aside as a regression (suspected or confirmed; a chip-change
+// suspicion does count).
+bool counts_for_group_history(const SeriesPoint& point) {
+  return point.status == ResultStatus::passed && is_timed(point) &&
+         (!is_suspicion(point.state) || (point.state == Verdict::suspected && point.chip_changed));
+}
+
+// A kernel-wide aggregate against its runs' levels: aggregate = center + slope x level. The slope
+// is Theil and Sen's (the median of the slopes between pairs of runs), over the pairs whose
+// levels differ by at least load_level_gap (closer ones measure only noise); 0 when fewer than
+// min_baseline_runs such pairs exist (a quiet history, as on a GPU), and at most
+// max_load_sensitivity either way. The center is the median of aggregate - slope x level.
+struct LoadFit {
+  double center = 0;
+  double slope = 0;
+  double expected(double level) const { return center + slope * level; }
+};
+
+LoadFit fit_load(const std::vector<double>& levels, const std::vector<double>& aggregates,
+                 const DetectorOptions& options) {
+  LoadFit fit;
+  std::vector<double> slopes;
+  for (size_t i = 0; i < levels.size(); ++i) {
+    for (size_t j = i + 1; j < levels.size(); ++j) {
+      const double gap = levels[j] - levels[i];
+      if (std::fabs(gap) >= options.load_level_gap) slopes.push_back((aggregates[j] - aggregates[i]) / gap);
+    }
+  }
+  if (slopes.size() >= static_cast<size_t>(options.min_baseline_runs)) {
+    fit.slope = std::clamp(median(slopes), -options.max_load_sensitivity, options.max_load_sensitivity);
+  }
+  std::vector<double> centers;
+  for (size_t k = 0; k < levels.size(); ++k) centers.push_back(aggregates[k] - fit.slope * levels[k]);
+  fit.center = median(centers);
+  return fit;
+}
+
+// One run's series as the kernel-wide aggregates see them, with the kernels that moved as a whole.
+struct RunSeries {
+  std::vector<RunDeviation> deviations;
+  std::set<std::string> moved;
+};
+
+// The run's level as a kernel-wide aggregate sees it: from the other kernels' series, less those
+// of kernels that moved as a whole (0 when too few are left, as for any run without enough
+// series).
+double level_without(const RunSeries& run, const std::string& group, const DetectorOptions& options) {
+  std::vector<double> others;
+  for (const RunDeviation& d : run.deviations) {
+    if (*d.group != group && !run.moved.count(*d.group)) others.push_back(d.deviation);
+  }
+  return others.size() >= static_cast<size_t>(options.min_series_for_run_level) ? median(others) : 0;
+}
+
 // The aggregate of a group at one run: the median over its members of their level-free change
 // against their own centers.
 struct GroupMember {
@@ -658,25 +759,40 @@ struct GroupMember {
   const Baseline* baseline;
 };
 
-double member_deviation(const GroupMember& member, const SeriesPoint& point) {
-  return level_free_log(point) - std::log(member.baseline->center);
+// A member's change at one run against its own center, with the run's level taken out: the
+// level measured without the group's own series (`levels_without_group`, by run id), so a kernel
+// that slowed as a whole cannot carry the level with it and hide part of its own slowdown.
+using RunLevels = std::map<int64_t, double>;
+
+double member_deviation(const GroupMember& member, const SeriesPoint& point, double level) {
+  return std::log(point.median_s) - level - std::log(member.baseline->center);
+}
+
+double level_at(const RunLevels& levels, int64_t run_id) {
+  const auto found = levels.find(run_id);
+  return found == levels.end() ? 0 : found->second;
 }
 
 GroupAnalysis judge_group(const std::string& key, const std::vector<GroupMember>& members,
-                          const GroupPrior& prior, const DetectorOptions& options) {
+                          const RunLevels& levels_without_group, const GroupPrior& prior,
+                          const DetectorOptions& options) {
   GroupAnalysis group;
   group.group = key;
   group.members = members.size();
 
-  // The aggregate's own history: for each earlier run, the median deviation over the members
-  // that have that run in their baselines (at least half of them).
+  // The aggregate's own history: for each earlier run, the median deviation over its members
+  // (at least half of them) that were not then suspected of a regression of their own, at the
+  // runs where the kernel as a whole did not trip. Unlike a
+  // series' baseline it keeps the runs a busy host made unclear: they show how the kernel feels
+  // one, and a median over many shapes is not thrown by a few strays.
   std::map<int64_t, std::vector<double>> by_run;
   std::vector<std::string> chips;
   std::vector<double> usual_clocks;
   for (const GroupMember& member : members) {
-    for (size_t index : member.baseline->points) {
-      const SeriesPoint& point = member.input->history[index];
-      by_run[point.run_id].push_back(member_deviation(member, point));
+    for (const SeriesPoint& point : member.input->history) {
+      if (!counts_for_group_history(point) || prior.set_aside_runs.count(point.run_id)) continue;
+      by_run[point.run_id].push_back(
+          member_deviation(member, point, level_at(levels_without_group, point.run_id)));
     }
     for (const std::string& chip : member.baseline->chips) {
       if (std::find(chips.begin(), chips.end(), chip) == chips.end()) chips.push_back(chip);
@@ -686,28 +802,41 @@ GroupAnalysis judge_group(const std::string& key, const std::vector<GroupMember>
       group.previous_run_id = std::max(group.previous_run_id, member.input->history.back().run_id);
     }
   }
-  std::vector<double> aggregates;
+  std::vector<double> aggregates, levels;
   for (auto run = by_run.rbegin(); run != by_run.rend(); ++run) {
     if (2 * run->second.size() < members.size()) continue;
     aggregates.push_back(median(run->second));
+    levels.push_back(level_at(levels_without_group, run->first));
     if (aggregates.size() == static_cast<size_t>(options.window)) break;
   }
   if (aggregates.size() < static_cast<size_t>(options.min_baseline_runs)) {
     group.state = Verdict::insufficient_history;
     return group;
   }
-  const double center = median(aggregates);
-  group.spread = std::max(kMadToSigma * median_absolute_deviation(aggregates), options.spread_floor);
+  // The aggregate expected at a run of a given level: a kernel can feel a busy host more or less
+  // than the median series does (on the project's shared CPU host, cpu.naive slows 1.8x as much
+  // as the run and cpu.flash 0.85x), which no single level can take out.
+  const LoadFit fit = fit_load(levels, aggregates, options);
+  group.load_sensitivity = fit.slope;
+  std::vector<double> residuals;
+  for (size_t k = 0; k < aggregates.size(); ++k) {
+    residuals.push_back(aggregates[k] - fit.expected(levels[k]));
+  }
+  group.spread = std::max(kMadToSigma * median_absolute_deviation(residuals), options.spread_floor);
   auto aggregate_trip = [&](auto point_of) {
     std::vector<double> deviations;
+    int64_t at_run = 0;
     for (const GroupMember& member : members) {
       if (const SeriesPoint* point = point_of(member)) {
-        deviations.push_back(member_deviation(member, *point));
+        at_run = point->run_id;
+        deviations.push_back(
+            member_deviation(member, *point, level_at(levels_without_group, point->run_id)));
       }
     }
     Trip result;
     if (2 * deviations.size() < members.size() || deviations.empty()) return result;
-    result.change = std::exp(median(deviations) - center) - 1;
+    result.change =
+        std::exp(median(deviations) - fit.expected(level_at(levels_without_group, at_run))) - 1;
     result.threshold = std::max(options.min_change, options.spreads * group.spread);
     result.slower = result.change > result.threshold;
     result.faster = -result.change > result.threshold;
@@ -816,11 +945,10 @@ GroupAnalysis judge_group(const std::string& key, const std::vector<GroupMember>
 // Only the series faster than the level count: a busy host scatters series both ways, while a
 // real regression, however many series it takes, only adds slower ones and must not make its
 // own run look busy.
-double scatter_around(const std::vector<double>& deviations, const std::vector<double>& spreads,
-                      double level) {
+double scatter_around(const std::vector<RunDeviation>& deviations, double level) {
   std::vector<double> below;
-  for (size_t i = 0; i < deviations.size(); ++i) {
-    const double score = (deviations[i] - level) / spreads[i];
+  for (const RunDeviation& d : deviations) {
+    const double score = (d.deviation - level) / d.relative_spread;
     if (score < 0) below.push_back(-score);
   }
   // For a normal sample, the median of |z| over its lower half is the MAD.
@@ -843,18 +971,28 @@ RunAnalysis analyze_run(std::vector<SeriesInput>& inputs,
   };
 
   // The run's level: what moved every series together. Series with an open regression are
-  // left out: their own slowdown is known, and many of them would drag the median along.
-  std::vector<double> deviations, relative_spreads;
+  // left out: their own slowdown is known, and many of them would drag the median along. So are,
+  // in a second pass, the series of a kernel that moved as a whole by more than min_change
+  // against that first level: one slowed kernel of five is a fifth of the series and would carry
+  // the level, and so hide part of its own slowdown, with it.
+  std::vector<RunDeviation> candidates;
   for (size_t i = 0; i < inputs.size(); ++i) {
     if (!judgeable(i, inputs[i].candidate) || has_open_regression(inputs[i].history)) continue;
     const Baseline& baseline = analysis.series[i].baseline;
-    deviations.push_back(std::log(inputs[i].candidate->median_s) - std::log(baseline.center));
-    relative_spreads.push_back(baseline.spread / baseline.center);
+    candidates.push_back({&inputs[i].group,
+                          std::log(inputs[i].candidate->median_s) - std::log(baseline.center),
+                          baseline.spread / baseline.center});
   }
-  if (deviations.size() >= static_cast<size_t>(options.min_series_for_run_level)) {
-    analysis.level = median(deviations);
-    analysis.level_series = static_cast<int>(deviations.size());
-    analysis.scatter = scatter_around(deviations, relative_spreads, analysis.level);
+  const std::set<std::string> moved = moved_groups(candidates, options);
+  std::vector<RunDeviation> level_series;
+  for (const RunDeviation& d : candidates) {
+    if (!moved.count(*d.group)) level_series.push_back(d);
+  }
+  if (level_series.size() < static_cast<size_t>(options.min_series_for_run_level)) level_series = candidates;
+  if (level_series.size() >= static_cast<size_t>(options.min_series_for_run_level)) {
+    analysis.level = median_deviation(level_series);
+    analysis.level_series = static_cast<int>(level_series.size());
+    analysis.scatter = scatter_around(level_series, analysis.level);
   }
   for (SeriesInput& input : inputs) {
     if (input.candidate) {
@@ -862,22 +1000,25 @@ RunAnalysis analyze_run(std::vector<SeriesInput>& inputs,
       input.candidate->scatter = analysis.scatter;
     }
   }
-  // The rerun's level, from the series it re-measured as controls (those that did not trip):
-  // the suspects themselves cannot tell a slow moment of the host from their own slowdown.
-  std::vector<double> control_deviations, control_spreads;
+  // The rerun's level, from the series it re-measured as controls: not the suspects, which
+  // cannot tell a slow moment of the host from their own slowdown, so neither the series that
+  // tripped nor those of a kernel that moved as a whole.
+  std::vector<RunDeviation> controls;
   for (size_t i = 0; i < inputs.size(); ++i) {
     if (!judgeable(i, inputs[i].candidate) || !judgeable(i, inputs[i].rerun)) continue;
+    if (moved.count(inputs[i].group)) continue;
     const Baseline& baseline = analysis.series[i].baseline;
     if (trip(baseline, level_free_log(*inputs[i].candidate), options).slower) continue;
-    control_deviations.push_back(std::log(inputs[i].rerun->median_s) - std::log(baseline.center));
-    control_spreads.push_back(baseline.spread / baseline.center);
+    controls.push_back({&inputs[i].group,
+                        std::log(inputs[i].rerun->median_s) - std::log(baseline.center),
+                        baseline.spread / baseline.center});
   }
   analysis.rerun_level = analysis.level;
   analysis.rerun_scatter = analysis.scatter;
-  if (control_deviations.size() >= static_cast<size_t>(options.min_series_for_run_level)) {
-    analysis.rerun_level = median(control_deviations);
-    analysis.rerun_level_series = static_cast<int>(control_deviations.size());
-    analysis.rerun_scatter = scatter_around(control_deviations, control_spreads, analysis.rerun_level);
+  if (controls.size() >= static_cast<size_t>(options.min_series_for_run_level)) {
+    analysis.rerun_level = median_deviation(controls);
+    analysis.rerun_level_series = static_cast<int>(controls.size());
+    analysis.rerun_scatter = scatter_around(controls, analysis.rerun_level);
   }
   for (SeriesInput& input : inputs) {
     if (input.rerun) {
@@ -907,12 +1048,45 @@ RunAnalysis analyze_run(std::vector<SeriesInput>& inputs,
     }
     if (judgeable(i, input.candidate)) groups[input.group].push_back({&input, &result.baseline});
   }
+  // A kernel-wide aggregate is judged against levels measured without its own series, at every
+  // run it compares: its earlier runs (from the histories of every series, against today's
+  // centers, so the aggregate's history does not depend on what an earlier analysis could see),
+  // the run, and its rerun (from the controls).
+  std::map<int64_t, RunSeries> by_run;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const Baseline& baseline = analysis.series[i].baseline;
+    if (!baseline.usable) continue;
+    const double relative_spread = baseline.spread / baseline.center;
+    for (const SeriesPoint& point : inputs[i].history) {
+      if (point.status != ResultStatus::passed || !is_timed(point)) continue;
+      by_run[point.run_id].deviations.push_back({&inputs[i].group,
+                                      std::log(point.median_s) - std::log(baseline.center),
+                                      relative_spread});
+    }
+  }
+  const std::optional<int64_t> run_id = [&]() -> std::optional<int64_t> {
+    for (const SeriesInput& input : inputs) {
+      if (input.candidate) return input.candidate->run_id;
+    }
+    return std::nullopt;
+  }();
+  const std::optional<int64_t> rerun_id = [&]() -> std::optional<int64_t> {
+    for (const SeriesInput& input : inputs) {
+      if (input.rerun) return input.rerun->run_id;
+    }
+    return std::nullopt;
+  }();
+  if (run_id) by_run[*run_id].deviations = candidates;
+  if (rerun_id) by_run[*rerun_id].deviations = controls;
+  for (auto& [id, run] : by_run) run.moved = moved_groups(run.deviations, options);
   for (const auto& [key, members] : groups) {
     if (members.size() < static_cast<size_t>(options.min_series_for_group)) continue;
+    RunLevels levels_without_group;
+    for (const auto& [id, run] : by_run) levels_without_group[id] = level_without(run, key, options);
     const auto prior = group_priors.find(key);
-    analysis.groups.push_back(
-        judge_group(key, members, prior == group_priors.end() ? GroupPrior{} : prior->second,
-                    options));
+    analysis.groups.push_back(judge_group(key, members, levels_without_group,
+                                          prior == group_priors.end() ? GroupPrior{} : prior->second,
+                                          options));
   }
   return analysis;
 }

@@ -24,7 +24,11 @@
 //   A trip on a chip the baseline never saw is suspected at most: a chip change alone is never
 //   a confirmed regression.
 // - Kernel-wide: the same rule on the median change over all of a kernel's shapes catches a
-//   slowdown of the whole kernel on hosts too noisy to judge each shape alone.
+//   slowdown of the whole kernel on hosts too noisy to judge each shape alone. Its level is
+//   measured without its own series (nor those of any kernel that moved as a whole), at the run
+//   and at every run of its history, so a slowed kernel cannot carry the level with it; and it is
+//   compared with what its history predicts at that level (a memory-bound kernel feels a busy
+//   host more than the others: a robust line through the history's levels).
 // - Accuracy: errors are taken relative to the case's bound (max error / bound: fresh random
 //   inputs move both together). Beyond 2x the baseline's worst is an accuracy regression even
 //   inside the tolerance (suspected, confirmed like performance). Status: passed -> anything
@@ -39,6 +43,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -126,6 +131,11 @@ struct DetectorOptions {
   int erratic_window = 20;
   // A baseline with this many runs beyond the threshold from its own center is too noisy.
   int max_wide_points = 2;
+  // A kernel-wide aggregate's sensitivity to its run's level (how much more or less than the
+  // median series a kernel feels a busy host) is fitted from baseline runs whose levels differ by
+  // at least this much, and bounded by max_load_sensitivity.
+  double load_level_gap = 0.01;
+  double max_load_sensitivity = 1;
 };
 
 // One result of a series as the detector sees it.
@@ -233,13 +243,20 @@ struct GroupPrior {
   int64_t since_run_id = 0;
   bool chip_changed = false;
   int64_t run_id = 0;  // the run it was judged at (0: the previous run)
+  // The runs of its history where it tripped: suspected (not on a new chip), confirmed, an
+  // outlier, or unclear during its open suspicion. Left out of its baseline, so a slowed kernel
+  // does not become its own baseline while it waits for a clear run.
+  std::set<int64_t> set_aside_runs;
 };
 
 struct GroupAnalysis {
   std::string group;
   Verdict state = Verdict::ok;
   Trip trip;
-  double spread = kNotMeasured;  // of the aggregate, relative
+  double spread = kNotMeasured;  // of the aggregate around its fit to the run levels, relative
+  // How much more (> 0) or less (< 0) than the run's level the aggregate moves with it: a kernel
+  // that feels a busy host more than the others. 0 when the history's levels hardly differ.
+  double load_sensitivity = 0;
   size_t members = 0;
   int64_t since_run_id = 0;
   int64_t previous_run_id = 0;
