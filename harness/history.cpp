@@ -614,6 +614,7 @@ Status analyse_stored_run(Store& store, int64_t run_id, const DetectorOptions& o
       alert.message = message.str();
       std::ostringstream details;
       details << "{\"members\": " << group.members << ", \"spread\": " << json_number(group.spread)
+              << ", \"load_sensitivity\": " << json_number(group.load_sensitivity)
               << ", \"threshold\": " << json_number(group.trip.threshold)
               << ", \"rerun_change\": " << json_number(group.rerun_trip.change) << "}";
       alert.details_json = details.str();

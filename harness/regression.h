@@ -246,7 +246,7 @@ struct GroupPrior {
   // The runs of its history where it tripped: suspected (not on a new chip), confirmed, an
   // outlier, or unclear during its open suspicion. Left out of its baseline, so a slowed kernel
   // does not become its own baseline while it waits for a clear run.
-  std::set<int64_t> set_aside_runs;
+  std::set<int64_t> set_aside_runs = {};
 };
 
 struct GroupAnalysis {
