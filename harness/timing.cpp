@@ -9,6 +9,10 @@
 namespace attnbench {
 namespace {
 
+// GB's default unit. tools/compare.py prints times without decimals, so a coarser unit would
+// show a 20 us GPU forward as 0 ms.
+constexpr benchmark::TimeUnit kGbenchTimeUnit = benchmark::kNanosecond;
+
 // Collects every repetition GB reports instead of printing it: the harness prints its own
 // progress and tables, and stores the samples.
 class CollectingReporter : public benchmark::BenchmarkReporter {
@@ -72,7 +76,7 @@ TimingResult time_case(const std::string& name, const TimedForward& forward,
                                  }
                                })
       ->UseManualTime()
-      ->Unit(benchmark::kMillisecond)
+      ->Unit(kGbenchTimeUnit)
       ->Iterations(plan.iterations)
       ->Repetitions(plan.repetitions)
       ->ReportAggregatesOnly(false);
@@ -116,7 +120,7 @@ std::vector<benchmark::BenchmarkReporter::Run> gbench_runs_from_samples(
     run.repetitions = static_cast<int64_t>(samples.size());
     run.repetition_index = sample.repetition;
     run.threads = 1;
-    run.time_unit = benchmark::kMillisecond;
+    run.time_unit = kGbenchTimeUnit;
     run.real_accumulated_time = sample.time_s * static_cast<double>(sample.iterations);
     // The device time is the only time measured; GB's CPU-time column repeats it.
     run.cpu_accumulated_time = run.real_accumulated_time;

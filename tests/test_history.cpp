@@ -289,7 +289,7 @@ TEST_F(History, CompareExportAndHistoryFindTheStep) {
   EXPECT_NE(text.find("\"benchmarks\""), std::string::npos);
   EXPECT_NE(text.find("\"name\": \"cpu.k1/" + shape_string(shape_number(0)) + "/normal"), std::string::npos)
       << text.substr(0, 2000);
-  EXPECT_NE(text.find("\"time_unit\": \"ms\""), std::string::npos);
+  EXPECT_NE(text.find("\"time_unit\": \"ns\""), std::string::npos);
   EXPECT_EQ(lines_with(text, "\"run_type\": \"iteration\"").size(), kKernels * kShapes * 5u);
   CommandResult csv = attnbench("export --run latest --format csv --db " + db());
   EXPECT_EQ(csv.exit_code, 0);
