@@ -11,12 +11,19 @@
 # attnbench, which reads every older schema.
 #   ATTNBENCH_CMAKE_ARGS=".."  extra configure arguments (e.g. -DATTNBENCH_CUDA=OFF)
 #   ATTNBENCH_BISECT_DIR=dir   scratch folder (default: a new temporary folder)
-# Exit: 0 with the first bad commit printed, 2 on usage or when GOOD is not faster than BAD.
+# Exit: 0 with the first slow commit printed; 2 on usage, when GOOD or BAD cannot be measured, when
+# GOOD is not faster than BAD, or when git bisect names no commit.
 set -euo pipefail
 
 usage() {
   echo "usage: ci/bisect.sh GOOD BAD --kernel K --shape S [--repetitions N] [--max-case-seconds S]" >&2
   exit 2
+}
+
+# The median (s) of the newest result in a database; the CSV quotes shapes, which hold commas.
+latest_median() {
+  "$reader" export --run latest --format csv --db "$1" 2>/dev/null |
+    python3 -c 'import csv, sys; rows = list(csv.DictReader(sys.stdin)); print(rows[0]["median_s"] if rows else "")'
 }
 
 # ---- one commit (called by git bisect run, inside the worktree) --------------------------------
@@ -39,7 +46,8 @@ if [ "${1:-}" = "--step" ]; then
     echo "bisect: $commit: the case did not pass: skipped (see $state/run-$commit.log)"
     exit 125
   fi
-  median=$("$reader" export --run latest --format csv --db "$state/bisect.sqlite" | awk -F, 'NR == 2 { print $8 }')
+  median=$(latest_median "$state/bisect.sqlite")
+  # shellcheck disable=SC2154 # line comes from $state/settings
   verdict=$(awk -v m="$median" -v line="$line" 'BEGIN { print (m <= line) ? "good" : "bad" }')
   echo "bisect: $commit: median $median s: $verdict"
   [ "$verdict" = good ]
@@ -64,7 +72,7 @@ while [ $# -gt 0 ]; do
     *) echo "error: ci/bisect.sh: unknown argument '$1'" >&2; usage ;;
   esac
 done
-[ -n "$kernel" ] && [ -n "$shape" ] || usage
+if [ -z "$kernel" ] || [ -z "$shape" ]; then usage; fi
 cd "$(dirname "$0")/.."
 git rev-parse --verify -q "$good^{commit}" >/dev/null || { echo "error: GOOD '$good' is not a commit" >&2; exit 2; }
 git rev-parse --verify -q "$bad^{commit}" >/dev/null || { echo "error: BAD '$bad' is not a commit" >&2; exit 2; }
@@ -93,12 +101,17 @@ trap 'git worktree remove --force "$worktree" >/dev/null 2>&1 || true' EXIT
 } >"$state/settings"
 
 # The two ends, measured the same way; the line between good and bad is their geometric mean.
-measure() {
-  (cd "$worktree" && git checkout -q "$1" && bash "$state/step.sh" --step "$state" >/dev/null) || true
-  "$reader" export --run latest --format csv --db "$state/bisect.sqlite" | awk -F, 'NR == 2 { print $8 }'
+measure() {  # echoes the median, or nothing when the commit did not build or pass (step exit 125)
+  local code=0
+  (cd "$worktree" && git checkout -q "$1" && bash "$state/step.sh" --step "$state" >/dev/null) || code=$?
+  [ "$code" = 125 ] || latest_median "$state/bisect.sqlite"
 }
 good_median=$(measure "$good")
 bad_median=$(measure "$bad")
+if [ -z "$good_median" ] || [ -z "$bad_median" ]; then
+  echo "error: could not measure $kernel on $shape at GOOD and BAD (GOOD: '$good_median' s, BAD: '$bad_median' s; logs: $state/build-*.log, $state/run-*.log)" >&2
+  exit 2
+fi
 echo "bisect: GOOD $good: $good_median s, BAD $bad: $bad_median s"
 if ! awk -v g="$good_median" -v b="$bad_median" 'BEGIN { exit !(g > 0 && b > g) }'; then
   echo "error: GOOD is not faster than BAD for $kernel on $shape: nothing to bisect" >&2
@@ -111,4 +124,9 @@ git bisect start "$bad" "$good" >/dev/null
 git bisect run bash "$state/step.sh" --step "$state" | tee "$state/bisect.log"
 first_bad=$(grep -m1 'is the first bad commit' "$state/bisect.log" | cut -d' ' -f1 || true)
 git bisect reset >/dev/null 2>&1 || true
-echo "bisect: first slow commit for $kernel on $shape: ${first_bad:-see $state/bisect.log}"
+echo  # git's last line ("bisect found first bad commit") ends without a newline
+if [ -z "$first_bad" ]; then
+  echo "error: git bisect found no first slow commit for $kernel on $shape: see $state/bisect.log" >&2
+  exit 2
+fi
+echo "bisect: first slow commit for $kernel on $shape: $(git log -1 --format='%H (%s)' "$first_bad")"
