@@ -607,9 +607,20 @@ Status analyse_stored_run(Store& store, int64_t run_id, const DetectorOptions& o
       message << kernel_of_series_key(group.group) << " on " << device << ", all " << shapes.size()
               << " shapes: median " << signed_percent(group.trip.change) << " (threshold "
               << plain_percent(group.trip.threshold) << ")";
+      // The median is against what the kernel's history predicts at the other kernels' level,
+      // not against the run's level that each shape's own change below is measured from.
+      if (group.reference_level != 0) {
+        message << " against its history with the other kernels at "
+                << signed_percent(std::exp(group.reference_level) - 1);
+        if (std::fabs(group.load_sensitivity) >= 0.05) {
+          char moves[64];
+          std::snprintf(moves, sizeof moves, " (it moves %.2gx as much)", 1 + group.load_sensitivity);
+          message << moves;
+        }
+      }
       if (group.since_run_id != 0 && group.since_run_id != run_id) message << " since run " << group.since_run_id;
       if (!group.reason.empty()) message << "; " << group.reason;
-      message << "; shapes:";
+      message << "; shapes (each against the run's level):";
       for (const auto& [change, shape] : shapes) message << " " << shape << " (" << signed_percent(change) << ")";
       alert.message = message.str();
       std::ostringstream details;

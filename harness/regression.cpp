@@ -843,6 +843,7 @@ GroupAnalysis judge_group(const std::string& key, const std::vector<GroupMember>
     return result;
   };
   group.trip = aggregate_trip([](const GroupMember& m) { return &*m.input->candidate; });
+  group.reference_level = level_at(levels_without_group, members.front().input->candidate->run_id);
   group.rerun_trip = aggregate_trip([](const GroupMember& m) -> const SeriesPoint* {
     const auto& rerun = m.input->rerun;
     return rerun && rerun->status == ResultStatus::passed && is_timed(*rerun) ? &*rerun : nullptr;

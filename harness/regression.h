@@ -257,6 +257,8 @@ struct GroupAnalysis {
   // How much more (> 0) or less (< 0) than the run's level the aggregate moves with it: a kernel
   // that feels a busy host more than the others. 0 when the history's levels hardly differ.
   double load_sensitivity = 0;
+  // The run's level as the aggregate saw it: the other kernels' (log), 0 when not normalized.
+  double reference_level = 0;
   size_t members = 0;
   int64_t since_run_id = 0;
   int64_t previous_run_id = 0;
