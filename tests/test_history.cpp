@@ -249,6 +249,21 @@ TEST_F(History, UnchangedRunsRaiseNothingAndStatusChangesGate) {
   EXPECT_EQ(lines_with(changed.output, "passed -> missing").size(), 1u) << changed.output;
   EXPECT_EQ(lines_with(changed.output, "FEWER_CASES").size(), 1u) << changed.output;
 
+  // One series ignored by its key: its crash no longer gates and shows why; the rest still do.
+  CommandResult ignore = attnbench("annotate --series '" + series_key(2, 1) +
+                                   "' --kind ignore --reason 'flaky on this runner' --db " + db());
+  EXPECT_EQ(ignore.exit_code, 0) << ignore.output;
+  EXPECT_NE(ignore.output.find("1 series annotated"), std::string::npos) << ignore.output;
+  CommandResult ignored = attnbench("regressions --run latest --window 5 --db " + db());
+  EXPECT_EQ(ignored.exit_code, 1) << "the missing case still gates: " << ignored.output;
+  const std::vector<std::string> crash = lines_with(ignored.output, "passed -> crashed: SIGSEGV");
+  ASSERT_EQ(crash.size(), 1u) << ignored.output;
+  EXPECT_EQ(crash[0].rfind("error", 0), std::string::npos) << crash[0];
+  EXPECT_NE(ignored.output.find("flaky on this runner"), std::string::npos) << ignored.output;
+  EXPECT_EQ(lines_with(ignored.output, "passed -> missing")[0].rfind("error", 0), 0u) << ignored.output;
+  EXPECT_EQ(attnbench("annotate --series 'cpu.k9|nothing' --kind ignore --reason x --db " + db()).exit_code, 2);
+  EXPECT_EQ(attnbench("regressions --run latest --window 2 --db " + db()).exit_code, 2);
+
   // A new chip alone: never confirmed.
   const std::vector<double> shifted = {1.05, 1.05, 1.05};
   store = open(db());
