@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <map>
 #include <random>
 #include <set>
@@ -211,6 +212,35 @@ SeriesAnalysis judge_one(SeriesInput input) {
   return analyze_run(inputs, {}, DetectorOptions{}).series[0];
 }
 
+// The medians of a kernels x shapes suite, each as a multiple of its shape's base time: the
+// history's runs 1..12, the run (13) and, when `rerun` is set, its rerun (14).
+struct SuiteTimes {
+  std::function<double(int kernel, int run)> history;
+  std::function<double(int kernel)> run;
+  std::function<double(int kernel)> rerun;
+};
+
+// Kernels "cpu.k0".. x 8 shapes, one series each, timed as `times` says.
+std::vector<SeriesInput> kernel_suite(int kernels, bool host_timed, const SuiteTimes& times) {
+  std::vector<SeriesInput> inputs;
+  for (int kernel = 0; kernel < kernels; ++kernel) {
+    for (int shape = 0; shape < 8; ++shape) {
+      SeriesInput input;
+      input.key =
+          "cpu.k" + std::to_string(kernel) + "|b=" + std::to_string(shape) + "|normal|dev|Release";
+      input.group = group_key(input.key);
+      input.host_timed = host_timed;
+      const double base = kBase * (1 + shape);
+      for (int run = 1; run <= 12; ++run)
+        input.history.push_back(point(run, base * times.history(kernel, run)));
+      input.candidate = point(13, base * times.run(kernel));
+      if (times.rerun) input.rerun = point(14, base * times.rerun(kernel));
+      inputs.push_back(input);
+    }
+  }
+  return inputs;
+}
+
 TEST(Detector, BaselineIsTheMedianAndFlooredSpreadOfTheLastKGoodRuns) {
   std::vector<SeriesPoint> history = flat_history(15);
   history[14].state = Verdict::outlier;  // set aside
@@ -338,24 +368,13 @@ TEST(Detector, RunLevelRemovesWhatMovesEverySeriesAndGroupsCatchNoisyKernels) {
   // Kernel k2's shapes are noisy (8 % spread) and 25 % slower: too noisy one by one, but the
   // kernel-wide median (its own spread about 3.5 %, so a threshold near 14 %) trips.
   auto make_inputs = [&](double shared) {
-  std::vector<SeriesInput> inputs;
-  for (int kernel = 0; kernel < 3; ++kernel) {
-    for (int shape = 0; shape < 8; ++shape) {
-      const double spread = kernel == 2 ? 0.08 : 0.003;
-      SeriesInput input;
-      input.key = "cpu.k" + std::to_string(kernel) + "|b=" + std::to_string(shape) +
-                  "|normal|dev|Release";
-      input.group = group_key(input.key);
-      const double base = kBase * (1 + shape);
-      for (int run = 1; run <= 12; ++run) {
-        input.history.push_back(point(run, base * std::exp(spread * noise(rng))));
-      }
-      input.candidate = point(13, base * shared * (kernel == 2 ? 1.25 : 1.0) *
-                                      std::exp(0.003 * noise(rng)));
-      inputs.push_back(input);
-    }
-  }
-  return inputs;
+    return kernel_suite(
+        3, false,
+        {[&](int kernel, int) { return std::exp((kernel == 2 ? 0.08 : 0.003) * noise(rng)); },
+         [&](int kernel) {
+           return shared * (kernel == 2 ? 1.25 : 1.0) * std::exp(0.003 * noise(rng));
+         },
+         {}});
   };
   std::vector<SeriesInput> inputs = make_inputs(1.08);
   const RunAnalysis analysis = analyze_run(inputs, {}, DetectorOptions{});
@@ -388,24 +407,13 @@ TEST(Detector, ASlowedKernelCarriesNeitherTheRunsLevelNorItsRerunsWithIt) {
   // shapes. The rerun's level must come from the controls alone: k2's own untripped shapes
   // would carry it about half-way up and hide half of the slowdown (measured on that host: a
   // +10.6 % cpu.flash aggregate whose rerun read +2 %).
-  std::vector<SeriesInput> inputs;
-  for (int kernel = 0; kernel < 3; ++kernel) {
-    for (int shape = 0; shape < 8; ++shape) {
-      SeriesInput input;
-      input.key = "cpu.k" + std::to_string(kernel) + "|b=" + std::to_string(shape) +
-                  "|normal|dev|Release";
-      input.group = group_key(input.key);
-      const double base = kBase * (1 + shape);
-      const double spread = kernel == 2 ? 0.06 : 0.003;
-      for (int run = 1; run <= 12; ++run) {
-        input.history.push_back(point(run, base * std::exp(spread * noise(rng))));
-      }
-      const double slowdown = kernel == 2 ? 1.1 : 1.0;
-      input.candidate = point(13, base * slowdown * std::exp(0.003 * noise(rng)));
-      input.rerun = point(14, base * slowdown * std::exp(0.003 * noise(rng)));
-      inputs.push_back(input);
-    }
-  }
+  auto slowed = [&](int kernel) {
+    return (kernel == 2 ? 1.1 : 1.0) * std::exp(0.003 * noise(rng));
+  };
+  std::vector<SeriesInput> inputs = kernel_suite(
+      3, false,
+      {[&](int kernel, int) { return std::exp((kernel == 2 ? 0.06 : 0.003) * noise(rng)); }, slowed,
+       slowed});
   const RunAnalysis analysis = analyze_run(inputs, {}, DetectorOptions{});
   // Both levels come from k0 and k1, which did not move.
   EXPECT_LT(std::fabs(analysis.level), 0.005);
@@ -431,27 +439,17 @@ TEST(Detector, AKernelThatFeelsABusyHostMoreIsJudgedAtItsOwnSensitivity) {
   // k1 is truly 10 % slower in that run.
   const std::vector<double> levels = {0, 0.01, -0.01, 0.06, 0, 0.08, -0.02, 0.02, 0.05, -0.01, 0.09, 0};
   const double run_level = 0.08;
+  auto feel = [](int kernel) { return kernel == 0 ? 1.8 : 1.0; };
   auto make_inputs = [&]() {
-    std::vector<SeriesInput> inputs;
-    for (int kernel = 0; kernel < 5; ++kernel) {
-      for (int shape = 0; shape < 8; ++shape) {
-        SeriesInput input;
-        input.key = "cpu.k" + std::to_string(kernel) + "|b=" + std::to_string(shape) +
-                    "|normal|dev|Release";
-        input.group = group_key(input.key);
-        input.host_timed = true;
-        const double base = kBase * (1 + shape);
-        const double feel = kernel == 0 ? 1.8 : 1.0;
-        for (int run = 1; run <= 12; ++run) {
-          input.history.push_back(
-              point(run, base * std::exp(feel * levels[run - 1] + 0.003 * noise(rng))));
-        }
-        const double step = kernel == 1 ? 1.1 : 1.0;
-        input.candidate = point(13, base * step * std::exp(feel * run_level + 0.003 * noise(rng)));
-        inputs.push_back(input);
-      }
-    }
-    return inputs;
+    return kernel_suite(5, true,
+                        {[&](int kernel, int run) {
+                           return std::exp(feel(kernel) * levels[run - 1] + 0.003 * noise(rng));
+                         },
+                         [&](int kernel) {
+                           return (kernel == 1 ? 1.1 : 1.0) *
+                                  std::exp(feel(kernel) * run_level + 0.003 * noise(rng));
+                         },
+                         {}});
   };
   std::vector<SeriesInput> inputs = make_inputs();
   const RunAnalysis analysis = analyze_run(inputs, {}, DetectorOptions{});
@@ -484,26 +482,12 @@ TEST(Detector, AHostTimedKernelNeedsItsRerunAndTheNextRun) {
   // 3 CPU kernels x 8 shapes, steady to 0.3 %; kernel k2 is 20 % slower in the run and in its
   // rerun. On a host's clock a slowdown that lasts one rerun is not yet a regression (a kernel
   // with two speeds, measured on this project's CI host, stays on one for minutes).
+  auto slowed = [&](int kernel) {
+    return (kernel == 2 ? 1.2 : 1.0) * std::exp(0.003 * noise(rng));
+  };
   auto make_inputs = [&](bool host_timed) {
-    std::vector<SeriesInput> inputs;
-    for (int kernel = 0; kernel < 3; ++kernel) {
-      for (int shape = 0; shape < 8; ++shape) {
-        SeriesInput input;
-        input.key = "cpu.k" + std::to_string(kernel) + "|b=" + std::to_string(shape) +
-                    "|normal|dev|Release";
-        input.group = group_key(input.key);
-        input.host_timed = host_timed;
-        const double base = kBase * (1 + shape);
-        for (int run = 1; run <= 12; ++run) {
-          input.history.push_back(point(run, base * std::exp(0.003 * noise(rng))));
-        }
-        const double slowdown = kernel == 2 ? 1.2 : 1.0;
-        input.candidate = point(13, base * slowdown * std::exp(0.003 * noise(rng)));
-        input.rerun = point(14, base * slowdown * std::exp(0.003 * noise(rng)));
-        inputs.push_back(input);
-      }
-    }
-    return inputs;
+    return kernel_suite(3, host_timed,
+                        {[&](int, int) { return std::exp(0.003 * noise(rng)); }, slowed, slowed});
   };
   const std::string k2 = "cpu.k2|*|*|dev|Release";
   std::vector<SeriesInput> gpu_like = make_inputs(false);
