@@ -14,8 +14,10 @@ mkdir -p "$repo"
 
 fail() { echo "bisect_test: FAILED: $*" >&2; exit 1; }
 
-# This checkout's files as they are (committed or not), without build outputs.
-(cd "$source_dir" && git ls-files -co --exclude-standard -z | xargs -0 tar -cf - ) | tar -xf - -C "$repo"
+# This checkout's files as they are (committed or not), without build outputs; a tracked file
+# deleted in the working tree is left out, not an error.
+(cd "$source_dir" && git ls-files -co --exclude-standard -z | xargs -0 tar --ignore-failed-read -cf -) |
+  tar -xf - -C "$repo"
 cd "$repo"
 git init -q -b main
 commit() { git add -A && git -c user.name=bisect-test -c user.email=bisect@test commit -qm "$1" && git rev-parse --short HEAD; }

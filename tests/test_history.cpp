@@ -260,7 +260,9 @@ TEST_F(History, UnchangedRunsRaiseNothingAndStatusChangesGate) {
   ASSERT_EQ(crash.size(), 1u) << ignored.output;
   EXPECT_EQ(crash[0].rfind("error", 0), std::string::npos) << crash[0];
   EXPECT_NE(ignored.output.find("flaky on this runner"), std::string::npos) << ignored.output;
-  EXPECT_EQ(lines_with(ignored.output, "passed -> missing")[0].rfind("error", 0), 0u) << ignored.output;
+  const std::vector<std::string> missing = lines_with(ignored.output, "passed -> missing");
+  ASSERT_EQ(missing.size(), 1u) << ignored.output;
+  EXPECT_EQ(missing[0].rfind("error", 0), 0u) << missing[0];
   EXPECT_EQ(attnbench("annotate --series 'cpu.k9|nothing' --kind ignore --reason x --db " + db()).exit_code, 2);
   EXPECT_EQ(attnbench("regressions --run latest --window 2 --db " + db()).exit_code, 2);
 
