@@ -1,6 +1,8 @@
 #include "harness/case_runner.h"
 
+#include <algorithm>
 #include <cctype>
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -118,6 +120,34 @@ Status CaseRunner::prepare_inputs(const CaseRequest& request) {
   return Status::Ok();
 }
 
+namespace {
+
+// A forward that does nothing: what remains of a timed forward is its overhead.
+class EmptyPlan final : public Plan {
+ public:
+  Status run(const AttentionParams&) override { return Status::Ok(); }
+};
+
+}  // namespace
+
+double CaseRunner::timed_forward_overhead(KernelOutputs& outputs) {
+  if (forward_overhead_s_) return *forward_overhead_s_;
+  EmptyPlan empty;
+  TimedForward forward = executor_.timed_forward(empty, outputs);
+  std::vector<double> overheads;
+  std::string error;
+  for (int i = 0; i < kOverheadProbeForwards; ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    const double timed = forward(error);
+    const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (timed < 0) return 0;  // the real forward will report the error
+    overheads.push_back(std::max(0.0, wall - timed));
+  }
+  std::sort(overheads.begin(), overheads.end());
+  forward_overhead_s_ = overheads[overheads.size() / 2];
+  return *forward_overhead_s_;
+}
+
 CaseOutcome CaseRunner::run(const CaseRequest& request) {
   NvtxRange case_range(request.name);
   CaseOutcome outcome;
@@ -178,12 +208,13 @@ CaseOutcome CaseRunner::run(const CaseRequest& request) {
       std::string error;
       const double warmup_seconds = forward(error);  // untimed: caches, clocks, lazy loading
       if (warmup_seconds < 0) throw std::runtime_error("warm-up: " + error);
-      const TimingPlan timing_plan = plan_timing(warmup_seconds, request.repetitions, request.max_case_seconds);
-      executor_.begin_timing();
+      const ForwardCost cost{warmup_seconds, timed_forward_overhead(scratch_outputs)};
+      const TimingPlan timing_plan = plan_timing(cost, request.repetitions, request.max_case_seconds);
       TimingResult timing;
       {
         NvtxRange range("timing");
-        timing = time_case(request.name, forward, timing_plan);
+        timing = time_case(request.name, forward, timing_plan,
+                           [this](Sample& sample) { executor_.annotate_sample(sample); });
       }
       if (!timing.status.ok) {
         outcome.status = executor_.healthy() ? ResultStatus::error : ResultStatus::crashed;
@@ -191,7 +222,6 @@ CaseOutcome CaseRunner::run(const CaseRequest& request) {
         outcome.message = "timing: " + timing.status.message;
       } else {
         outcome.samples = timing.samples;
-        executor_.annotate_samples(outcome.samples);
         outcome.timing = timing.summary;
         if (request.measure_energy) {
           NvtxRange range("energy");

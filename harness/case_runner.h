@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -59,7 +60,14 @@ class CaseRunner {
 
  private:
   Status prepare_inputs(const CaseRequest& request);
+  // Wall time of one timed forward beyond the forward itself (the L2 flush, events and
+  // synchronize on a GPU), measured once per worker with an empty plan: the median of
+  // kOverheadProbeForwards.
+  double timed_forward_overhead(KernelOutputs& outputs);
+  static constexpr int kOverheadProbeForwards = 21;
+
   DeviceExecutor& executor_;
+  std::optional<double> forward_overhead_s_;
   std::string inputs_key_;  // shape + distribution + seed of the cached inputs
   std::unique_ptr<ProblemInputs> inputs_;
   std::unique_ptr<ReferenceRows> reference_;

@@ -12,6 +12,7 @@
 #include "harness/calibrate.h"
 #include "harness/devices.h"
 #include "harness/environment.h"
+#include "harness/plan_command.h"
 #include "harness/progress.h"
 #include "harness/runner.h"
 #include "harness/store.h"
@@ -315,6 +316,9 @@ int run_cli(int argc, char** argv) {
     sub->add_option("--case-timeout", run_options.case_timeout_seconds,
                     "Watchdog: seconds a case may take before its worker is killed (default 60)")
         ->check(CLI::Range(1, 86400));
+    sub->add_flag("--breaker", run_options.breaker,
+                  "After a kernel's first crash or timeout, skip its remaining cases "
+                  "(\"not run: breaker\", with the first failure's reproducing command)");
     sub->add_option("--shard", run_options.shard,
                     "i/n: run this runner's share of the suite (whole shapes, split the same way "
                     "on every runner)");
@@ -337,6 +341,23 @@ int run_cli(int argc, char** argv) {
   auto* check =
       app.add_subcommand("check", "Correctness only (no timing), same selection flags as run");
   add_selection(check);
+
+  auto* plan = app.add_subcommand(
+      "plan", "Predict what a selection costs on a modeled GPU, without running it");
+  PlanOptions plan_options;
+  std::string plan_kernels;
+  plan->add_option("--suite,-s", plan_options.suite, "Suite name or path to a .toml file");
+  plan->add_option("--shape", plan_options.shapes, "Ad-hoc problem (repeatable)");
+  plan->add_option("--kernels,-k", plan_kernels, "Kernel names or globs, comma-separated");
+  plan->add_option("--filter", plan_options.filter, "Regex on case names kernel/shape/dist");
+  plan->add_option("--device-model", plan_options.device_model, "The modeled device (h200)");
+  plan->add_flag("--check", plan_options.check_only, "Correctness only, as `attnbench check`");
+  plan->add_option("--repetitions", plan_options.repetitions, "As `run --repetitions`")
+      ->check(CLI::Range(1, 10000));
+  plan->add_option("--max-case-seconds", plan_options.max_case_seconds, "As `run --max-case-seconds`")
+      ->check(CLI::Range(0.001, 3600.0));
+  plan->add_flag("--energy", plan_options.measure_energy, "As `run --energy`");
+  plan->add_flag("--json", plan_options.json, "JSON: every case's predicted seconds and the total");
 
   auto* show = app.add_subcommand("show", "Print a stored run as a table");
   std::string show_run = "latest";
@@ -382,6 +403,13 @@ int run_cli(int argc, char** argv) {
   if (std::optional<int> code = history_dispatch()) return *code;
   if (*list) return list_command(list_what, list_support, db_path);
   if (*show) return show_command(show_run, db_path);
+  if (*plan) {
+    std::stringstream globs(plan_kernels);
+    for (std::string glob; std::getline(globs, glob, ',');) {
+      if (!glob.empty()) plan_options.kernel_globs.push_back(glob);
+    }
+    return plan_command(plan_options, std::cout, std::cerr);
+  }
   if (*calibrate) return calibrate_command(calibrate_devices, db_path);
   if (*report) return report_command(db_path, report_out, report_run, report_compare);
 

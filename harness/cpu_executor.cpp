@@ -42,8 +42,7 @@ class CpuExecutor final : public DeviceExecutor {
     };
   }
 
-  void begin_timing() override {}
-  void annotate_samples(std::vector<Sample>&) override {}
+  void annotate_sample(Sample&) override {}
   int count_launches(Plan&, KernelOutputs&, Status&) override { return -1; }
   double energy_per_forward(Plan&, KernelOutputs&, Status&) override { return kNotMeasured; }
   std::string timer_name() const override { return "host steady_clock around one forward"; }

@@ -43,11 +43,9 @@ class DeviceExecutor {
   // clock; CUDA events on a dedicated stream, with the L2 flushed before, outside the events).
   // Valid until the next load_inputs.
   virtual TimedForward timed_forward(Plan& plan, KernelOutputs& outputs) = 0;
-  // Called once before each timing: forget what earlier timings recorded.
-  virtual void begin_timing() = 0;
-  // After time_case: the SM clock and clock-event reasons of each repetition (CUDA, from what
-  // the timed forwards recorded; left unmeasured on the CPU).
-  virtual void annotate_samples(std::vector<Sample>& samples) = 0;
+  // After each timed repetition: what the device reads once per repetition (the SM clock and
+  // clock-event reasons from NVML on a GPU; nothing on the CPU), never once per forward.
+  virtual void annotate_sample(Sample& sample) = 0;
 
   // Kernel launches in one forward, from a captured CUDA graph; -1 where it does not apply.
   virtual int count_launches(Plan& plan, KernelOutputs& outputs, Status& status) = 0;

@@ -1,8 +1,8 @@
 // The history commands: the glue between the store and the detector (harness/regression.h),
 // and what each command prints.
+#include "harness/case_matrix.h"
 #include "harness/history.h"
 
-#include <fnmatch.h>
 
 #include <algorithm>
 #include <cmath>
@@ -28,10 +28,6 @@ namespace {
 constexpr int64_t kNoRunLimit = std::numeric_limits<int64_t>::max();
 // How many earlier runs a kernel-wide aggregate looks back past ambiguous ones for its prior.
 constexpr int kGroupPriorLookback = 5;
-
-bool glob_match(const std::string& pattern, const std::string& text) {
-  return fnmatch(pattern.c_str(), text.c_str(), 0) == 0;
-}
 
 std::string signed_percent(double fraction) {
   if (!std::isfinite(fraction)) return "-";

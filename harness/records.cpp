@@ -9,6 +9,7 @@ namespace {
 constexpr std::array kResultStatuses = {ResultStatus::passed,  ResultStatus::failed,
                                         ResultStatus::skipped, ResultStatus::crashed,
                                         ResultStatus::timeout, ResultStatus::error};
+constexpr std::array kTimingStops = {TimingStop::stable, TimingStop::repetitions, TimingStop::budget};
 
 }  // namespace
 
@@ -33,6 +34,25 @@ std::string_view result_status_name(ResultStatus status) {
 std::optional<ResultStatus> parse_result_status(std::string_view text) {
   for (ResultStatus status : kResultStatuses) {
     if (result_status_name(status) == text) return status;
+  }
+  return std::nullopt;
+}
+
+std::string_view timing_stop_name(TimingStop stop) {
+  switch (stop) {
+    case TimingStop::stable:
+      return "stable";
+    case TimingStop::repetitions:
+      return "repetitions";
+    case TimingStop::budget:
+      return "budget";
+  }
+  return "unknown";  // not a TimingStop: the store's CHECK constraint refuses it
+}
+
+std::optional<TimingStop> parse_timing_stop(std::string_view text) {
+  for (TimingStop stop : kTimingStops) {
+    if (timing_stop_name(stop) == text) return stop;
   }
   return std::nullopt;
 }

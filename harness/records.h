@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <optional>
+#include <string_view>
 #include <string>
 #include <vector>
 
@@ -92,6 +94,12 @@ struct Sample {
   std::string clock_reasons;
 };
 
+// Why timing a case stopped: its samples were stable, it took every repetition asked for, or
+// its wall-clock budget was spent (harness/timing.h has the rule).
+enum class TimingStop : uint8_t { stable, repetitions, budget };
+std::string_view timing_stop_name(TimingStop stop);
+std::optional<TimingStop> parse_timing_stop(std::string_view text);
+
 struct TimingSummary {
   bool timed = false;
   double median_s = kNotMeasured;
@@ -102,6 +110,10 @@ struct TimingSummary {
   double cv = kNotMeasured;  // stddev / mean
   int repetitions = 0;
   int64_t iterations_per_repetition = 0;
+  // What the measurement cost and why it ended (not derivable from the samples).
+  int64_t forwards_timed = 0;
+  double wall_s = kNotMeasured;  // wall-clock seconds spent in the timed repetitions
+  std::optional<TimingStop> stop;
 };
 
 struct ResultRecord {

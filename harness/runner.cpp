@@ -1,7 +1,5 @@
 #include "harness/runner.h"
 
-#include <fnmatch.h>
-
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -16,6 +14,7 @@
 #include <thread>
 
 #include "harness/calibrate.h"
+#include "harness/case_matrix.h"
 #include "harness/case_runner.h"
 #include "harness/checker.h"
 #include "harness/ci_reports.h"
@@ -41,19 +40,6 @@ using Clock = std::chrono::steady_clock;
 // Host kernels may take at most this much scratch: beyond it they report out of memory and the
 // case is skipped, instead of the machine swapping.
 constexpr double kHostScratchFractionOfMemory = 0.5;
-
-struct CaseSpec {
-  const Kernel* kernel = nullptr;
-  Problem problem;
-  Distribution distribution = Distribution::normal;
-  size_t device_index = 0;
-  std::string name;   // kernel/shape/distribution: the benchmark name, matched by --filter
-  std::string group;  // device + shape + distribution: cases sharing inputs and reference
-};
-
-bool glob_match(const std::string& pattern, const std::string& text) {
-  return fnmatch(pattern.c_str(), text.c_str(), 0) == 0;
-}
 
 std::string kernel_names() {
   std::string names;
@@ -98,6 +84,31 @@ std::unique_ptr<DeviceExecutor> make_executor_in_process(const Device& device) {
 }
 
 }  // namespace
+
+void Breaker::record(const std::string& case_label, const ResultRecord& result) {
+  const bool trips = result.status == ResultStatus::crashed || result.status == ResultStatus::timeout;
+  if (!trips || first_failure_.count(result.kernel)) return;
+  first_failure_[result.kernel] = std::string(kBreakerPrefix) + result.kernel + " " +
+                                  std::string(result_status_name(result.status)) + " first, at " +
+                                  case_label + " (" + result.message.substr(0, kBreakerMessageChars) +
+                                  "); reproduce: " + result.repro;
+}
+
+std::optional<std::string> Breaker::open_reason(const std::string& kernel) const {
+  const auto found = first_failure_.find(kernel);
+  if (found == first_failure_.end()) return std::nullopt;
+  return found->second;
+}
+
+int resolve_repetitions(int asked, const Suite& suite) {
+  if (asked > 0) return asked;
+  return suite.repetitions > 0 ? suite.repetitions : kDefaultRepetitions;
+}
+
+double resolve_max_case_seconds(double asked, const Suite& suite) {
+  if (asked > 0) return asked;
+  return suite.max_case_seconds > 0 ? suite.max_case_seconds : kDefaultMaxCaseSeconds;
+}
 
 bool parse_shard(const std::string& text, int& index, int& count, std::string& error) {
   const size_t slash = text.find('/');
@@ -206,37 +217,9 @@ int run_cases(const RunOptions& options, std::ostream& out, std::ostream& err) {
     }
   }
 
-  std::vector<CaseSpec> cases;
-  std::map<std::string, bool> seen;
-  for (const SuiteEntry& entry : suite.entries) {
-    Distribution distribution = Distribution::normal;
-    parse_distribution(entry.distribution, distribution);
-    for (const Kernel& kernel : all_kernels()) {
-      bool in_suite = false;
-      for (const std::string& glob : entry.kernel_globs)
-        in_suite = in_suite || glob_match(glob, kernel.name);
-      bool selected = options.kernel_globs.empty();
-      for (const std::string& glob : options.kernel_globs)
-        selected = selected || glob_match(glob, kernel.name);
-      if (!in_suite || !selected) continue;
-      for (size_t d = 0; d < devices.size(); ++d) {
-        if (devices[d].backend != kernel.backend) continue;
-        CaseSpec spec;
-        spec.kernel = &kernel;
-        spec.problem = entry.problem;
-        spec.distribution = distribution;
-        spec.device_index = d;
-        spec.name = kernel.name + "/" + shape_string(entry.problem) + "/" +
-                    std::string(distribution_name(distribution));
-        spec.group = devices[d].label() + "|" + shape_string(entry.problem) + "|" +
-                     std::string(distribution_name(distribution));
-        if (filter && !std::regex_search(spec.name, *filter)) continue;
-        if (seen[devices[d].label() + "|" + spec.name]) continue;
-        seen[devices[d].label() + "|" + spec.name] = true;
-        cases.push_back(spec);
-      }
-    }
-  }
+  std::vector<MatrixDevice> matrix_devices;
+  for (const Device& device : devices) matrix_devices.push_back({device.backend, device.label()});
+  std::vector<CaseSpec> cases = expand_cases(suite, options.kernel_globs, filter, matrix_devices);
   if (!options.shard.empty()) {
     // Whole shapes go to one shard (their cases share inputs and the reference); shapes are
     // dealt round-robin in sorted order, independent of device names, so every runner of a
@@ -264,25 +247,11 @@ int run_cases(const RunOptions& options, std::ostream& out, std::ostream& err) {
         << (options.filter.empty() ? "" : ", filter '" + options.filter + "'") << ")\n";
     return kExitUsage;
   }
-  // Cases sharing inputs run back to back, so inputs and the reference are made once per group.
-  {
-    std::map<std::string, size_t> first_position;
-    for (size_t i = 0; i < cases.size(); ++i) first_position.emplace(cases[i].group, i);
-    std::stable_sort(cases.begin(), cases.end(), [&](const CaseSpec& a, const CaseSpec& b) {
-      return first_position[a.group] < first_position[b.group];
-    });
-  }
-
   // ---- the run record ---------------------------------------------------------------------------
   const uint64_t run_seed = options.seed.value_or(
       (static_cast<uint64_t>(std::random_device{}()) << 32) ^ std::random_device{}());
-  const int repetitions = options.repetitions > 0
-                              ? options.repetitions
-                              : (suite.repetitions > 0 ? suite.repetitions : kDefaultRepetitions);
-  const double max_case_seconds =
-      options.max_case_seconds > 0
-          ? options.max_case_seconds
-          : (suite.max_case_seconds > 0 ? suite.max_case_seconds : kDefaultMaxCaseSeconds);
+  const int repetitions = resolve_repetitions(options.repetitions, suite);
+  const double max_case_seconds = resolve_max_case_seconds(options.max_case_seconds, suite);
   Status status;
   std::unique_ptr<Store> store = Store::open(options.db_path, status);
   if (!store) {
@@ -347,7 +316,8 @@ int run_cases(const RunOptions& options, std::ostream& out, std::ostream& err) {
   if (worker_command.empty()) worker_command = {"/proc/self/exe"};
 
   Progress progress(static_cast<int>(cases.size()), err, options.interactive);
-  std::mutex record_mutex;  // the store, the progress output and the result list
+  std::mutex record_mutex;  // the store, the progress output, the result list and the breaker
+  Breaker breaker;
   std::vector<std::pair<size_t, ResultRecord>> finished;
   bool store_failed = false;
 
@@ -379,9 +349,17 @@ int run_cases(const RunOptions& options, std::ostream& out, std::ostream& err) {
                      kernel.name + " --dist " + result.distribution + " --seed " + std::to_string(run_seed) +
                      " --devices " + device.label();
       const std::string reason = unsupported_reason(kernel.support, spec.problem);
+      std::optional<std::string> broken;
+      if (options.breaker) {
+        std::lock_guard<std::mutex> lock(record_mutex);
+        broken = breaker.open_reason(kernel.name);
+      }
       if (!reason.empty()) {
         result.status = ResultStatus::skipped;
         result.message = reason;
+      } else if (broken) {
+        result.status = ResultStatus::skipped;
+        result.message = *broken;
       } else {
         CaseRequest request;
         request.name = spec.name;
@@ -427,6 +405,7 @@ int run_cases(const RunOptions& options, std::ostream& out, std::ostream& err) {
         }
       }
       std::lock_guard<std::mutex> lock(record_mutex);
+      if (options.breaker) breaker.record(label, result);
       if (Status s = store->add_result(run_id, result); !s.ok) {
         err << "error: storing " << spec.name << ": " << s.message << "\n";
         store_failed = true;

@@ -4,10 +4,14 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <ostream>
 #include <string>
 #include <vector>
+
+#include "harness/records.h"
+#include "harness/suite.h"
 
 namespace attnbench {
 
@@ -45,6 +49,10 @@ struct RunOptions {
   bool isolate = true;
   std::vector<std::string> worker_command;
   int case_timeout_seconds = kDefaultCaseTimeoutSeconds;  // the watchdog
+  // --breaker: after a kernel's first crash or timeout its remaining cases are not run
+  // (recorded skipped, "not run: breaker", with the first failure and its reproducing command),
+  // so a kernel that has never run on this device costs one watchdog, not one per case.
+  bool breaker = false;
   // --shard i/n: this runner's share of the suite, split deterministically by shape so that n
   // runners together measure every case once.
   std::string shard;
@@ -54,6 +62,23 @@ struct RunOptions {
   // Exact cases "kernel|shape|distribution" (`attnbench rerun`), besides suite and shapes.
   std::vector<std::string> cases;
 };
+
+// The --breaker rule, one place: a kernel's first crash or timeout opens its breaker, and every
+// later case of that kernel is recorded skipped with the reason open_reason gives.
+constexpr const char* kBreakerPrefix = "not run: breaker: ";
+class Breaker {
+ public:
+  void record(const std::string& case_label, const ResultRecord& result);
+  std::optional<std::string> open_reason(const std::string& kernel) const;
+
+ private:
+  static constexpr size_t kBreakerMessageChars = 200;  // the first line or two of the failure
+  std::map<std::string, std::string> first_failure_;   // kernel -> the reason its cases skip
+};
+
+// What a run uses: the flag's value when given (> 0), else the suite's, else the default.
+int resolve_repetitions(int asked, const Suite& suite);
+double resolve_max_case_seconds(double asked, const Suite& suite);
 
 // Parses "i/n" (1 <= i <= n): false with a one-line message otherwise.
 bool parse_shard(const std::string& text, int& index, int& count, std::string& error);

@@ -247,6 +247,14 @@ CREATE TABLE run_levels (
   PRIMARY KEY (run_id, device_name)
 );
 )sql",
+    // Version 5: what timing a result cost and why it stopped (issue 11: timing plans in
+    // wall-clock time, repetitions that stop once the samples are stable).
+    R"sql(
+ALTER TABLE results ADD COLUMN forwards_timed INTEGER;
+ALTER TABLE results ADD COLUMN timing_wall_s REAL;
+ALTER TABLE results ADD COLUMN timing_stop TEXT
+  CHECK (timing_stop IS NULL OR timing_stop IN ('stable', 'repetitions', 'budget'));
+)sql",
 };
 
 // ---- values and statements ---------------------------------------------------------------------
@@ -821,6 +829,9 @@ Row result_row(int64_t run_id, int64_t case_id, const ResultRecord& result) {
       {"cv", real(timing.cv)},
       {"repetitions", integer(timing.repetitions)},
       {"iterations_per_repetition", integer(timing.iterations_per_repetition)},
+      {"forwards_timed", timing.timed ? integer(timing.forwards_timed) : SqlValue(nullptr)},
+      {"timing_wall_s", real(timing.wall_s)},
+      {"timing_stop", timing.stop ? text(timing_stop_name(*timing.stop)) : SqlValue(nullptr)},
       {"flops", real(result.flops)},
       {"bytes", real(result.bytes)},
       {"flops_per_s", real(result.flops_per_s)},
@@ -869,6 +880,13 @@ Status read_result(Statement& row, ResultRecord& result) {
   row.read("cv", timing.cv);
   row.read("repetitions", timing.repetitions);
   row.read("iterations_per_repetition", timing.iterations_per_repetition);
+  row.read("forwards_timed", timing.forwards_timed);
+  row.read("timing_wall_s", timing.wall_s);
+  if (!row.is_null("timing_stop")) {
+    const std::string stop = row.get<std::string>("timing_stop");
+    timing.stop = parse_timing_stop(stop);
+    if (!timing.stop) return Status::Error("unknown timing stop '" + stop + "'");
+  }
   row.read("flops", result.flops);
   row.read("bytes", result.bytes);
   row.read("flops_per_s", result.flops_per_s);

@@ -24,7 +24,7 @@ namespace attnbench {
 // Version 3: results.details_json; the library versions of a run.
 // Version 4: regression analysis (alert states, run levels, annotations' first run, each
 // result's SM clock) and runs from many machines (selection, shard, rerun, merge provenance).
-constexpr int kSchemaVersion = 4;
+constexpr int kSchemaVersion = 5;
 
 struct StoredRun {
   int64_t id = 0;

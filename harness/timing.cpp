@@ -1,6 +1,7 @@
 #include "harness/timing.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <fstream>
 
@@ -26,19 +27,26 @@ class CollectingReporter : public benchmark::BenchmarkReporter {
 
 }  // namespace
 
-TimingPlan plan_timing(double forward_seconds, int repetitions, double max_case_seconds) {
+int TimingPlan::repetitions_within_budget() const {
+  const int fitting =
+      repetition_wall_s > 0
+          ? static_cast<int>(std::min<double>(budget_s / repetition_wall_s, max_repetitions))
+          : max_repetitions;
+  return std::clamp(fitting, std::max(1, min_repetitions), std::max(1, max_repetitions));
+}
+
+TimingPlan plan_timing(const ForwardCost& cost, int repetitions, double max_case_seconds) {
   TimingPlan plan;
-  forward_seconds = std::max(forward_seconds, 1e-9);
-  plan.repetitions = std::max(1, repetitions);
-  const double per_repetition_budget = max_case_seconds / plan.repetitions;
-  const double target = std::min(kTargetRepetitionSeconds, per_repetition_budget);
-  plan.iterations = std::max<int64_t>(1, static_cast<int64_t>(target / forward_seconds));
-  if (plan.iterations == 1 && forward_seconds * plan.repetitions > max_case_seconds) {
-    const int fitting = static_cast<int>(max_case_seconds / forward_seconds);
-    plan.repetitions =
-        std::clamp(fitting, std::min(kMinRepetitions, plan.repetitions), plan.repetitions);
-    if (forward_seconds * plan.repetitions > 2 * max_case_seconds) plan.repetitions = 1;
-  }
+  plan.max_repetitions = std::max(1, repetitions);
+  plan.min_repetitions = std::min(kMinRepetitions, plan.max_repetitions);
+  plan.budget_s = max_case_seconds;
+  const double wall = std::max(cost.wall_s(), 1e-9);
+  const double target = std::min(kTargetRepetitionSeconds, max_case_seconds / plan.max_repetitions);
+  plan.iterations = std::max<int64_t>(1, static_cast<int64_t>(target / wall));
+  plan.repetition_wall_s = static_cast<double>(plan.iterations) * wall;
+  // One forward alone is slow: rather one sample than spend more than twice the budget.
+  if (plan.min_repetitions * plan.repetition_wall_s > 2 * max_case_seconds)
+    plan.min_repetitions = 1;
   return plan;
 }
 
@@ -56,12 +64,16 @@ TimingSummary summarize_samples(const std::vector<Sample>& samples) {
   summary.cv = summary.mean_s > 0 ? summary.stddev_s / summary.mean_s : 0;
   summary.repetitions = static_cast<int>(samples.size());
   summary.iterations_per_repetition = samples.front().iterations;
+  for (const Sample& s : samples) summary.forwards_timed += s.iterations;
   return summary;
 }
 
-TimingResult time_case(const std::string& name, const TimedForward& forward,
-                       const TimingPlan& plan) {
-  TimingResult result;
+namespace {
+
+// One repetition through Google Benchmark: a registered benchmark with UseManualTime whose
+// iteration time is the forward's own timer; the sample is the mean over its iterations.
+Status time_one_repetition(const std::string& name, const TimedForward& forward, int64_t iterations,
+                           Sample& sample) {
   std::string error;
   benchmark::ClearRegisteredBenchmarks();
   benchmark::RegisterBenchmark(name.c_str(),
@@ -77,30 +89,63 @@ TimingResult time_case(const std::string& name, const TimedForward& forward,
                                })
       ->UseManualTime()
       ->Unit(kGbenchTimeUnit)
-      ->Iterations(plan.iterations)
-      ->Repetitions(plan.repetitions)
+      ->Iterations(iterations)
+      ->Repetitions(1)
       ->ReportAggregatesOnly(false);
   CollectingReporter collector;
   benchmark::RunSpecifiedBenchmarks(&collector, nullptr, ".");
   benchmark::ClearRegisteredBenchmarks();
-
   for (const auto& run : collector.collected) {
-    if (run.error_occurred) {
-      result.status = Status::Error(error.empty() ? run.error_message : error);
-      return result;
-    }
+    if (run.error_occurred) return Status::Error(error.empty() ? run.error_message : error);
     if (run.run_type != benchmark::BenchmarkReporter::Run::RT_Iteration) continue;
-    Sample sample;
-    sample.repetition = static_cast<int>(result.samples.size());
     sample.iterations = run.iterations;
     sample.time_s = run.real_accumulated_time / static_cast<double>(run.iterations);
-    result.samples.push_back(sample);
+    return Status::Ok();
   }
-  if (result.samples.empty()) {
-    result.status = Status::Error("Google Benchmark reported no repetition for " + name);
-    return result;
+  return Status::Error("Google Benchmark reported no repetition for " + name);
+}
+
+bool samples_are_stable(const std::vector<Sample>& samples) {
+  std::vector<double> times;
+  for (const Sample& s : samples) times.push_back(s.time_s);
+  const double center = mean(times);
+  return center > 0 && sample_stddev(times) / center < kStableRelativeStddev;
+}
+
+}  // namespace
+
+TimingResult time_case(const std::string& name, const TimedForward& forward, const TimingPlan& plan,
+                       const RepetitionHook& after_repetition) {
+  using Clock = std::chrono::steady_clock;
+  TimingResult result;
+  const Clock::time_point start = Clock::now();
+  std::optional<TimingStop> stop;
+  while (!stop) {
+    const Clock::time_point repetition_start = Clock::now();
+    Sample sample;
+    sample.repetition = static_cast<int>(result.samples.size());
+    if (Status s = time_one_repetition(name, forward, plan.iterations, sample); !s.ok) {
+      result.status = s;
+      return result;
+    }
+    if (after_repetition) after_repetition(sample);
+    result.samples.push_back(sample);
+
+    const Clock::time_point now = Clock::now();
+    const double elapsed = std::chrono::duration<double>(now - start).count();
+    const double last = std::chrono::duration<double>(now - repetition_start).count();
+    const int done = static_cast<int>(result.samples.size());
+    const bool enough = done >= plan.min_repetitions;
+    if (done >= kMinStableRepetitions && samples_are_stable(result.samples))
+      stop = TimingStop::stable;
+    else if (done >= plan.max_repetitions)
+      stop = TimingStop::repetitions;
+    else if (enough && elapsed + last > plan.budget_s)
+      stop = TimingStop::budget;
   }
   result.summary = summarize_samples(result.samples);
+  result.summary.wall_s = std::chrono::duration<double>(Clock::now() - start).count();
+  result.summary.stop = stop;
   return result;
 }
 

@@ -125,6 +125,8 @@ std::string encode_outcome(const CaseOutcome& o) {
               {"message", o.message},
               {"check", encode_check(o.check)},
               {"samples", samples},
+              {"timing_wall_s", number(o.timing.wall_s)},
+              {"timing_stop", o.timing.stop ? std::string(timing_stop_name(*o.timing.stop)) : ""},
               {"extra_memory_bytes", o.extra_memory_bytes},
               {"launches", o.launches},
               {"energy_j", number(o.energy_j)},
@@ -153,6 +155,8 @@ Status decode_outcome(const std::string& line, CaseOutcome& o) {
       o.samples.push_back(sample);
     }
     o.timing = summarize_samples(o.samples);
+    o.timing.wall_s = number_from(j.at("timing_wall_s"));
+    o.timing.stop = parse_timing_stop(j.at("timing_stop").get<std::string>());
     o.extra_memory_bytes = j.at("extra_memory_bytes").get<int64_t>();
     o.launches = j.at("launches").get<int>();
     o.energy_j = number_from(j.at("energy_j"));

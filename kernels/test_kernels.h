@@ -3,6 +3,7 @@
 // ATTNBENCH_TEST_KERNELS=1.
 #pragma once
 
+#include <memory>
 #include <vector>
 
 #include "kernels/kernel.h"
@@ -21,6 +22,9 @@ Kernel with_injected_slowdown(Kernel kernel, double fraction);
 #if defined(ATTNBENCH_HAVE_CUDA)
 // kernels/cuda/test_oob_write.cu: writes far past the end of its output: an illegal address.
 Kernel cuda_oob_write_test_kernel();
+// kernels/cuda/test_clock_spin.cu: a timer probe, not a kernel of the registry: one thread that
+// spins `cycles` SM clock cycles and touches no global memory.
+std::unique_ptr<Plan> make_clock_spin_plan(long long cycles, const PlanContext& context);
 #endif
 
 }  // namespace attnbench

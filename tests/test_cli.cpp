@@ -305,5 +305,56 @@ TEST_F(Cli, CrashesAndHangsCostOneCaseNotTheRun) {
   EXPECT_EQ(hidden.output.find("test.cpu_segfault"), std::string::npos);
 }
 
+
+// gpu-check's budget when every never-run kernel misbehaves: with --breaker each crashing or
+// hanging kernel costs one case (one watchdog at most), its other cases are recorded "not run:
+// breaker" with the first failure's reproducing command, and a good kernel runs every case.
+TEST_F(Cli, TheBreakerHoldsTheBudgetWhenEveryKernelMisbehaves) {
+  constexpr int kShapes = 6;
+  constexpr int kCaseTimeoutSeconds = 2;
+  // Three misbehaving kernels each spend at most one watchdog and a worker restart; the
+  // sleeping kernel's six cases are capped at 0.2 s each. Without the breaker the hang alone
+  // would spend six watchdogs (12 s).
+  constexpr double kBudgetSeconds = 3 * (kCaseTimeoutSeconds + 1.0) + kShapes * 0.5 + 3.0;
+  std::string shapes;
+  for (int i = 0; i < kShapes; ++i)
+    shapes += " --shape b=1,hq=2,sq=" + std::to_string(17 + 8 * i) + ",sk=33,d=16";
+  setenv("ATTNBENCH_TEST_KERNELS", "1", 1);
+  const auto start = std::chrono::steady_clock::now();
+  CommandResult run = run_command(
+      "run --breaker --kernels 'test.cpu_hang,test.cpu_segfault,test.cpu_abort,test.cpu_flash_sleeps'" +
+      shapes + " --case-timeout " + std::to_string(kCaseTimeoutSeconds) +
+      " --max-case-seconds 0.2 --repetitions 3 --db " + db());
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  unsetenv("ATTNBENCH_TEST_KERNELS");
+  EXPECT_EQ(run.exit_code, 1) << run.output;
+  EXPECT_LT(seconds, kBudgetSeconds) << run.output;
+
+  Status status;
+  auto store = Store::open(db(), status);
+  ASSERT_TRUE(store) << status.message;
+  auto stored = store->load_run(*store->latest_run_id(status), status);
+  ASSERT_TRUE(stored);
+  ASSERT_EQ(stored->results.size(), 4u * kShapes);  // every case recorded, none dropped
+  std::map<std::string, std::map<std::string, int>> outcomes;  // kernel -> outcome -> count
+  for (const ResultRecord& r : stored->results) {
+    SCOPED_TRACE(r.kernel + " " + r.message);
+    const bool breaker = r.message.rfind("not run: breaker: ", 0) == 0;
+    ++outcomes[r.kernel][breaker ? "breaker" : std::string(result_status_name(r.status))];
+    if (breaker) {
+      EXPECT_EQ(r.status, ResultStatus::skipped);
+      EXPECT_NE(r.message.find(r.kernel), std::string::npos);
+      EXPECT_NE(r.message.find("reproduce: attnbench check --shape"), std::string::npos);
+    }
+  }
+  for (const char* kernel : {"test.cpu_segfault", "test.cpu_abort"}) {
+    EXPECT_EQ(outcomes[kernel]["crashed"], 1) << kernel;
+    EXPECT_EQ(outcomes[kernel]["breaker"], kShapes - 1) << kernel;
+  }
+  EXPECT_EQ(outcomes["test.cpu_hang"]["timeout"], 1);
+  EXPECT_EQ(outcomes["test.cpu_hang"]["breaker"], kShapes - 1);
+  EXPECT_EQ(outcomes["test.cpu_flash_sleeps"]["passed"], kShapes);
+}
+
 }  // namespace
 }  // namespace attnbench

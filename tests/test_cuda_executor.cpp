@@ -186,12 +186,20 @@ TEST_F(CudaDevice, TimedForwardsCarryClocksPerRepetition) {
   KernelOutputs outputs = make_outputs(inputs_, false);
   TimedForward forward = executor_->timed_forward(*copy, outputs);
   std::string error;
-  ASSERT_GT(forward(error), 0) << error;  // warm-up, forgotten by begin_timing
-  executor_->begin_timing();
-  TimingResult timing = time_case("cuda_executor_test", forward, TimingPlan{3, 4});
+  ASSERT_GT(forward(error), 0) << error;  // warm-up
+  TimingPlan plan;
+  plan.max_repetitions = plan.min_repetitions = 3;
+  plan.iterations = 4;
+  plan.budget_s = 10;
+  int annotated = 0;
+  TimingResult timing = time_case("cuda_executor_test", forward, plan, [&](Sample& sample) {
+    executor_->annotate_sample(sample);
+    ++annotated;
+  });
   ASSERT_TRUE(timing.status.ok) << timing.status.message;
   ASSERT_EQ(timing.samples.size(), 3u);
-  executor_->annotate_samples(timing.samples);
+  EXPECT_EQ(annotated, 3);  // NVML once per repetition, not once per forward
+  EXPECT_EQ(timing.summary.forwards_timed, 12);
   for (const Sample& sample : timing.samples) {
     EXPECT_GT(sample.time_s, 0);
     EXPECT_TRUE(std::isfinite(sample.sm_clock_mhz)) << "repetition " << sample.repetition;

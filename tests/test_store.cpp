@@ -168,6 +168,10 @@ ResultRecord random_result(Rng& rng, int64_t device_id) {
   timing.cv = random_double(rng);
   timing.repetitions = random_int(rng);
   timing.iterations_per_repetition = random_int64(rng);
+  timing.forwards_timed = timing.timed ? random_int64(rng) : 0;  // stored only for timed results
+  timing.wall_s = random_double(rng);
+  const int stop = std::uniform_int_distribution<int>(-1, 2)(rng);
+  if (stop >= 0) timing.stop = static_cast<TimingStop>(stop);
   const int sample_count = std::uniform_int_distribution<int>(0, kMaxSamples)(rng);
   for (int repetition = 0; repetition < sample_count; ++repetition) {
     result.samples.push_back(random_sample(rng, repetition));
@@ -329,6 +333,9 @@ void expect_same_result(const ResultRecord& expected, const ResultRecord& actual
   EXPECT_SAME_DOUBLE(expected, actual, timing.cv);
   EXPECT_SAME_FIELD(expected, actual, timing.repetitions);
   EXPECT_SAME_FIELD(expected, actual, timing.iterations_per_repetition);
+  EXPECT_SAME_FIELD(expected, actual, timing.forwards_timed);
+  EXPECT_SAME_DOUBLE(expected, actual, timing.wall_s);
+  EXPECT_SAME_FIELD(expected, actual, timing.stop);
   EXPECT_SAME_DOUBLE(expected, actual, flops);
   EXPECT_SAME_DOUBLE(expected, actual, bytes);
   EXPECT_SAME_DOUBLE(expected, actual, flops_per_s);
@@ -700,6 +707,11 @@ TEST_F(StoreTest, MigrationFromVersion1KeepsDataAndReachesTheCurrentVersion) {
                       "('selection', 'shard', 'rerun_of', 'merged_from', 'analysed_at')"),
             "5");
   EXPECT_EQ(raw.query("SELECT selection || shard || merged_from FROM runs WHERE id = 1"), "");
+  // Version 5: what timing cost and why it stopped; the version-1 result reads as unknown.
+  EXPECT_EQ(raw.query("SELECT count(*) FROM pragma_table_info('results') WHERE name IN "
+                      "('forwards_timed', 'timing_wall_s', 'timing_stop')"),
+            "3");
+  EXPECT_EQ(raw.query("SELECT timing_stop IS NULL AND timing_wall_s IS NULL FROM results WHERE id = 5"), "1");
   EXPECT_EQ(raw.count("cases"), 1);
   EXPECT_EQ(raw.count("results"), 2);
   EXPECT_EQ(raw.query("SELECT count(*) FROM schema_version"), "1");

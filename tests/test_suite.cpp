@@ -582,7 +582,7 @@ TEST(SuiteLookup, ByNameByPathAndUnknownNames) {
   Suite unknown;
   EXPECT_EQ(
       load_suite("smok", unknown).message,
-      "unknown suite 'smok'; available: cpu, ctest, gpu-smoke, llm, nightly, smoke (or a path "
+      "unknown suite 'smok'; available: cpu, ctest, gpu-figures, gpu-smoke, llm, nightly, smoke (or a path "
       "to a .toml file)");
   // A name ending in .toml is a path (relative to the working directory), not a suite name.
   const Status relative = load_suite("no_such_suite_here.toml", unknown);
@@ -659,7 +659,7 @@ TEST(ShippedSuites, AllParseAndValidate) {
     }
   }
   EXPECT_EQ(names,
-            (std::vector<std::string>{"cpu", "ctest", "gpu-smoke", "llm", "nightly", "smoke"}));
+            (std::vector<std::string>{"cpu", "ctest", "gpu-figures", "gpu-smoke", "llm", "nightly", "smoke"}));
 }
 
 TEST(ShippedSuites, SmokeCoversEveryMaskKindAndCpuDtypeOnSmallShapes) {

@@ -4,9 +4,10 @@
 //   - the outputs on the device between guard regions, poisoned with NaN before each checked
 //     run, the guards compared after it;
 //   - the tracking device allocator plans take their scratch from (extra memory, measured);
-//   - an L2 flush buffer of kL2FlushMultiple x L2, written before each timed forward, outside
-//     the events, so every forward starts from a cold L2 as in a real model;
-//   - NVML for the SM clock and clock-event reasons after each timed forward, and the energy
+//   - an L2 flush buffer of kL2FlushMultiple x L2, read before each timed forward, outside the
+//     events, so every forward starts from a cold L2 as in a real model, with clean lines
+//     (harness/cuda/l2_flush.h: a write flush left dirty lines the forward paid to write back);
+//   - NVML for the SM clock and clock-event reasons once per timed repetition, and the energy
 //     counter around a hot loop of back-to-back forwards.
 // Health: a failed call is followed by a probe (clear the last error, synchronize the stream);
 // a sticky error (illegal address, launch failure) fails the probe and the executor reports
@@ -23,6 +24,7 @@
 #include "harness/cuda/cuda_devices.h"
 #include "harness/cuda/device_allocator.h"
 #include "harness/cuda/device_memory.h"
+#include "harness/cuda/l2_flush.h"
 #include "harness/cuda/nvml.h"
 #include "harness/executor.h"
 #include "harness/nvtx.h"
@@ -42,7 +44,10 @@ constexpr unsigned char kGuardByte = 0xA5;  // the host canaries' byte (GuardedB
 constexpr unsigned char kPoisonByte = 0xFF;
 // Writing twice the L2's size evicts everything a previous forward left there (DESIGN).
 constexpr int kL2FlushMultiple = 2;
+// The flush buffer holds this byte everywhere (l2_flush.cu relies on one repeated byte) and is
+// read in 16-byte vectors.
 constexpr unsigned char kFlushByte = 0x5A;
+constexpr size_t kFlushAlignment = 16;
 // Plans may take this fraction of the GPU's memory as scratch; the rest stays for the inputs,
 // outputs, flush buffer, library handles and the CUDA context, so a plan that asks too much is
 // refused (skipped, out of memory) instead of starving the harness.
@@ -102,12 +107,6 @@ class GuardedDeviceBuffer {
   std::vector<unsigned char> guards_;
 };
 
-struct ClockReading {
-  double sm_clock_mhz = kNotMeasured;
-  bool reasons_known = false;
-  uint64_t reasons = 0;
-};
-
 // Kernel nodes of a captured graph, child graphs included. Conditional nodes (none of our
 // kernels uses them) would hide their bodies: their launch count depends on the data.
 Status count_kernel_nodes(cudaGraph_t graph, int& kernels) {
@@ -149,7 +148,8 @@ class CudaExecutor final : public DeviceExecutor {
     ATTNBENCH_CUDA_TRY(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     ATTNBENCH_CUDA_TRY(cudaEventCreate(&start_));
     ATTNBENCH_CUDA_TRY(cudaEventCreate(&stop_));
-    const size_t flush_bytes = std::max<size_t>(kL2FlushMultiple * l2_bytes_, size_t{1} << 20);
+    const size_t flush_bytes =
+        std::max<size_t>(kL2FlushMultiple * l2_bytes_, size_t{1} << 20) / kFlushAlignment * kFlushAlignment;
     if (Status s = flush_.resize(flush_bytes); !s.ok) return s;
     ATTNBENCH_CUDA_TRY(cudaMemsetAsync(flush_.data(), kFlushByte, flush_.bytes(), stream_));
     ATTNBENCH_CUDA_TRY(cudaStreamSynchronize(stream_));
@@ -203,41 +203,17 @@ class CudaExecutor final : public DeviceExecutor {
         error = status.message;
         return -1;
       }
-      record_clocks();
       return seconds;
     };
   }
 
-  void begin_timing() override { readings_.clear(); }
-
-  // Sample r covers the timed forwards GB ran as its r-th repetition: the next
-  // sample.iterations readings, in order.
-  void annotate_samples(std::vector<Sample>& samples) override {
-    size_t next = 0;
-    for (Sample& sample : samples) {
-      const size_t end = std::min(
-          readings_.size(), next + static_cast<size_t>(std::max<int64_t>(0, sample.iterations)));
-      double clock_sum = 0;
-      int clocks = 0;
-      bool reasons_known = false;
-      uint64_t reasons = 0;
-      for (size_t i = next; i < end; ++i) {
-        const ClockReading& reading = readings_[i];
-        if (std::isfinite(reading.sm_clock_mhz)) {
-          clock_sum += reading.sm_clock_mhz;
-          ++clocks;
-        }
-        if (reading.reasons_known) {
-          reasons_known = true;
-          reasons |= reading.reasons;
-        }
-      }
-      if (clocks > 0) sample.sm_clock_mhz = clock_sum / clocks;
-      // NVML is read in the gap after a forward, so "GPU idle" describes the gap, not the forward.
-      if (reasons_known)
-        sample.clock_reasons = describe_clock_event_reasons(reasons & ~kClockEventGpuIdle);
-      next = end;
-    }
+  // Read right after the repetition's last forward, while the clocks still describe it.
+  void annotate_sample(Sample& sample) override {
+    if (nvml_device_ == nullptr) return;
+    if (auto mhz = nvml_->sm_clock_mhz(nvml_device_)) sample.sm_clock_mhz = *mhz;
+    // "GPU idle" would describe the moment of reading, after the work, not the repetition.
+    if (auto reasons = nvml_->clock_event_reasons(nvml_device_))
+      sample.clock_reasons = describe_clock_event_reasons(*reasons & ~kClockEventGpuIdle);
   }
 
   int count_launches(Plan& plan, KernelOutputs& outputs, Status& status) override {
@@ -264,7 +240,7 @@ class CudaExecutor final : public DeviceExecutor {
   }
 
   std::string timer_name() const override {
-    return "cudaEvent on a dedicated stream, L2 flushed (2x L2) before each forward";
+    return "cudaEvent on a dedicated stream, L2 flushed by reading 2x L2 before each forward";
   }
 
   bool healthy() const override { return healthy_; }
@@ -354,11 +330,11 @@ class CudaExecutor final : public DeviceExecutor {
     return Status::Ok();
   }
 
-  // flush | start event | forward | stop event: the memset runs while the host enqueues the
+  // flush | start event | forward | stop event: the flush runs while the host enqueues the
   // forward, so the forward's launches are usually queued before the start event fires.
   Status time_one_forward(Plan& plan, const AttentionParams& params, double& seconds) {
     if (!healthy_) return unhealthy_error();
-    ATTNBENCH_CUDA_TRY(cudaMemsetAsync(flush_.data(), kFlushByte, flush_.bytes(), stream_));
+    if (Status s = flush_l2_by_reading(flush_.data(), flush_.bytes(), stream_); !s.ok) return s;
     ATTNBENCH_CUDA_TRY(cudaEventRecord(start_, stream_));
     if (Status s = plan.run(params); !s.ok) return s;
     ATTNBENCH_CUDA_TRY(cudaGetLastError());
@@ -368,18 +344,6 @@ class CudaExecutor final : public DeviceExecutor {
     ATTNBENCH_CUDA_TRY(cudaEventElapsedTime(&milliseconds, start_, stop_));
     seconds = milliseconds * kSecondsPerMillisecond;
     return Status::Ok();
-  }
-
-  void record_clocks() {
-    ClockReading reading;
-    if (nvml_device_ != nullptr) {
-      if (auto mhz = nvml_->sm_clock_mhz(nvml_device_)) reading.sm_clock_mhz = *mhz;
-      if (auto reasons = nvml_->clock_event_reasons(nvml_device_)) {
-        reading.reasons_known = true;
-        reading.reasons = *reasons;
-      }
-    }
-    readings_.push_back(reading);
   }
 
   // Captures one forward into a CUDA graph (nothing runs) and counts its kernel nodes. The
@@ -463,7 +427,6 @@ class CudaExecutor final : public DeviceExecutor {
   std::unique_ptr<Nvml> nvml_;
   NvmlDevice nvml_device_ = nullptr;
   std::string nvml_absence_;
-  std::vector<ClockReading> readings_;
   bool healthy_ = true;
 };
 

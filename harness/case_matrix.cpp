@@ -1,0 +1,67 @@
+#include "harness/case_matrix.h"
+
+#include <fnmatch.h>
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "kernels/registry.h"
+
+namespace attnbench {
+
+bool glob_match(const std::string& pattern, const std::string& text) {
+  return fnmatch(pattern.c_str(), text.c_str(), 0) == 0;
+}
+
+namespace {
+
+bool matches_any(const std::vector<std::string>& globs, const std::string& name) {
+  return std::any_of(globs.begin(), globs.end(),
+                     [&](const std::string& glob) { return glob_match(glob, name); });
+}
+
+// Cases sharing inputs run back to back, so inputs and the reference are made once per group.
+void order_by_group(std::vector<CaseSpec>& cases) {
+  std::map<std::string, size_t> first_position;
+  for (size_t i = 0; i < cases.size(); ++i) first_position.emplace(cases[i].group, i);
+  std::stable_sort(cases.begin(), cases.end(), [&](const CaseSpec& a, const CaseSpec& b) {
+    return first_position[a.group] < first_position[b.group];
+  });
+}
+
+}  // namespace
+
+std::vector<CaseSpec> expand_cases(const Suite& suite, const std::vector<std::string>& kernel_globs,
+                                   const std::optional<std::regex>& filter,
+                                   const std::vector<MatrixDevice>& devices) {
+  std::vector<CaseSpec> cases;
+  std::set<std::string> seen;
+  for (const SuiteEntry& entry : suite.entries) {
+    Distribution distribution = Distribution::normal;
+    parse_distribution(entry.distribution, distribution);
+    const std::string shape = shape_string(entry.problem);
+    const std::string distribution_text(distribution_name(distribution));
+    for (const Kernel& kernel : all_kernels()) {
+      if (!matches_any(entry.kernel_globs, kernel.name)) continue;
+      if (!kernel_globs.empty() && !matches_any(kernel_globs, kernel.name)) continue;
+      for (size_t d = 0; d < devices.size(); ++d) {
+        if (devices[d].backend != kernel.backend) continue;
+        CaseSpec spec;
+        spec.kernel = &kernel;
+        spec.problem = entry.problem;
+        spec.distribution = distribution;
+        spec.device_index = d;
+        spec.name = kernel.name + "/" + shape + "/" + distribution_text;
+        spec.group = devices[d].label + "|" + shape + "|" + distribution_text;
+        if (filter && !std::regex_search(spec.name, *filter)) continue;
+        if (!seen.insert(devices[d].label + "|" + spec.name).second) continue;
+        cases.push_back(spec);
+      }
+    }
+  }
+  order_by_group(cases);
+  return cases;
+}
+
+}  // namespace attnbench

@@ -1,0 +1,26 @@
+// `attnbench plan`: what a selection of cases would cost on a modeled device, without running
+// anything (harness/cost_model.h). ci/gpu-check.sh --plan reads its JSON to budget each step.
+#pragma once
+
+#include <ostream>
+#include <string>
+#include <vector>
+
+namespace attnbench {
+
+struct PlanOptions {
+  std::string suite;
+  std::vector<std::string> shapes;
+  std::vector<std::string> kernel_globs;
+  std::string filter;
+  std::string device_model = "h200";
+  bool check_only = false;
+  int repetitions = 0;          // 0: the suite's, else the default (as `run`)
+  double max_case_seconds = 0;  // 0: the suite's, else the default
+  bool measure_energy = false;
+  bool json = false;
+};
+
+int plan_command(const PlanOptions& options, std::ostream& out, std::ostream& err);
+
+}  // namespace attnbench
