@@ -130,6 +130,12 @@ for binary in attnbench $binaries; do
 done
 
 # ---- what was built, for the summary of a GPU run --------------------------------------------------
+# MANIFEST: the git blob id of every source file the binaries were built from (gpucheck.setup's
+# SOURCE_PATHS, as the working tree holds them); gpu-check refuses a bundle whose manifest does
+# not match the checkout it runs in.
+PYTHONPATH="$root/ci" python3 -c 'import sys
+from gpucheck.setup import manifest_text, source_manifest
+sys.stdout.write(manifest_text(source_manifest(sys.argv[1])))' "$root" >"$stage/MANIFEST"
 git_sha=$(git rev-parse HEAD 2>/dev/null || echo unknown)
 git_dirty=$([ -n "$(git status --porcelain --untracked-files=no 2>/dev/null)" ] && echo yes || echo no)
 cudnn_header=$(find /usr/local/cuda*/include /usr/include -maxdepth 2 -name cudnn_version.h 2>/dev/null | head -n 1)
@@ -156,6 +162,7 @@ fi
   echo "cudnn_compiled=$cudnn_compiled"
   echo "cudnn_frontend=$(python3 -m pip show nvidia-cudnn-frontend 2>/dev/null | awk '/^Version:/{print $2}')"
   echo "binaries=attnbench $binaries"
+  echo "source_digest=$(sha256sum "$stage/MANIFEST" | cut -c1-16)"
 } >"$stage/BUNDLE-INFO"
 
 mkdir -p "$bundle_dir"
@@ -167,7 +174,9 @@ size_mib=$(( $(stat -c %s "$bundle") / 1048576 ))
 
 cat <<EOF
 make-gpu-bundle: $bundle: $size_mib MiB, git $git_sha$([ "$git_dirty" = yes ] && echo " (dirty)"), in $(( $(date +%s) - start )) s
-Verify the GPU side with the device tool (the whole check takes under 5 minutes):
-  run(command='ci/gpu-check.sh "\$OUT"', carry=["bundle"], timeout_s=570)
+Rehearse here first (unpacking, libraries against the GPU host's pinned wheels, plan, summary):
+  ci/gpu-check.sh --rehearse /tmp/gpu-check-rehearsal
+Verify the GPU side with the device tool (the check plans itself into a 300 s budget):
+  run(command='ci/gpu-check.sh "\$OUT"', carry=["bundle"], timeout_s=420)
 then commit the summary: cp <files_at>/summary.md ci/gpu-runs/\$(date -u +%Y-%m-%d)-<device>-<sha>.md
 EOF

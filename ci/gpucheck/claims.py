@@ -1,0 +1,991 @@
+"""The GPU claims of GPU-CLAIMS.md and one judge per claim id, over the Evidence a gpu-check
+run left in its OUTDIR (evidence.py).
+
+  parse_claims(path)    the claims table, one Claim per row (id, claim, proven by, status);
+  JUDGES                claim id -> judge(evidence) -> Verdict(measured, threshold, result, why);
+  judge_claim(claim, e) a claim's verdict; an id with no judge reads 'fail', never 'pass'.
+
+A judge says 'pass' or 'fail' only from a measurement. What it cannot see (a step not reached
+or disabled, a tool or a test missing, another GPU than the one a figure is for) reads
+'not measured' with the reason, so a summary never passes a claim nobody measured."""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from gpucheck.evidence import (CALIBRATE, CTEST, DATABASE_FILE, ENERGY, EVIDENCE_FILE, FIGURES,
+                               SANITIZER, SETUP, SMOKE, TIMER, Evidence, TestOutcome, _number,
+                               step_gap, steps_gaps)
+
+PASS, FAIL, NOT_MEASURED = "pass", "fail", "not measured"
+TERA = 1e12
+
+
+# ---- the claims table --------------------------------------------------------------------------
+
+ID_PATTERN = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*\Z")
+
+
+class ClaimsError(ValueError):
+    """GPU-CLAIMS.md's table cannot be read; the message names the file and line."""
+
+
+@dataclass(frozen=True)
+class Claim:
+    id: str
+    text: str
+    proven_by: str
+    status: str
+    line: int = 0  # in GPU-CLAIMS.md, for messages
+
+
+def split_row(line: str) -> list[str]:
+    """The cells of a Markdown table row; '\\|' is a pipe inside a cell."""
+    body = line.strip()
+    if body.startswith("|"):
+        body = body[1:]
+    if body.endswith("|") and not body.endswith("\\|"):
+        body = body[:-1]
+    return [cell.strip().replace("\\|", "|") for cell in re.split(r"(?<!\\)\|", body)]
+
+
+def _column_positions(header: list[str], where: str) -> dict[str, int]:
+    """Where id, claim, proven by and status are, by the header's names (the proven-by header
+    carries a note in parentheses)."""
+    positions = {}
+    for index, name in enumerate(header):
+        for column in ("id", "claim", "proven by", "status"):
+            if name == column or (column == "proven by" and name.startswith(column)):
+                positions.setdefault(column, index)
+    missing = [c for c in ("id", "claim", "proven by", "status") if c not in positions]
+    if missing:
+        raise ClaimsError(f"{where}: the claims table's header lacks {', '.join(missing)}")
+    return positions
+
+
+def parse_claims(path) -> list[Claim]:
+    """Every row of the claims table (the first table whose header starts with `| id |`)."""
+    path = Path(path)
+    lines = path.read_text(encoding="utf-8").splitlines()
+    header_at = next((i for i, line in enumerate(lines)
+                      if line.lstrip().startswith("|") and split_row(line)[0].lower() == "id"),
+                     None)
+    if header_at is None:
+        raise ClaimsError(f"{path}: no claims table (a header row starting '| id |')")
+    header = [cell.lower() for cell in split_row(lines[header_at])]
+    columns = _column_positions(header, f"{path}:{header_at + 1}")
+    separator = lines[header_at + 1] if header_at + 1 < len(lines) else ""
+    if not re.fullmatch(r"\s*\|?[\s:|-]+\|?\s*", separator) or "-" not in separator:
+        raise ClaimsError(f"{path}:{header_at + 2}: the header row is not followed by |---|")
+    claims, first_seen = [], {}
+    for number in range(header_at + 3, len(lines) + 1):  # 1-based line numbers
+        line = lines[number - 1]
+        if not line.lstrip().startswith("|"):
+            break
+        cells = split_row(line)
+        if len(cells) != len(header):
+            raise ClaimsError(f"{path}:{number}: {len(cells)} cells where the header has "
+                              f"{len(header)} (is the id column missing?)")
+        claim_id = cells[columns["id"]]
+        if not claim_id:
+            raise ClaimsError(f"{path}:{number}: a claim with no id")
+        if not ID_PATTERN.match(claim_id):
+            raise ClaimsError(f"{path}:{number}: id {claim_id!r} is not kebab-case "
+                              "(lower-case words and digits joined by '-')")
+        if claim_id in first_seen:
+            raise ClaimsError(f"{path}:{number}: duplicate id {claim_id!r} "
+                              f"(first on line {first_seen[claim_id]})")
+        first_seen[claim_id] = number
+        claims.append(Claim(claim_id, cells[columns["claim"]], cells[columns["proven by"]],
+                            cells[columns["status"]], number))
+    return claims
+
+
+# ---- verdicts ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Verdict:
+    measured: str
+    threshold: str
+    result: str  # PASS, FAIL or NOT_MEASURED
+    why: str = ""
+
+
+@dataclass(frozen=True)
+class Finding:
+    """What a judge's measuring function found; the judge adds the claim's threshold."""
+    result: str
+    measured: str = "-"
+    why: str = ""
+    threshold: str | None = None  # replaces the registered threshold when it depends on the run
+
+
+def passed(measured: str, why: str = "", **extra) -> Finding:
+    return Finding(PASS, measured, why, **extra)
+
+
+def failed(measured: str, why: str, **extra) -> Finding:
+    return Finding(FAIL, measured, why, **extra)
+
+
+def unmeasured(why: str, measured: str = "-", **extra) -> Finding:
+    return Finding(NOT_MEASURED, measured, why, **extra)
+
+
+def both(*findings: Finding) -> Finding:
+    """All of a claim's parts: a failed part fails it, an unmeasured part leaves it unmeasured."""
+    measured = "; ".join(f.measured for f in findings if f.measured not in ("", "-")) or "-"
+    results = {f.result for f in findings}
+    result = FAIL if FAIL in results else NOT_MEASURED if NOT_MEASURED in results else PASS
+    # The reasons of the parts that decided the result (all of them when every part passed).
+    whys = [f.why for f in findings if f.why and (result == PASS or f.result == result)]
+    return Finding(result, measured, "; ".join(whys))
+
+
+# ---- judges ------------------------------------------------------------------------------------
+
+JUDGES: dict[str, Callable[[Evidence], Verdict]] = {}
+
+
+def judge(claim_id: str, threshold: str, *, steps: tuple = (), any_step: tuple = (),
+          h200: bool = False):
+    """Registers a claim's judge. Before measuring, it reads 'not measured' when a step it needs
+    did not run (every one of `steps`, at least one of `any_step`), or when the claim is an H200
+    figure and the GPU is another one."""
+    def register(measure: Callable[[Evidence], Finding]):
+        def judged(evidence: Evidence) -> Verdict:
+            if evidence.rehearsal:
+                return Verdict("-", threshold, NOT_MEASURED, "rehearsal: no GPU on this machine")
+            if h200 and evidence.other_gpu():
+                return Verdict("-", threshold, NOT_MEASURED,
+                               f"figures are for an H200 (this GPU: {evidence.device_name()})")
+            missing = [s for s in steps if step_gap(evidence, s)]
+            if any_step and all(step_gap(evidence, s) for s in any_step):
+                missing += [s for s in any_step if s not in missing]
+            if missing:
+                return Verdict("-", threshold, NOT_MEASURED, steps_gaps(evidence, missing))
+            found = measure(evidence)
+            return Verdict(found.measured, found.threshold or threshold, found.result, found.why)
+        if claim_id in JUDGES:
+            raise ValueError(f"two judges for claim {claim_id}")
+        judged.__name__, judged.__doc__ = measure.__name__, measure.__doc__
+        JUDGES[claim_id] = judged
+        return judged
+    return register
+
+
+def judge_claim(claim: Claim, evidence: Evidence) -> Verdict:
+    """The claim's verdict. No judge, or a judge that breaks on odd data, fails the claim: a
+    forgotten judge must not pass silently, and the summary is written either way."""
+    measure = JUDGES.get(claim.id)
+    if measure is None:
+        return Verdict("-", "-", FAIL, "no judge for this claim")
+    try:
+        return measure(evidence)
+    except Exception as error:  # noqa: BLE001 -- reported in the claim's row
+        return Verdict("-", "-", FAIL, f"judge raised {type(error).__name__}: {error}")
+
+
+# -- formatting and the shapes of the claims ------------------------------------------------------
+
+
+def shape_text(r: dict) -> str:
+    text = (f"b={r['batch']},hq={r['heads_q']},hkv={r['heads_kv']},sq={r['seqlen_q']},"
+            f"sk={r['seqlen_k']},d={r['head_dim_qk']},{r['input_dtype']}")
+    if r["mask_kind"] == "window":
+        return f"{text},window({r['window_left']},{r['window_right']})"
+    return text if r["mask_kind"] == "none" else f"{text},{r['mask_kind']}"
+
+
+def first_issues(issues: list[str], shown: int = 3) -> str:
+    more = f" (and {len(issues) - shown} more)" if len(issues) > shown else ""
+    return "; ".join(issues[:shown]) + more
+
+
+def is_figure_shape(r: dict, dtype: str) -> bool:
+    """FlashAttention's benchmark convention at seqlen 8192: 16k tokens, 16 heads of 128,
+    no mask."""
+    return (r["batch"] * r["seqlen_q"] == 16384 and r["seqlen_q"] == 8192
+            and r["seqlen_k"] == 8192 and r["heads_q"] == 16 and r["head_dim_qk"] == 128
+            and r["mask_kind"] == "none" and r["input_dtype"] == dtype)
+
+
+FIGURE_DTYPE = {"cudnn.sdpa": "bf16", "cuda.flash2": "bf16", "torch.sdpa_flash": "bf16",
+                "cudnn.sdpa_fp8": "e4m3"}
+
+
+def figure_results(evidence: Evidence, kernel: str) -> list[tuple[int, dict]]:
+    """(run id, result) of `kernel` at its figure shape: the figures step's run first, then
+    gpu-smoke's (whose suite holds the figure shapes too)."""
+    found = []
+    for step in (FIGURES, SMOKE):
+        if step_gap(evidence, step):
+            continue
+        for r in evidence.gpu_results(step, status=None):
+            if r["kernel"] == kernel and is_figure_shape(r, FIGURE_DTYPE[kernel]):
+                found.append((evidence.run_id(step), r))
+    return found
+
+
+def no_figure_why(evidence: Evidence, kernel: str) -> str:
+    if not evidence.db:
+        return f"no {DATABASE_FILE}"
+    where = (evidence.data or {}).get("filter")
+    return (f"no {kernel} result at the figure shape"
+            + (f" (cases filtered: {where})" if where else ""))
+
+
+def judge_figure(evidence: Evidence, kernel: str, minimum_tflops: float) -> Finding:
+    results = figure_results(evidence, kernel)
+    if not results:
+        return unmeasured(no_figure_why(evidence, kernel))
+    timed = [(run, r) for run, r in results if r["status"] == "passed" and r.get("flops_per_s")]
+    if not timed:
+        run, r = results[0]
+        return failed("-", f"{kernel} at the figure shape (run {run}): {r['status']}: "
+                           f"{(r.get('message') or '')[:80]}")
+    run, r = timed[0]
+    tflops = r["flops_per_s"] / TERA
+    measured = f"{tflops:.1f} TFLOP/s"
+    where = f"run {run}" + (f", median {r['median_s'] * 1e6:.1f} us" if r.get("median_s") else "")
+    if tflops >= minimum_tflops:
+        return passed(measured, where)
+    return failed(measured, f"below {minimum_tflops:g} TFLOP/s ({where})")
+
+
+def gpu_calibrations(evidence: Evidence, kind: str, dtype: str) -> list[dict]:
+    """The newest calibration of `kind`/`dtype` of each GPU of the run."""
+    if not evidence.db:
+        return []
+    gpu_uuids = {d["uuid"] for d in evidence.gpu_devices()}
+    newest = {}
+    for row in evidence.db.calibrations():  # oldest first: later rows replace earlier ones
+        on_gpu = row["device_uuid"] in gpu_uuids if gpu_uuids else \
+            str(row["device_uuid"]).startswith("GPU-")
+        if on_gpu and row["kind"] == kind and row["dtype"] == dtype:
+            newest[row["device_uuid"]] = row
+    return list(newest.values())
+
+
+def judge_calibration(evidence: Evidence, kind: str, dtype: str, minimum: float,
+                      unit: str) -> Finding:
+    rows = gpu_calibrations(evidence, kind, dtype)
+    if not rows:
+        return unmeasured(f"no {kind} {dtype} calibration of the GPU in the database"
+                          if evidence.db else f"no {DATABASE_FILE}")
+    unmeasured_rows = [r for r in rows if r["value"] is None]
+    if unmeasured_rows:
+        return failed("-", f"calibration recorded no value: {unmeasured_rows[0]['details']}")
+    weakest = min(rows, key=lambda r: r["value"])
+    measured = f"{weakest['value'] / TERA:.2f} {unit}" if unit == "TB/s" else \
+        f"{weakest['value'] / TERA:.1f} {unit}"
+    if weakest["value"] >= minimum * TERA:
+        return passed(measured, weakest["details"])
+    return failed(measured, f"below {minimum:g} {unit} ({weakest['device_name']})")
+
+
+# -- tests from ctest's JUnit XML and the timer's GoogleTest XML ----------------------------------
+
+CTEST_SUITE = "GpuKernels/GpuCtestSuite.EveryCaseInsideTheTablePasses/"
+TIMER_TEST = "GpuTimer.HarnessAgreesWithAHostClockLoopWithin5Percent"
+L2_FLUSH_TEST = "GpuTimer.L2FlushDoesNotBillTheNextKernel"
+ISOLATION_TEST = "GpuIsolation.OutOfBoundsWriteIsCrashedAndTheGoodKernelStillPasses"
+LAUNCH_COUNT_TEST = "CudaDevice.LaunchCountOfOneKernelIsOne"
+
+
+def suite_tests(evidence: Evidence, kernel: str) -> list[str]:
+    """The ctest suite's tests of a kernel (tests/test_gpu.cpp): `.../cuda_flash2`, or, for a
+    kernel split into shards, every one of `.../cudnn_sdpa_shard1of4` .. `shard4of4` (a shard
+    missing from the XML leaves the claim unmeasured, it cannot pass on the others)."""
+    base = CTEST_SUITE + re.sub(r"[^A-Za-z0-9]", "_", kernel)
+    shard = re.compile(re.escape(base) + r"_shard(\d+)of(\d+)\Z")
+    counts = {int(m.group(2)) for name in evidence.tests if (m := shard.match(name))}
+    if not counts:
+        return [base]
+    shards = max(counts)
+    return [f"{base}_shard{i}of{shards}" for i in range(1, shards + 1)]
+
+
+def short_test(name: str) -> str:
+    return name[len(CTEST_SUITE):] if name.startswith(CTEST_SUITE) else name
+
+
+def tests_absent_why(evidence: Evidence, names: list[str]) -> str:
+    shown = ", ".join(short_test(n) for n in names)
+    if not evidence.test_files_read:
+        named = [str((evidence.data or {}).get(k)) for k in ("ctest_junit", "timer_xml")
+                 if (evidence.data or {}).get(k)]
+        return f"no test XML in OUTDIR ({', '.join(named) or 'none named'}): {shown}"
+    return f"not in the test XML ({', '.join(evidence.test_files_read)}): {shown}"
+
+
+def judge_tests(evidence: Evidence, names: list[str]) -> Finding:
+    """Every named test passed. A failure fails the claim; a test absent from the XML, or one
+    that skipped (a skip on the GPU host proved nothing), leaves it unmeasured."""
+    outcomes = [(name, evidence.tests.get(name)) for name in names]
+    passed_count = sum(1 for _, o in outcomes if o and o.status == "passed")
+    measured = (f"{passed_count}/{len(names)} passed" if len(names) > 1
+                else (outcomes[0][1].status if outcomes[0][1] else "-"))
+    failures = [f"{short_test(n)}: {o.message[:100] or 'failed'}" for n, o in outcomes
+                if o and o.status == "failed"]
+    if failures:
+        return failed(measured, first_issues(failures, 2))
+    absent = [n for n, o in outcomes if o is None]
+    if absent:
+        return unmeasured(tests_absent_why(evidence, absent), measured)
+    skips = [f"{short_test(n)} skipped: {o.message[:100]}" for n, o in outcomes
+             if o.status == "skipped"]
+    if skips:
+        return unmeasured(first_issues(skips, 2), measured)
+    return passed(measured)
+
+
+def judge_cuda_device_tests(evidence: Evidence) -> Finding:
+    """Every CudaDevice.* test (tests/test_cuda_executor.cpp) that ctest ran passed."""
+    names = sorted(n for n in evidence.tests if n.startswith("CudaDevice."))
+    if not names:
+        return unmeasured(tests_absent_why(evidence, ["CudaDevice.*"]))
+    found = judge_tests(evidence, names)
+    return Finding(found.result, f"CudaDevice.* {found.measured}", found.why)
+
+
+def property_number(outcome: TestOutcome, name: str) -> float | None:
+    return _number(outcome.properties.get(name))
+
+
+# -- results of the gpu-smoke run -----------------------------------------------------------------
+
+NAIVE_FAMILY = ("cuda.naive", "cuda.masked_outofplace", "cuda.masked_inplace",
+                "cuda.masked_fused")
+# predicted_s is bytes_moved / copy bandwidth, so within one shape it orders as the bytes do.
+BYTES_ORDER = ("cuda.masked_fused", "cuda.naive", "cuda.masked_inplace", "cuda.masked_outofplace")
+
+
+def scores_bytes(r: dict) -> int:
+    return r["batch"] * r["heads_q"] * r["seqlen_q"] * r["seqlen_k"] * 4  # fp32 scores
+
+
+def expected_extra_memory(r: dict) -> int | None:
+    """The claim's formula, bytes: the naive family materializes fp32 scores (out of place a
+    second buffer for the masked scores), cuda.flash1 keeps an fp32 accumulator row of dv plus
+    the row maximum and sum per query, cuda.flash2 keeps everything on chip."""
+    if r["kernel"] == "cuda.masked_outofplace":
+        return 2 * scores_bytes(r)
+    if r["kernel"] in NAIVE_FAMILY:
+        return scores_bytes(r)
+    if r["kernel"] == "cuda.flash1":
+        return r["batch"] * r["heads_q"] * r["seqlen_q"] * (r["head_dim_v"] + 2) * 4
+    if r["kernel"] == "cuda.flash2":
+        return 0
+    return None
+
+
+# The tracking allocator rounds each allocation up (alignment, allocation granularity) and a
+# kernel may hold small side buffers, so the high-water mark may exceed the formula: up to 1.5x
+# passes, while a second copy of the buffer (2x) fails. Less than the formula always fails: the
+# kernel cannot hold what it materializes in less.
+MEMORY_TOLERANCE = 1.5
+
+
+def memory_issue(r: dict) -> str | None:
+    expected, measured = expected_extra_memory(r), r.get("extra_memory_bytes")
+    if measured is None or measured < 0:
+        return "extra memory not measured"
+    if expected <= measured <= MEMORY_TOLERANCE * expected:
+        return None
+    return f"{measured} B where the formula gives {expected} B (up to {MEMORY_TOLERANCE:g}x)"
+
+
+def expected_launches(r: dict) -> int | None:
+    if r["kernel"] in ("cuda.naive", "cuda.masked_fused"):
+        return 3
+    if r["kernel"] in ("cuda.masked_outofplace", "cuda.masked_inplace"):
+        return 4
+    if r["kernel"] == "cuda.flash1":
+        return math.ceil(r["seqlen_k"] / 64)  # one launch per 64-key block
+    if r["kernel"] == "cuda.flash2":
+        return 1
+    return None
+
+
+def launches_issue(r: dict) -> str | None:
+    expected, measured = expected_launches(r), r.get("launches")
+    if measured is None or measured < 0:
+        return "launches not measured"
+    return None if measured == expected else f"{measured} launches, expected {expected}"
+
+
+def judge_smoke_rule(evidence: Evidence, kernels: tuple, issue_of: Callable[[dict], str | None],
+                     describe: Callable[[list[dict]], str]) -> Finding:
+    """A rule over every passed gpu-smoke result of `kernels`: a broken rule fails the claim; a
+    kernel with no passed result leaves it unmeasured."""
+    if not evidence.db:
+        return unmeasured(f"no {DATABASE_FILE}")
+    rows = [r for r in evidence.gpu_results(SMOKE) if r["kernel"] in kernels]
+    issues = [f"{r['kernel']} {shape_text(r)}: {issue}" for r in rows
+              if (issue := issue_of(r))]
+    measured = describe(rows) if rows else "-"
+    if issues:
+        return failed(measured, first_issues(issues))
+    missing = [k for k in kernels if not any(r["kernel"] == k for r in rows)]
+    if missing:
+        return unmeasured(f"no passed gpu-smoke result of {', '.join(missing)}", measured)
+    return passed(measured)
+
+
+def distinct_values(rows: list[dict], column: str) -> str:
+    """'2/8': the distinct values of a column, smallest first."""
+    values = {r.get(column) for r in rows}
+    return "/".join(str(v) for v in sorted(values, key=lambda v: (v is None, v or 0)))
+
+
+def values_per_kernel(rows: list[dict], column: str) -> str:
+    """'cuda.naive 3, cuda.flash1 2/8': the distinct values of a column per kernel."""
+    kernels = list(dict.fromkeys(r["kernel"] for r in rows))
+    return ", ".join(f"{k} {distinct_values([r for r in rows if r['kernel'] == k], column)}"
+                     for k in kernels)
+
+
+def memory_ratios(rows: list[dict]) -> str:
+    ratios = [r["extra_memory_bytes"] / expected_extra_memory(r) for r in rows
+              if expected_extra_memory(r) and r.get("extra_memory_bytes") is not None
+              and r["extra_memory_bytes"] >= 0]
+    text = f"{len(rows)} results"
+    return text + (f", measured/formula {min(ratios):.2f}-{max(ratios):.2f}" if ratios else "")
+
+
+# ---- the claims, one judge each (GPU-CLAIMS.md's order) ------------------------------------------
+
+
+@judge("bundle-runs", "setup passes from the bundle", steps=(SETUP,))
+def bundle_runs(evidence: Evidence) -> Finding:
+    """The bundle unpacked, its libraries resolved and `attnbench list devices` saw the GPU."""
+    setup = evidence.steps[SETUP]
+    if setup.result == "fail":
+        return failed("setup failed", setup.detail)
+    if not evidence.bundle:
+        return unmeasured(f"built from source, no bundle ({setup.detail or 'setup'})")
+    bundle = evidence.bundle
+    measured = (f"bundle {str(bundle.get('git_sha', '?'))[:12]} built "
+                f"{bundle.get('built_at', '?')} on {bundle.get('built_on', '?')}")
+    # What the bundle must load on the GPU host, as setup's pre-checks found it.
+    prechecks = (evidence.data or {}).get("prechecks") or {}
+    loads = {name: str(prechecks[name]) for name in ("attnbench", "cudnn", "cublas")
+             if name in prechecks}
+    missing = [f"{name}: {state}" for name, state in loads.items() if not state.startswith("ok")]
+    if missing:
+        return failed(measured, first_issues(missing))
+    return passed(measured, "; ".join(f"{name} {state}" for name, state in loads.items()))
+
+
+DEVICE_FIELDS = ("name", "uuid", "sm_version", "sm_count", "memory_bytes", "l2_bytes",
+                 "clock_mhz", "power_limit_w", "ecc", "persistence")
+
+
+@judge("devices-discovered", "every field of every GPU, stored with each run", steps=(SETUP,))
+def devices_discovered(evidence: Evidence) -> Finding:
+    devices = evidence.gpu_devices()
+    if not devices:
+        return unmeasured("no GPU device in the database" if evidence.db
+                          else f"no {DATABASE_FILE}")
+    issues = [f"{d['name']} ({d['uuid']}) lacks {', '.join(missing)}" for d in devices
+              if (missing := [f for f in DEVICE_FIELDS if d.get(f) in (None, "")])]
+    stored = {d["run_id"] for d in evidence.db.gpu_devices(evidence.runs.values())}
+    bare = [f"run {run}" for run in sorted(set(evidence.runs.values()))
+            if evidence.db.run(run) and run not in stored]
+    measured = ", ".join(f"{d['name']} sm_{d['sm_version']} x{d['sm_count']} SMs"
+                         for d in devices)
+    if issues or bare:
+        return failed(measured, first_issues(issues + [f"{b} stored no GPU" for b in bare]))
+    return passed(measured, f"{len(devices)} GPU in {len(stored)} runs")
+
+
+@judge("require-gpu", "attnbench runs with --require-gpu ran on the GPU",
+       any_step=(FIGURES, SANITIZER, SMOKE))
+def require_gpu(evidence: Evidence) -> Finding:
+    """gpu-check runs every attnbench run and check with --require-gpu: a run that stored its
+    GPU was accepted."""
+    if not evidence.db:
+        return unmeasured(f"no {DATABASE_FILE}")
+    runs = sorted(set(evidence.runs.values()))
+    if not runs:
+        return unmeasured(f"no attnbench run in {EVIDENCE_FILE}")
+    on_gpu = [run for run in runs if evidence.db.gpu_devices([run])]
+    measured = f"{len(on_gpu)}/{len(runs)} runs on the GPU"
+    if len(on_gpu) == len(runs):
+        return passed(measured, "runs " + ", ".join(map(str, runs)))
+    absent = [str(run) for run in runs if run not in on_gpu]
+    return failed(measured, f"runs {', '.join(absent)} stored no GPU")
+
+
+@judge("multi-gpu", "one worker per GPU, in parallel")
+def multi_gpu(evidence: Evidence) -> Finding:
+    return unmeasured("needs a host with several GPUs (attnbench run --devices all); "
+                      "gpu-check's host has one")
+
+
+@judge("timing-protocol", "CudaDevice.* pass; every gpu-smoke sample has its SM clock",
+       steps=(CTEST, SMOKE))
+def timing_protocol(evidence: Evidence) -> Finding:
+    timed = {r["id"] for r in evidence.gpu_results(SMOKE) if r.get("timed")}
+    samples = [s for s in (evidence.db.samples(evidence.run_id(SMOKE)) if evidence.db else [])
+               if s["result_id"] in timed]
+    with_clock = sum(1 for s in samples if s.get("sm_clock_mhz") is not None)
+    clocks_measured = f"SM clock in {with_clock}/{len(samples)} samples"
+    if not samples:
+        clocks = unmeasured("no samples of timed gpu-smoke results")
+    elif with_clock < len(samples):
+        clocks = failed(clocks_measured, f"{len(samples) - with_clock} samples without SM clock")
+    else:
+        clocks = passed(clocks_measured)
+    return both(judge_cuda_device_tests(evidence), clocks)
+
+
+@judge("timer-cross-check", "difference <= 5 %", steps=(TIMER,))
+def timer_cross_check(evidence: Evidence) -> Finding:
+    outcome = evidence.tests.get(TIMER_TEST)
+    if outcome is None:
+        return unmeasured(tests_absent_why(evidence, [TIMER_TEST]))
+    difference = property_number(outcome, "difference_percent")
+    if difference is None:
+        if outcome.status == "failed":
+            return failed("-", f"{TIMER_TEST}: {outcome.message[:100] or 'failed'}")
+        return unmeasured(f"{TIMER_TEST} {outcome.status} without difference_percent")
+    harness = property_number(outcome, "harness_median_us")
+    host = property_number(outcome, "host_loop_us")
+    measured = f"{difference:.2f} %" + (f" ({harness:.1f} vs {host:.1f} us)"
+                                        if harness is not None and host is not None else "")
+    if difference <= 5.0:
+        return passed(measured, "harness median vs host-clock loop")
+    return failed(measured, "the harness and the host-clock loop disagree by more than 5 %")
+
+
+@judge("energy-hot-loop", "energy_j stored for every result of the energy run", steps=(ENERGY,))
+def energy_hot_loop(evidence: Evidence) -> Finding:
+    rows = evidence.gpu_results(ENERGY)
+    if not rows:
+        return unmeasured("no passed result in the energy run" if evidence.db
+                          else f"no {DATABASE_FILE}")
+    missing = [f"{r['kernel']} {shape_text(r)}: no energy" for r in rows
+               if not r.get("energy_j") or r["energy_j"] <= 0]
+    measured = ", ".join(f"{r['kernel']} {r['energy_j'] * 1e3:.2f} mJ per forward"
+                         for r in rows if r.get("energy_j"))
+    return failed(measured or "-", first_issues(missing)) if missing else passed(measured)
+
+
+@judge("launches-graph", f"{LAUNCH_COUNT_TEST} passes; every gpu-smoke result has launches >= 1",
+       steps=(CTEST, SMOKE))
+def launches_graph(evidence: Evidence) -> Finding:
+    rows = evidence.gpu_results(SMOKE)
+    bad = [f"{r['kernel']} {shape_text(r)}: launches {r.get('launches')}" for r in rows
+           if (r.get("launches") or 0) < 1]
+    measured = f"launches in {len(rows) - len(bad)}/{len(rows)} results"
+    if not rows:
+        smoke = unmeasured("no passed gpu-smoke result")
+    else:
+        smoke = failed(measured, first_issues(bad)) if bad else passed(measured)
+    test = judge_tests(evidence, [LAUNCH_COUNT_TEST])
+    return both(Finding(test.result, f"{LAUNCH_COUNT_TEST} {test.measured}", test.why), smoke)
+
+
+@judge("memory-tracking", "extra memory >= 0 in every gpu-smoke result", steps=(SMOKE,))
+def memory_tracking(evidence: Evidence) -> Finding:
+    rows = evidence.gpu_results(SMOKE)
+    if not rows:
+        return unmeasured("no passed gpu-smoke result" if evidence.db else f"no {DATABASE_FILE}")
+    bad = [f"{r['kernel']} {shape_text(r)}: {r.get('extra_memory_bytes')}" for r in rows
+           if r.get("extra_memory_bytes") is None or r["extra_memory_bytes"] < 0]
+    measured = f"extra memory in {len(rows) - len(bad)}/{len(rows)} results"
+    return failed(measured, first_issues(bad)) if bad else passed(measured)
+
+
+@judge("nvtx", "ranges visible in Nsight Systems")
+def nvtx(evidence: Evidence) -> Finding:
+    return unmeasured("Nsight Systems does not run on the lent GPU host; "
+                      "check with nsys profile on a workstation")
+
+
+@judge("calibrate-bf16-gemm", ">= 700 TFLOP/s", steps=(CALIBRATE,), h200=True)
+def calibrate_bf16_gemm(evidence: Evidence) -> Finding:
+    return judge_calibration(evidence, "gemm", "bf16", 700, "TFLOP/s")
+
+
+@judge("calibrate-copy", ">= 4 TB/s", steps=(CALIBRATE,), h200=True)
+def calibrate_copy(evidence: Evidence) -> Finding:
+    return judge_calibration(evidence, "copy", "bytes", 4, "TB/s")
+
+
+# A result's fraction of peak is its TFLOP/s over the calibrated GEMM ceiling of its own input
+# dtype; 1 % allows rounding and a ceiling re-measured within the run.
+FRACTION_TOLERANCE = 0.01
+
+
+@judge("calibrate-dtypes", "gemm fp16, bf16, e4m3 calibrated; fractions of their dtype's ceiling",
+       steps=(CALIBRATE, SMOKE))
+def calibrate_dtypes(evidence: Evidence) -> Finding:
+    ceilings = {}
+    for dtype in ("fp16", "bf16", "e4m3"):
+        rows = [r for r in gpu_calibrations(evidence, "gemm", dtype) if r["value"]]
+        if rows:
+            ceilings[dtype] = min(r["value"] for r in rows)
+    missing = [d for d in ("fp16", "bf16", "e4m3") if d not in ceilings]
+    measured = ", ".join(f"{d} {v / TERA:.0f}" for d, v in ceilings.items()) + " TFLOP/s"
+    if missing:
+        return (failed(measured, f"no gemm {', '.join(missing)} calibration")
+                if ceilings else unmeasured("no gemm calibration of the GPU in the database"))
+    rows = [r for r in evidence.gpu_results(SMOKE) if r.get("timed")]
+    issues = []
+    for r in rows:
+        fraction = r.get("fraction_of_peak_flops")
+        if fraction is None or r.get("fraction_of_peak_bandwidth") is None:
+            issues.append(f"{r['kernel']} {shape_text(r)}: no fraction of peak")
+        elif r["input_dtype"] in ceilings and r.get("flops_per_s"):
+            expected = r["flops_per_s"] / ceilings[r["input_dtype"]]
+            if abs(fraction - expected) > FRACTION_TOLERANCE * expected:
+                issues.append(f"{r['kernel']} {shape_text(r)}: fraction {fraction:.3f}, "
+                              f"{expected:.3f} of its {r['input_dtype']} ceiling")
+    measured += f"; fractions in {len(rows) - len(issues)}/{len(rows)} timed results"
+    if issues:
+        return failed(measured, first_issues(issues))
+    if not rows:
+        return unmeasured("no timed gpu-smoke result", measured)
+    return passed(measured)
+
+
+@judge("isolation-oob", "the test passes", steps=(CTEST,))
+def isolation_oob(evidence: Evidence) -> Finding:
+    return judge_tests(evidence, [ISOLATION_TEST])
+
+
+@judge("naive-cublas-correct", "ctest suite passes", steps=(CTEST,))
+def naive_cublas_correct(evidence: Evidence) -> Finding:
+    return judge_tests(evidence, suite_tests(evidence, "cuda.naive_cublas"))
+
+
+@judge("cudnn-correct", "ctest suite passes", steps=(CTEST,))
+def cudnn_correct(evidence: Evidence) -> Finding:
+    return judge_tests(evidence, suite_tests(evidence, "cudnn.sdpa"))
+
+
+@judge("cudnn-fp8-correct", "ctest suite passes", steps=(CTEST,))
+def cudnn_fp8_correct(evidence: Evidence) -> Finding:
+    return judge_tests(evidence, suite_tests(evidence, "cudnn.sdpa_fp8"))
+
+
+@judge("cudnn-figure", ">= 600 TFLOP/s", any_step=(FIGURES, SMOKE), h200=True)
+def cudnn_figure(evidence: Evidence) -> Finding:
+    return judge_figure(evidence, "cudnn.sdpa", 600)
+
+
+@judge("cudnn-fp8-figure", ">= 900 TFLOP/s", any_step=(FIGURES, SMOKE), h200=True)
+def cudnn_fp8_figure(evidence: Evidence) -> Finding:
+    return judge_figure(evidence, "cudnn.sdpa_fp8", 900)
+
+
+def judge_sanitizer(evidence: Evidence, tool: str) -> Finding:
+    """evidence.json's report of one compute-sanitizer tool: clean means no error, at least one
+    process checked, and the tool exited 0 (a timeout proves nothing clean)."""
+    report = evidence.sanitizer.get(tool)
+    if not isinstance(report, dict):
+        return unmeasured(f"no {tool} report in {EVIDENCE_FILE}")
+    errors, processes, status = (report.get("errors"), report.get("processes"),
+                                 report.get("exit"))
+    if errors is None or processes is None:
+        return unmeasured(f"{tool} report without errors/processes: {report}")
+    measured = f"{errors} errors in {processes} processes, exit {status}"
+    kernels = {r["kernel"] for r in evidence.results(SANITIZER)}
+    covered = f"{len(kernels)} kernels in run {evidence.run_id(SANITIZER)}" if kernels else ""
+    if errors == 0 and processes > 0 and status == 0:
+        return passed(measured, covered)
+    if errors == 0 and processes == 0:
+        return failed(measured, "no process was checked")
+    return failed(measured, f"{tool} found errors" if errors else f"{tool} exited {status}")
+
+
+@judge("memcheck-clean", "0 errors, every process", steps=(SANITIZER,))
+def memcheck_clean(evidence: Evidence) -> Finding:
+    return judge_sanitizer(evidence, "memcheck")
+
+
+VERSION_FIELDS = (("cuda_runtime", "CUDA runtime"), ("cuda_driver", "driver"),
+                  ("cudnn", "cuDNN"), ("cudnn_frontend", "cudnn-frontend"), ("cublas", "cuBLAS"))
+
+
+def run_environment(evidence: Evidence) -> dict | None:
+    """The runs-table row of the first attnbench run gpu-check made (they share a host)."""
+    for step in (SMOKE, FIGURES, SANITIZER):
+        run = evidence.db.run(evidence.run_id(step)) if evidence.db else None
+        if run:
+            return run
+    return None
+
+
+@judge("versions", "every version recorded (cuDNN compiled and loaded)",
+       any_step=(FIGURES, SANITIZER, SMOKE))
+def versions(evidence: Evidence) -> Finding:
+    run = run_environment(evidence)
+    if run is None:
+        return unmeasured("no attnbench run in the database" if evidence.db
+                          else f"no {DATABASE_FILE}")
+    missing = [label for column, label in VERSION_FIELDS
+               if str(run.get(column) or "").strip().lower() in ("", "none", "unknown")]
+    cudnn = str(run.get("cudnn") or "")
+    if cudnn and not ("compiled" in cudnn and "loaded" in cudnn):
+        missing.append("cuDNN compiled and loaded")
+    measured = "; ".join(f"{label} {run.get(column) or '-'}" for column, label in VERSION_FIELDS)
+    if missing:
+        return failed(measured, f"run {run['id']} lacks {', '.join(missing)}")
+    return passed(measured, f"run {run['id']}")
+
+
+@judge("gpu-check-budget", "every step run within budget_s")
+def gpu_check_budget(evidence: Evidence) -> Finding:
+    if not evidence.found:
+        return unmeasured(f"no {EVIDENCE_FILE}")
+    total, budget = evidence.total_seconds(), evidence.budget_s
+    threshold = f"every step run within {budget:g} s"
+    measured = f"{total:.0f} s of {budget:g} s"
+    if evidence.interrupted or evidence.unfinished():
+        return unmeasured(evidence.interruption() or evidence.unfinished(), measured,
+                          threshold=threshold)
+    late = [name for name, step in evidence.steps.items() if step.result.startswith("not reached")]
+    if late:
+        return failed(measured, f"steps not reached: {', '.join(late)}", threshold=threshold)
+    if total > budget:
+        return failed(measured, "over budget", threshold=threshold)
+    skipped = [f"step {name} {step.result}" for name, step in evidence.steps.items()
+               if not step.ran]
+    if skipped:
+        return unmeasured(f"not every step ran: {'; '.join(skipped)}", measured,
+                          threshold=threshold)
+    return passed(measured, f"{len(evidence.steps)} steps", threshold=threshold)
+
+
+@judge("gpu-smoke-90s", "< 90 s", steps=(SMOKE,))
+def gpu_smoke_90s(evidence: Evidence) -> Finding:
+    step = evidence.steps[SMOKE]
+    if step.seconds is None:
+        return unmeasured("the gpu-smoke step recorded no seconds")
+    measured = f"{step.seconds:.0f} s"
+    if step.result == "fail":
+        # A step that failed early ran fast for the wrong reason: its time counts only when the
+        # suite's run completed anyway (a kernel that failed its check).
+        run = evidence.db.run(evidence.run_id(SMOKE)) if evidence.db else None
+        if not run or run.get("status") != "complete":
+            return unmeasured(f"gpu-smoke failed before its run completed ({step.detail})",
+                              measured)
+    if step.seconds < 90:
+        return passed(measured, f"predicted {step.predicted_s:.0f} s"
+                      if step.predicted_s is not None else "")
+    return failed(measured, "the suite took 90 s or more")
+
+
+@judge("a100", "the sm_80 builds pass ctest and gpu-smoke on an A100")
+def a100(evidence: Evidence) -> Finding:
+    if "A100" not in evidence.device_name():
+        return unmeasured("needs an A100 host (gpu-check there)")
+    gaps = steps_gaps(evidence, (CTEST, SMOKE))
+    if gaps:
+        return unmeasured(gaps)
+    failures = [name for name in (CTEST, SMOKE) if evidence.steps[name].result != "pass"]
+    measured = ", ".join(f"{n} {evidence.steps[n].result}" for n in (CTEST, SMOKE))
+    return failed(measured, "steps failed on the A100") if failures else passed(measured)
+
+
+@judge("nightly-10min", "nightly suite < 10 min")
+def nightly_10min(evidence: Evidence) -> Finding:
+    return unmeasured("too long for gpu-check: attnbench run --suite nightly --devices gpu "
+                      "on its own")
+
+
+@judge("flash2-correct", "ctest suite passes", steps=(CTEST,))
+def flash2_correct(evidence: Evidence) -> Finding:
+    return judge_tests(evidence, suite_tests(evidence, "cuda.flash2"))
+
+
+FLASH2_RATIO = 0.85
+
+
+@judge("flash2-figure", f">= {FLASH2_RATIO:g}x torch.sdpa_flash (same run)",
+       any_step=(FIGURES, SMOKE), h200=True)
+def flash2_figure(evidence: Evidence) -> Finding:
+    """cuda.flash2 against PyTorch's flash SDPA measured in the same run, so both saw the same
+    clocks; the absolute TFLOP/s are shown, not judged."""
+    flash2 = [(run, r) for run, r in figure_results(evidence, "cuda.flash2")]
+    if not flash2:
+        return unmeasured(no_figure_why(evidence, "cuda.flash2"))
+    timed = [(run, r) for run, r in flash2 if r["status"] == "passed" and r.get("flops_per_s")]
+    if not timed:
+        run, r = flash2[0]
+        return failed("-", f"cuda.flash2 at the figure shape (run {run}): {r['status']}: "
+                           f"{(r.get('message') or '')[:80]}")
+    peers = {run: r for run, r in figure_results(evidence, "torch.sdpa_flash")
+             if r["status"] == "passed" and r.get("flops_per_s")}
+    paired = [(run, r, peers[run]) for run, r in timed if run in peers]
+    if not paired:
+        run, r = timed[0]
+        return unmeasured("no torch.sdpa_flash result in this run (PyTorch peers: issue 13)",
+                          f"{r['flops_per_s'] / TERA:.1f} TFLOP/s")
+    run, mine, peer = paired[0]
+    ratio = mine["flops_per_s"] / peer["flops_per_s"]
+    measured = (f"{ratio:.2f}x ({mine['flops_per_s'] / TERA:.1f} vs "
+                f"{peer['flops_per_s'] / TERA:.1f} TFLOP/s)")
+    if ratio >= FLASH2_RATIO:
+        return passed(measured, f"run {run}")
+    return failed(measured, f"below {FLASH2_RATIO:g}x torch.sdpa_flash (run {run})")
+
+
+@judge("flash2-memory-launches", "extra memory 0, 1 launch", steps=(SMOKE,))
+def flash2_memory_launches(evidence: Evidence) -> Finding:
+    def issue(r):
+        return first_issues([i for i in (memory_issue(r), launches_issue(r)) if i])
+    def describe(rows):
+        return (f"extra memory {distinct_values(rows, 'extra_memory_bytes')} B, "
+                f"launches {distinct_values(rows, 'launches')} ({len(rows)} results)")
+    return judge_smoke_rule(evidence, ("cuda.flash2",), issue, describe)
+
+
+INHOUSE_KERNELS = NAIVE_FAMILY + ("cuda.flash1",)
+
+
+@judge("inhouse-correct", "ctest suite passes for each", steps=(CTEST,))
+def inhouse_correct(evidence: Evidence) -> Finding:
+    return judge_tests(evidence, [name for k in INHOUSE_KERNELS
+                                  for name in suite_tests(evidence, k)])
+
+
+@judge("naive-memory", f"formula <= extra memory <= {MEMORY_TOLERANCE:g}x formula",
+       steps=(SMOKE,))
+def naive_memory(evidence: Evidence) -> Finding:
+    return judge_smoke_rule(evidence, INHOUSE_KERNELS, memory_issue, memory_ratios)
+
+
+@judge("naive-launches", "3 naive/fused, 4 out of/in place, ceil(sk/64) flash1",
+       steps=(SMOKE,))
+def naive_launches(evidence: Evidence) -> Finding:
+    return judge_smoke_rule(evidence, INHOUSE_KERNELS, launches_issue,
+                            lambda rows: values_per_kernel(rows, "launches"))
+
+
+def problem_key(r: dict) -> tuple:
+    return tuple(r[c] for c in ("batch", "heads_q", "heads_kv", "seqlen_q", "seqlen_k",
+                                "head_dim_qk", "head_dim_v", "input_dtype", "mask_kind",
+                                "window_left", "window_right", "layout"))
+
+
+@judge("masked-predicted",
+       "predicted_s beside every median; fused <= naive <= in place < out of place",
+       steps=(SMOKE,))
+def masked_predicted(evidence: Evidence) -> Finding:
+    if not evidence.db:
+        return unmeasured(f"no {DATABASE_FILE}")
+    rows = [r for r in evidence.gpu_results(SMOKE) if r["kernel"] in NAIVE_FAMILY]
+    if not rows:
+        return unmeasured(f"no passed gpu-smoke result of {', '.join(NAIVE_FAMILY)}")
+    issues = [f"{r['kernel']} {shape_text(r)}: no predicted_s beside its median" for r in rows
+              if r.get("predicted_s") is None or r.get("median_s") is None]
+    shapes: dict[tuple, dict] = {}
+    for r in rows:
+        if r.get("predicted_s") is not None:
+            shapes.setdefault(problem_key(r), {})[r["kernel"]] = r["predicted_s"]
+    compared = [(key, p) for key, p in shapes.items() if all(k in p for k in BYTES_ORDER)]
+    for key, p in compared:
+        fused, naive, inplace, outofplace = (p[k] for k in BYTES_ORDER)
+        if not (fused <= naive <= inplace < outofplace):
+            issues.append(f"shape {key}: predicted fused {fused:.3g}, naive {naive:.3g}, "
+                          f"in place {inplace:.3g}, out of place {outofplace:.3g} s")
+    beside = sum(1 for r in rows if r.get("predicted_s") is not None and r.get("median_s"))
+    measured = (f"predicted beside {beside}/{len(rows)} medians; "
+                f"order checked on {len(compared)} shapes")
+    if issues:
+        return failed(measured, first_issues(issues))
+    if not compared:
+        return unmeasured("no shape with all four kernels to compare", measured)
+    return passed(measured)
+
+
+@judge("l2-flush-clean", "the test passes; difference <= 10 %", steps=(TIMER,))
+def l2_flush_clean(evidence: Evidence) -> Finding:
+    found = judge_tests(evidence, [L2_FLUSH_TEST])
+    outcome = evidence.tests.get(L2_FLUSH_TEST)
+    difference = property_number(outcome, "difference_percent") if outcome else None
+    if difference is None:
+        return found
+    measured = f"{difference:.2f} %"
+    if found.result == PASS and difference > 10.0:
+        return failed(measured, "the probe is slower after a flush by more than 10 %")
+    return Finding(found.result, measured, found.why)
+
+
+@judge("racecheck-clean", "0 hazards, every process", steps=(SANITIZER,))
+def racecheck_clean(evidence: Evidence) -> Finding:
+    return judge_sanitizer(evidence, "racecheck")
+
+
+@judge("synccheck-clean", "0 errors, every process", steps=(SANITIZER,))
+def synccheck_clean(evidence: Evidence) -> Finding:
+    return judge_sanitizer(evidence, "synccheck")
+
+
+TIMING_COLUMNS = ("forwards_timed", "timing_wall_s", "timing_stop")
+TIMING_STOPS = ("stable", "repetitions", "budget")
+
+
+def timing_issue(r: dict, budget: float) -> str | None:
+    """What a timed result's plan broke. One repetition's wall time is the result's wall time
+    over its repetitions: the planner may start a repetition just before the budget runs out."""
+    forwards, stop = r.get("forwards_timed"), r.get("timing_stop")
+    repetitions, wall = r.get("repetitions"), r.get("timing_wall_s")
+    if not forwards or forwards <= 0:
+        return f"forwards_timed {forwards}"
+    if stop not in TIMING_STOPS:
+        return f"timing_stop {stop!r}"
+    if not repetitions or repetitions <= 0 or wall is None:
+        return f"repetitions {repetitions}, wall {wall}"
+    repetition = wall / repetitions
+    if wall > (budget + repetition) * (1 + 1e-9):
+        return f"wall {wall:.3f} s > {budget:g} s + one repetition ({repetition:.3f} s)"
+    return None
+
+
+@judge("timing-wall-plan", "forwards > 0, stop set, wall <= max_case_seconds + 1 repetition",
+       any_step=(FIGURES, SMOKE))
+def timing_wall_plan(evidence: Evidence) -> Finding:
+    if not evidence.db:
+        return unmeasured(f"no {DATABASE_FILE}")
+    absent = [c for c in TIMING_COLUMNS if c not in evidence.db.columns("results")]
+    if absent:
+        return unmeasured(f"the database has no {', '.join(absent)} (results columns of schema "
+                          "version 5)")
+    issues, rows, budgets, unbudgeted = [], [], [], []
+    for step in (FIGURES, SMOKE):
+        if step_gap(evidence, step):
+            continue
+        timed = [r for r in evidence.gpu_results(step, status=None) if r.get("timed")]
+        budget = evidence.case_budget(step)
+        if budget is None:
+            unbudgeted += [step] if timed else []
+            continue
+        budgets.append(f"{step} {budget:g} s")
+        rows += timed
+        issues += [f"{r['kernel']} {shape_text(r)}: {issue}" for r in timed
+                   if (issue := timing_issue(r, budget))]
+    threshold = ("forwards > 0, stop set, wall <= max_case_seconds"
+                 + (f" ({', '.join(budgets)})" if budgets else "") + " + 1 repetition")
+    stops = {stop: sum(1 for r in rows if r.get("timing_stop") == stop) for stop in TIMING_STOPS}
+    walls = [r["timing_wall_s"] for r in rows if r.get("timing_wall_s") is not None]
+    measured = (f"{len(rows)} timed results" + (f", wall <= {max(walls):.3f} s" if walls else "")
+                + "; stopped " + ", ".join(f"{k} {v}" for k, v in stops.items()))
+    if issues:
+        return failed(measured, first_issues(issues), threshold=threshold)
+    if unbudgeted:
+        return unmeasured(f"no max_case_seconds for {', '.join(unbudgeted)}", measured,
+                          threshold=threshold)
+    if not rows:
+        return unmeasured("no timed GPU result", threshold=threshold)
+    return passed(measured, threshold=threshold)

@@ -1,0 +1,215 @@
+"""The steps of ci/gpu-check.sh, most valuable first, and what each is predicted to cost.
+
+A GPU call is scarce: one run of gpu-check must clear GPU-CLAIMS.md inside its budget. So the
+steps come in the order of what they prove per second (the figures every claim names first;
+then the correctness matrix; then the sanitizers; then the smoke suite), and each step's cost
+is predicted before anything runs: attnbench's own cost model (`attnbench plan --json`: the
+forward from FLOPs and bytes over the H200's ceilings at a per-kernel efficiency, the host's
+inputs and reference, the harness's timing plan in wall-clock time, cuDNN graph builds) for
+every attnbench call, plus the fixed costs below for what is not a case (process starts,
+compute-sanitizer's start-up, the calibration GEMMs). A prediction is a lead: a GPU run's
+summary shows each step's measured seconds beside it.
+"""
+
+import dataclasses
+import json
+import subprocess
+
+# What gpu-check promises (issue 11): the whole check fits 300 s; the plan for an H200 leaves
+# a margin (240 s), and the figures, the reason for a GPU call, are done in the first 120 s.
+DEFAULT_BUDGET_S = 300
+PLAN_LIMIT_S = 240
+FIGURES_BY_S = 120
+
+# Watchdogs. A kernel that never ran on a GPU may hang: a short case timeout and the breaker
+# (one crash or timeout stops that kernel) keep it to one watchdog per kernel. Figure cases
+# compute a reference over 16k tokens on the host (seconds) before their forward: longer.
+CASE_TIMEOUT_S = 10
+FIGURE_CASE_TIMEOUT_S = 30
+
+# Fixed costs, leads until a GPU run measures them (summary.md puts measured beside predicted).
+SETUP_S = 10.0  # unpack the bundle (~50 MiB xz), ldd, pre-checks, `attnbench list devices`
+CALIBRATE_S = 15.0  # cuBLASLt GEMMs in fp16, bf16 and e4m3, a copy, each warmed up and repeated
+CUDA_PROCESS_S = 2.0  # a process that creates a CUDA context and loads cuBLAS/cuDNN
+SANITIZER_START_S = 8.0  # compute-sanitizer's own start-up and its instrumented context
+SANITIZER_SLOWDOWN = 50.0  # a sanitized forward against a plain one (memcheck; racecheck more)
+L2_FLUSH_TEST_S = 4.0  # 400 probe forwards of ~60 us, in its own process
+CUDA_DEVICE_TESTS_S = 40.0  # the CudaDevice.* executor tests (one process each; calibration)
+ISOLATION_TEST_S = 12.0  # a crash, a fresh worker, four small cases
+CTEST_PARALLEL = 4  # ctest lanes: the tests are host-bound (references, graph builds)
+CUDNN_CTEST_SHARDS = 4  # tests/test_gpu.cpp's kCudnnShards
+
+# The figure shapes and the timer's shape (tests/test_gpu.cpp, kTimerShape).
+TIMER_SHAPE = "b=4,hq=16,s=4096,d=128,dtype=bf16"
+TIMER_REPETITIONS, TIMER_MAX_CASE_S, TIMER_HOST_LOOP_S = 20, 3.0, 2.0
+
+# Tiny shapes for the sanitizers: every mask path, GQA, a tail, decode, FP8 (memcheck); the
+# in-house kernels' tile loops with partial tiles (racecheck, synccheck).
+MEMCHECK_SHAPES = [
+    "b=2,hq=4,hkv=2,sq=113,sk=203,d=64,dtype=bf16,mask=causal_br",
+    "b=2,hq=4,s=128,d=128,dtype=fp16,mask=padding",
+    "b=1,hq=2,s=200,d=64,dtype=bf16,mask=window(32,8)",
+    "b=1,hq=4,hkv=1,sq=1,sk=257,d=128,dtype=bf16",
+    "b=2,hq=4,s=128,d=128,dtype=e4m3,out=e4m3,fp8_scaling=per_tensor,mask=causal",
+]
+RACE_SHAPES = [
+    "b=1,hq=2,hkv=1,sq=65,sk=97,d=64,dtype=bf16,mask=causal_br",
+    "b=1,hq=1,s=80,d=128,dtype=fp16",
+]
+IN_HOUSE_KERNELS = "cuda.naive,cuda.masked_*,cuda.flash1,cuda.flash2"
+# The timer claims' tests (tests/test_gpu.cpp), run from the test binary in the figures step.
+TIMER_TESTS = "test_gpu --gtest_filter=GpuTimer.*"
+
+
+@dataclasses.dataclass
+class Call:
+    """One attnbench command inside a step, and how its cost is predicted."""
+    label: str
+    args: list  # attnbench arguments; gpu-check adds --db and --require-gpu
+    plan_args: list | None = None  # `attnbench plan` arguments predicting it (None: fixed_s)
+    fixed_s: float = 0.0
+    sanitizer: str = ""  # compute-sanitizer tool wrapping the call, if any
+    predicted_s: float = 0.0
+    cases: int = 0
+
+
+@dataclasses.dataclass
+class Step:
+    name: str
+    proves: str
+    needs: list  # pre-checks that must pass, else the step is disabled with their reason
+    calls: list = dataclasses.field(default_factory=list)
+    fixed_s: float = 0.0
+    predicted_s: float = 0.0
+    ends_at_s: float = 0.0
+
+
+def steps(case_filter=""):
+    """The steps in the order they run."""
+    filter_args = ["--filter", case_filter] if case_filter else []
+    selection = ["--devices", "gpu", "--breaker"]
+    figures = Step("figures", "calibrated ceilings, every claimed figure, the timers, energy",
+                   needs=["attnbench", "cublas", "nvml"])
+    figures.calls = [
+        Call("calibrate", ["calibrate", "--devices", "gpu"], fixed_s=CALIBRATE_S),
+        Call("figures", ["run", "--suite", "gpu-figures", "--energy", *selection,
+                         "--case-timeout", str(FIGURE_CASE_TIMEOUT_S)],
+             plan_args=["--suite", "gpu-figures", "--energy"]),
+        # The two timer claims, from the test binary (not attnbench): predicted by its shape.
+        Call(TIMER_TESTS, [], plan_args=["--shape", TIMER_SHAPE, "--kernels", "cudnn.sdpa",
+                                         "--repetitions", str(TIMER_REPETITIONS),
+                                         "--max-case-seconds", str(TIMER_MAX_CASE_S)],
+             fixed_s=TIMER_HOST_LOOP_S + L2_FLUSH_TEST_S + CUDA_PROCESS_S),
+    ]
+    ctest = Step("ctest", "every GPU kernel over the ctest suite; the executor; isolation",
+                 needs=["ctest", "cudnn"])
+    sanitizer = Step("sanitizer", "memcheck, racecheck and synccheck clean on tiny shapes",
+                     needs=["compute-sanitizer"])
+    sanitizer.calls = [
+        Call("memcheck", ["check", "--kernels", "cuda.*,cudnn.*", *selection, *filter_args,
+                          *[a for s in MEMCHECK_SHAPES for a in ("--shape", s)]],
+             plan_args=["--kernels", "cuda.*,cudnn.*", "--check", *filter_args,
+                        *[a for s in MEMCHECK_SHAPES for a in ("--shape", s)]],
+             sanitizer="memcheck"),
+        *[Call(tool, ["check", "--kernels", IN_HOUSE_KERNELS, *selection, *filter_args,
+                      *[a for s in RACE_SHAPES for a in ("--shape", s)]],
+               plan_args=["--kernels", IN_HOUSE_KERNELS, "--check", *filter_args,
+                          *[a for s in RACE_SHAPES for a in ("--shape", s)]],
+               sanitizer=tool)
+          for tool in ("racecheck", "synccheck")],
+    ]
+    smoke = Step("gpu-smoke", "the small GPU suite timed: launches, memory, clocks",
+                 needs=["attnbench"])
+    smoke.calls = [Call("gpu-smoke", ["run", "--suite", "gpu-smoke", *selection, *filter_args,
+                                      "--case-timeout", str(CASE_TIMEOUT_S)],
+                        plan_args=["--suite", "gpu-smoke", *filter_args])]
+    return [Step("setup", "the bundle loads; GPU, cuDNN, cuBLAS, NVML, tools present",
+                 needs=[], fixed_s=SETUP_S),
+            figures, ctest, sanitizer, smoke]
+
+
+def attnbench_plan(cli, plan_args, device_model, environment=None):
+    """`attnbench plan --json`: the cases and their predicted seconds."""
+    command = [cli, "plan", "--device-model", device_model, "--json", *plan_args]
+    done = subprocess.run(command, capture_output=True, text=True, check=False, env=environment)
+    if done.returncode != 0:
+        raise RuntimeError(f"{' '.join(command)}: {done.stderr.strip()}")
+    return json.loads(done.stdout)
+
+
+def lanes_makespan(durations, lanes):
+    """ctest --parallel: the longest first, each onto the least loaded lane."""
+    loads = [0.0] * lanes
+    for duration in sorted(durations, reverse=True):
+        loads[loads.index(min(loads))] += duration
+    return max(loads)
+
+
+def predict_ctest(cli, device_model, environment=None):
+    """The ctest step: GpuCtestSuite per kernel (check-only over the ctest suite; cudnn.sdpa
+    in shards), the executor tests and the isolation test, over CTEST_PARALLEL lanes."""
+    kernels = ["cuda.naive_cublas", "cuda.naive", "cuda.masked_outofplace", "cuda.masked_inplace",
+               "cuda.masked_fused", "cuda.flash1", "cuda.flash2", "cudnn.sdpa", "cudnn.sdpa_fp8"]
+    durations, cases = [], 0
+    for kernel in kernels:
+        planned = attnbench_plan(cli, ["--suite", "ctest", "--kernels", kernel, "--check"],
+                                 device_model, environment)
+        cases += sum(1 for c in planned["cases"] if c["supported"])
+        shards = CUDNN_CTEST_SHARDS if kernel == "cudnn.sdpa" else 1
+        durations += [planned["total_s"] / shards + CUDA_PROCESS_S] * shards
+    durations += [CUDA_DEVICE_TESTS_S, ISOLATION_TEST_S]
+    return lanes_makespan(durations, CTEST_PARALLEL), cases
+
+
+def predict(plan_steps, cli, device_model="h200", environment=None):
+    """Fills predicted_s of every call and step and the step's end time, in order."""
+    clock = 0.0
+    for step in plan_steps:
+        total = step.fixed_s
+        if step.name == "ctest":
+            total, cases = predict_ctest(cli, device_model, environment)
+            step.calls = [Call("ctest -L gpu", [], fixed_s=total, predicted_s=total, cases=cases)]
+        else:
+            for call in step.calls:
+                call.predicted_s = call.fixed_s
+                if call.plan_args is not None:
+                    planned = attnbench_plan(cli, call.plan_args, device_model, environment)
+                    call.cases = sum(1 for c in planned["cases"] if c["supported"])
+                    forwards_s = sum(c.get("check_s", 0) + c.get("timing_s", 0)
+                                     for c in planned["cases"])
+                    call.predicted_s += planned["total_s"]
+                    if call.sanitizer:
+                        call.predicted_s += (SANITIZER_START_S
+                                             + (SANITIZER_SLOWDOWN - 1) * forwards_s)
+                total += call.predicted_s
+        step.predicted_s = total
+        clock += total
+        step.ends_at_s = clock
+    return plan_steps
+
+
+def format_plan(plan_steps, device_model, budget_s):
+    """The plan as text: every step, its calls and cases, predicted seconds, the verdicts."""
+    lines = [f"gpu-check plan for a modeled {device_model} (budget {budget_s:g} s; "
+             f"plan limit {PLAN_LIMIT_S} s, figures by {FIGURES_BY_S} s)", ""]
+    lines.append(f"{'step':<11} {'predicted':>10} {'ends at':>9}  what it proves / runs")
+    for step in plan_steps:
+        lines.append(f"{step.name:<11} {step.predicted_s:>9.1f}s {step.ends_at_s:>8.1f}s  "
+                     f"{step.proves}")
+        for call in step.calls:
+            what = " ".join(call.args) if call.args else call.label
+            under = f"{call.sanitizer}: " if call.sanitizer else ""
+            cases = f", {call.cases} cases" if call.cases else ""
+            lines.append(f"{'':<11} {call.predicted_s:>9.1f}s {'':>9}    {under}{what}{cases}")
+    figures_end = next(s.ends_at_s for s in plan_steps if s.name == "figures")
+    total = plan_steps[-1].ends_at_s
+    lines += ["", f"figures done at {figures_end:.1f} s (limit {FIGURES_BY_S} s): "
+              + ("ok" if figures_end <= FIGURES_BY_S else "TOO LATE"),
+              f"predicted total {total:.1f} s (limit {PLAN_LIMIT_S} s): "
+              + ("ok" if total <= PLAN_LIMIT_S else "OVER")]
+    return "\n".join(lines)
+
+
+def plan_fits(plan_steps):
+    figures_end = next(s.ends_at_s for s in plan_steps if s.name == "figures")
+    return figures_end <= FIGURES_BY_S and plan_steps[-1].ends_at_s <= PLAN_LIMIT_S

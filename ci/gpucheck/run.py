@@ -1,0 +1,314 @@
+"""Runs the planned steps of gpu-check inside a budget and leaves a summary whatever happens.
+
+Each step starts only when what is left of the budget covers at least half its prediction
+(predictions are pessimistic leads), and may use all that is left; a step that does not fit is
+recorded "not reached: budget", a step whose pre-check failed "disabled: <reason>". After every
+step evidence.json and summary.md are rewritten, so a run killed outright (SIGKILL) still leaves
+a summary up to its last finished step; on SIGTERM or SIGINT the running command's process group
+is stopped, the interruption is recorded with the step it hit, and the summary is written.
+"""
+
+import contextlib
+import datetime
+import io
+import json
+import os
+import re
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from gpucheck import plan, setup
+from gpucheck.summary import write_summary
+
+# Kept back from the budget for the final summary (a few database queries and a file).
+SUMMARY_RESERVE_S = 5.0
+# A step starts when the budget left covers this fraction of its prediction.
+START_FRACTION = 0.5
+# A stopped command gets this long between SIGTERM and SIGKILL.
+KILL_GRACE_S = 5.0
+
+
+class Interrupted(Exception):
+    pass
+
+
+class Check:
+    """One run of gpu-check: its budget, its evidence, the command running now."""
+
+    def __init__(self, root, outdir, budget_s, case_filter="", rehearse=False):
+        self.root = Path(root)
+        self.outdir = Path(outdir)
+        self.outdir.mkdir(parents=True, exist_ok=True)
+        self.budget_s = budget_s
+        self.case_filter = case_filter
+        self.rehearse = rehearse
+        self.started = time.monotonic()
+        self.db = self.outdir / "attnbench.sqlite"
+        self.claims = self.root / "GPU-CLAIMS.md"
+        self.child = None
+        self.current_step = None
+        self.environment = dict(os.environ)
+        self.bundle = None  # setup.Bundle once set up
+        self.tools = {}  # ctest, compute-sanitizer: their paths, found in setup
+        self.prechecks = {}  # name -> "ok ..." or the reason it is missing
+        self.evidence = {
+            "started_at": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "budget_s": budget_s, "finished": False, "interrupted": None, "gpu": "",
+            "bundle": {}, "git_sha": "", "prechecks": self.prechecks, "steps": [], "runs": {},
+            "ctest_junit": "ctest.xml", "timer_xml": "timer.xml", "sanitizer": {},
+            "max_case_seconds": {"figures": 0.5, "gpu-smoke": 0.3},
+            "rehearsal": rehearse,
+        }
+        for name in ("attnbench.sqlite", "attnbench.sqlite-wal", "attnbench.sqlite-shm"):
+            (self.outdir / name).unlink(missing_ok=True)
+
+    def setup_tool(self, name):
+        return self.tools.get(name) or name
+
+    # ---- time --------------------------------------------------------------------------------
+    def elapsed(self):
+        return time.monotonic() - self.started
+
+    def left(self):
+        return self.budget_s - SUMMARY_RESERVE_S - self.elapsed()
+
+    # ---- evidence and summary ----------------------------------------------------------------
+    def save(self, quiet=True):
+        """evidence.json (atomically) and summary.md as they stand now."""
+        self.evidence["elapsed_s"] = round(self.elapsed(), 1)
+        path = self.outdir / "evidence.json"
+        partial = path.with_suffix(".json.partial")
+        partial.write_text(json.dumps(self.evidence, indent=1))
+        partial.replace(path)
+        output = io.StringIO() if quiet else sys.stdout
+        with contextlib.redirect_stdout(output):
+            return write_summary(self.outdir, self.claims)
+
+    def record(self, name, result, seconds, predicted_s, detail=""):
+        self.evidence["steps"].append({"name": name, "result": result, "seconds": round(seconds, 1),
+                                       "predicted_s": round(predicted_s, 1), "detail": detail})
+        print(f"gpu-check: {name}: {result} ({seconds:.0f} s, predicted {predicted_s:.0f} s)"
+              f"{' ' + detail if detail else ''}", flush=True)
+        self.save()
+
+    # ---- commands ----------------------------------------------------------------------------
+    def run(self, command, log, timeout_s, environment=None):
+        """Runs `command` in its own process group, output appended to OUTDIR/log; returns the
+        exit code, or None when it ran past `timeout_s` (the group is stopped)."""
+        with open(self.outdir / log, "a") as out:
+            out.write(f"\n$ {' '.join(map(str, command))}\n")
+            out.flush()
+            self.child = subprocess.Popen([str(c) for c in command], stdout=out,
+                                          stderr=subprocess.STDOUT, start_new_session=True,
+                                          env=environment or self.environment, cwd=self.outdir)
+            try:
+                return self.child.wait(timeout=max(1.0, timeout_s))
+            except subprocess.TimeoutExpired:
+                self.stop_child()
+                out.write(f"\n(stopped after {timeout_s:.0f} s: budget)\n")
+                return None
+            finally:
+                self.child = None
+
+    def stop_child(self):
+        child = self.child
+        if child is None or child.poll() is not None:
+            return
+        for sig, wait in ((signal.SIGTERM, KILL_GRACE_S), (signal.SIGKILL, None)):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(child.pid, sig)
+            try:
+                child.wait(timeout=wait)
+                return
+            except subprocess.TimeoutExpired:
+                continue
+
+    def attnbench(self, arguments, log, timeout_s):
+        """An attnbench command writing to the check's database; returns (exit, new run ids)."""
+        before = latest_run_id(self.db)
+        extra = ["--db", str(self.db)]
+        if arguments[0] in ("run", "check"):
+            extra.append("--require-gpu")
+        code = self.run([self.bundle.cli, *arguments, *extra], log, timeout_s)
+        return code, run_ids_after(self.db, before)
+
+    # ---- the interruption --------------------------------------------------------------------
+    def on_signal(self, signum, _frame):
+        name = signal.Signals(signum).name.replace("SIG", "")
+        self.evidence["interrupted"] = {"signal": name, "step": self.current_step or "between steps"}
+        self.stop_child()
+        print(f"gpu-check: interrupted by {name} during {self.current_step}", flush=True)
+        self.save(quiet=False)
+        sys.exit(128 + signum)
+
+
+def latest_run_id(db):
+    if not Path(db).exists():
+        return 0
+    with contextlib.closing(sqlite3.connect(db)) as connection:
+        try:
+            return connection.execute("SELECT coalesce(max(id), 0) FROM runs").fetchone()[0]
+        except sqlite3.Error:
+            return 0
+
+
+def run_ids_after(db, before):
+    if not Path(db).exists():
+        return []
+    with contextlib.closing(sqlite3.connect(db)) as connection:
+        try:
+            rows = connection.execute("SELECT id FROM runs WHERE id > ? ORDER BY id", (before,))
+            return [row[0] for row in rows]
+        except sqlite3.Error:
+            return []
+
+
+# ---- the steps -----------------------------------------------------------------------------------
+# Each returns (result, detail); "pass" or "fail: ..." style results are normalized by run_step.
+
+def step_figures(check, step):
+    details, failed = [], False
+    for call in step.calls:
+        left = check.left()
+        if call.label == "calibrate":
+            code, _ = check.attnbench(call.args, "calibrate.log", left)
+            details.append(f"calibrate exit {code}")
+        elif call.label == "figures":
+            code, runs = check.attnbench(call.args, "figures.log", left)
+            if runs:
+                check.evidence["runs"]["figures"] = runs[0]
+                check.evidence["runs"]["energy"] = runs[0]  # the figure cases measure energy
+            details.append(f"figures exit {code}")
+        else:  # the timer tests, from the test binary
+            command = [check.bundle.test_binary("test_gpu"), "--gtest_filter=GpuTimer.*",
+                       f"--gtest_output=xml:{check.outdir / 'timer.xml'}"]
+            code = check.run(command, "timer.log", left)
+            details.append(f"timer tests exit {code}")
+        failed = failed or code != 0
+        check.save()
+    return ("fail" if failed else "pass"), "; ".join(details)
+
+
+def step_ctest(check, step):
+    timeout = check.left()
+    per_test = max(10, min(int(timeout), 140))
+    environment = dict(check.environment, ATTNBENCH_GPU_TEST_CASE_TIMEOUT=str(plan.CASE_TIMEOUT_S))
+    code = check.run([check.setup_tool("ctest"), "--test-dir", check.bundle.ctest_dir,
+                      "--label-regex", "^gpu$", "--exclude-regex", r"GpuTimer\.",
+                      "--parallel", str(plan.CTEST_PARALLEL), "--timeout", str(per_test),
+                      "--output-junit", str(check.outdir / "ctest.xml"), "--output-on-failure"],
+                     "ctest.log", timeout, environment)
+    log = (check.outdir / "ctest.log").read_text(errors="replace")
+    summary = re.findall(r"\d+% tests passed, \d+ tests? failed out of \d+", log)
+    no_gpu = len(re.findall(r"^(?:\d+: )?no GPU", log, flags=re.M))
+    detail = (summary[-1] if summary else "no ctest summary") + (
+        f"; {no_gpu} skipped for want of a GPU" if no_gpu else "")
+    return ("pass" if code == 0 and no_gpu == 0 else "fail"), detail
+
+
+SUMMARY_PATTERNS = {
+    "memcheck": r"ERROR SUMMARY: (\d+) error",
+    "synccheck": r"ERROR SUMMARY: (\d+) error",
+    "racecheck": r"RACECHECK SUMMARY: \d+ hazards? displayed \((\d+) errors?",
+}
+
+
+def step_sanitizer(check, step):
+    sanitizer = check.setup_tool("compute-sanitizer")
+    details, failed = [], False
+    for call in step.calls:
+        tool = call.sanitizer
+        logs = check.outdir / "sanitizer"
+        logs.mkdir(exist_ok=True)
+        for old in logs.glob(f"{tool}-*.log"):
+            old.unlink()
+        before = latest_run_id(check.db)
+        # The cases run in worker processes (--target-processes all follows them); a worker's
+        # stdout is its pipe to the parent, so the tool writes to files, one per process.
+        command = [sanitizer, "--tool", tool, "--target-processes", "all",
+                   "--log-file", str(logs / f"{tool}-%p.log"),
+                   *(["--leak-check", "no"] if tool == "memcheck" else []),
+                   check.bundle.cli, *call.args, "--db", str(check.db), "--require-gpu"]
+        code = check.run(command, f"{tool}.log", check.left())
+        texts = [p.read_text(errors="replace") for p in sorted(logs.glob(f"{tool}-*.log"))]
+        counts = [int(m) for text in texts for m in re.findall(SUMMARY_PATTERNS[tool], text)]
+        errors = sum(counts)
+        check.evidence["sanitizer"][tool] = {"errors": errors, "processes": len(counts), "exit": code}
+        runs = run_ids_after(check.db, before)
+        if tool == "memcheck" and runs:
+            check.evidence["runs"]["sanitizer"] = runs[0]
+        ok = code == 0 and errors == 0 and counts
+        failed = failed or not ok
+        details.append(f"{tool} {errors} errors in {len(counts)} processes (exit {code})")
+        check.save()
+    return ("fail" if failed else "pass"), "; ".join(details)
+
+
+def step_smoke(check, step):
+    code, runs = check.attnbench(step.calls[0].args, "smoke.log", check.left())
+    if runs:
+        check.evidence["runs"]["smoke"] = runs[0]
+    return ("pass" if code == 0 else "fail"), f"exit {code}"
+
+
+STEP_FUNCTIONS = {"figures": step_figures, "ctest": step_ctest, "sanitizer": step_sanitizer,
+                  "gpu-smoke": step_smoke}
+
+
+def run_steps(check, plan_steps, functions):
+    """Runs each planned step in order: skipped when disabled or out of budget."""
+    for step in plan_steps:
+        missing = [f"{need}: {check.prechecks.get(need, 'not checked')}" for need in step.needs
+                   if not str(check.prechecks.get(need, "")).startswith("ok")]
+        if missing:
+            check.record(step.name, f"disabled: {missing[0]}", 0, step.predicted_s)
+            continue
+        if check.left() < START_FRACTION * step.predicted_s:
+            check.record(step.name, "not reached: budget", 0, step.predicted_s,
+                         f"{check.left():.0f} s left")
+            continue
+        check.current_step = step.name
+        start = time.monotonic()
+        try:
+            result, detail = functions[step.name](check, step)
+        except Exception as error:  # a bug in a step must not lose the other steps' evidence
+            result, detail = "fail", f"{type(error).__name__}: {error}"
+        check.current_step = None
+        if result == "pass" and check.left() < 0:
+            detail += "; ran past the budget"
+        check.record(step.name, result, time.monotonic() - start, step.predicted_s, detail)
+
+
+def main_run(root, outdir, budget_s, case_filter, rehearse):
+    """The whole check; returns the exit code (0 all passed, 1 a step or claim failed, 2 no GPU
+    or nothing to run with)."""
+    check = Check(root, outdir, budget_s, case_filter, rehearse)
+    signal.signal(signal.SIGTERM, check.on_signal)
+    signal.signal(signal.SIGINT, check.on_signal)
+    check.current_step = "setup"
+    start = time.monotonic()
+    setup_result, detail = setup.run_setup(check)
+    check.current_step = None
+    check.record("setup", setup_result, time.monotonic() - start, plan.SETUP_S, detail)
+    if setup_result != "pass":
+        check.evidence["finished"] = True
+        check.save(quiet=False)
+        return 2
+    plan_steps = plan.predict(plan.steps(case_filter), check.bundle.cli,
+                              environment=check.environment)[1:]  # setup is done
+    if rehearse:
+        for step in plan_steps:
+            check.record(step.name, "disabled: rehearsal (no GPU on the build machine)", 0,
+                         step.predicted_s)
+    else:
+        run_steps(check, plan_steps, STEP_FUNCTIONS)
+    check.evidence["finished"] = True
+    print(flush=True)
+    status = check.save(quiet=False)
+    print(f"gpu-check: {check.outdir}: summary.md, evidence.json, attnbench.sqlite and the step "
+          f"logs; {check.elapsed():.0f} s of a {budget_s:g} s budget", flush=True)
+    return status

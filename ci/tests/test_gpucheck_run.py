@@ -1,0 +1,189 @@
+"""gpu-check without a GPU: the plan fits its limits, the budget skips what does not fit, a
+missing tool disables only its step, an interrupted run still leaves a summary naming the step it
+hit, and the bundle's source manifest catches a checkout it was not built from.
+
+The plan needs an attnbench binary (ATTNBENCH_CLI, set by ctest; else build/bin/attnbench)."""
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from gpucheck import plan, run, setup
+
+ROOT = Path(__file__).resolve().parents[2]
+CLI = os.environ.get("ATTNBENCH_CLI") or str(ROOT / "build" / "bin" / "attnbench")
+needs_cli = pytest.mark.skipif(not Path(CLI).exists(), reason=f"no attnbench binary at {CLI}")
+
+
+# ---- the plan ------------------------------------------------------------------------------------
+
+@needs_cli
+def test_the_plan_for_an_h200_fits_with_the_figures_first():
+    done = subprocess.run([str(ROOT / "ci" / "gpu-check.sh"), "--plan", "--device-model", "h200"],
+                          capture_output=True, text=True, env=dict(os.environ, ATTNBENCH_CLI=CLI))
+    assert done.returncode == 0, done.stdout + done.stderr
+    text = done.stdout
+    order = [m.group(1) for m in re.finditer(r"^(\S+)\s+[\d.]+s\s+[\d.]+s", text, flags=re.M)]
+    assert order == ["setup", "figures", "ctest", "sanitizer", "gpu-smoke"], text
+    figures_end = float(re.search(r"figures done at ([\d.]+) s", text).group(1))
+    total = float(re.search(r"predicted total ([\d.]+) s", text).group(1))
+    assert figures_end <= plan.FIGURES_BY_S, text
+    assert total <= plan.PLAN_LIMIT_S, text
+    assert "run --suite gpu-figures" in text and "racecheck" in text and "synccheck" in text
+
+
+@needs_cli
+def test_every_step_has_a_prediction_and_the_figures_only_the_claimed_kernels():
+    steps = plan.predict(plan.steps(), CLI)
+    assert all(step.predicted_s > 0 for step in steps)
+    assert [s.ends_at_s for s in steps] == sorted(s.ends_at_s for s in steps)
+    figures = next(s for s in steps if s.name == "figures")
+    planned = plan.attnbench_plan(CLI, ["--suite", "gpu-figures"], "h200")
+    kernels = {c["kernel"] for c in planned["cases"] if c["supported"]}
+    # cuda.flash2's claim is relative to torch.sdpa_flash, listed for when the peer exists.
+    assert kernels <= {"cudnn.sdpa", "cudnn.sdpa_fp8", "cuda.flash2", "torch.sdpa_flash"}
+    assert {"cudnn.sdpa", "cudnn.sdpa_fp8", "cuda.flash2"} <= kernels
+    assert figures.calls[1].cases == len(kernels)
+
+
+def test_makespan_puts_the_longest_first():
+    assert plan.lanes_makespan([30, 30, 30, 30, 10], 4) == 40
+    assert plan.lanes_makespan([5, 5, 5], 1) == 15
+
+
+# ---- the runner, with fake steps -----------------------------------------------------------------
+
+def fake_step(name, predicted_s, needs=()):
+    step = plan.Step(name, f"fake {name}", needs=list(needs))
+    step.predicted_s = predicted_s
+    return step
+
+
+def make_check(tmp_path, budget_s):
+    check = run.Check(ROOT, tmp_path / "out", budget_s)
+    check.prechecks.update({"attnbench": "ok", "compute-sanitizer": "missing: not on PATH"})
+    return check
+
+
+def test_a_step_that_does_not_fit_is_recorded_not_reached(tmp_path, rng):
+    budget = rng.uniform(40, 60)
+    check = make_check(tmp_path, budget)
+    ran = []
+    functions = {name: (lambda c, s, name=name: (ran.append(name) or ("pass", "")))
+                 for name in ("figures", "ctest", "gpu-smoke")}
+    steps = [fake_step("figures", 5), fake_step("ctest", 4 * budget), fake_step("gpu-smoke", 5)]
+    run.run_steps(check, steps, functions)
+    results = {s["name"]: s["result"] for s in check.evidence["steps"]}
+    assert results == {"figures": "pass", "ctest": "not reached: budget", "gpu-smoke": "pass"}
+    assert ran == ["figures", "gpu-smoke"]
+    summary = (check.outdir / "summary.md").read_text()
+    assert "not reached: budget" in summary
+
+
+def test_a_missing_tool_disables_only_its_step(tmp_path):
+    check = make_check(tmp_path, 100)
+    functions = {"sanitizer": lambda c, s: ("pass", ""), "gpu-smoke": lambda c, s: ("pass", "")}
+    run.run_steps(check, [fake_step("sanitizer", 1, needs=["compute-sanitizer"]),
+                          fake_step("gpu-smoke", 1, needs=["attnbench"])], functions)
+    results = {s["name"]: s["result"] for s in check.evidence["steps"]}
+    assert results["sanitizer"] == "disabled: compute-sanitizer: missing: not on PATH"
+    assert results["gpu-smoke"] == "pass"
+
+
+def test_a_step_over_its_time_is_stopped_with_its_process_group(tmp_path):
+    check = make_check(tmp_path, 100)
+    start = time.monotonic()
+    code = check.run(["bash", "-c", "sleep 30 & sleep 30"], "slow.log", timeout_s=1)
+    assert code is None
+    assert time.monotonic() - start < 10
+    assert "stopped after" in (check.outdir / "slow.log").read_text()
+
+
+INTERRUPTED_RUN = textwrap.dedent("""
+    import sys
+    from gpucheck import plan, run
+    check = run.Check(sys.argv[1], sys.argv[2], 200)
+    import signal
+    signal.signal(signal.SIGTERM, check.on_signal)
+    check.prechecks["attnbench"] = "ok"
+    steps = []
+    for name in ("figures", "ctest", "gpu-smoke"):
+        step = plan.Step(name, "fake", needs=["attnbench"])
+        step.predicted_s = 1
+        steps.append(step)
+    functions = {
+        "figures": lambda c, s: ("pass", "fake figures"),
+        "ctest": lambda c, s: ("pass" if c.run(["sleep", "60"], "ctest.log", 100) == 0 else "fail", ""),
+        "gpu-smoke": lambda c, s: ("pass", ""),
+    }
+    run.run_steps(check, steps, functions)
+""")
+
+
+def start_interrupted_run(tmp_path):
+    outdir = tmp_path / "out"
+    script = tmp_path / "interrupted_run.py"
+    script.write_text(INTERRUPTED_RUN)
+    environment = dict(os.environ, PYTHONPATH=f"{ROOT / 'ci'}:{ROOT}")
+    process = subprocess.Popen([sys.executable, str(script), str(ROOT), str(outdir)],
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                               env=environment)
+    deadline = time.monotonic() + 60
+    while not (outdir / "ctest.log").exists():  # the fake ctest step's command has started
+        assert process.poll() is None, process.stdout.read()
+        assert time.monotonic() < deadline, "the fake ctest step never started"
+        time.sleep(0.05)
+    return process, outdir
+
+
+def test_a_terminated_run_leaves_a_summary_naming_the_step_it_hit(tmp_path):
+    process, outdir = start_interrupted_run(tmp_path)
+    process.send_signal(signal.SIGTERM)
+    output, _ = process.communicate(timeout=30)
+    assert process.returncode == 128 + signal.SIGTERM, output
+    evidence = json.loads((outdir / "evidence.json").read_text())
+    assert evidence["interrupted"] == {"signal": "TERM", "step": "ctest"}
+    assert [s["name"] for s in evidence["steps"]] == ["figures"]
+    summary = (outdir / "summary.md").read_text()
+    assert re.search(r"interrupted.*TERM.*ctest|interrupted.*ctest", summary, flags=re.I | re.S)
+    assert "fake figures" in summary
+    # The step's command went with it: no sleep of the fake step is left running.
+    left = subprocess.run(["pgrep", "-f", "^sleep 60$"], capture_output=True, text=True).stdout
+    assert left.strip() == "", left
+
+
+def test_a_killed_run_still_has_the_summary_of_its_finished_steps(tmp_path):
+    process, outdir = start_interrupted_run(tmp_path)
+    process.kill()  # SIGKILL: no handler runs
+    process.communicate(timeout=30)
+    summary = (outdir / "summary.md").read_text()
+    assert "fake figures" in summary
+    subprocess.run(["pkill", "-f", "^sleep 60$"], check=False)
+
+
+# ---- the bundle's identity -----------------------------------------------------------------------
+
+def test_the_manifest_uses_gits_blob_ids_and_catches_a_changed_file(tmp_path, rng):
+    (tmp_path / "harness").mkdir()
+    source = tmp_path / "harness" / "timing.cpp"
+    source.write_text(f"// {rng.random()}\n")
+    (tmp_path / "CMakeLists.txt").write_text("project(x)\n")
+    built = setup.source_manifest(tmp_path)
+    expected = subprocess.run(["git", "hash-object", str(source)], capture_output=True,
+                              text=True).stdout.strip()
+    if expected:  # git is on every build machine; the GPU host computes the same without it
+        assert built["harness/timing.cpp"] == expected
+    assert setup.parse_manifest(setup.manifest_text(built)) == built
+    assert setup.manifest_difference(built, setup.source_manifest(tmp_path)) == []
+    source.write_text(source.read_text() + "// changed\n")
+    (tmp_path / "harness" / "new.h").write_text("#pragma once\n")
+    assert setup.manifest_difference(built, setup.source_manifest(tmp_path)) == [
+        "harness/new.h", "harness/timing.cpp"]

@@ -1,0 +1,444 @@
+"""gpu-check's summary (ci/gpucheck/summary.py) and its judges (ci/gpucheck/claims.py) against
+synthetic OUTDIRs (gpucheck_outdir.py): every claim id of GPU-CLAIMS.md gets a judge and a row;
+figures pass and fail at their thresholds with the measured value shown; cuda.flash2 is judged
+only against torch.sdpa_flash of the same run; an interrupted run with no database still gets a
+summary that says so; an id without a judge fails; steps not reached, another GPU, an older
+schema and broken rules read as they should.
+
+    PYTHONPATH=ci python3 -m pytest -q ci/tests/test_gpucheck_summary.py"""
+
+import contextlib
+import os
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gpucheck.claims import (FAIL, JUDGES, NOT_MEASURED, PASS, ClaimsError, parse_claims,
+                             split_row)
+from gpucheck.summary import write_summary
+from gpucheck_outdir import (CASE_BUDGETS, CUDNN_SHARDS, GPU_UUID, STARTED, SUITE_TEST, Scenario,
+                             build_outdir, write_evidence)
+
+ROOT = Path(__file__).resolve().parents[2]
+CLAIMS = ROOT / "GPU-CLAIMS.md"
+# The claims gpu-check cannot measure on its one-H200 host.
+HOST_LIMITED = {"multi-gpu", "nvtx", "a100", "nightly-10min"}
+H200_FIGURES = {"cudnn-figure", "cudnn-fp8-figure", "flash2-figure", "calibrate-bf16-gemm",
+                "calibrate-copy"}
+COLUMNS = ("id", "claim", "threshold", "measured", "result", "why")
+
+
+def summary_claims(outdir: Path) -> dict[str, dict]:
+    """The rows of summary.md's claims table, by id, in order."""
+    lines = (outdir / "summary.md").read_text().splitlines()
+    start = lines.index("## Claims (GPU-CLAIMS.md)")
+    rows = {}
+    for line in lines[start + 4:]:  # title, blank line, header, separator
+        if not line.startswith("|"):
+            break
+        cells = split_row(line)
+        assert len(cells) == len(COLUMNS), line
+        assert cells[0] not in rows, f"two rows for {cells[0]}"
+        rows[cells[0]] = dict(zip(COLUMNS, cells))
+    return rows
+
+
+def summarize(outdir: Path, claims_path: Path = CLAIMS) -> tuple[int, dict[str, dict]]:
+    status = write_summary(outdir, claims_path)
+    return status, summary_claims(outdir)
+
+
+def tflops(value: float) -> str:
+    return f"{value / 1e12:.1f} TFLOP/s"
+
+
+# ---- (a) every claim id has a judge and a row --------------------------------------------------
+
+
+def test_every_claim_id_has_a_judge_and_a_row_and_a_healthy_run_passes_them(tmp_path, rng):
+    ids = [claim.id for claim in parse_claims(CLAIMS)]
+    assert ids, "GPU-CLAIMS.md lists no claim"
+    assert [i for i in ids if i not in JUDGES] == [], "claims without a judge"
+    # The ids the issues name, so that a renamed or dropped id shows here.
+    for required in ("flash2-figure", "flash2-correct", "l2-flush-clean", "racecheck-clean",
+                     "synccheck-clean", "timing-wall-plan", "gpu-check-budget", *HOST_LIMITED,
+                     *H200_FIGURES):
+        assert required in ids
+
+    built = build_outdir(tmp_path, rng)
+    status, rows = summarize(tmp_path)
+
+    assert list(rows) == ids  # one row per id, in GPU-CLAIMS.md's order, flash2's included
+    results = {claim_id: row["result"] for claim_id, row in rows.items()}
+    assert {i for i, r in results.items() if r == NOT_MEASURED} == HOST_LIMITED, rows
+    assert {i for i, r in results.items() if r == PASS} == set(ids) - HOST_LIMITED, rows
+    assert status == 0
+    # The healthy run's figures, as stored, beside their claims.
+    assert rows["cudnn-figure"]["measured"] == tflops(built.flops_per_s["cudnn.sdpa"])
+    assert rows["cudnn-fp8-figure"]["measured"] == tflops(built.flops_per_s["cudnn.sdpa_fp8"])
+    gemm = built.calibrations[("gemm", "bf16")]
+    assert rows["calibrate-bf16-gemm"]["measured"] == f"{gemm / 1e12:.1f} TFLOP/s"
+    copy = built.calibrations[("copy", "bytes")]
+    assert rows["calibrate-copy"]["measured"] == f"{copy / 1e12:.2f} TB/s"
+    assert rows["timer-cross-check"]["measured"].startswith("1.50 %")
+
+
+def test_summary_holds_the_run_devices_versions_steps_and_results(tmp_path, rng):
+    built = build_outdir(tmp_path, rng)
+    write_summary(tmp_path, CLAIMS)
+    text = (tmp_path / "summary.md").read_text()
+
+    assert text.startswith(f"# attnbench GPU check, {STARTED:%Y-%m-%d %H:%M} UTC\n")
+    assert f"- git: {'c' * 40}; bundle built 2026-12-02T18:00:00Z on build-1" in text
+    assert (f"- device: NVIDIA H200 ({GPU_UUID}), sm_90, 132 SMs, 140 GiB, L2 60 MiB, max SM "
+            "clock 1980 MHz, power limit 700 W, ECC on, persistence on") in text
+    assert "cuDNN compiled 9.19.0, loaded 9.19.0; cudnn-frontend 1.16.0" in text
+    assert f"- duration: {built.evidence['elapsed_s']:.0f} s of a 300 s budget" in text
+    for step in built.evidence["steps"]:
+        assert f"| {step['name']} " in text
+    assert "## Calibrations" in text and "## Figures" in text and "## gpu-smoke (run " in text
+    assert "cuda.masked_outofplace | b=2,hq=8,hkv=2,sq=512,sk=512,d=128,bf16,causal" in text
+    assert "## Energy" in text and "mJ per forward" in text
+
+
+# ---- (b) figures against their thresholds ------------------------------------------------------
+
+
+def test_a_figure_above_its_threshold_passes_and_one_below_fails(tmp_path, rng):
+    scenario = Scenario(cudnn_tflops=rng.uniform(601, 780), fp8_tflops=rng.uniform(700, 899))
+    built = build_outdir(tmp_path, rng, scenario)
+    status, rows = summarize(tmp_path)
+
+    cudnn, fp8 = rows["cudnn-figure"], rows["cudnn-fp8-figure"]
+    assert (cudnn["result"], cudnn["threshold"]) == (PASS, ">= 600 TFLOP/s")
+    assert cudnn["measured"] == tflops(built.flops_per_s["cudnn.sdpa"])
+    assert (fp8["result"], fp8["threshold"]) == (FAIL, ">= 900 TFLOP/s")
+    assert fp8["measured"] == tflops(built.flops_per_s["cudnn.sdpa_fp8"])
+    assert fp8["why"].startswith("below 900 TFLOP/s")
+    assert status == 1  # a failed claim fails the run
+    figures = (tmp_path / "summary.md").read_text()
+    assert f"| {built.flops_per_s['cudnn.sdpa_fp8'] / 1e12:.1f} " in figures
+
+
+def test_calibrations_below_their_thresholds_fail(tmp_path, rng):
+    build_outdir(tmp_path, rng)
+    gemm, copy = rng.uniform(400, 699), rng.uniform(2.0, 3.99)
+    with contextlib.closing(sqlite3.connect(tmp_path / "attnbench.sqlite")) as db, db:
+        db.execute("UPDATE calibrations SET value = ? WHERE kind = 'gemm' AND dtype = 'bf16'",
+                   (gemm * 1e12,))
+        db.execute("UPDATE calibrations SET value = ? WHERE kind = 'copy'", (copy * 1e12,))
+    status, rows = summarize(tmp_path)
+    assert rows["calibrate-bf16-gemm"]["result"] == FAIL
+    assert rows["calibrate-bf16-gemm"]["measured"] == f"{gemm:.1f} TFLOP/s"
+    assert rows["calibrate-copy"]["result"] == FAIL
+    assert rows["calibrate-copy"]["measured"] == f"{copy:.2f} TB/s"
+    assert status == 1
+
+
+# ---- (c) cuda.flash2 against torch.sdpa_flash of the same run ------------------------------------
+
+
+def test_flash2_is_not_measured_without_torch_sdpa_flash(tmp_path, rng):
+    built = build_outdir(tmp_path, rng, Scenario(torch_tflops=None,
+                                                 flash2_tflops=rng.uniform(200, 600)))
+    status, rows = summarize(tmp_path)
+    row = rows["flash2-figure"]
+    assert row["result"] == NOT_MEASURED
+    assert row["why"] == "no torch.sdpa_flash result in this run (PyTorch peers: issue 13)"
+    assert row["measured"] == tflops(built.flops_per_s["cuda.flash2"])  # shown, not judged
+    assert status == 0  # not measured is no failure
+
+
+@pytest.mark.parametrize("ratio, result", [(0.9, PASS), (0.7, FAIL)])
+def test_flash2_is_judged_against_torch_sdpa_flash(tmp_path, rng, ratio, result):
+    torch = rng.uniform(400, 700)
+    built = build_outdir(tmp_path, rng, Scenario(torch_tflops=torch, flash2_tflops=ratio * torch))
+    status, rows = summarize(tmp_path)
+    row = rows["flash2-figure"]
+    mine, peer = built.flops_per_s["cuda.flash2"], built.flops_per_s["torch.sdpa_flash"]
+    assert row["result"] == result
+    assert row["threshold"] == ">= 0.85x torch.sdpa_flash (same run)"
+    assert row["measured"] == f"{mine / peer:.2f}x ({mine / 1e12:.1f} vs {peer / 1e12:.1f} TFLOP/s)"
+    assert status == (0 if result == PASS else 1)
+
+
+# ---- (d) an interrupted run with no database ----------------------------------------------------
+
+
+def test_an_interrupted_run_without_a_database_still_gets_a_summary(tmp_path, capsys):
+    write_evidence(tmp_path, {
+        "started_at": "2026-12-03T10:00:00Z", "budget_s": 300, "finished": False,
+        "interrupted": {"signal": "TERM", "step": "ctest"},
+        "gpu": f"GPU 0: NVIDIA H200 (UUID: {GPU_UUID})", "bundle": {}, "git_sha": "d" * 40,
+        "prechecks": {"ctest": "ok"},
+        "steps": [{"name": "setup", "result": "pass", "seconds": 41.0, "predicted_s": 40,
+                   "detail": "built from source"},
+                  {"name": "ctest", "result": "interrupted", "seconds": 12.5, "predicted_s": 80,
+                   "detail": ""}],
+        "runs": {}, "ctest_junit": "ctest.xml", "timer_xml": "timer.xml"})
+    status, rows = summarize(tmp_path)
+    text = (tmp_path / "summary.md").read_text()
+
+    assert "**Interrupted**: the run was interrupted (signal TERM) during step ctest" in text
+    assert "**No attnbench.sqlite**" in text
+    assert "| ctest " in text and "| interrupted " in text
+    assert list(rows) == [claim.id for claim in parse_claims(CLAIMS)]
+    assert {row["result"] for row in rows.values()} == {NOT_MEASURED}, rows
+    assert rows["cudnn-correct"]["why"] == "step ctest interrupted (signal TERM)"
+    assert rows["naive-launches"]["why"] == ("step gpu-smoke not run: interrupted (signal TERM) "
+                                             "during step ctest")
+    assert rows["require-gpu"]["why"] == ("steps figures, sanitizer, gpu-smoke not run: "
+                                          "interrupted (signal TERM) during step ctest")
+    assert rows["gpu-check-budget"]["why"] == "interrupted (signal TERM) during step ctest"
+    assert rows["bundle-runs"]["why"].startswith("built from source")
+    assert status == 1
+    printed = capsys.readouterr().out
+    assert printed.index("| step") < printed.index("| claim")  # steps, then claims, last
+
+
+def test_a_summary_written_between_steps_says_the_run_is_unfinished(tmp_path, rng):
+    # run.py rewrites the summary after every step: one killed outright (SIGKILL) leaves this.
+    built = build_outdir(tmp_path, rng)
+    built.evidence.update(finished=False, steps=built.evidence["steps"][:3])
+    write_evidence(tmp_path, built.evidence)
+    status, rows = summarize(tmp_path)
+    assert ("**Unfinished**: the run had not finished (last step recorded: ctest)"
+            in (tmp_path / "summary.md").read_text())
+    assert rows["gpu-check-budget"]["result"] == NOT_MEASURED
+    assert rows["gpu-check-budget"]["why"] == ("the run had not finished "
+                                               "(last step recorded: ctest)")
+    assert rows["naive-launches"]["why"] == "step gpu-smoke not run (not in evidence.json)"
+    assert rows["cudnn-figure"]["result"] == PASS  # what was measured still counts
+    assert status == 1
+
+
+def test_an_empty_outdir_gets_a_summary_that_proves_nothing(tmp_path):
+    status, rows = summarize(tmp_path)
+    assert "**No evidence.json**" in (tmp_path / "summary.md").read_text()
+    assert {row["result"] for row in rows.values()} == {NOT_MEASURED}
+    assert status == 1
+
+
+# ---- (e) a claim without a judge -----------------------------------------------------------------
+
+
+def test_a_claim_without_a_judge_fails(tmp_path, rng):
+    build_outdir(tmp_path / "out", rng)
+    claims = tmp_path / "GPU-CLAIMS.md"
+    unjudged = f"unjudged-claim-{rng.randrange(10**6)}"
+    row = f"| {unjudged} | Something nobody measures | nothing | not yet measured |"
+    claims.write_text(CLAIMS.read_text().rstrip("\n") + f"\n{row}\n")
+    assert unjudged not in JUDGES
+
+    status, rows = summarize(tmp_path / "out", claims)
+    assert rows[unjudged]["result"] == FAIL
+    assert rows[unjudged]["why"] == "no judge for this claim"
+    assert status == 1
+
+
+def test_claims_table_errors_name_the_line(tmp_path):
+    lines = CLAIMS.read_text().splitlines()
+    first = next(i for i, line in enumerate(lines) if line.startswith("| bundle-runs |"))
+    second = next(i for i, line in enumerate(lines) if line.startswith("| require-gpu |"))
+    # What to do to the first row, the (1-based) line the error names, and what it says.
+    cases = {
+        "no id": (lambda row: "|  " + row[len("| bundle-runs "):], first + 1,
+                  "a claim with no id"),
+        "duplicate": (lambda row: row.replace("| bundle-runs |", "| require-gpu |"),
+                      second + 1, f"duplicate id 'require-gpu' (first on line {first + 1})"),
+        "old format": (lambda row: "|" + row.split("|", 2)[2], first + 1,
+                       "3 cells where the header has 4 (is the id column missing?)"),
+    }
+    for name, (change, line, message) in cases.items():
+        broken = list(lines)
+        broken[first] = change(lines[first])
+        path = tmp_path / f"{name}.md"
+        path.write_text("\n".join(broken) + "\n")
+        with pytest.raises(ClaimsError) as error:
+            parse_claims(path)
+        assert str(error.value) == f"{path}:{line}: {message}", name
+
+
+def test_an_unreadable_claims_table_still_writes_the_summary_and_fails(tmp_path, rng):
+    build_outdir(tmp_path, rng)
+    broken = tmp_path / "claims.md"
+    broken.write_text("# no table here\n")
+    assert write_summary(tmp_path, broken) == 1
+    assert "**GPU-CLAIMS.md could not be read**" in (tmp_path / "summary.md").read_text()
+
+
+def test_a_section_that_breaks_still_leaves_the_claims(tmp_path, rng, monkeypatch):
+    from gpucheck import summary
+
+    def broken(evidence):
+        raise KeyError("a column nobody foresaw")
+
+    build_outdir(tmp_path, rng)
+    monkeypatch.setattr(summary, "figure_rows", broken)
+    status, rows = summarize(tmp_path)
+    assert ("**Summary incomplete**: writing it failed with KeyError: 'a column nobody foresaw'"
+            in (tmp_path / "summary.md").read_text())
+    assert list(rows) == [claim.id for claim in parse_claims(CLAIMS)]
+    assert status == 1
+
+
+# ---- steps, devices, schemas and rules ----------------------------------------------------------
+
+
+def test_steps_not_reached_or_disabled_leave_their_claims_unmeasured(tmp_path, rng):
+    scenario = Scenario(steps={"ctest": "not reached: budget",
+                               "sanitizer": "disabled: compute-sanitizer not found"})
+    build_outdir(tmp_path, rng, scenario)
+    status, rows = summarize(tmp_path)
+    for claim_id in ("cudnn-correct", "inhouse-correct", "isolation-oob", "timing-protocol"):
+        assert rows[claim_id]["result"] == NOT_MEASURED
+        assert rows[claim_id]["why"] == "step ctest not reached: budget"
+    # The timer tests run in the figures step, which ran.
+    assert rows["timer-cross-check"]["result"] == rows["l2-flush-clean"]["result"] == PASS
+    for claim_id in ("memcheck-clean", "racecheck-clean", "synccheck-clean"):
+        assert rows[claim_id]["result"] == NOT_MEASURED
+        assert rows[claim_id]["why"] == "step sanitizer disabled: compute-sanitizer not found"
+    assert rows["gpu-check-budget"]["result"] == FAIL
+    assert rows["gpu-check-budget"]["why"] == "steps not reached: ctest"
+    assert rows["cudnn-figure"]["result"] == PASS  # the figures step ran
+    assert status == 1
+
+
+def test_parts_recorded_as_steps_of_their_own_are_judged_by_those_steps(tmp_path, rng):
+    # An older layout: calibrate and energy as steps beside figures.
+    build_outdir(tmp_path, rng, Scenario(own_steps=("calibrate", "energy"),
+                                         steps={"energy": "not reached: budget"}))
+    status, rows = summarize(tmp_path)
+    assert rows["energy-hot-loop"]["result"] == NOT_MEASURED
+    assert rows["energy-hot-loop"]["why"] == "step energy not reached: budget"
+    assert rows["calibrate-bf16-gemm"]["result"] == PASS
+    assert rows["gpu-check-budget"]["result"] == FAIL
+    assert status == 1
+
+
+def test_sanitizer_errors_fail_their_claim(tmp_path, rng):
+    built = build_outdir(tmp_path, rng)
+    errors, processes = rng.randrange(1, 20), rng.randrange(2, 9)
+    built.evidence["sanitizer"]["racecheck"] = {"errors": errors, "processes": processes,
+                                                "exit": 0}
+    del built.evidence["sanitizer"]["synccheck"]  # the step ran out of time before it
+    write_evidence(tmp_path, built.evidence)
+    status, rows = summarize(tmp_path)
+    assert rows["racecheck-clean"]["result"] == FAIL
+    assert rows["racecheck-clean"]["measured"] == (f"{errors} errors in {processes} processes, "
+                                                   "exit 0")
+    assert rows["synccheck-clean"]["result"] == NOT_MEASURED
+    assert rows["synccheck-clean"]["why"] == "no synccheck report in evidence.json"
+    assert rows["memcheck-clean"]["result"] == PASS
+    assert status == 1
+
+
+def test_a_rehearsal_measures_nothing(tmp_path, rng):
+    built = build_outdir(tmp_path, rng)
+    built.evidence["rehearsal"] = True
+    for step in built.evidence["steps"][1:]:
+        step.update(result="disabled: rehearsal (no GPU on the build machine)", seconds=0)
+    write_evidence(tmp_path, built.evidence)
+    status, rows = summarize(tmp_path)
+    assert "**Rehearsal**" in (tmp_path / "summary.md").read_text()
+    assert {row["why"] for row in rows.values()} == {"rehearsal: no GPU on this machine"}
+    assert {row["result"] for row in rows.values()} == {NOT_MEASURED}
+    assert status == 0
+
+
+def test_figures_are_for_an_h200_only(tmp_path, rng):
+    build_outdir(tmp_path, rng, Scenario(gpu_name="NVIDIA A100-SXM4-80GB"))
+    status, rows = summarize(tmp_path)
+    for claim_id in H200_FIGURES:
+        assert rows[claim_id]["result"] == NOT_MEASURED
+        assert rows[claim_id]["why"] == ("figures are for an H200 "
+                                         "(this GPU: NVIDIA A100-SXM4-80GB)")
+    assert rows["cudnn-correct"]["result"] == PASS
+    assert rows["a100"]["result"] == PASS  # ctest and gpu-smoke passed on the A100
+    assert status == 0
+
+
+def test_a_failing_ctest_test_fails_its_claims(tmp_path, rng):
+    message = f"max |out - ref| {rng.uniform(0.1, 1):.3f} exceeds the bound"
+    shard = rng.randrange(1, CUDNN_SHARDS + 1)
+    build_outdir(tmp_path, rng, Scenario(failing_tests={
+        SUITE_TEST + "cuda_masked_inplace": message,
+        f"{SUITE_TEST}cudnn_sdpa_shard{shard}of{CUDNN_SHARDS}": message}))
+    status, rows = summarize(tmp_path)
+    assert rows["inhouse-correct"]["result"] == FAIL
+    assert rows["inhouse-correct"]["measured"] == "4/5 passed"
+    assert rows["inhouse-correct"]["why"] == f"cuda_masked_inplace: Failed: {message}"
+    assert rows["cudnn-correct"]["result"] == FAIL  # one failed shard fails cudnn.sdpa
+    assert rows["cudnn-correct"]["measured"] == f"{CUDNN_SHARDS - 1}/{CUDNN_SHARDS} passed"
+    assert rows["cudnn-correct"]["why"] == (f"cudnn_sdpa_shard{shard}of{CUDNN_SHARDS}: "
+                                            f"Failed: {message}")
+    assert rows["cudnn-fp8-correct"]["result"] == PASS
+    assert status == 1
+
+
+def test_a_missing_shard_leaves_its_kernel_unmeasured(tmp_path, rng):
+    shard = rng.randrange(1, CUDNN_SHARDS + 1)
+    build_outdir(tmp_path, rng, Scenario(
+        missing_tests={f"{SUITE_TEST}cudnn_sdpa_shard{shard}of{CUDNN_SHARDS}"}))
+    _, rows = summarize(tmp_path)
+    assert rows["cudnn-correct"]["result"] == NOT_MEASURED
+    assert rows["cudnn-correct"]["why"] == ("not in the test XML (ctest.xml, timer.xml): "
+                                            f"cudnn_sdpa_shard{shard}of{CUDNN_SHARDS}")
+
+
+def test_the_timer_and_a_missing_test(tmp_path, rng):
+    difference = rng.uniform(5.5, 20)
+    build_outdir(tmp_path, rng, Scenario(
+        timer_difference=difference,
+        missing_tests={"GpuIsolation.OutOfBoundsWriteIsCrashedAndTheGoodKernelStillPasses"}))
+    status, rows = summarize(tmp_path)
+    assert rows["timer-cross-check"]["result"] == FAIL
+    assert rows["timer-cross-check"]["measured"].startswith(f"{difference:.2f} %")
+    assert rows["isolation-oob"]["result"] == NOT_MEASURED
+    assert rows["isolation-oob"]["why"].startswith("not in the test XML (ctest.xml, timer.xml)")
+
+
+def test_memory_and_launches_outside_their_formulas_fail(tmp_path, rng):
+    build_outdir(tmp_path, rng, Scenario(extra_memory={"cuda.naive": rng.uniform(1.6, 3)},
+                                         launches={"cuda.flash2": 2}))
+    status, rows = summarize(tmp_path)
+    assert rows["naive-memory"]["result"] == FAIL
+    assert rows["naive-memory"]["why"].startswith("cuda.naive b=")
+    assert rows["flash2-memory-launches"]["result"] == FAIL
+    assert "2 launches, expected 1" in rows["flash2-memory-launches"]["why"]
+    assert rows["naive-launches"]["result"] == PASS
+    assert status == 1
+
+
+def test_timing_wall_plan_needs_schema_5_and_keeps_to_the_budget(tmp_path, rng):
+    build_outdir(tmp_path / "v4", rng, Scenario(schema_version=4))
+    _, rows = summarize(tmp_path / "v4")
+    row = rows["timing-wall-plan"]
+    assert row["result"] == NOT_MEASURED
+    assert row["why"] == ("the database has no forwards_timed, timing_wall_s, timing_stop "
+                          "(results columns of schema version 5)")
+    assert rows["cudnn-figure"]["result"] == PASS  # an older file still gives its figures
+
+    build_outdir(tmp_path / "over", rng, Scenario(over_budget="cuda.flash1"))
+    _, rows = summarize(tmp_path / "over")
+    row = rows["timing-wall-plan"]
+    assert row["result"] == FAIL
+    assert row["why"].startswith("cuda.flash1 b=")
+    assert f"> {CASE_BUDGETS['gpu-smoke']:g} s + one repetition" in row["why"]
+    assert row["threshold"] == ("forwards > 0, stop set, wall <= max_case_seconds "
+                                "(figures 0.5 s, gpu-smoke 0.3 s) + 1 repetition")
+
+
+def test_the_command_line_writes_the_summary_and_prints_claims_last(tmp_path, rng):
+    build_outdir(tmp_path, rng)
+    environment = {**os.environ, "PYTHONPATH": str(ROOT / "ci")}
+    done = subprocess.run([sys.executable, "-m", "gpucheck.summary", str(tmp_path),
+                           "--claims", str(CLAIMS)], cwd=ROOT, env=environment,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert (tmp_path / "summary.md").exists()
+    last_ids = [claim.id for claim in parse_claims(CLAIMS)][-1]
+    assert done.stdout.rstrip().splitlines()[-1].startswith(f"| {last_ids} ")
