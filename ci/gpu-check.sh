@@ -16,7 +16,7 @@
 #   sanitizer  compute-sanitizer memcheck, racecheck and synccheck on tiny shapes
 #   gpu-smoke  the small suite, timed
 # A step that does not fit what is left of the budget is recorded "not reached: budget". OUTDIR
-# gets attnbench.sqlite, evidence.json, a log per step and summary.md (one row per claim id of
+# gets attnbench.sqlite, evidence.json, the tests' XML, logs.tar.gz and summary.md (a row per id of
 # GPU-CLAIMS.md), rewritten after every step and on SIGTERM/SIGINT; a short table is printed
 # last. Exit: 0 every step and claim passed; 1 one failed; 2 no GPU, bad usage, or no bundle.
 set -uo pipefail

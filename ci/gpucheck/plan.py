@@ -71,6 +71,7 @@ class Call:
     sanitizer: str = ""  # compute-sanitizer tool wrapping the call, if any
     predicted_s: float = 0.0
     cases: int = 0
+    rows: list = dataclasses.field(default_factory=list)  # (what, predicted seconds) to print
 
 
 @dataclasses.dataclass
@@ -150,15 +151,20 @@ def predict_ctest(cli, device_model, environment=None):
     in shards), the executor tests and the isolation test, over CTEST_PARALLEL lanes."""
     kernels = ["cuda.naive_cublas", "cuda.naive", "cuda.masked_outofplace", "cuda.masked_inplace",
                "cuda.masked_fused", "cuda.flash1", "cuda.flash2", "cudnn.sdpa", "cudnn.sdpa_fp8"]
-    durations, cases = [], 0
+    durations, cases, rows = [], 0, []
     for kernel in kernels:
         planned = attnbench_plan(cli, ["--suite", "ctest", "--kernels", kernel, "--check"],
                                  device_model, environment)
-        cases += sum(1 for c in planned["cases"] if c["supported"])
+        supported = sum(1 for c in planned["cases"] if c["supported"])
+        cases += supported
         shards = CUDNN_CTEST_SHARDS if kernel == "cudnn.sdpa" else 1
         durations += [planned["total_s"] / shards + CUDA_PROCESS_S] * shards
+        rows.append((f"GpuCtestSuite {kernel}: {supported} cases checked"
+                     + (f", {shards} shards" if shards > 1 else ""), planned["total_s"]))
     durations += [CUDA_DEVICE_TESTS_S, ISOLATION_TEST_S]
-    return lanes_makespan(durations, CTEST_PARALLEL), cases
+    rows += [("CudaDevice.* executor tests", CUDA_DEVICE_TESTS_S),
+             ("GpuIsolation out-of-bounds test", ISOLATION_TEST_S)]
+    return lanes_makespan(durations, CTEST_PARALLEL), cases, rows
 
 
 def predict(plan_steps, cli, device_model="h200", environment=None):
@@ -167,14 +173,17 @@ def predict(plan_steps, cli, device_model="h200", environment=None):
     for step in plan_steps:
         total = step.fixed_s
         if step.name == "ctest":
-            total, cases = predict_ctest(cli, device_model, environment)
-            step.calls = [Call("ctest -L gpu", [], fixed_s=total, predicted_s=total, cases=cases)]
+            total, cases, rows = predict_ctest(cli, device_model, environment)
+            step.calls = [Call(f"ctest -L gpu (in {CTEST_PARALLEL} lanes)", [], fixed_s=total,
+                               predicted_s=total, cases=cases, rows=rows)]
         else:
             for call in step.calls:
                 call.predicted_s = call.fixed_s
                 if call.plan_args is not None:
                     planned = attnbench_plan(cli, call.plan_args, device_model, environment)
                     call.cases = sum(1 for c in planned["cases"] if c["supported"])
+                    call.rows = [(f"{c['kernel']} {c['shape']}", c["case_s"])
+                                 for c in planned["cases"] if c["supported"]]
                     forwards_s = sum(c.get("check_s", 0) + c.get("timing_s", 0)
                                      for c in planned["cases"])
                     call.predicted_s += planned["total_s"]
@@ -199,8 +208,9 @@ def format_plan(plan_steps, device_model, budget_s):
         for call in step.calls:
             what = " ".join(call.args) if call.args else call.label
             under = f"{call.sanitizer}: " if call.sanitizer else ""
-            cases = f", {call.cases} cases" if call.cases else ""
+            cases = f", {call.cases} case{'' if call.cases == 1 else 's'}" if call.cases else ""
             lines.append(f"{'':<11} {call.predicted_s:>9.1f}s {'':>9}    {under}{what}{cases}")
+            lines += [f"{'':<11} {seconds:>9.2f}s {'':>9}      {row}" for row, seconds in call.rows]
     figures_end = next(s.ends_at_s for s in plan_steps if s.name == "figures")
     total = plan_steps[-1].ends_at_s
     lines += ["", f"figures done at {figures_end:.1f} s (limit {FIGURES_BY_S} s): "

@@ -14,10 +14,12 @@ import io
 import json
 import os
 import re
+import shutil
 import signal
 import sqlite3
 import subprocess
 import sys
+import tarfile
 import time
 from pathlib import Path
 
@@ -30,6 +32,11 @@ SUMMARY_RESERVE_S = 5.0
 START_FRACTION = 0.5
 # A stopped command gets this long between SIGTERM and SIGKILL.
 KILL_GRACE_S = 5.0
+# The logs and failure dumps travel as one archive: the device tool brings back at most eight
+# files of 16 MiB, and summary.md must be among them. A file larger than this stays out of the
+# archive (named in skipped.txt inside it): a failing 16k-token case dumps 100 MB tensors.
+LOGS_ARCHIVE = "logs.tar.gz"
+ARCHIVED_FILE_LIMIT = 4 << 20
 
 
 class Interrupted(Exception):
@@ -48,6 +55,8 @@ class Check:
         self.rehearse = rehearse
         self.started = time.monotonic()
         self.db = self.outdir / "attnbench.sqlite"
+        self.logs = self.outdir / "logs"  # one log per step; packed into LOGS_ARCHIVE at the end
+        self.logs.mkdir(exist_ok=True)
         self.claims = self.root / "GPU-CLAIMS.md"
         self.child = None
         self.current_step = None
@@ -97,9 +106,9 @@ class Check:
 
     # ---- commands ----------------------------------------------------------------------------
     def run(self, command, log, timeout_s, environment=None):
-        """Runs `command` in its own process group, output appended to OUTDIR/log; returns the
-        exit code, or None when it ran past `timeout_s` (the group is stopped)."""
-        with open(self.outdir / log, "a") as out:
+        """Runs `command` in its own process group, output appended to OUTDIR/logs/log; returns
+        the exit code, or None when it ran past `timeout_s` (the group is stopped)."""
+        with open(self.logs / log, "a") as out:
             out.write(f"\n$ {' '.join(map(str, command))}\n")
             out.flush()
             self.child = subprocess.Popen([str(c) for c in command], stdout=out,
@@ -136,6 +145,24 @@ class Check:
         code = self.run([self.bundle.cli, *arguments, *extra], log, timeout_s)
         return code, run_ids_after(self.db, before)
 
+    def pack_logs(self):
+        """OUTDIR/logs and OUTDIR/failures (dumps of failing cases) into LOGS_ARCHIVE."""
+        folders = [f for f in (self.logs, self.outdir / "failures") if f.exists()]
+        skipped = []
+        with tarfile.open(self.outdir / LOGS_ARCHIVE, "w:gz") as archive:
+            for folder in folders:
+                for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+                    if path.stat().st_size > ARCHIVED_FILE_LIMIT:
+                        skipped.append(f"{path.relative_to(self.outdir)} {path.stat().st_size} bytes")
+                        continue
+                    archive.add(path, arcname=str(path.relative_to(self.outdir)))
+            listing = io.BytesIO("".join(f"{line}\n" for line in skipped).encode())
+            info = tarfile.TarInfo("skipped.txt")
+            info.size = len(listing.getvalue())
+            archive.addfile(info, listing)
+        for folder in folders:
+            shutil.rmtree(folder)
+
     # ---- the interruption --------------------------------------------------------------------
     def on_signal(self, signum, _frame):
         name = signal.Signals(signum).name.replace("SIG", "")
@@ -143,6 +170,7 @@ class Check:
         self.stop_child()
         print(f"gpu-check: interrupted by {name} during {self.current_step}", flush=True)
         self.save(quiet=False)
+        self.pack_logs()
         sys.exit(128 + signum)
 
 
@@ -202,7 +230,7 @@ def step_ctest(check, step):
                       "--parallel", str(plan.CTEST_PARALLEL), "--timeout", str(per_test),
                       "--output-junit", str(check.outdir / "ctest.xml"), "--output-on-failure"],
                      "ctest.log", timeout, environment)
-    log = (check.outdir / "ctest.log").read_text(errors="replace")
+    log = (check.logs / "ctest.log").read_text(errors="replace")
     summary = re.findall(r"\d+% tests passed, \d+ tests? failed out of \d+", log)
     no_gpu = len(re.findall(r"^(?:\d+: )?no GPU", log, flags=re.M))
     detail = (summary[-1] if summary else "no ctest summary") + (
@@ -222,7 +250,7 @@ def step_sanitizer(check, step):
     details, failed = [], False
     for call in step.calls:
         tool = call.sanitizer
-        logs = check.outdir / "sanitizer"
+        logs = check.logs / "sanitizer"
         logs.mkdir(exist_ok=True)
         for old in logs.glob(f"{tool}-*.log"):
             old.unlink()
@@ -297,6 +325,7 @@ def main_run(root, outdir, budget_s, case_filter, rehearse):
     if setup_result != "pass":
         check.evidence["finished"] = True
         check.save(quiet=False)
+        check.pack_logs()
         return 2
     plan_steps = plan.predict(plan.steps(case_filter), check.bundle.cli,
                               environment=check.environment)[1:]  # setup is done
@@ -309,6 +338,7 @@ def main_run(root, outdir, budget_s, case_filter, rehearse):
     check.evidence["finished"] = True
     print(flush=True)
     status = check.save(quiet=False)
+    check.pack_logs()
     print(f"gpu-check: {check.outdir}: summary.md, evidence.json, attnbench.sqlite and the step "
-          f"logs; {check.elapsed():.0f} s of a {budget_s:g} s budget", flush=True)
+          f"logs in {LOGS_ARCHIVE}; {check.elapsed():.0f} s of a {budget_s:g} s budget", flush=True)
     return status

@@ -270,7 +270,7 @@ def export_environment(check):
 
 def run_setup(check):
     """Returns ("pass", detail) or ("fail", the one-line reason)."""
-    with open(check.outdir / "setup.log", "a") as log:
+    with open(check.logs / "setup.log", "a") as log:
         try:
             if not check.rehearse:
                 find_gpu(check, log)

@@ -10,6 +10,7 @@ import re
 import signal
 import subprocess
 import sys
+import tarfile
 import textwrap
 import time
 from pathlib import Path
@@ -104,7 +105,7 @@ def test_a_step_over_its_time_is_stopped_with_its_process_group(tmp_path):
     code = check.run(["bash", "-c", "sleep 30 & sleep 30"], "slow.log", timeout_s=1)
     assert code is None
     assert time.monotonic() - start < 10
-    assert "stopped after" in (check.outdir / "slow.log").read_text()
+    assert "stopped after" in (check.logs / "slow.log").read_text()
 
 
 INTERRUPTED_RUN = textwrap.dedent("""
@@ -137,7 +138,7 @@ def start_interrupted_run(tmp_path):
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                env=environment)
     deadline = time.monotonic() + 60
-    while not (outdir / "ctest.log").exists():  # the fake ctest step's command has started
+    while not (outdir / "logs" / "ctest.log").exists():  # the fake ctest step's command started
         assert process.poll() is None, process.stdout.read()
         assert time.monotonic() < deadline, "the fake ctest step never started"
         time.sleep(0.05)
@@ -155,7 +156,10 @@ def test_a_terminated_run_leaves_a_summary_naming_the_step_it_hit(tmp_path):
     summary = (outdir / "summary.md").read_text()
     assert re.search(r"interrupted.*TERM.*ctest|interrupted.*ctest", summary, flags=re.I | re.S)
     assert "fake figures" in summary
-    # The step's command went with it: no sleep of the fake step is left running.
+    # The logs are packed, and the step's command went with the run: no sleep is left running.
+    with tarfile.open(outdir / run.LOGS_ARCHIVE) as archive:
+        assert "logs/ctest.log" in archive.getnames()
+    assert not (outdir / "logs").exists()
     left = subprocess.run(["pgrep", "-f", "^sleep 60$"], capture_output=True, text=True).stdout
     assert left.strip() == "", left
 
