@@ -693,6 +693,8 @@ def judge_sanitizer(evidence: Evidence, tool: str) -> Finding:
     report = evidence.sanitizer.get(tool)
     if not isinstance(report, dict):
         return unmeasured(f"no {tool} report in {EVIDENCE_FILE}")
+    if report.get("not_reached"):
+        return unmeasured(f"{tool} not reached: {report['not_reached']}")
     errors, processes, status = (report.get("errors"), report.get("processes"),
                                  report.get("exit"))
     if errors is None or processes is None:

@@ -90,7 +90,7 @@ def steps(case_filter=""):
     filter_args = ["--filter", case_filter] if case_filter else []
     selection = ["--devices", "gpu", "--breaker"]
     figures = Step("figures", "calibrated ceilings, every claimed figure, the timers, energy",
-                   needs=["attnbench", "cublas", "nvml"])
+                   needs=["attnbench", "cublas"])  # without NVML only energy is lost
     figures.calls = [
         Call("calibrate", ["calibrate", "--devices", "gpu"], fixed_s=CALIBRATE_S),
         Call("figures", ["run", "--suite", "gpu-figures", "--energy", *selection,
@@ -103,9 +103,9 @@ def steps(case_filter=""):
              fixed_s=TIMER_HOST_LOOP_S + L2_FLUSH_TEST_S + CUDA_PROCESS_S),
     ]
     ctest = Step("ctest", "every GPU kernel over the ctest suite; the executor; isolation",
-                 needs=["ctest", "cudnn"])
+                 needs=["attnbench", "ctest"])
     sanitizer = Step("sanitizer", "memcheck, racecheck and synccheck clean on tiny shapes",
-                     needs=["compute-sanitizer"])
+                     needs=["attnbench", "compute-sanitizer"])
     sanitizer.calls = [
         Call("memcheck", ["check", "--kernels", "cuda.*,cudnn.*", *selection, *filter_args,
                           *[a for s in MEMCHECK_SHAPES for a in ("--shape", s)]],

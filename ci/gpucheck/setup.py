@@ -29,8 +29,8 @@ SKIPPED_SUFFIXES = (".pyc",)
 # engines at run time) from the CUDA toolkit, else from the wheels.
 LIBRARIES = {"libcudnn.so.9": "wheel", "libcublas.so.13": "toolkit",
              "libcublasLt.so.13": "toolkit", "libnvrtc.so.13": "toolkit"}
-PINNED_WHEELS = Path("ci") / "gpu-host-wheels.txt"
-WHEEL_CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "attnbench-gpu-host-wheels"
+PINNED_WHEELS = Path("ci") / "gpu-host-wheels.txt"  # relative to the checkout
+CACHE_HOME = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
 
 
 # ---- the bundle's identity ---------------------------------------------------------------------
@@ -42,18 +42,28 @@ def git_blob_id(path):
     return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
 
 
-def source_manifest(root):
-    """{relative path: blob id} of every file under SOURCE_PATHS."""
+def source_files(root):
+    """The files under SOURCE_PATHS that travel with a checkout: in a git checkout what git
+    tracks or would track (ignored files stay behind: they never reach the GPU host); in a
+    copy without .git (the GPU host's) every file there."""
     root = Path(root)
-    manifest = {}
+    if (root / ".git").exists():
+        listed = subprocess.run(["git", "-C", str(root), "ls-files", "-z", "--cached", "--others",
+                                 "--exclude-standard", "--", *SOURCE_PATHS],
+                                capture_output=True, check=True).stdout.decode()
+        return sorted(root / p for p in set(listed.split("\0")) if p and (root / p).is_file())
+    files = []
     for name in SOURCE_PATHS:
         top = root / name
-        files = [top] if top.is_file() else sorted(p for p in top.rglob("*") if p.is_file())
-        for path in files:
-            if any(part in SKIPPED_PARTS for part in path.parts) or path.suffix in SKIPPED_SUFFIXES:
-                continue
-            manifest[path.relative_to(root).as_posix()] = git_blob_id(path)
-    return manifest
+        files += [top] if top.is_file() else [p for p in top.rglob("*") if p.is_file()]
+    return sorted(p for p in files if not any(part in SKIPPED_PARTS for part in p.parts)
+                  and p.suffix not in SKIPPED_SUFFIXES)
+
+
+def source_manifest(root):
+    """{relative path: blob id} of every source file (source_files)."""
+    root = Path(root)
+    return {p.relative_to(root).as_posix(): git_blob_id(p) for p in source_files(root)}
 
 
 def manifest_text(manifest):
@@ -128,14 +138,16 @@ def toolkit_dirs():
     return [home / "lib64", home / "targets" / "x86_64-linux" / "lib", Path("/usr/local/cuda/lib64")]
 
 
-def wheel_dirs(rehearse):
+def wheel_dirs(root, rehearse):
     """The nvidia.* wheel folders: python3's (PyTorch's, on the GPU host), or on a rehearsal
-    the pinned wheels installed into a cache on the build machine."""
+    the pinned wheels installed into a cache on the build machine (one per set of pins)."""
     if rehearse:
-        if not (WHEEL_CACHE / "nvidia").exists():
+        pins = Path(root) / PINNED_WHEELS
+        cache = CACHE_HOME / f"attnbench-gpu-host-wheels-{hashlib.sha1(pins.read_bytes()).hexdigest()[:12]}"
+        if not (cache / "nvidia").exists():
             subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps",
-                            "--target", str(WHEEL_CACHE), "-r", str(PINNED_WHEELS)], check=True)
-        return [WHEEL_CACHE / "nvidia"]
+                            "--target", str(cache), "-r", str(pins)], check=True)
+        return [cache / "nvidia"]
     try:
         import nvidia  # namespace package of the CUDA wheels PyTorch brings
         return [Path(p) for p in nvidia.__path__]
@@ -155,7 +167,7 @@ def find_library(name, order, wheels):
 
 def resolve_libraries(check, log):
     """LD_LIBRARY_PATH for the bundle: {library: folder}; a library not found is absent."""
-    wheels = wheel_dirs(check.rehearse)
+    wheels = wheel_dirs(check.root, check.rehearse)
     folders = {}
     for name, first in LIBRARIES.items():
         # A rehearsal resolves against the GPU host's wheels alone: that is what it rehearses.
@@ -215,6 +227,15 @@ def check_nvml(rehearse):
         return f"missing: {error}"
     code = nvml.nvmlInit_v2()
     return "ok" if code == 0 else f"missing: nvmlInit_v2 returned {code}"
+
+
+def guarded(pre_check, *arguments):
+    """A pre-check that raised (a library that will not load, a symbol it lacks) reports the
+    error as its reason instead of ending the run."""
+    try:
+        return pre_check(*arguments)
+    except Exception as error:  # ctypes and subprocess raise many kinds; all mean "missing"
+        return f"missing: {type(error).__name__}: {error}"
 
 
 def find_tool(name):
@@ -289,11 +310,11 @@ def run_setup(check):
             return "fail", str(error)
         check.tools = {name: find_tool(name) for name in ("ctest", "compute-sanitizer")}
         check.prechecks.update({
-            "attnbench": check_attnbench(check, log),
+            "attnbench": guarded(check_attnbench, check, log),
             "python3": f"ok {sys.version.split()[0]}",
-            "cudnn": check_cudnn(folders),
-            "cublas": check_cublas(folders),
-            "nvml": check_nvml(check.rehearse),
+            "cudnn": guarded(check_cudnn, folders),
+            "cublas": guarded(check_cublas, folders),
+            "nvml": guarded(check_nvml, check.rehearse),
             **{name: f"ok {path}" if path else f"missing: {name} is not on PATH nor in {cuda_home()}/bin"
                for name, path in check.tools.items()},
         })

@@ -122,19 +122,21 @@ INTERRUPTED_RUN = textwrap.dedent("""
         steps.append(step)
     functions = {
         "figures": lambda c, s: ("pass", "fake figures"),
-        "ctest": lambda c, s: ("pass" if c.run(["sleep", "60"], "ctest.log", 100) == 0 else "fail", ""),
+        "ctest": lambda c, s: ("pass" if c.run(["sleep", sys.argv[3]], "ctest.log", 100) == 0
+                               else "fail", ""),
         "gpu-smoke": lambda c, s: ("pass", ""),
     }
     run.run_steps(check, steps, functions)
 """)
 
 
-def start_interrupted_run(tmp_path):
+def start_interrupted_run(tmp_path, sleep):
+    """The fake run, its ctest step sleeping `sleep` seconds (a number no other process uses)."""
     outdir = tmp_path / "out"
     script = tmp_path / "interrupted_run.py"
     script.write_text(INTERRUPTED_RUN)
     environment = dict(os.environ, PYTHONPATH=f"{ROOT / 'ci'}:{ROOT}")
-    process = subprocess.Popen([sys.executable, str(script), str(ROOT), str(outdir)],
+    process = subprocess.Popen([sys.executable, str(script), str(ROOT), str(outdir), sleep],
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                env=environment)
     deadline = time.monotonic() + 60
@@ -145,8 +147,13 @@ def start_interrupted_run(tmp_path):
     return process, outdir
 
 
-def test_a_terminated_run_leaves_a_summary_naming_the_step_it_hit(tmp_path):
-    process, outdir = start_interrupted_run(tmp_path)
+def unique_sleep(rng):
+    return f"{rng.uniform(60, 70):.6f}"
+
+
+def test_a_terminated_run_leaves_a_summary_naming_the_step_it_hit(tmp_path, rng):
+    sleep = unique_sleep(rng)
+    process, outdir = start_interrupted_run(tmp_path, sleep)
     process.send_signal(signal.SIGTERM)
     output, _ = process.communicate(timeout=30)
     assert process.returncode == 128 + signal.SIGTERM, output
@@ -160,17 +167,18 @@ def test_a_terminated_run_leaves_a_summary_naming_the_step_it_hit(tmp_path):
     with tarfile.open(outdir / run.LOGS_ARCHIVE) as archive:
         assert "logs/ctest.log" in archive.getnames()
     assert not (outdir / "logs").exists()
-    left = subprocess.run(["pgrep", "-f", "^sleep 60$"], capture_output=True, text=True).stdout
+    left = subprocess.run(["pgrep", "-f", f"^sleep {sleep}$"], capture_output=True, text=True).stdout
     assert left.strip() == "", left
 
 
-def test_a_killed_run_still_has_the_summary_of_its_finished_steps(tmp_path):
-    process, outdir = start_interrupted_run(tmp_path)
+def test_a_killed_run_still_has_the_summary_of_its_finished_steps(tmp_path, rng):
+    sleep = unique_sleep(rng)
+    process, outdir = start_interrupted_run(tmp_path, sleep)
     process.kill()  # SIGKILL: no handler runs
     process.communicate(timeout=30)
     summary = (outdir / "summary.md").read_text()
     assert "fake figures" in summary
-    subprocess.run(["pkill", "-f", "^sleep 60$"], check=False)
+    subprocess.run(["pkill", "-f", f"^sleep {sleep}$"], check=False)  # SIGKILL left it orphaned
 
 
 # ---- the bundle's identity -----------------------------------------------------------------------
@@ -191,3 +199,24 @@ def test_the_manifest_uses_gits_blob_ids_and_catches_a_changed_file(tmp_path, rn
     (tmp_path / "harness" / "new.h").write_text("#pragma once\n")
     assert setup.manifest_difference(built, setup.source_manifest(tmp_path)) == [
         "harness/new.h", "harness/timing.cpp"]
+
+
+def test_a_checkout_and_its_copy_without_git_have_the_same_manifest(tmp_path, rng):
+    # The build machine lists what git tracks or would track; the GPU host, which gets those
+    # files without .git, walks its folders: an ignored file on the build machine must not count.
+    checkout, copy = tmp_path / "checkout", tmp_path / "copy"
+    (checkout / "harness").mkdir(parents=True)
+    (checkout / "harness" / "a.cpp").write_text(f"// {rng.random()}\n")
+    (checkout / "harness" / "untracked.h").write_text("#pragma once\n")
+    (checkout / "harness" / "scratch.o").write_text("ignored build output\n")
+    (checkout / ".gitignore").write_text("*.o\n")
+    git = ["git", "-C", str(checkout), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", ".gitignore", "harness/a.cpp"], check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "x"], check=True)
+    built = setup.source_manifest(checkout)
+    assert sorted(built) == ["harness/a.cpp", "harness/untracked.h"]
+    (copy / "harness").mkdir(parents=True)
+    for name in built:
+        (copy / name).write_bytes((checkout / name).read_bytes())
+    assert setup.manifest_difference(built, setup.source_manifest(copy)) == []
