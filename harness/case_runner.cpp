@@ -59,6 +59,10 @@ Status dump_case(const std::string& directory, const ProblemInputs& inputs,
   return status;
 }
 
+void note_unmeasured(CaseOutcome& outcome, const std::string& what, const Status& why) {
+  outcome.message += (outcome.message.empty() ? "" : "; ") + what + " not measured: " + why.message;
+}
+
 std::string sanitize(const std::string& text) {
   std::string out;
   for (char c : text) {
@@ -202,8 +206,11 @@ CaseOutcome CaseRunner::run(const CaseRequest& request) {
       // The timed and counted forwards write into their own buffers: `outputs` keeps the
       // checked output for dumps.
       KernelOutputs scratch_outputs = make_outputs(*inputs_, kernel->returns_lse);
-      Status status;
-      outcome.launches = executor_.count_launches(*plan, scratch_outputs, status);
+      Status launches_status;
+      outcome.launches = executor_.count_launches(*plan, scratch_outputs, launches_status);
+      // What could not be measured says why in the result (a passed result's message is
+      // otherwise empty): a forward that could not be captured, an energy counter missing.
+      if (!launches_status.ok) note_unmeasured(outcome, "launches", launches_status);
       TimedForward forward = executor_.timed_forward(*plan, scratch_outputs);
       std::string error;
       const double warmup_seconds = forward(error);  // untimed: caches, clocks, lazy loading
@@ -225,7 +232,9 @@ CaseOutcome CaseRunner::run(const CaseRequest& request) {
         outcome.timing = timing.summary;
         if (request.measure_energy) {
           NvtxRange range("energy");
-          outcome.energy_j = executor_.energy_per_forward(*plan, scratch_outputs, status);
+          Status energy_status;
+          outcome.energy_j = executor_.energy_per_forward(*plan, scratch_outputs, energy_status);
+          if (!energy_status.ok) note_unmeasured(outcome, "energy", energy_status);
         }
       }
     }

@@ -1,7 +1,10 @@
 // The history commands: the glue between the store and the detector (harness/regression.h),
 // and what each command prints.
-#include "harness/case_matrix.h"
 #include "harness/history.h"
+
+#include <nlohmann/json.hpp>
+
+#include "harness/case_matrix.h"
 
 
 #include <algorithm>
@@ -11,7 +14,6 @@
 #include <iostream>
 #include <limits>
 #include <map>
-#include <regex>
 #include <set>
 #include <sstream>
 
@@ -813,15 +815,10 @@ int regressions_command(const std::string& db_path, const std::string& run_text,
 namespace {
 
 // The value of "key": <number> in the protocol JSON the runner writes; 0 when absent.
-double protocol_number(const std::string& json, const std::string& key) {
-  const std::regex pattern("\"" + key + "\":\\s*([0-9.eE+-]+)");
-  std::smatch match;
-  if (!std::regex_search(json, match, pattern)) return 0;
-  try {
-    return std::stod(match[1].str());
-  } catch (const std::exception&) {
-    return 0;
-  }
+double protocol_number(const std::string& text, const std::string& key) {
+  const nlohmann::json protocol = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (!protocol.is_object() || !protocol.contains(key) || !protocol[key].is_number()) return 0;
+  return protocol[key].get<double>();
 }
 
 }  // namespace

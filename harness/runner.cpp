@@ -13,6 +13,8 @@
 #include <sstream>
 #include <thread>
 
+#include <nlohmann/json.hpp>
+
 #include "harness/calibrate.h"
 #include "harness/case_matrix.h"
 #include "harness/case_runner.h"
@@ -275,17 +277,21 @@ int run_cases(const RunOptions& options, std::ostream& out, std::ostream& err) {
                      " devices=" + options.devices + " dist=" + options.distribution +
                      " shard=" + options.shard;
   }
-  {
-    std::ostringstream protocol;
-    protocol << "{\"mode\": \"" << (options.check_only ? "check" : "run")
-             << "\", \"seed\": " << run_seed << ", \"repetitions\": " << repetitions
-             << ", \"max_case_seconds\": " << max_case_seconds
-             << ", \"target_repetition_seconds\": " << kTargetRepetitionSeconds
-             << ", \"timer\": \"host steady_clock around one forward (CPU)\""
-             << ", \"full_check_work\": " << kFullCheckWork << ", \"cases\": " << cases.size()
-             << "}";
-    info.protocol_json = protocol.str();
-  }
+  // The measurement protocol's parameters; the timer each device used is added as its cases
+  // report it (the executor names its own timer) and stored when the run finishes.
+  nlohmann::json protocol = {{"mode", options.check_only ? "check" : "run"},
+                             {"seed", run_seed},
+                             {"repetitions", repetitions},
+                             {"max_case_seconds", max_case_seconds},
+                             {"target_repetition_seconds", kTargetRepetitionSeconds},
+                             {"stable_relative_stddev", kStableRelativeStddev},
+                             {"min_stable_repetitions", kMinStableRepetitions},
+                             {"full_check_work", kFullCheckWork},
+                             {"case_timeout_seconds", options.case_timeout_seconds},
+                             {"breaker", options.breaker},
+                             {"cases", cases.size()},
+                             {"timers", nlohmann::json::object()}};
+  info.protocol_json = protocol.dump();
   const int64_t run_id = store->begin_run(info, status);
   if (!status.ok) {
     err << "error: " << status.message << "\n";
@@ -385,6 +391,10 @@ int run_cases(const RunOptions& options, std::ostream& out, std::ostream& err) {
           }
           outcome = in_process_runner->run(request);
         }
+        if (!outcome.timer.empty()) {
+          std::lock_guard<std::mutex> lock(record_mutex);
+          protocol["timers"][device.label()] = outcome.timer;
+        }
         result.status = outcome.status;
         result.message = outcome.message;
         result.check = outcome.check;
@@ -432,7 +442,7 @@ int run_cases(const RunOptions& options, std::ostream& out, std::ostream& err) {
 
   std::vector<ResultRecord> results;
   for (auto& [index, result] : finished) results.push_back(std::move(result));
-  if (Status s = store->finish_run(run_id); !s.ok) {
+  if (Status s = store->finish_run(run_id, protocol.dump()); !s.ok) {
     err << "error: " << s.message << "\n";
     store_failed = true;
   }

@@ -1056,14 +1056,17 @@ Status Store::add_result(int64_t run_id, const ResultRecord& result) {
   return status ? status : error_with(context, status.message);
 }
 
-Status Store::finish_run(int64_t run_id) {
+Status Store::finish_run(int64_t run_id, const std::string& protocol_json) {
   const std::string context = path_ + ": cannot finish run " + std::to_string(run_id);
   Transaction transaction(db_, Transaction::Kind::write);
   Status status = transaction.status();
   if (status) {
     Statement update(db_,
                      "UPDATE runs SET status = 'complete', "
-                     "finished_at = strftime('%Y-%m-%dT%H:%M:%SZ', 'now') WHERE id = ?");
+                     "finished_at = strftime('%Y-%m-%dT%H:%M:%SZ', 'now'), "
+                     "protocol_json = CASE WHEN ?1 = '' THEN protocol_json ELSE ?1 END "
+                     "WHERE id = ?2");
+    update.bind(text(protocol_json));
     update.bind(integer(run_id));
     status = update.execute();
   }

@@ -138,7 +138,9 @@ class Store {
   // One transaction: the case (shared by every result of the same kernel, problem and
   // distribution), the result and its samples. result.device_id 0 means no device row.
   Status add_result(int64_t run_id, const ResultRecord& result);
-  Status finish_run(int64_t run_id);  // marks 'complete' and sets finished_at
+  // Marks 'complete' and sets finished_at; a non-empty `protocol_json` replaces the run's (what
+  // was learnt while running: the timer each device used).
+  Status finish_run(int64_t run_id, const std::string& protocol_json = "");
 
   // nullopt with an error status when the run does not exist.
   std::optional<StoredRun> load_run(int64_t run_id, Status& status);

@@ -13,6 +13,8 @@
 #include <map>
 #include <thread>
 
+#include <nlohmann/json.hpp>
+
 #include "harness/store.h"
 #include "command.h"
 
@@ -354,6 +356,31 @@ TEST_F(Cli, TheBreakerHoldsTheBudgetWhenEveryKernelMisbehaves) {
   EXPECT_EQ(outcomes["test.cpu_hang"]["timeout"], 1);
   EXPECT_EQ(outcomes["test.cpu_hang"]["breaker"], kShapes - 1);
   EXPECT_EQ(outcomes["test.cpu_flash_sleeps"]["passed"], kShapes);
+}
+
+
+// The stored protocol names the timer each device really used (the executor's own name, as its
+// worker reported it), parses as JSON, and records the repetition rule.
+TEST_F(Cli, TheStoredProtocolNamesTheExecutorsTimer) {
+  CommandResult run = run_command("run --kernels cpu.flash --shape b=1,hq=2,s=33,d=16 --devices cpu "
+                                  "--max-case-seconds 0.1 --repetitions 5 --db " + db());
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  Status status;
+  auto store = Store::open(db(), status);
+  ASSERT_TRUE(store) << status.message;
+  auto stored = store->load_run(*store->latest_run_id(status), status);
+  ASSERT_TRUE(stored);
+  const nlohmann::json protocol = nlohmann::json::parse(stored->info.protocol_json);
+  EXPECT_EQ(protocol.at("timers").at("cpu").get<std::string>(), "host steady_clock around one forward");
+  EXPECT_EQ(protocol.at("repetitions").get<int>(), 5);
+  EXPECT_EQ(protocol.at("min_stable_repetitions").get<int>(), 5);
+  ASSERT_EQ(stored->results.size(), 1u);
+  const TimingSummary& timing = stored->results[0].timing;
+  EXPECT_GT(timing.forwards_timed, 0);
+  EXPECT_TRUE(timing.stop.has_value());
+  EXPECT_GT(timing.wall_s, 0);
+  // The case's wall-clock budget holds, give or take one repetition.
+  EXPECT_LE(timing.wall_s, 0.1 + timing.wall_s / timing.repetitions + 0.05);
 }
 
 }  // namespace
