@@ -14,6 +14,35 @@ bool glob_match(const std::string& pattern, const std::string& text) {
   return fnmatch(pattern.c_str(), text.c_str(), 0) == 0;
 }
 
+Status parse_case_filter(const std::string& text, std::optional<std::regex>& filter) {
+  filter.reset();
+  if (text.empty()) return Status::Ok();
+  try {
+    filter.emplace(text, std::regex::extended);
+  } catch (const std::regex_error& e) {
+    return Status::Error("--filter '" + text + "' is not a valid regular expression: " + e.what());
+  }
+  return Status::Ok();
+}
+
+std::string kernel_names() {
+  std::string names;
+  for (const Kernel& k : all_kernels()) names += (names.empty() ? "" : ", ") + k.name;
+  return names;
+}
+
+Status check_kernel_globs(const std::vector<std::string>& globs) {
+  for (const std::string& glob : globs) {
+    const auto& kernels = all_kernels();
+    if (std::none_of(kernels.begin(), kernels.end(),
+                     [&](const Kernel& k) { return glob_match(glob, k.name); })) {
+      return Status::Error("--kernels: unknown kernel '" + glob + "'; accepted: " + kernel_names() +
+                           " (globs allowed)");
+    }
+  }
+  return Status::Ok();
+}
+
 namespace {
 
 bool matches_any(const std::vector<std::string>& globs, const std::string& name) {

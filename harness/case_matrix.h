@@ -31,6 +31,13 @@ struct CaseSpec {
 
 bool glob_match(const std::string& pattern, const std::string& text);
 
+// --filter: an extended regular expression on case names (none when `text` is empty).
+Status parse_case_filter(const std::string& text, std::optional<std::regex>& filter);
+// --kernels: every glob must name at least one kernel of the registry.
+Status check_kernel_globs(const std::vector<std::string>& globs);
+// The registry's kernel names, comma-separated, for messages.
+std::string kernel_names();
+
 // Every (entry, kernel, device) whose kernel is in the entry's globs and in `kernel_globs`
 // (empty: all), runs on that device's backend and whose name matches `filter`, once each, in
 // suite order with the cases of one group (same inputs and reference) back to back.

@@ -48,12 +48,10 @@ int plan_command(const PlanOptions& options, std::ostream& out, std::ostream& er
     return kExitUsage;
   }
   std::optional<std::regex> filter;
-  if (!options.filter.empty()) {
-    try {
-      filter.emplace(options.filter, std::regex::extended);
-    } catch (const std::regex_error& e) {
-      err << "error: --filter '" << options.filter
-          << "' is not a valid regular expression: " << e.what() << "\n";
+  for (const Status& s :
+       {check_kernel_globs(options.kernel_globs), parse_case_filter(options.filter, filter)}) {
+    if (!s.ok) {
+      err << "error: " << s.message << "\n";
       return kExitUsage;
     }
   }

@@ -43,12 +43,6 @@ using Clock = std::chrono::steady_clock;
 // case is skipped, instead of the machine swapping.
 constexpr double kHostScratchFractionOfMemory = 0.5;
 
-std::string kernel_names() {
-  std::string names;
-  for (const Kernel& k : all_kernels()) names += (names.empty() ? "" : ", ") + k.name;
-  return names;
-}
-
 std::string case_label(const CaseSpec& spec) {
   std::string label = spec.kernel->name + " " + shape_string(spec.problem);
   if (spec.distribution != Distribution::normal)
@@ -199,26 +193,13 @@ int run_cases(const RunOptions& options, std::ostream& out, std::ostream& err) {
            "b=..,hq=..,...\n";
     return kExitUsage;
   }
-  for (const std::string& glob : options.kernel_globs) {
-    bool any = false;
-    for (const Kernel& k : all_kernels()) any = any || glob_match(glob, k.name);
-    if (!any) {
-      err << "error: --kernels: unknown kernel '" << glob << "'; accepted: " << kernel_names()
-          << " (globs allowed)\n";
-      return kExitUsage;
-    }
-  }
   std::optional<std::regex> filter;
-  if (!options.filter.empty()) {
-    try {
-      filter.emplace(options.filter, std::regex::extended);
-    } catch (const std::regex_error& e) {
-      err << "error: --filter '" << options.filter
-          << "' is not a valid regular expression: " << e.what() << "\n";
+  for (const Status& s : {check_kernel_globs(options.kernel_globs), parse_case_filter(options.filter, filter)}) {
+    if (!s.ok) {
+      err << "error: " << s.message << "\n";
       return kExitUsage;
     }
   }
-
   std::vector<MatrixDevice> matrix_devices;
   for (const Device& device : devices) matrix_devices.push_back({device.backend, device.label()});
   std::vector<CaseSpec> cases = expand_cases(suite, options.kernel_globs, filter, matrix_devices);
