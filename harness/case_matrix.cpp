@@ -14,6 +14,13 @@ bool glob_match(const std::string& pattern, const std::string& text) {
   return fnmatch(pattern.c_str(), text.c_str(), 0) == 0;
 }
 
+Status shape_entry(const std::string& text, SuiteEntry& entry) {
+  entry.kernel_globs = {"*"};
+  Status status = parse_shape(text, entry.problem);
+  if (status.ok) status = validate(entry.problem);
+  return status.ok ? status : Status::Error("--shape '" + text + "': " + status.message);
+}
+
 Status parse_case_filter(const std::string& text, std::optional<std::regex>& filter) {
   filter.reset();
   if (text.empty()) return Status::Ok();

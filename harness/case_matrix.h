@@ -31,6 +31,9 @@ struct CaseSpec {
 
 bool glob_match(const std::string& pattern, const std::string& text);
 
+// --shape TEXT: a suite entry for every kernel, after parse_shape and validate; the message
+// names the shape.
+Status shape_entry(const std::string& text, SuiteEntry& entry);
 // --filter: an extended regular expression on case names (none when `text` is empty).
 Status parse_case_filter(const std::string& text, std::optional<std::regex>& filter);
 // --kernels: every glob must name at least one kernel of the registry.

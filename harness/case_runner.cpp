@@ -59,6 +59,12 @@ Status dump_case(const std::string& directory, const ProblemInputs& inputs,
   return status;
 }
 
+// A forward that does nothing: what remains of a timed forward is its overhead.
+class EmptyPlan final : public Plan {
+ public:
+  Status run(const AttentionParams&) override { return Status::Ok(); }
+};
+
 void note_unmeasured(CaseOutcome& outcome, const std::string& what, const Status& why) {
   outcome.message += (outcome.message.empty() ? "" : "; ") + what + " not measured: " + why.message;
 }
@@ -123,16 +129,6 @@ Status CaseRunner::prepare_inputs(const CaseRequest& request) {
   inputs_key_ = key;
   return Status::Ok();
 }
-
-namespace {
-
-// A forward that does nothing: what remains of a timed forward is its overhead.
-class EmptyPlan final : public Plan {
- public:
-  Status run(const AttentionParams&) override { return Status::Ok(); }
-};
-
-}  // namespace
 
 double CaseRunner::timed_forward_overhead(KernelOutputs& outputs) {
   if (forward_overhead_s_) return *forward_overhead_s_;

@@ -82,10 +82,15 @@ double peak_flops(const DeviceModel& device, DType dtype) {
   return is_fp8(dtype) ? device.gemm_flops_fp8 : device.gemm_flops_16bit;
 }
 
-double input_elements(const Problem& problem) {
-  const ProblemLayout layout = describe_layout(problem);
+// The elements of q, k and v the harness allocates, and the output's bytes.
+double input_elements(const ProblemLayout& layout) {
   return static_cast<double>(layout.q_buffer_elements + layout.k_buffer_elements +
                              layout.v_buffer_elements);
+}
+
+double output_bytes(const Problem& problem, const ProblemLayout& layout) {
+  return static_cast<double>(layout.out_elements) *
+         static_cast<double>(dtype_size(problem.output_dtype));
 }
 
 double reference_seconds(const Problem& problem) {
@@ -95,14 +100,6 @@ double reference_seconds(const Problem& problem) {
                          static_cast<double>(problem.head_dim_qk + problem.head_dim_v);
   const double factor = is_fp8(problem.input_dtype) ? kFp8ReferenceFactor : 1.0;
   return 2 * static_cast<double>(rows) * per_row * kReferenceSecondsPerMultiplyAdd * factor;
-}
-
-double io_bytes(const Problem& problem) {
-  const ProblemLayout layout = describe_layout(problem);
-  const double in = input_elements(problem) * static_cast<double>(dtype_size(problem.input_dtype));
-  const double out = static_cast<double>(layout.out_elements) *
-                     static_cast<double>(dtype_size(problem.output_dtype));
-  return in + out;
 }
 
 }  // namespace
@@ -123,13 +120,13 @@ CasePrediction predict_case(const Kernel& kernel, const Problem& problem, const 
                          bytes / device.copy_bytes_per_s) +
                 cost.launches * device.launch_s;
   const ProblemLayout layout = describe_layout(problem);
-  p.host_s = kInputFixedSeconds + input_elements(problem) * kInputSecondsPerElement +
-             reference_seconds(problem) + io_bytes(problem) / device.host_link_bytes_per_s;
+  const double inputs = input_elements(layout);
+  const double input_bytes = inputs * static_cast<double>(dtype_size(problem.input_dtype));
+  const double copy_back_s = output_bytes(problem, layout) / device.host_link_bytes_per_s;
+  p.host_s = kInputFixedSeconds + inputs * kInputSecondsPerElement + reference_seconds(problem) +
+             input_bytes / device.host_link_bytes_per_s + copy_back_s;
   p.plan_s = cost.plan_s;
   const int checked_runs = kernel.deterministic ? 2 : 1;
-  const double copy_back_s = static_cast<double>(layout.out_elements) *
-                             static_cast<double>(dtype_size(problem.output_dtype)) /
-                             device.host_link_bytes_per_s;
   p.check_s = checked_runs * (p.forward_s + copy_back_s + device.launch_s) +
               static_cast<double>(layout.out_elements) * kCompareSecondsPerElement;
   if (!request.check_only) {

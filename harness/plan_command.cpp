@@ -22,11 +22,7 @@ Status load_selection(const PlanOptions& options, Suite& suite) {
   }
   for (const std::string& text : options.shapes) {
     SuiteEntry entry;
-    entry.kernel_globs = {"*"};
-    if (Status s = parse_shape(text, entry.problem); !s.ok)
-      return Status::Error("--shape '" + text + "': " + s.message);
-    if (Status s = validate(entry.problem); !s.ok)
-      return Status::Error("--shape '" + text + "': " + s.message);
+    if (Status s = shape_entry(text, entry); !s.ok) return s;
     suite.entries.push_back(entry);
   }
   if (suite.entries.empty())

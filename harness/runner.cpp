@@ -161,16 +161,11 @@ int run_cases(const RunOptions& options, std::ostream& out, std::ostream& err) {
   }
   for (const std::string& text : options.shapes) {
     SuiteEntry entry;
-    entry.kernel_globs = {"*"};
+    if (Status s = shape_entry(text, entry); !s.ok) {
+      err << "error: " << s.message << "\n";
+      return kExitUsage;
+    }
     entry.distribution = std::string(distribution_name(shape_distribution));
-    if (Status s = parse_shape(text, entry.problem); !s.ok) {
-      err << "error: --shape '" << text << "': " << s.message << "\n";
-      return kExitUsage;
-    }
-    if (Status s = validate(entry.problem); !s.ok) {
-      err << "error: --shape '" << text << "': " << s.message << "\n";
-      return kExitUsage;
-    }
     suite.entries.push_back(entry);
   }
   for (const std::string& text : options.cases) {

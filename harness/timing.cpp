@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <fstream>
+#include <optional>
 
 #include "harness/statistics.h"
 
@@ -106,10 +107,8 @@ Status time_one_repetition(const std::string& name, const TimedForward& forward,
 }
 
 bool samples_are_stable(const std::vector<Sample>& samples) {
-  std::vector<double> times;
-  for (const Sample& s : samples) times.push_back(s.time_s);
-  const double center = mean(times);
-  return center > 0 && sample_stddev(times) / center < kStableRelativeStddev;
+  const TimingSummary summary = summarize_samples(samples);
+  return summary.mean_s > 0 && summary.cv < kStableRelativeStddev;
 }
 
 }  // namespace

@@ -7,9 +7,7 @@
 #include <benchmark/benchmark.h>
 
 #include <functional>
-#include <optional>
 #include <string>
-#include <string_view>
 #include <vector>
 
 #include "harness/records.h"

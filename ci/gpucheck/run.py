@@ -76,8 +76,8 @@ class Check:
             "started_at": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
             "budget_s": budget_s, "finished": False, "interrupted": None, "gpu": "",
             "bundle": {}, "git_sha": "", "prechecks": self.prechecks, "steps": [], "runs": {},
+            # Each run's max_case_seconds is read from its stored protocol, not repeated here.
             "ctest_junit": "ctest.xml", "timer_xml": "timer.xml", "sanitizer": {},
-            "max_case_seconds": {"figures": 0.5, "gpu-smoke": 0.3},
             "rehearsal": rehearse,
         }
 
@@ -151,13 +151,17 @@ class Check:
             except subprocess.TimeoutExpired:
                 continue
 
-    def attnbench(self, arguments, log, timeout_s):
-        """An attnbench command writing to the check's database; returns (exit, new run ids)."""
-        before = latest_run_id(self.db)
+    def attnbench_argv(self, arguments):
+        """attnbench with `arguments`, writing to the check's database (a GPU required)."""
         extra = ["--db", str(self.db)]
         if arguments[0] in ("run", "check"):
             extra.append("--require-gpu")
-        code = self.run([self.bundle.cli, *arguments, *extra], log, timeout_s)
+        return [self.bundle.cli, *arguments, *extra]
+
+    def attnbench(self, arguments, log, timeout_s):
+        """An attnbench command; returns (exit, the ids of the runs it stored)."""
+        before = latest_run_id(self.db)
+        code = self.run(self.attnbench_argv(arguments), log, timeout_s)
         return code, run_ids_after(self.db, before)
 
     def pack_logs(self):
@@ -237,7 +241,7 @@ def run_ids_after(db, before):
 
 
 # ---- the steps -----------------------------------------------------------------------------------
-# Each returns (result, detail); "pass" or "fail: ..." style results are normalized by run_step.
+# Each takes (check, planned step) and returns (result, detail), result "pass" or "fail".
 
 def step_figures(check, step):
     details, failed = [], False
@@ -324,7 +328,7 @@ def step_sanitizer(check, step):
         command = [sanitizer, "--tool", tool, "--target-processes", "all",
                    "--log-file", str(logs / f"{tool}-%p.log"),
                    *(["--leak-check", "no"] if tool == "memcheck" else []),
-                   check.bundle.cli, *call.args, "--db", str(check.db), "--require-gpu"]
+                   *check.attnbench_argv(call.args)]
         code = check.run(command, f"{tool}.log", budget)
         texts = [p.read_text(errors="replace") for p in sorted(logs.glob(f"{tool}-*.log"))]
         counts = [int(m) for text in texts for m in re.findall(SUMMARY_PATTERNS[tool], text)]

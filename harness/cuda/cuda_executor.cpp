@@ -42,7 +42,7 @@ constexpr unsigned char kGuardByte = 0xA5;  // the host canaries' byte (GuardedB
 // All-ones bytes are NaN in fp32, fp16, bf16, e4m3 and e5m2: an element the kernel never
 // writes stays NaN and the checker counts it.
 constexpr unsigned char kPoisonByte = 0xFF;
-// Writing twice the L2's size evicts everything a previous forward left there (DESIGN).
+// Reading twice the L2's size evicts everything a previous forward left there (DESIGN).
 constexpr int kL2FlushMultiple = 2;
 // The flush buffer holds this byte everywhere (l2_flush.cu relies on one repeated byte) and is
 // read in 16-byte vectors.
