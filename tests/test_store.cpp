@@ -1,7 +1,9 @@
 // The SQLite store: every field survives a round trip, migrations keep data, a newer or foreign
 // file is refused untouched, concurrent writers lose nothing, a killed writer leaves every
-// committed result behind. Records are random: every field gets a value its default could not
-// hide, NaNs included.
+// committed result behind; the regression analysis' rows (alerts, levels, result_analysis) round
+// trip, take later verdicts, ride along history rows and merges; the schema's CHECK lists are the
+// C++ enumerations' names and schema.cpp's table list is the schema. Records are random: every
+// field gets a value its default could not hide, NaNs included.
 #include <signal.h>
 #include <sqlite3.h>
 #include <sys/wait.h>
@@ -18,6 +20,7 @@
 #include <limits>
 #include <map>
 #include <random>
+#include <regex>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -25,8 +28,10 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "harness/records.h"
-#include "harness/store.h"
+#include "harness/core/records.h"
+#include "harness/core/series_key.h"
+#include "harness/core/verdict.h"
+#include "harness/store/store.h"
 
 namespace attnbench {
 namespace {
@@ -235,6 +240,59 @@ DeviceInfo random_device(Rng& rng, std::string kind, int ordinal) {
   return device;
 }
 
+// Every name of an enumeration, in order: its values are 0, 1, ... up to the first one its name
+// function does not know ("unknown"). Read from the C++ so that a new value is seen at once.
+template <typename Enum>
+std::vector<std::string> enum_names(std::string_view (*name)(Enum)) {
+  std::vector<std::string> names;
+  for (int value = 0; value <= std::numeric_limits<uint8_t>::max(); ++value) {
+    const std::string_view spelled = name(static_cast<Enum>(value));
+    if (spelled == "unknown") break;
+    names.emplace_back(spelled);
+  }
+  return names;
+}
+
+template <typename Enum>
+Enum random_enum(Rng& rng, std::string_view (*name)(Enum)) {
+  const size_t count = enum_names(name).size();
+  return static_cast<Enum>(std::uniform_int_distribution<size_t>(0, count - 1)(rng));
+}
+
+// A series key whose five parts are random text (no '|', so it parses back).
+SeriesKey random_series_key(Rng& rng) {
+  return {random_text(rng), random_text(rng), random_text(rng), random_text(rng),
+          random_text(rng)};
+}
+
+// Every field random; ids 0 (NULL) half the time; `result_id` is given (it must name a result).
+AnalysisRecord random_analysis(Rng& rng, std::string series_key, bool kernel_wide,
+                               int64_t result_id) {
+  auto some_id = [&] { return random_bool(rng) ? 0 : random_int64(rng) | 1; };
+  AnalysisRecord analysis;
+  analysis.series_key = std::move(series_key);
+  analysis.kernel_wide = kernel_wide;
+  analysis.result_id = result_id;
+  analysis.verdict = random_enum(rng, verdict_name);
+  analysis.accuracy_verdict = random_enum(rng, verdict_name);
+  analysis.center_s = random_double(rng);
+  analysis.spread_s = random_double(rng);
+  analysis.threshold = random_double(rng);
+  analysis.change = random_double(rng);
+  analysis.level = random_double(rng);
+  analysis.rerun_change = random_double(rng);
+  analysis.baseline_runs = random_int(rng);
+  analysis.baseline_run_id = some_id();
+  analysis.history_from_run_id = some_id();
+  analysis.since_run_id = some_id();
+  analysis.chip_changed = random_bool(rng);
+  analysis.status_change = random_bool(rng) ? "" : random_text(rng);
+  analysis.reason = random_text(rng);
+  analysis.annotation = random_bool(rng) ? "" : random_text(rng);
+  analysis.detector_version = random_int(rng);
+  return analysis;
+}
+
 // ---- comparisons -------------------------------------------------------------------------------
 
 // Doubles must come back bit-exact; NaN (not measured) must come back NaN.
@@ -373,6 +431,30 @@ void expect_same_calibration(const CalibrationRecord& expected, const Calibratio
   EXPECT_SAME_FIELD(expected, actual, measured_at);
 }
 
+void expect_same_analysis(const AnalysisRecord& expected, const AnalysisRecord& actual) {
+  EXPECT_SAME_FIELD(expected, actual, run_id);
+  EXPECT_SAME_FIELD(expected, actual, series_key);
+  EXPECT_SAME_FIELD(expected, actual, kernel_wide);
+  EXPECT_SAME_FIELD(expected, actual, result_id);
+  EXPECT_SAME_FIELD(expected, actual, verdict);
+  EXPECT_SAME_FIELD(expected, actual, accuracy_verdict);
+  EXPECT_SAME_DOUBLE(expected, actual, center_s);
+  EXPECT_SAME_DOUBLE(expected, actual, spread_s);
+  EXPECT_SAME_DOUBLE(expected, actual, threshold);
+  EXPECT_SAME_DOUBLE(expected, actual, change);
+  EXPECT_SAME_DOUBLE(expected, actual, level);
+  EXPECT_SAME_DOUBLE(expected, actual, rerun_change);
+  EXPECT_SAME_FIELD(expected, actual, baseline_runs);
+  EXPECT_SAME_FIELD(expected, actual, baseline_run_id);
+  EXPECT_SAME_FIELD(expected, actual, history_from_run_id);
+  EXPECT_SAME_FIELD(expected, actual, since_run_id);
+  EXPECT_SAME_FIELD(expected, actual, chip_changed);
+  EXPECT_SAME_FIELD(expected, actual, status_change);
+  EXPECT_SAME_FIELD(expected, actual, reason);
+  EXPECT_SAME_FIELD(expected, actual, annotation);
+  EXPECT_SAME_FIELD(expected, actual, detector_version);
+}
+
 // ---- direct access to the file -------------------------------------------------------------
 
 // Plain SQLite on the file, for what the Store API does not show (tables, versions, counts) and
@@ -395,6 +477,46 @@ class RawDatabase {
   // Runs one statement with bound values; returns its first column of the first row as text
   // ("" when it returns no row).
   std::string query(const std::string& sql, const std::vector<Value>& values = {}) {
+    sqlite3_stmt* statement = prepare(sql, values);
+    std::string first;
+    const int rc = sqlite3_step(statement);
+    if (rc == SQLITE_ROW && sqlite3_column_type(statement, 0) != SQLITE_NULL) {
+      first = reinterpret_cast<const char*>(sqlite3_column_text(statement, 0));
+    }
+    EXPECT_TRUE(rc == SQLITE_ROW || rc == SQLITE_DONE) << sql << ": " << sqlite3_errmsg(db_);
+    sqlite3_finalize(statement);
+    return first;
+  }
+  // Runs SQL that may fail (a CHECK); returns SQLite's result code.
+  int execute(const std::string& sql) {
+    return sqlite3_exec(db_, sql.c_str(), nullptr, nullptr, nullptr);
+  }
+  // Every row of a query, each as its columns' text (NULL as "NULL").
+  std::vector<std::vector<std::string>> rows(const std::string& sql,
+                                             const std::vector<Value>& values = {}) {
+    sqlite3_stmt* statement = prepare(sql, values);
+    std::vector<std::vector<std::string>> found;
+    while (sqlite3_step(statement) == SQLITE_ROW) {
+      std::vector<std::string>& row = found.emplace_back();
+      for (int column = 0; column < sqlite3_column_count(statement); ++column) {
+        row.push_back(sqlite3_column_type(statement, column) == SQLITE_NULL
+                          ? "NULL"
+                          : reinterpret_cast<const char*>(sqlite3_column_text(statement, column)));
+      }
+    }
+    sqlite3_finalize(statement);
+    return found;
+  }
+  int64_t count(const std::string& table) {
+    return std::stoll(query("SELECT count(*) FROM " + table));
+  }
+  bool has_object(const std::string& type, const std::string& name) {
+    return query("SELECT count(*) FROM sqlite_master WHERE type = ? AND name = ?", {type, name}) ==
+           "1";
+  }
+
+ private:
+  sqlite3_stmt* prepare(const std::string& sql, const std::vector<Value>& values) {
     sqlite3_stmt* statement = nullptr;
     EXPECT_EQ(sqlite3_prepare_v2(db_, sql.c_str(), -1, &statement, nullptr), SQLITE_OK)
         << sql << ": " << sqlite3_errmsg(db_);
@@ -410,24 +532,9 @@ class RawDatabase {
                           SQLITE_TRANSIENT);
       }
     }
-    std::string first;
-    const int rc = sqlite3_step(statement);
-    if (rc == SQLITE_ROW && sqlite3_column_type(statement, 0) != SQLITE_NULL) {
-      first = reinterpret_cast<const char*>(sqlite3_column_text(statement, 0));
-    }
-    EXPECT_TRUE(rc == SQLITE_ROW || rc == SQLITE_DONE) << sql << ": " << sqlite3_errmsg(db_);
-    sqlite3_finalize(statement);
-    return first;
-  }
-  int64_t count(const std::string& table) {
-    return std::stoll(query("SELECT count(*) FROM " + table));
-  }
-  bool has_object(const std::string& type, const std::string& name) {
-    return query("SELECT count(*) FROM sqlite_master WHERE type = ? AND name = ?", {type, name}) ==
-           "1";
+    return statement;
   }
 
- private:
   static constexpr int kBusyTimeoutMs = 10'000;
   sqlite3* db_ = nullptr;
 };
@@ -1095,35 +1202,43 @@ TEST_F(StoreTest, SeriesHistoriesCarryLevelsAndEarlierVerdictsAndLeaveReruns) {
   // The analysis of run 3: a suspicion of a, a level; then run 4 turns it into an outlier.
   AlertRecord suspected;
   suspected.series_key = key_a;
-  suspected.kind = "performance";
+  suspected.kind = AlertKind::performance;
   suspected.state = "suspected";
-  suspected.severity = "warning";
+  suspected.severity = Severity::warning;
   suspected.message = "slower";
   suspected.since_run_id = runs[2];
   suspected.change = 0.25;
   suspected.chip_changed = true;
   suspected.environment = "chip chip-1 -> chip-0";
-  ASSERT_TRUE(store->store_analysis(runs[2], {suspected}, {{"dev", 0.05, 9}}, {}).ok);
-  ASSERT_TRUE(store->store_analysis(runs[3], {}, {{"dev", -0.01, 9}},
-                                    {{runs[2], key_a, "performance", "outlier", "; reverted"}})
+  ASSERT_TRUE(store->store_analysis(runs[2], {suspected}, {{"dev", 0.05, 9}}, {}, {}).ok);
+  ASSERT_TRUE(store
+                  ->store_analysis(runs[3], {}, {{"dev", -0.01, 9}}, {},
+                                   {{runs[2], key_a, AlertKind::performance, Verdict::outlier,
+                                     "; reverted"}})
                   .ok);
   const std::vector<AlertRecord> alerts = store->run_alerts(runs[2], status);
   ASSERT_EQ(alerts.size(), 1u);
   EXPECT_EQ(alerts[0].state, "outlier");
-  EXPECT_EQ(alerts[0].severity, "info");
+  EXPECT_EQ(alerts[0].severity, Severity::info);
   EXPECT_EQ(alerts[0].message, "slower; reverted");
   EXPECT_EQ(alerts[0].since_run_id, runs[2]);
   EXPECT_DOUBLE_EQ(alerts[0].change, 0.25);
   EXPECT_TRUE(alerts[0].chip_changed);
   EXPECT_EQ(alerts[0].environment, suspected.environment);
-  EXPECT_TRUE(store->find_alert(runs[2], key_a, "performance", status).has_value());
-  EXPECT_FALSE(store->find_alert(runs[2], key_b, "performance", status).has_value());
+  EXPECT_TRUE(store->find_alert(runs[2], key_a, AlertKind::performance, status).has_value());
+  EXPECT_FALSE(store->find_alert(runs[2], key_b, AlertKind::performance, status).has_value());
+  EXPECT_FALSE(store->find_alert(runs[2], key_a, AlertKind::accuracy, status).has_value());
   // Storing an analysis again replaces it.
-  ASSERT_TRUE(store->store_analysis(runs[2], {}, {{"dev", 0.04, 8}}, {}).ok);
+  ASSERT_TRUE(store->store_analysis(runs[2], {}, {{"dev", 0.04, 8}}, {}, {}).ok);
   EXPECT_TRUE(store->run_alerts(runs[2], status).empty());
   ASSERT_EQ(store->run_levels(runs[2], status).size(), 1u);
   EXPECT_DOUBLE_EQ(store->run_levels(runs[2], status)[0].level, 0.04);
-  ASSERT_TRUE(store->store_analysis(runs[2], {suspected}, {{"dev", 0.05, 9}}, {}).ok);
+  // Schema 6: the detector's row for a in run 3, which every history row of it then carries.
+  AnalysisRecord analysis_a =
+      random_analysis(rng_, key_a, false, load(*store, runs[2]).result_ids.at(0));
+  analysis_a.run_id = runs[2];
+  ASSERT_TRUE(
+      store->store_analysis(runs[2], {suspected}, {{"dev", 0.05, 9}}, {analysis_a}, {}).ok);
 
   const auto histories = store->series_histories({key_a, key_b, "none"}, runs.back() + 1, 3, status);
   ASSERT_TRUE(status.ok) << status.message;
@@ -1139,9 +1254,20 @@ TEST_F(StoreTest, SeriesHistoriesCarryLevelsAndEarlierVerdictsAndLeaveReruns) {
   EXPECT_EQ(a[0].chip, "chip-0");
   EXPECT_EQ(a[1].performance_state, "");
   EXPECT_TRUE(std::isnan(a[2].level)) << "run 5 was never analysed";
+  ASSERT_TRUE(a[0].analysis.has_value());
+  expect_same_analysis(analysis_a, *a[0].analysis);
+  EXPECT_FALSE(a[1].analysis.has_value()) << "run 4's analysis stored no row for a";
+  EXPECT_FALSE(a[2].analysis.has_value()) << "run 5 was never analysed";
   EXPECT_EQ(histories.at(key_b).size(), 3u);
+  for (const HistoryRow& row : histories.at(key_b)) EXPECT_FALSE(row.analysis.has_value());
   EXPECT_TRUE(histories.at("none").empty());
-  EXPECT_EQ(store->full_series_history(key_a, status).size(), static_cast<size_t>(kRuns - 1));
+  const std::vector<HistoryRow> full_a = store->full_series_history(key_a, status);
+  ASSERT_EQ(full_a.size(), static_cast<size_t>(kRuns - 1));
+  for (const HistoryRow& row : full_a) {
+    SCOPED_TRACE("run " + std::to_string(row.run_id));
+    EXPECT_EQ(row.analysis.has_value(), row.run_id == runs[2]);
+    if (row.analysis) expect_same_analysis(analysis_a, *row.analysis);
+  }
 
   EXPECT_EQ(store->latest_primary_run_id(status), runs[kRuns - 2]);
   EXPECT_EQ(store->latest_rerun_of(runs[kRuns - 2], status), runs.back());
@@ -1169,7 +1295,9 @@ TEST_F(StoreTest, SeriesHistoriesCarryLevelsAndEarlierVerdictsAndLeaveReruns) {
 TEST_F(StoreTest, MergeCopiesEachRunOnceAndMapsItsIds) {
   SCOPED_TRACE(seed_trace());
   Status status;
-  // Two runners' files, each with two runs (the second a rerun of the first) and alerts.
+  std::map<std::string, std::vector<AnalysisRecord>> analyses;  // by file, as stored there
+  // Two runners' files, each with two runs (the second a rerun of the first), alerts and
+  // analysis rows.
   auto fill = [&](const std::string& file, const std::string& chip) {
     std::unique_ptr<Store> store = open_store(file);
     int64_t first = 0;
@@ -1187,11 +1315,23 @@ TEST_F(StoreTest, MergeCopiesEachRunOnceAndMapsItsIds) {
     }
     AlertRecord alert;
     alert.series_key = "k|s|normal|dev|b";
-    alert.kind = "performance";
+    alert.kind = AlertKind::performance;
     alert.state = "suspected";
-    alert.severity = "warning";
+    alert.severity = Severity::warning;
     alert.since_run_id = first;
-    EXPECT_TRUE(store->store_analysis(first, {alert}, {{"dev", 0.01, 10}}, {}).ok);
+    // The series' row refers to its result and to runs of the file (the baseline and the
+    // suspicion's start: the run itself) and to a run the file does not have; the kernel's
+    // aggregate has no result.
+    AnalysisRecord series = random_analysis(rng_, alert.series_key, false,
+                                            load(*store, first).result_ids.at(0));
+    series.baseline_run_id = first;
+    series.since_run_id = first;
+    series.history_from_run_id = first + 1000;
+    AnalysisRecord kernel = random_analysis(rng_, "k|*|*|dev|b", true, 0);
+    kernel.baseline_run_id = kernel.since_run_id = kernel.history_from_run_id = 0;
+    analyses[file] = {kernel, series};  // by series key, as run_analysis answers
+    EXPECT_TRUE(
+        store->store_analysis(first, {alert}, {{"dev", 0.01, 10}}, {series, kernel}, {}).ok);
     CalibrationRecord calibration;
     calibration.device_uuid = chip;
     calibration.kind = "copy";
@@ -1241,6 +1381,499 @@ TEST_F(StoreTest, MergeCopiesEachRunOnceAndMapsItsIds) {
   EXPECT_EQ(alerts[0].since_run_id, runs[1].id);
   EXPECT_EQ(target->run_levels(runs[1].id, status).size(), 1u);
   EXPECT_EQ(target->latest_calibrations("GPU-b", status).size(), 1u);
+
+  // The analysis rows came along once each, their ids those of this file.
+  for (const auto& [run, file] : {std::pair{runs[1].id, b}, std::pair{runs[3].id, a}}) {
+    SCOPED_TRACE(file);
+    const std::vector<AnalysisRecord> merged = target->run_analysis(run, status);
+    ASSERT_TRUE(status.ok) << status.message;
+    ASSERT_EQ(merged.size(), 2u);
+    std::vector<AnalysisRecord> expected = analyses.at(file);
+    for (AnalysisRecord& row : expected) row.run_id = run;
+    expected[1].result_id = load(*target, run).result_ids.at(0);
+    expected[1].baseline_run_id = run;
+    expected[1].since_run_id = run;
+    expected[1].history_from_run_id = 0;  // a run the source did not have: NULL
+    expect_same_analysis(expected[0], merged[0]);
+    expect_same_analysis(expected[1], merged[1]);
+  }
+  RawDatabase raw(path("merged.sqlite"));
+  EXPECT_EQ(raw.count("result_analysis"), 4);
+}
+
+// ---- schema 6: result_analysis, alerts under CHECK constraints ---------------------------------
+
+// The quoted values of `column IN ('a', 'b', ...)` in a table's stored CREATE TABLE text.
+std::vector<std::string> check_list(RawDatabase& raw, const std::string& table,
+                                    const std::string& column) {
+  const std::string sql =
+      raw.query("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?", {table});
+  std::smatch list;
+  // \b keeps "verdict" from matching inside "accuracy_verdict".
+  if (!std::regex_search(sql, list, std::regex("\\b" + column + "\\s+IN\\s*\\(([^)]*)\\)"))) {
+    ADD_FAILURE() << "no CHECK (" << column << " IN (...)) in " << sql;
+    return {};
+  }
+  std::vector<std::string> values;
+  const std::string inside = list[1].str();
+  const std::regex quoted("'([^']*)'");
+  for (auto it = std::sregex_iterator(inside.begin(), inside.end(), quoted);
+       it != std::sregex_iterator(); ++it) {
+    values.push_back((*it)[1].str());
+  }
+  return values;
+}
+
+std::vector<std::string> sorted(std::vector<std::string> values) {
+  std::sort(values.begin(), values.end());
+  return values;
+}
+
+// What alerts.state may hold: nothing, a verdict, a result status, or a finding about the run.
+std::vector<std::string> alert_state_names() {
+  std::vector<std::string> names = {""};
+  for (const std::string& name : enum_names(verdict_name)) names.push_back(name);
+  for (const std::string& name : enum_names(result_status_name)) names.push_back(name);
+  names.insert(names.end(), {"missing", "fewer_cases"});
+  return names;
+}
+
+TEST_F(StoreTest, CheckListsAreTheEnumerationsNames) {
+  // The migration is a raw string that cannot be spelled from the C++ names, so the lists the
+  // file holds are compared with them: a value added to an enumeration fails here first.
+  ASSERT_NE(open_store(path("checks.sqlite")), nullptr);
+  RawDatabase raw(path("checks.sqlite"));
+  EXPECT_EQ(sorted(check_list(raw, "alerts", "kind")), sorted(enum_names(alert_kind_name)));
+  EXPECT_EQ(sorted(check_list(raw, "alerts", "severity")), sorted(enum_names(severity_name)));
+  EXPECT_EQ(sorted(check_list(raw, "alerts", "state")), sorted(alert_state_names()));
+  EXPECT_EQ(sorted(check_list(raw, "result_analysis", "verdict")),
+            sorted(enum_names(verdict_name)));
+  EXPECT_EQ(sorted(check_list(raw, "result_analysis", "accuracy_verdict")),
+            sorted(enum_names(verdict_name)));
+  EXPECT_EQ(sorted(check_list(raw, "result_analysis", "scope")),
+            sorted({"series", "kernel"}));
+  EXPECT_EQ(sorted(check_list(raw, "results", "status")), sorted(enum_names(result_status_name)));
+  EXPECT_EQ(enum_names(alert_kind_name).size(), 5u) << "the enumeration reader stops early";
+  EXPECT_EQ(enum_names(verdict_name).size(), 7u) << "the enumeration reader stops early";
+}
+
+TEST_F(StoreTest, CurrentSchemaCommentListsEveryTableAndColumn) {
+  // schema.cpp lists the current schema for people; it must say what a migrated file holds.
+  std::ifstream source(std::string(ATTNBENCH_SOURCE_DIR) + "/harness/store/schema.cpp");
+  ASSERT_TRUE(source) << "cannot read harness/store/schema.cpp";
+  std::map<std::string, std::vector<std::string>> documented;
+  std::string line;
+  std::string table;
+  std::string text;  // the current table's comment so far
+  bool inside = false;
+  auto finish_table = [&] {
+    if (table.empty()) return;
+    const size_t open = text.find('{');
+    const size_t close = text.find('}', open);
+    ASSERT_NE(open, std::string::npos) << table;
+    ASSERT_NE(close, std::string::npos) << table;
+    std::stringstream columns(text.substr(open + 1, close - open - 1));
+    for (std::string column; std::getline(columns, column, ',');) {
+      column.erase(0, column.find_first_not_of(" \n"));
+      column.erase(column.find_last_not_of(" \n") + 1);
+      documented[table].push_back(column);
+    }
+  };
+  const std::regex table_line("^//   ([a-z_]+): (.*)$");
+  while (std::getline(source, line)) {
+    if (line.starts_with("// ---- the current schema")) {
+      inside = true;
+      continue;
+    }
+    if (!inside) continue;
+    if (line.starts_with("// ---- end of the current schema")) break;
+    std::smatch match;
+    if (std::regex_match(line, match, table_line)) {
+      finish_table();
+      table = match[1].str();
+      text = match[2].str();
+    } else if (!table.empty()) {
+      text += " " + line.substr(std::min<size_t>(2, line.size()));
+    }
+  }
+  finish_table();
+
+  // A file migrated from version 1 and a new file have the same tables and columns.
+  ASSERT_TRUE(Store::create_at_version(path("old.sqlite"), 1).ok);
+  for (const std::string& file : {path("old.sqlite"), path("new.sqlite")}) {
+    SCOPED_TRACE(file);
+    ASSERT_NE(open_store(file), nullptr);
+    RawDatabase raw(file);
+    std::map<std::string, std::vector<std::string>> actual;
+    for (const auto& row : raw.rows("SELECT name FROM sqlite_master WHERE type = 'table' AND "
+                                    "name NOT LIKE 'sqlite\\_%' ESCAPE '\\'")) {
+      for (const auto& column : raw.rows("SELECT name FROM pragma_table_info(?)", {row[0]})) {
+        actual[row[0]].push_back(column[0]);
+      }
+    }
+    EXPECT_EQ(documented, actual);
+  }
+}
+
+TEST_F(StoreTest, MigrationFromVersion5RebuildsAlertsUnderChecksAndKeepsEveryRow) {
+  SCOPED_TRACE(seed_trace());
+  const std::string file = path("v5.sqlite");
+  ASSERT_TRUE(Store::create_at_version(file, 5).ok);
+
+  // Alerts as attnbench 5 (or a script) wrote them: most in the sets, some not, one whose run
+  // is gone (written with foreign keys off, as Python does by default).
+  struct OldAlert {
+    int64_t id, run_id;
+    std::string series_key, kind, severity, message, details_json, created_at, state;
+    std::optional<int64_t> since_run_id;
+    double change;
+    std::string environment, annotation;
+    int64_t chip_changed;
+  };
+  const std::vector<std::string> kinds = enum_names(alert_kind_name);
+  const std::vector<std::string> severities = enum_names(severity_name);
+  const std::vector<std::string> states = alert_state_names();
+  const std::array<std::string, 4> outside = {"regression", "Performance", "performance ", ""};
+  auto pick_name = [&](const std::vector<std::string>& names) {
+    if (std::bernoulli_distribution(0.25)(rng_)) return pick(rng_, outside) + random_text(rng_);
+    return names[std::uniform_int_distribution<size_t>(0, names.size() - 1)(rng_)];
+  };
+  constexpr int kAlerts = 40;
+  std::vector<OldAlert> old;
+  {
+    RawDatabase raw(file);
+    for (int64_t run = 1; run <= 2; ++run) {
+      raw.query(
+          "INSERT INTO runs (id, uuid, started_at, status, suite, command, protocol_json, "
+          "git_sha, git_dirty, build_type, build_flags, compiler, cuda_runtime, cuda_driver, "
+          "cudnn, blas, host, cpu, os) VALUES (?, ?, 't', 'complete', 's', 'c', '{}', 'g', 0, "
+          "'b', 'f', 'c', '', '', '', '', 'h', 'c', 'o')",
+          {run, random_text(rng_) + std::to_string(run)});
+    }
+    for (int i = 0; i < kAlerts; ++i) {
+      OldAlert alert{i + 1,
+                     i == 0 ? 99 : 1 + i % 2,  // run 99 does not exist
+                     random_text(rng_),
+                     pick_name(kinds),
+                     pick_name(severities),
+                     random_text(rng_),
+                     random_text(rng_),
+                     "2025-12-0" + std::to_string(1 + i % 9) + "T00:00:00Z",
+                     pick_name(states),
+                     random_bool(rng_) ? std::nullopt : std::optional<int64_t>(1),
+                     std::uniform_real_distribution<double>(-1, 1)(rng_),
+                     random_text(rng_),
+                     random_text(rng_),
+                     int64_t{random_bool(rng_)}};
+      if (i == 1) alert.kind = "bogus-kind";  // at least one of each outside its set
+      if (i == 2) alert.severity = "fatal";
+      if (i == 3) alert.state = "regressed";
+      raw.query(
+          "INSERT INTO alerts (id, run_id, series_key, kind, severity, message, details_json, "
+          "created_at, state, change_fraction, environment, annotation, chip_changed) "
+          "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+          {alert.id, alert.run_id, alert.series_key, alert.kind, alert.severity, alert.message,
+           alert.details_json, alert.created_at, alert.state, alert.change, alert.environment,
+           alert.annotation, alert.chip_changed});
+      if (alert.since_run_id) {
+        raw.query("UPDATE alerts SET since_run_id = ? WHERE id = ?", {*alert.since_run_id, alert.id});
+      }
+      old.push_back(alert);
+    }
+    EXPECT_EQ(raw.count("alerts"), kAlerts);
+  }
+
+  std::unique_ptr<Store> store = open_store(file);
+  ASSERT_NE(store, nullptr);
+  EXPECT_EQ(store->schema_version(), 6);
+  // Every row kept with its id; a value outside its set became run, info or ''.
+  auto in = [](const std::vector<std::string>& names, const std::string& value) {
+    return std::find(names.begin(), names.end(), value) != names.end();
+  };
+  std::map<int64_t, AlertRecord> loaded;
+  Status status;
+  for (int64_t run : {1, 2, 99}) {
+    for (const AlertRecord& alert : store->run_alerts(run, status)) loaded[alert.id] = alert;
+    ASSERT_TRUE(status.ok) << status.message;
+  }
+  ASSERT_EQ(loaded.size(), old.size());
+  for (const OldAlert& expected : old) {
+    SCOPED_TRACE("alert " + std::to_string(expected.id));
+    const AlertRecord& alert = loaded.at(expected.id);
+    EXPECT_EQ(alert.run_id, expected.run_id);
+    EXPECT_EQ(alert.series_key, expected.series_key);
+    EXPECT_EQ(alert_kind_name(alert.kind), in(kinds, expected.kind) ? expected.kind : "run");
+    EXPECT_EQ(severity_name(alert.severity),
+              in(severities, expected.severity) ? expected.severity : "info");
+    EXPECT_EQ(alert.state, in(states, expected.state) ? expected.state : "");
+    EXPECT_EQ(alert.message, expected.message);
+    EXPECT_EQ(alert.details_json, expected.details_json);
+    EXPECT_EQ(alert.created_at, expected.created_at);
+    EXPECT_EQ(alert.since_run_id, expected.since_run_id.value_or(0));
+    EXPECT_EQ(alert.change, expected.change);
+    EXPECT_EQ(alert.environment, expected.environment);
+    EXPECT_EQ(alert.annotation, expected.annotation);
+    EXPECT_EQ(alert.chip_changed, expected.chip_changed != 0);
+  }
+  store.reset();
+
+  RawDatabase raw(file);
+  EXPECT_EQ(raw.query("SELECT version FROM schema_version"), "6");
+  EXPECT_TRUE(raw.has_object("table", "result_analysis"));
+  EXPECT_TRUE(raw.has_object("index", "result_analysis_by_series"));
+  EXPECT_TRUE(raw.has_object("index", "alerts_by_run"));
+  EXPECT_TRUE(raw.has_object("index", "alerts_by_series"));
+  EXPECT_FALSE(raw.has_object("table", "alerts_v6"));
+  // The CHECKs hold from now on, against any writer.
+  const std::string insert =
+      "INSERT INTO alerts (run_id, series_key, kind, severity, message, state) VALUES (1, 'k', ";
+  EXPECT_EQ(raw.execute(insert + "'performance', 'error', 'm', 'confirmed')"), SQLITE_OK);
+  EXPECT_EQ(raw.execute(insert + "'regression', 'error', 'm', 'confirmed')"), SQLITE_CONSTRAINT);
+  EXPECT_EQ(raw.execute(insert + "'performance', 'fatal', 'm', 'confirmed')"), SQLITE_CONSTRAINT);
+  EXPECT_EQ(raw.execute(insert + "'performance', 'error', 'm', 'regressed')"), SQLITE_CONSTRAINT);
+  EXPECT_EQ(raw.count("alerts"), kAlerts + 1);
+}
+
+TEST_F(StoreTest, StoredNameThatDoesNotParseIsAnErrorNamingIt) {
+  SCOPED_TRACE(seed_trace());
+  const std::string file = path("unparsed.sqlite");
+  std::unique_ptr<Store> store = open_store(file);
+  ASSERT_NE(store, nullptr);
+  Status status;
+  const int64_t run_id = store->begin_run(random_run_info(rng_), status);
+  ASSERT_TRUE(status.ok) << status.message;
+  {
+    // Only a writer that switches the CHECKs off can do this.
+    RawDatabase raw(file);
+    ASSERT_EQ(raw.execute("PRAGMA ignore_check_constraints = ON"), SQLITE_OK);
+    raw.query("INSERT INTO alerts (run_id, series_key, kind, severity, message) "
+              "VALUES (?, 'k', 'Performance', 'info', 'm')",
+              {run_id});
+  }
+  EXPECT_TRUE(store->run_alerts(run_id, status).empty());
+  EXPECT_FALSE(status.ok);
+  EXPECT_NE(status.message.find("'Performance'"), std::string::npos) << status.message;
+  EXPECT_NE(status.message.find("kind"), std::string::npos) << status.message;
+}
+
+TEST_F(StoreTest, AnalysisRowsRoundTripEveryField) {
+  SCOPED_TRACE(seed_trace());
+  const std::string file = path("analysis.sqlite");
+  std::unique_ptr<Store> store = open_store(file);
+  ASSERT_NE(store, nullptr);
+  Status status;
+  const int64_t run_id = store->begin_run(random_run_info(rng_), status);
+  ASSERT_TRUE(status.ok) << status.message;
+  constexpr int kResults = 4;
+  for (int i = 0; i < kResults; ++i) ASSERT_TRUE(store->add_result(run_id, random_result(rng_, 0)).ok);
+  ASSERT_TRUE(store->finish_run(run_id).ok);
+  const std::vector<int64_t> result_ids = load(*store, run_id).result_ids;
+
+  // Series of parseable keys with their results, kernel-wide aggregates, a key that does not
+  // parse, and series missing from the run (no result).
+  std::map<std::string, AnalysisRecord> expected;  // by key, as run_analysis orders them
+  for (int i = 0; i < kResults; ++i) {
+    const SeriesKey key = random_series_key(rng_);
+    AnalysisRecord series = random_analysis(rng_, key.text(), false, result_ids[i]);
+    AnalysisRecord kernel = random_analysis(rng_, key.kernel_wide().text(), true, 0);
+    AnalysisRecord missing = random_analysis(rng_, random_series_key(rng_).text(), false, 0);
+    for (AnalysisRecord* row : {&series, &kernel, &missing}) expected[row->series_key] = *row;
+  }
+  const AnalysisRecord unparsed = random_analysis(rng_, "no bars: " + random_text(rng_), false, 0);
+  expected[unparsed.series_key] = unparsed;
+  std::vector<AnalysisRecord> rows;
+  for (auto& [key, row] : expected) {
+    rows.push_back(row);
+    row.run_id = run_id;  // store_analysis files them under the run it is given
+  }
+  std::shuffle(rows.begin(), rows.end(), rng_);
+  ASSERT_TRUE(store->store_analysis(run_id, {}, {}, rows, {}).ok);
+  EXPECT_TRUE(store->unanalysed_runs(status).empty());
+
+  for (int pass = 0; pass < 2; ++pass) {
+    SCOPED_TRACE(pass == 0 ? "open" : "reopened");
+    const std::vector<AnalysisRecord> loaded = store->run_analysis(run_id, status);
+    ASSERT_TRUE(status.ok) << status.message;
+    ASSERT_EQ(loaded.size(), expected.size());
+    auto next = expected.begin();
+    for (const AnalysisRecord& row : loaded) {
+      SCOPED_TRACE(row.series_key);
+      expect_same_analysis((next++)->second, row);
+    }
+    store.reset();
+    store = open_store(file);
+    ASSERT_NE(store, nullptr);
+  }
+  EXPECT_TRUE(store->run_analysis(run_id + 1, status).empty());
+  EXPECT_TRUE(status.ok) << status.message;
+
+  // In the file: NaN and 0 ids are NULL, the key's parts are columns, the scope is named.
+  store.reset();
+  RawDatabase raw(file);
+  for (const auto& [key, row] : expected) {
+    SCOPED_TRACE(key);
+    const std::vector<std::vector<std::string>> found = raw.rows(
+        "SELECT scope, kernel, shape, distribution, device_name, build, result_id IS NULL, "
+        "center_s IS NULL, spread_s IS NULL, threshold IS NULL, change_fraction IS NULL, "
+        "level IS NULL, rerun_change IS NULL, baseline_run_id IS NULL, "
+        "history_from_run_id IS NULL, since_run_id IS NULL, verdict, accuracy_verdict, "
+        "analysed_at != '' FROM result_analysis WHERE run_id = ? AND series_key = ?",
+        {run_id, key});
+    ASSERT_EQ(found.size(), 1u);
+    const std::optional<SeriesKey> parts = parse_series_key(key);
+    const SeriesKey columns = parts.value_or(SeriesKey{key, "", "", "", ""});
+    auto null = [](bool is_null) { return std::string(is_null ? "1" : "0"); };
+    EXPECT_EQ(found[0], (std::vector<std::string>{
+                            row.kernel_wide ? "kernel" : "series", columns.kernel, columns.shape,
+                            columns.distribution, columns.device, columns.build,
+                            null(row.result_id == 0), null(std::isnan(row.center_s)),
+                            null(std::isnan(row.spread_s)), null(std::isnan(row.threshold)),
+                            null(std::isnan(row.change)), null(std::isnan(row.level)),
+                            null(std::isnan(row.rerun_change)), null(row.baseline_run_id == 0),
+                            null(row.history_from_run_id == 0), null(row.since_run_id == 0),
+                            std::string(verdict_name(row.verdict)),
+                            std::string(verdict_name(row.accuracy_verdict)), "1"}));
+  }
+  // One row per (run, series); a result that is not in the file is refused.
+  store = open_store(file);
+  ASSERT_NE(store, nullptr);
+  EXPECT_FALSE(store->store_analysis(run_id, {}, {}, {rows[0], rows[0]}, {}).ok);
+  AnalysisRecord dangling = rows[0];
+  dangling.result_id = result_ids.back() + 1;
+  EXPECT_FALSE(store->store_analysis(run_id, {}, {}, {dangling}, {}).ok);
+  EXPECT_EQ(store->run_analysis(run_id, status).size(), expected.size()) << "rolled back";
+  // Storing the analysis again replaces the rows.
+  ASSERT_TRUE(store->store_analysis(run_id, {}, {}, {rows[0]}, {}).ok);
+  EXPECT_EQ(store->run_analysis(run_id, status).size(), 1u);
+}
+
+TEST_F(StoreTest, KernelHistoryIsNewestFirstAndLeavesReruns) {
+  SCOPED_TRACE(seed_trace());
+  std::unique_ptr<Store> store = open_store(path("kernel.sqlite"));
+  ASSERT_NE(store, nullptr);
+  Status status;
+  const SeriesKey series = random_series_key(rng_);
+  const std::string group = series.kernel_wide().text();
+  constexpr int kRuns = 7;
+  std::vector<int64_t> runs;
+  std::map<int64_t, AnalysisRecord> stored;  // run -> its group row
+  for (int i = 0; i < kRuns; ++i) {
+    RunInfo info = random_run_info(rng_);
+    if (i == 3) info.rerun_of = runs.back();
+    runs.push_back(store->begin_run(info, status));
+    ASSERT_TRUE(status.ok) << status.message;
+    if (i == 5) continue;  // a run analysed without the group (the kernel was not run)
+    AnalysisRecord row = random_analysis(rng_, group, true, 0);
+    row.run_id = runs.back();
+    AnalysisRecord other = random_analysis(rng_, series.text(), false, 0);
+    ASSERT_TRUE(store->store_analysis(runs.back(), {}, {}, {row, other}, {}).ok);
+    stored[runs.back()] = row;
+  }
+  for (int limit : {0, 2, 10}) {
+    for (int64_t before : {runs.back(), runs.back() + 1, runs[1]}) {
+      SCOPED_TRACE("limit " + std::to_string(limit) + ", before " + std::to_string(before));
+      std::vector<int64_t> want;
+      for (auto run = runs.rbegin(); run != runs.rend(); ++run) {
+        if (*run < before && *run != runs[3] && stored.count(*run)) want.push_back(*run);
+      }
+      if (want.size() > static_cast<size_t>(limit)) want.resize(limit);
+      const std::vector<AnalysisRecord> history = store->kernel_history(group, before, limit, status);
+      ASSERT_TRUE(status.ok) << status.message;
+      ASSERT_EQ(history.size(), want.size());
+      for (size_t i = 0; i < want.size(); ++i) expect_same_analysis(stored.at(want[i]), history[i]);
+    }
+  }
+  EXPECT_TRUE(store->kernel_history("none", runs.back() + 1, kRuns, status).empty());
+}
+
+TEST_F(StoreTest, LaterVerdictsUpdateTheEarlierRunsAlertsAndAnalysisRows) {
+  SCOPED_TRACE(seed_trace());
+  std::unique_ptr<Store> store = open_store(path("later.sqlite"));
+  ASSERT_NE(store, nullptr);
+  Status status;
+  std::vector<int64_t> runs;
+  for (int i = 0; i < 2; ++i) {
+    runs.push_back(store->begin_run(random_run_info(rng_), status));
+    ASSERT_TRUE(status.ok) << status.message;
+  }
+  const SeriesKey series = random_series_key(rng_);
+  SeriesKey sibling = series;  // another shape of the same kernel
+  sibling.shape += "+";
+  const std::string key = series.text();
+  const std::string group = series.kernel_wide().text();
+
+  // Run 1: suspicions of the series' time and error and of the kernel, a status change.
+  auto alert = [&](const std::string& series_key, AlertKind kind, const std::string& state) {
+    AlertRecord record;
+    record.series_key = series_key;
+    record.kind = kind;
+    record.state = state;
+    record.severity = Severity::warning;
+    record.message = random_text(rng_);
+    return record;
+  };
+  const std::vector<AlertRecord> alerts = {
+      alert(key, AlertKind::performance, "suspected"), alert(key, AlertKind::accuracy, "suspected"),
+      alert(group, AlertKind::kernel, "suspected"), alert(key, AlertKind::status, "crashed")};
+  AnalysisRecord series_row = random_analysis(rng_, key, false, 0);
+  series_row.verdict = series_row.accuracy_verdict = Verdict::suspected;
+  series_row.reason = "";
+  AnalysisRecord kernel_row = random_analysis(rng_, group, true, 0);
+  kernel_row.verdict = Verdict::suspected;
+  ASSERT_TRUE(store->store_analysis(runs[0], alerts, {}, {series_row, kernel_row}, {}).ok);
+
+  // Run 2 judges them: the time was an outlier, the error confirmed, the kernel an outlier.
+  const std::string performance_note = "; reverted " + random_text(rng_);
+  const std::string accuracy_note = "; again " + random_text(rng_);
+  const std::string kernel_note = "; reverted " + random_text(rng_);
+  ASSERT_TRUE(store
+                  ->store_analysis(
+                      runs[1], {}, {}, {},
+                      {{runs[0], key, AlertKind::performance, Verdict::outlier, performance_note},
+                       {runs[0], key, AlertKind::accuracy, Verdict::confirmed, accuracy_note},
+                       {runs[0], group, AlertKind::kernel, Verdict::outlier, kernel_note}})
+                  .ok);
+  EXPECT_TRUE(store->unanalysed_runs(status).empty()) << "both runs are analysed";
+
+  const std::vector<AlertRecord> judged = store->run_alerts(runs[0], status);
+  ASSERT_EQ(judged.size(), alerts.size());
+  const std::array<std::pair<std::string, std::string>, 4> states_and_notes = {
+      {{"outlier", performance_note}, {"confirmed", accuracy_note}, {"outlier", kernel_note},
+       {"crashed", ""}}};
+  for (size_t i = 0; i < judged.size(); ++i) {
+    SCOPED_TRACE(alert_kind_name(alerts[i].kind));
+    EXPECT_EQ(judged[i].state, states_and_notes[i].first);
+    EXPECT_EQ(judged[i].message, alerts[i].message + states_and_notes[i].second);
+    EXPECT_EQ(judged[i].severity, i < 3 ? Severity::info : Severity::warning);
+  }
+  std::vector<AnalysisRecord> rows = store->run_analysis(runs[0], status);
+  ASSERT_EQ(rows.size(), 2u);
+  const AnalysisRecord& kernel = rows[0].kernel_wide ? rows[0] : rows[1];
+  const AnalysisRecord& single = rows[0].kernel_wide ? rows[1] : rows[0];
+  // Only the verdicts and reasons change. An empty reason takes the note without its
+  // separator; a reason gets it appended.
+  AnalysisRecord want_single = series_row;
+  want_single.run_id = runs[0];
+  want_single.verdict = Verdict::outlier;
+  want_single.accuracy_verdict = Verdict::confirmed;
+  want_single.reason = performance_note.substr(2) + accuracy_note;
+  expect_same_analysis(want_single, single);
+  AnalysisRecord want_kernel = kernel_row;
+  want_kernel.run_id = runs[0];
+  want_kernel.verdict = Verdict::outlier;
+  want_kernel.reason += kernel_note;
+  expect_same_analysis(want_kernel, kernel);
+
+  // A kernel verdict named by one of its series reaches the kernel's row.
+  ASSERT_TRUE(store
+                  ->store_analysis(runs[1], {}, {}, {},
+                                   {{runs[0], sibling.text(), AlertKind::kernel,
+                                     Verdict::confirmed, ""}})
+                  .ok);
+  rows = store->run_analysis(runs[0], status);
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ((rows[0].kernel_wide ? rows[0] : rows[1]).verdict, Verdict::confirmed);
+  EXPECT_EQ((rows[0].kernel_wide ? rows[1] : rows[0]).verdict, Verdict::outlier);
 }
 
 }  // namespace
