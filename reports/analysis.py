@@ -1,6 +1,12 @@
 """What the page says, computed from the loaded rows: status counts, the triage list, speedups,
-the fastest kernel per shape, history baselines, health and the run-to-run comparison. Plain
-functions over plain data: no plotting and no HTML here."""
+the fastest kernel per shape, the history series, health and the run-to-run comparison. Plain
+functions over plain data: no plotting and no HTML here.
+
+Regressions are the detector's business (harness/analysis/): its judgement of every series at
+every analysed run is stored in result_analysis (schema version 6), and everything this report
+says about a baseline (its center, spread and threshold, a change against it, the verdict, the
+baseline run an environment is compared with) is read from there. A run or series without a
+stored row is "not analysed": the report never recomputes a baseline."""
 
 import datetime
 import fnmatch
@@ -8,20 +14,11 @@ import hashlib
 import json
 import math
 import statistics
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
+from reports import fmt
 from reports.db import FAILURE_STATUSES, STATUSES, parse_json_object, split_series_key
-
-# The regression rule of DESIGN.md, as the history plots draw it: the baseline is the last
-# kBaselineRuns good runs since the latest baseline reset; center = their median, spread =
-# 1.4826 x MAD (the normal-consistent MAD) floored at 0.5 % of center; a run trips when it is
-# slower than center by more than both 3 % and 4 spreads.
-BASELINE_RUNS = 10
-MAD_TO_SIGMA = 1.4826
-SPREAD_FLOOR = 0.005
-TRIP_CHANGE = 0.03
-TRIP_SPREADS = 4
 
 # A sample is suspect when its SM clock is this far below its device's median clock in the run:
 # sustained tensor work runs at the power cap (normal), a throttled or boosting-off chip is far
@@ -211,29 +208,48 @@ def fastest_per_shape(results):
     return rows
 
 
-# ---- history ---------------------------------------------------------------------------------
+# ---- the closed sets of the detector (harness/core/verdict.h) --------------------------------
+
+# Alert kinds, severities and states (CHECKed from schema version 6): each rank table is the
+# order the triage lists them in, lower first. Values outside a table (a file older than the
+# CHECKs) rank after every known one.
+SEVERITY_RANK = {"error": 0, "warning": 1, "info": 2}
+# Facts about the run's results first (a crash before a failed check before a case that stopped
+# running), then the detector's verdicts from the surest regression to good news.
+STATE_RANK = {
+    "crashed": 0, "timeout": 1, "error": 2, "failed": 3, "missing": 4, "skipped": 5,
+    "confirmed": 6, "suspected": 7, "ambiguous": 8, "fewer_cases": 9, "outlier": 10,
+    "improved": 11, "insufficient_history": 12, "passed": 13, "ok": 14, "": 15}
+# A status before the kernel-wide aggregate it may explain, before each shape's own time.
+KIND_RANK = {"status": 0, "kernel": 1, "performance": 2, "accuracy": 3, "run": 4}
+
+# What an alert means for the plots and the triage, by (kind, state). Before schema version 4
+# alerts had no state: a performance or kernel alert was then always a trip. Anything else
+# (a kind or state outside the sets) is "other".
+_TRIP_STATES = ("suspected", "confirmed", "ambiguous", "")
+ALERT_CATEGORIES = {
+    **{(kind, state): "regression" for kind in ("performance", "kernel") for state in _TRIP_STATES},
+    **{(kind, "outlier"): "outlier" for kind in ("performance", "kernel", "accuracy")},
+    **{(kind, "improved"): "improvement" for kind in ("performance", "kernel", "accuracy")},
+    **{("accuracy", state): "accuracy" for state in _TRIP_STATES},
+    **{("status", state): "status" for state in
+       ("", "passed", "failed", "skipped", "crashed", "timeout", "error", "missing")},
+    **{("run", state): "run" for state in ("", "ambiguous", "fewer_cases")},
+}
+
 
 def alert_category(alert):
-    """What an alert means for the plots and the baseline: regression, improvement, outlier,
-    accuracy, status or other. The detector (harness/history.cpp) writes kind (performance,
-    accuracy, status, kernel, run) and, from schema version 4, state (suspected, confirmed,
-    outlier, improved, ambiguous, failed, missing, ...); older files have only kind and
-    severity, so every word of the three is considered."""
-    kind = (alert.get("kind") or "").lower()
-    words = f"{kind} {alert.get('state') or ''} {alert.get('severity') or ''}".lower()
-    if kind == "status" or "missing" in words:
-        return "status"
-    if "outlier" in words:
-        return "outlier"
-    if "improv" in words:
-        return "improvement"
-    if "accura" in words:
-        return "accuracy"
-    if kind in ("performance", "kernel") or any(
-            word in words for word in ("regress", "suspect", "confirm", "ambiguous", "slow")):
-        return "regression"
-    return "other"
+    """regression, improvement, outlier, accuracy, status, run or other: looked up by the
+    alert's kind and state, never guessed from words."""
+    return ALERT_CATEGORIES.get((alert.get("kind") or "", alert.get("state") or ""), "other")
 
+
+def verdict_label(verdict):
+    """A verdict as the page prints it."""
+    return verdict.replace("_", " ")
+
+
+# ---- history ---------------------------------------------------------------------------------
 
 def annotation_applies(annotation, series_key):
     pattern = annotation.get("series_key", "")
@@ -254,29 +270,15 @@ def annotation_run(annotation, runs):
     return None
 
 
-def baseline_of(good_medians):
-    """(center, half width of the no-trip band) from the baseline runs' medians."""
-    center = statistics.median(good_medians)
-    mad = statistics.median(abs(m - center) for m in good_medians)
-    spread = max(MAD_TO_SIGMA * mad, SPREAD_FLOOR * center)
-    return center, max(TRIP_CHANGE * center, TRIP_SPREADS * spread)
-
-
-def baseline_before(points, index, reset_runs, excluded_runs):
-    """The baseline of point `index`: the last BASELINE_RUNS good runs before it since the
-    latest baseline reset at or before it, as (center, half width); None without any.
-    Good: passed, timed, and not itself flagged as a regression or outlier."""
-    run_id = points[index][0]
-    latest_reset = max((r for r in reset_runs if r <= run_id), default=None)
-    window = []
-    for previous_run, status, value, _ in reversed(points[:index]):
-        if latest_reset is not None and previous_run < latest_reset:
-            break
-        if status == "passed" and value is not None and previous_run not in excluded_runs:
-            window.append(value)
-            if len(window) == BASELINE_RUNS:
-                break
-    return baseline_of(window) if window else None
+def stored_band(row):
+    """(low, center, high) in seconds of a stored analysis row's no-trip band at its run's
+    level, where a run median of that run is drawn: the detector compares the level-free median
+    (median / exp(level)) with center, so a median inside trips nothing. None without a center
+    or threshold (too little history, an aggregate)."""
+    if row is None or row.center_s is None or row.threshold is None:
+        return None
+    center = row.center_s * math.exp(row.level or 0.0)
+    return center * (1 - row.threshold), center, center * (1 + row.threshold)
 
 
 @dataclass
@@ -290,33 +292,21 @@ class Series:
     points: list  # (run_id, status, median_s or None, chip uuid), oldest first
     alerts: list = field(default_factory=list)  # every alert of the series, any run
     annotations: list = field(default_factory=list)  # with "run_id": where each takes effect
-    reset_runs: list = field(default_factory=list)
-    excluded_runs: set = field(default_factory=set)  # flagged runs: never in a baseline
+    analyses: dict = field(default_factory=dict)  # {run_id: db.Analysis}: the stored judgements
 
     @property
     def case_label(self):
         return self.shape + ("" if self.distribution in ("normal", "") else
                              f" dist={self.distribution}")
 
-    def band(self, index):
-        return baseline_before(self.points, index, self.reset_runs, self.excluded_runs)
+    def analysis_at(self, run_id):
+        """The detector's stored row for this series at that run; None: not analysed."""
+        return self.analyses.get(run_id)
 
     def bands(self):
-        return [self.band(index) for index in range(len(self.points))]
-
-    def index_of_run(self, run_id):
-        for index in range(len(self.points) - 1, -1, -1):
-            if self.points[index][0] == run_id:
-                return index
-        return None
-
-    def change_at(self, run_id):
-        """The run's median against the baseline before it (+0.05 = 5 % slower)."""
-        index = self.index_of_run(run_id)
-        if index is None or self.points[index][2] is None:
-            return None
-        band = self.band(index)
-        return None if band is None else self.points[index][2] / band[0] - 1
+        """The stored no-trip band of every point (see stored_band), None where the run has no
+        stored row or the row no baseline."""
+        return [stored_band(self.analyses.get(point[0])) for point in self.points]
 
     @property
     def chip_changes(self):
@@ -325,35 +315,41 @@ class Series:
                 if previous[3] and current[3] and previous[3] != current[3]]
 
 
-def build_series(history, alerts, annotations, runs):
-    """Series objects with their alerts, annotations, baseline resets and flagged runs."""
+def series_parts(key, row=None, result=None):
+    """kernel, shape, distribution, device and build of a series: from its stored analysis
+    row's columns, else from its result's (the shape is only in the key), else from the key."""
+    if row is not None:
+        return {"kernel": row.kernel, "shape": row.shape, "distribution": row.distribution,
+                "device": row.device, "build": row.build}
+    parts = split_series_key(key)
+    if result is not None:
+        parts.update(kernel=result.kernel, shape=result.shape,
+                     distribution=result.distribution, device=result.device_name)
+    return parts
+
+
+def build_series(history, alerts, annotations, runs, analyses, results=()):
+    """Series objects with their alerts, annotations and stored judgements.
+    analyses: {series_key: {run_id: Analysis}} (the run's own rows at least)."""
     alerts_by_key = defaultdict(list)
     for alert in alerts:
         alerts_by_key[alert["series_key"]].append(alert)
+    result_of = {result.series_key: result for result in results}
     series = {}
     for key, points in history.items():
-        parts = split_series_key(key)
+        stored = analyses.get(key, {})
+        newest = stored[max(stored)] if stored else None
+        parts = series_parts(key, newest, result_of.get(key))
         item = Series(key, parts["kernel"], parts["shape"], parts["distribution"],
-                      parts["device"], parts["build"], points, alerts_by_key.get(key, []))
+                      parts["device"], parts["build"], points, alerts_by_key.get(key, []),
+                      analyses=dict(stored))
         item.annotations = [dict(a, run_id=annotation_run(a, runs)) for a in annotations
                             if annotation_applies(a, key)]
-        item.reset_runs = [a["run_id"] for a in item.annotations
-                           if "reset" in a.get("kind", "") and a["run_id"] is not None]
-        item.excluded_runs = {a["run_id"] for a in item.alerts
-                              if alert_category(a) in ("regression", "outlier")}
         series[key] = item
     return series
 
 
 # ---- triage ----------------------------------------------------------------------------------
-
-# Lower is more severe. The detector's severities are error (gates the job), warning and info;
-# the items computed here use the same words: "error" for a case that failed, crashed or timed
-# out, "warning" for one that stopped running. Other words rank as a warning.
-SEVERITY_RANK = {"error": 0, "warning": 1, "info": 2}
-UNKNOWN_SEVERITY_RANK = 1
-# Inside one severity: facts (status) first, then regressions, accuracy, the rest.
-CATEGORY_ORDER = ("status", "regression", "accuracy", "other", "outlier", "improvement")
 
 RUN_ENVIRONMENT = (
     ("git_sha", "commit"), ("git_dirty", "uncommitted changes"), ("build_type", "build type"),
@@ -390,7 +386,8 @@ def environment_differences(run_now, run_then, device_now, device_then, clock_no
 @dataclass
 class TriageItem:
     severity: str
-    category: str
+    kind: str  # performance, accuracy, status, kernel or run (status for the computed items)
+    state: str  # a verdict, a result status, missing, fewer_cases or ''
     what: str  # "performance confirmed", "crashed", "passed -> skipped", "missing"
     series_key: str
     kernel: str
@@ -399,19 +396,23 @@ class TriageItem:
     message: str
     details: list = field(default_factory=list)  # (name, value)
     environment: str = ""  # the detector's own account of what differs from its baseline
-    baseline_run: int | None = None
+    baseline_run: int | None = None  # the stored baseline run the differences are against
+    baseline_note: str = ""  # where that run comes from, or why there is none
     differences: list = field(default_factory=list)  # (what, baseline, now), computed here
     plot_anchor: str = ""
 
     @property
+    def category(self):
+        return alert_category({"kind": self.kind, "state": self.state})
+
+    @property
     def rank(self):
-        return SEVERITY_RANK.get(self.severity.lower(), UNKNOWN_SEVERITY_RANK)
+        return SEVERITY_RANK.get(self.severity, len(SEVERITY_RANK))
 
     @property
     def order(self):
-        category = CATEGORY_ORDER.index(self.category) if self.category in CATEGORY_ORDER \
-            else len(CATEGORY_ORDER)
-        return (self.rank, category, self.kernel, self.case_label)
+        return (self.rank, STATE_RANK.get(self.state, len(STATE_RANK)),
+                KIND_RANK.get(self.kind, len(KIND_RANK)), self.kernel, self.case_label)
 
 
 def _details_pairs(details_json):
@@ -433,19 +434,27 @@ def previous_result(points, run_id):
     return earlier[-1] if earlier else None
 
 
-def baseline_run_of(points, run_id):
-    """The newest earlier run where the series passed: what 'the baseline' means here."""
-    for point in reversed(points):
-        if point[0] < run_id and point[1] == "passed":
-            return point[0]
-    return None
-
-
 def _case_label(parts):
     if parts["shape"] == "*":
         return "every shape (kernel-wide)"
     dist = parts["distribution"]
-    return parts["shape"] + ("" if dist in ("normal", "") else f" dist={dist}")
+    return parts["shape"] + ("" if dist in ("normal", "", "*") else f" dist={dist}")
+
+
+def analysis_details(row):
+    """The stored judgement in words, for a triage item's details."""
+    if row is None:
+        return [("analysis", "not analysed: no stored judgement of this series in this run")]
+    pairs = [("verdict", verdict_label(row.verdict))]
+    if row.center_s is not None:
+        spread = f" ± {fmt.seconds(row.spread_s)}" if row.spread_s is not None else ""
+        pairs.append(("baseline", f"{fmt.seconds(row.center_s)}{spread} over "
+                                  f"{row.baseline_runs} runs (level-free)"))
+    if row.threshold is not None:
+        pairs.append(("threshold", fmt.percent(row.threshold)))
+    if row.history_from_run_id:
+        pairs.append(("baseline from run", str(row.history_from_run_id)))
+    return pairs
 
 
 KNOWN_ALERT_COLUMNS = {"id", "run_id", "series_key", "kind", "state", "severity", "message",
@@ -453,8 +462,16 @@ KNOWN_ALERT_COLUMNS = {"id", "run_id", "series_key", "kind", "state", "severity"
                        "environment", "annotation", "chip_changed"}
 
 
-def _alert_item(alert, run_id):
-    parts = split_series_key(alert.get("series_key") or "")
+def _alert_item(alert, run_id, row):
+    key = alert.get("series_key") or ""
+    kind = alert.get("kind") or ""
+    if kind == "run":
+        # A finding about the whole run (its level, fewer cases): no series to name.
+        parts = {"kernel": "", "shape": "", "distribution": "", "device": "", "build": ""}
+        case_label = "the whole run"
+    else:
+        parts = series_parts(key, row)
+        case_label = _case_label(parts)
     details = _details_pairs(alert.get("details_json", ""))
     # Schema version 4's alert fields, in words.
     if alert.get("change_fraction") is not None:
@@ -465,25 +482,29 @@ def _alert_item(alert, run_id):
         details.append(("chip changed", "yes: a chip change alone is never a confirmed regression"))
     if alert.get("annotation"):
         details.append(("annotation", alert["annotation"]))
+    if kind in ("performance", "kernel"):
+        details += analysis_details(row)
     # Columns of a schema newer than this report are shown as they are.
     details += [(name, str(value)) for name, value in alert.items()
                 if name not in KNOWN_ALERT_COLUMNS and value not in (None, "")]
-    what = " ".join(filter(None, (alert.get("kind"), alert.get("state"))))
-    return TriageItem(alert.get("severity") or "", alert_category(alert), what,
-                      alert.get("series_key") or "", parts["kernel"], _case_label(parts),
-                      parts["device"], alert.get("message") or "", details,
+    state = alert.get("state") or ""
+    what = " ".join(filter(None, (kind, state)))
+    return TriageItem(alert.get("severity") or "", kind, state, what, key, parts["kernel"],
+                      case_label, parts["device"], alert.get("message") or "", details,
                       alert.get("environment") or "")
 
 
-def triage(run, results, alerts, history, previous_suite_keys):
+def triage(run, results, alerts, history, previous_suite_keys, analyses=None):
     """The run's alerts, then what the results themselves say (failed, crashed or timed-out
     cases, passed -> something else, cases that stopped running) where no status alert of the
-    detector already says it; most severe first.
+    detector already says it; most severe first (SEVERITY_RANK, then STATE_RANK, KIND_RANK).
 
     history: {series_key: points}; previous_suite_keys: the series of the previous run of the
-    same suite, for 'missing'."""
+    same suite, for 'missing'; analyses: {series_key: Analysis}, the run's stored judgements."""
     run_id = run["id"]
-    items = [_alert_item(alert, run_id) for alert in alerts]
+    analyses = analyses or {}
+    items = [_alert_item(alert, run_id, analyses.get(alert.get("series_key") or ""))
+             for alert in alerts]
     told = {a["series_key"] for a in alerts if alert_category(a) == "status"}
     present = set()
     for result in results:
@@ -492,22 +513,47 @@ def triage(run, results, alerts, history, previous_suite_keys):
             continue
         previous = previous_result(history.get(result.series_key, []), run_id)
         was = f" (was {previous[1]} in run {previous[0]})" if previous else ""
-        common = dict(series_key=result.series_key, kernel=result.kernel,
-                      case_label=result.case_label, device=result.device_name,
-                      details=[("repro", result.repro)])
+        common = dict(kind="status", state=result.status, series_key=result.series_key,
+                      kernel=result.kernel, case_label=result.case_label,
+                      device=result.device_name, details=[("repro", result.repro)])
         if result.status in FAILURE_STATUSES:
-            items.append(TriageItem("error", "status", result.status,
-                                    message=result.message + was, **common))
+            items.append(TriageItem("error", what=result.status, message=result.message + was,
+                                    **common))
         elif previous and previous[1] == "passed" and result.status != "passed":
-            items.append(TriageItem("warning", "status", f"passed -> {result.status}",
+            items.append(TriageItem("warning", what=f"passed -> {result.status}",
                                     message=result.message, **common))
     for key in sorted(set(previous_suite_keys) - present - told):
-        parts = split_series_key(key)
-        items.append(TriageItem("warning", "status", "missing", key, parts["kernel"],
+        parts = series_parts(key, analyses.get(key))
+        items.append(TriageItem("warning", "status", "missing", "missing", key, parts["kernel"],
                                 _case_label(parts), parts["device"],
                                 "ran in the previous run of this suite, not in this one"))
     items.sort(key=lambda item: item.order)
     return items
+
+
+def baseline_run_of(item, analyses):
+    """(run id, note) an item's environment is compared against: the baseline run the
+    detector stored for its series in this run. A kernel-wide aggregate stores none (it is
+    judged against its whole history): then the stored baseline run most of its shapes share
+    in this run, and the note says so. (None, why) when there is nothing to compare with."""
+    if item.kind == "run":
+        return None, "a finding about the whole run"
+    row = analyses.get(item.series_key)
+    if row is None:
+        return None, "not analysed: no stored baseline run"
+    if row.baseline_run_id is not None:
+        return row.baseline_run_id, ""
+    if row.kernel_wide:
+        members = Counter(other.baseline_run_id for other in analyses.values()
+                          if not other.kernel_wide and other.group_key == row.group_key
+                          and other.baseline_run_id is not None)
+        if members:
+            # Most shapes first; among equally many, the newest run.
+            run_id, count = max(members.items(), key=lambda pair: (pair[1], pair[0]))
+            return run_id, (f" (the baseline run of {count} of its {sum(members.values())} "
+                            "shapes; the kernel-wide aggregate stores none)")
+        return None, "no stored baseline run for the kernel-wide aggregate or its shapes"
+    return None, "no baseline run (too little history)"
 
 
 # ---- health ----------------------------------------------------------------------------------

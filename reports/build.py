@@ -131,14 +131,17 @@ def _launch_rows(results):
             for (device, kernel), v in sorted(by_kernel.items())]
 
 
-def _fill_environment(db, item, run, runs_by_id, history, device_of_result):
-    """What differs between this run's environment and the series' baseline run's."""
-    baseline_run = analysis.baseline_run_of(history.get(item.series_key, []), run["id"])
-    if baseline_run is None or baseline_run not in runs_by_id:
+def _fill_environment(db, item, run, runs_by_id, analyses, device_of_result):
+    """What differs between this run's environment and the series' stored baseline run's."""
+    baseline_run, item.baseline_note = analysis.baseline_run_of(item, analyses)
+    if baseline_run is None:
+        return
+    if baseline_run not in runs_by_id:
+        item.baseline_note = f"its baseline run {baseline_run} is not in this database"
         return
     item.baseline_run = baseline_run
-    device_now = device_of_result.get((run["id"], item.series_key))
-    device_then = device_of_result.get((baseline_run, item.series_key))
+    device_now = device_of_result(run["id"], item)
+    device_then = device_of_result(baseline_run, item)
     clock_now = analysis.median(db.result_samples(run["id"], item.series_key))
     clock_then = analysis.median(db.result_samples(baseline_run, item.series_key))
     item.differences = analysis.environment_differences(
@@ -146,8 +149,10 @@ def _fill_environment(db, item, run, runs_by_id, history, device_of_result):
 
 
 def _devices_of_results(db, keys, run_ids):
-    """{(run_id, series_key): device row} for the results the triage compares."""
-    pairs = {}
+    """A function (run_id, triage item) -> the device row its series ran on in that run: its
+    result's device, or for a kernel-wide aggregate (no result of its own) the run's first
+    device of the item's model."""
+    pairs, by_name = {}, {}
     for run_id in run_ids:
         rows = db.rows("SELECT series_key, device_id FROM results WHERE run_id = ?", (run_id,))
         wanted = [(row["series_key"], row["device_id"]) for row in rows
@@ -155,7 +160,14 @@ def _devices_of_results(db, keys, run_ids):
         devices = db.device_rows({device_id for _, device_id in wanted if device_id})
         for key, device_id in wanted:
             pairs[(run_id, key)] = devices.get(device_id)
-    return pairs
+        for device in db.devices(run_id):
+            by_name.setdefault((run_id, device.name), device.fields)
+
+    def device_of(run_id, item):
+        if (run_id, item.series_key) in pairs:
+            return pairs[(run_id, item.series_key)]
+        return by_name.get((run_id, item.device))
+    return device_of
 
 
 def build(db_path, out_dir, run_id=None, compare_to=None):
@@ -192,10 +204,14 @@ def _build(db, out, run_id, compare_to, started):
     keys = sorted({r.series_key for r in results} | set(previous_keys))
     history = db.history(keys, run["id"])
     run_alerts = db.alerts(run_id=run["id"])
-    series = analysis.build_series(history, db.alerts(series_keys=keys), db.annotations(), runs)
-    triage = analysis.triage(run, results, run_alerts, history, previous_keys)
-    _compare_environments(db, triage, run, runs_by_id, history)
-    history_plots, not_drawn = _history_plots(image_dir, run, triage, series, runs_by_id)
+    # The detector's judgement of this run: every baseline, change and verdict shown.
+    run_analysis = db.run_analysis(run["id"])
+    series = analysis.build_series(
+        history, db.alerts(series_keys=keys), db.annotations(), runs,
+        {key: {run["id"]: row} for key, row in run_analysis.items()}, results)
+    triage = analysis.triage(run, results, run_alerts, history, previous_keys, run_analysis)
+    _compare_environments(db, triage, run, runs_by_id, run_analysis)
+    history_plots, not_drawn = _history_plots(db, image_dir, run, triage, series, runs_by_id)
     for item in triage:
         if item.series_key in history_plots:
             item.plot_anchor = analysis.anchor("s", item.series_key)
@@ -216,7 +232,8 @@ def _build(db, out, run_id, compare_to, started):
     environment = _environment(HERE / "templates")
     common = {"run": run, "db_name": db.path.name, "schema_version": db.schema_version,
               "has_alerts": db.has_table("alerts"),
-              "has_annotations": db.has_table("annotations")}
+              "has_annotations": db.has_table("annotations"),
+              "has_analysis": db.has_analysis, "run_analysed": bool(run_analysis)}
     device_ids = {d.id for d in devices}
     index = environment.get_template("index.html").render(
         page="index", counts=analysis.status_counts(results),
@@ -228,6 +245,7 @@ def _build(db, out, run_id, compare_to, started):
         duration=analysis.run_duration(run), **common)
     history_page = environment.get_template("history.html").render(
         page="history", table=_history_table(run, keys, series, history_plots),
+        verdict_label=analysis.verdict_label,
         plotted=[series[k] for k in history_plots], history_plots=history_plots,
         not_drawn=not_drawn, runs_count=len(runs), anchor=analysis.anchor, **common)
     rows, kernels = analysis.compare(db.results(base["id"], with_samples=False), results) \
@@ -254,26 +272,28 @@ def _prepare(out):
     return image_dir
 
 
-def _compare_environments(db, triage, run, runs_by_id, history):
+def _compare_environments(db, triage, run, runs_by_id, run_analysis):
     compared = triage[:TRIAGE_ENVIRONMENT_ITEMS]
-    baseline_runs = {analysis.baseline_run_of(history.get(i.series_key, []), run["id"])
-                     for i in compared} - {None}
-    device_of_result = _devices_of_results(db, {item.series_key for item in compared},
-                                           {run["id"]} | baseline_runs)
+    baseline_runs = {analysis.baseline_run_of(item, run_analysis)[0] for item in compared}
+    device_of_result = _devices_of_results(
+        db, {item.series_key for item in compared},
+        {run["id"]} | ((baseline_runs - {None}) & set(runs_by_id)))
     for item in compared:
-        _fill_environment(db, item, run, runs_by_id, history, device_of_result)
+        _fill_environment(db, item, run, runs_by_id, run_analysis, device_of_result)
 
 
-def _history_plots(image_dir, run, triage, series, runs_by_id):
+def _history_plots(db, image_dir, run, triage, series, runs_by_id):
     """Full plots of every series in the triage, then of every series with an alert in this
-    run or an annotation, up to MAX_HISTORY_PLOTS. Returns ({key: image}, how many were left
-    out)."""
+    run or an annotation, up to MAX_HISTORY_PLOTS, each with the baselines the detector stored
+    for its runs. Returns ({key: image}, how many were left out)."""
     wanted = [item.series_key for item in triage if item.series_key in series]
     wanted += [key for key, item in series.items()
                if item.annotations or any(a["run_id"] == run["id"] for a in item.alerts)]
     wanted = list(dict.fromkeys(wanted))
+    stored = db.analysis_history(wanted[:MAX_HISTORY_PLOTS], run["id"])
     drawn = {}
     for key in wanted[:MAX_HISTORY_PLOTS]:
+        series[key].analyses.update(stored[key])
         name = plots.history(image_dir / f"{analysis.anchor('s', key)}.png", series[key],
                              runs_by_id)
         if name:
@@ -288,13 +308,15 @@ def _history_table(run, keys, series, history_plots):
         medians = [p[2] for p in item.points if p[2] is not None]
         latest = next((p for p in reversed(item.points) if p[0] == run["id"]), None)
         alerts_now = sum(1 for a in item.alerts if a["run_id"] == run["id"])
+        stored = item.analysis_at(run["id"])  # None: the detector never judged it here
         table.append({
             "series": item, "anchor": analysis.anchor("s", key),
             "sparkline": Markup(plots.sparkline(medians[-SPARKLINE_RUNS:], bool(item.alerts))),
-            "runs": len(item.points), "latest": latest, "change": item.change_at(run["id"]),
+            "runs": len(item.points), "latest": latest, "analysis": stored,
+            "change": stored.change_fraction if stored else None,
             "alerts_now": alerts_now, "alerts_all": len(item.alerts),
             "plot": history_plots.get(key)})
-    # Series with an alert in this run first, the largest change first among the rest.
+    # Series with an alert in this run first, the largest stored change first among the rest.
     table.sort(key=lambda row: (-row["alerts_now"], -abs(row["change"] or 0)))
     return table
 

@@ -17,6 +17,9 @@ class ReportError(Exception):
 
 FAILURE_STATUSES = ("failed", "crashed", "timeout", "error")
 STATUSES = ("passed", "failed", "skipped", "crashed", "timeout", "error")
+# The detector's verdicts (harness/core/verdict.h; result_analysis CHECKs them, schema version 6).
+VERDICTS = ("ok", "improved", "suspected", "confirmed", "outlier", "ambiguous",
+            "insufficient_history")
 
 
 @dataclass
@@ -44,7 +47,7 @@ class Result:
     message: str
     device_id: int | None
     device_name: str
-    shape: str  # the CLI's --shape text, taken from the series key
+    shape: str  # the CLI's --shape text: the one part of the key no column holds
     distribution: str
     batch: int
     heads_q: int
@@ -96,11 +99,81 @@ class Result:
 
 
 def split_series_key(key):
-    """kernel | shape | distribution | device model | build (harness/runner.cpp)."""
+    """kernel | shape | distribution | device model | build (harness/core/series_key.h), for
+    the places no column holds the parts: a result's shape, and the keys of alerts and series
+    that have no result_analysis row. A key that does not parse is all kernel, as the store
+    writes it (schema.cpp)."""
     parts = key.split("|")
     if len(parts) != 5:
-        return {"kernel": parts[0], "shape": key, "distribution": "", "device": "", "build": ""}
+        return {"kernel": key, "shape": "", "distribution": "", "device": "", "build": ""}
     return dict(zip(("kernel", "shape", "distribution", "device", "build"), parts))
+
+
+@dataclass
+class Analysis:
+    """The detector's stored judgement of one series (scope series) or one kernel's aggregate
+    (scope kernel) at one run: a result_analysis row (schema version 6). The report shows these
+    numbers as they are; it computes no baseline of its own. Relative figures are level-free:
+    the run's common speed factor (level, a log) is divided out before comparing with center."""
+    run_id: int
+    series_key: str
+    scope: str
+    kernel: str
+    shape: str
+    distribution: str
+    device: str
+    build: str
+    result_id: int | None  # None: missing from the run, or an aggregate
+    verdict: str
+    accuracy_verdict: str
+    center_s: float | None  # the baseline's level-free median; None for aggregates
+    spread_s: float | None
+    threshold: float | None  # relative: 0.03 = a trip needs 3 %
+    change_fraction: float | None  # relative to center: +0.10 = 10 % slower
+    level: float | None
+    rerun_change: float | None
+    baseline_runs: int
+    baseline_run_id: int | None  # the baseline's representative run (environment diffs)
+    history_from_run_id: int | None  # the baseline starts here (reset, expected change)
+    since_run_id: int | None
+    chip_changed: bool
+    status_change: str
+    reason: str
+    annotation: str
+    detector_version: int
+    analysed_at: str
+
+    @property
+    def kernel_wide(self):
+        return self.scope == "kernel"
+
+    @property
+    def group_key(self):
+        """The kernel-wide aggregate this row belongs to, as its columns name it."""
+        return (self.kernel, self.device, self.build)
+
+
+def _run_reference(value):
+    # The store writes NULL for "names no run"; older writers may have written 0.
+    return int(value) if value else None
+
+
+def _analysis(row):
+    return Analysis(
+        run_id=row["run_id"], series_key=row["series_key"], scope=row["scope"],
+        kernel=row["kernel"], shape=row["shape"], distribution=row["distribution"],
+        device=row["device_name"], build=row["build"], result_id=row["result_id"],
+        verdict=row["verdict"], accuracy_verdict=row["accuracy_verdict"],
+        center_s=_finite(row["center_s"]), spread_s=_finite(row["spread_s"]),
+        threshold=_finite(row["threshold"]), change_fraction=_finite(row["change_fraction"]),
+        level=_finite(row["level"]), rerun_change=_finite(row["rerun_change"]),
+        baseline_runs=row["baseline_runs"] or 0,
+        baseline_run_id=_run_reference(row["baseline_run_id"]),
+        history_from_run_id=_run_reference(row["history_from_run_id"]),
+        since_run_id=_run_reference(row["since_run_id"]),
+        chip_changed=bool(row["chip_changed"]), status_change=row["status_change"] or "",
+        reason=row["reason"] or "", annotation=row["annotation"] or "",
+        detector_version=row["detector_version"], analysed_at=row["analysed_at"] or "")
 
 
 def _finite(value):
@@ -236,12 +309,13 @@ class Database:
         results = []
         has_details = "details_json" in self.columns("results")
         for row in self.rows(sql, (run_id,)):
-            key = split_series_key(row["series_key"])
+            # Kernel, distribution and device come from columns; the shape text is only in the key.
             results.append(Result(
                 id=row["id"], run_id=row["run_id"], series_key=row["series_key"],
                 kernel=row["case_kernel"], status=row["status"], message=row["message"] or "",
                 device_id=row["device_id"], device_name=row["device_name"] or "",
-                shape=key["shape"], distribution=row["distribution"],
+                shape=split_series_key(row["series_key"])["shape"],
+                distribution=row["distribution"],
                 batch=row["batch"], heads_q=row["heads_q"], heads_kv=row["heads_kv"],
                 seqlen_q=row["seqlen_q"], seqlen_k=row["seqlen_k"],
                 head_dim=row["head_dim_qk"], head_dim_v=row["head_dim_v"],
@@ -268,19 +342,23 @@ class Database:
                      row["clock_reasons"] or ""))
         return results
 
+    def _key_table(self, series_keys):
+        """The keys in a temporary table to join with: a year of nightly runs is 700k rows, far
+        too many for one IN (...) list of parameters."""
+        self.connection.execute(
+            "CREATE TEMP TABLE IF NOT EXISTS report_keys (key TEXT PRIMARY KEY)")
+        self.connection.execute("DELETE FROM report_keys")
+        self.connection.executemany("INSERT OR IGNORE INTO report_keys VALUES (?)",
+                                    [(key,) for key in series_keys])
+
     def history(self, series_keys, up_to_run):
         """Every result of these series up to a run, oldest first: {key: [point, ...]}; a point
         is (run_id, status, median_s or None, device uuid)."""
         history = {key: [] for key in series_keys}
         if not series_keys:
             return history
-        # One pass over the (series_key, run_id) index through a temporary key table: a
-        # year of nightly runs is 700k rows, far too many for one IN (...) list of parameters.
-        self.connection.execute(
-            "CREATE TEMP TABLE IF NOT EXISTS report_keys (key TEXT PRIMARY KEY)")
-        self.connection.execute("DELETE FROM report_keys")
-        self.connection.executemany("INSERT OR IGNORE INTO report_keys VALUES (?)",
-                                    [(key,) for key in series_keys])
+        # One pass over the (series_key, run_id) index.
+        self._key_table(series_keys)
         rows = self.connection.execute(
             "SELECT r.series_key, r.run_id, r.status, r.timed, r.median_s, d.uuid "
             "FROM report_keys k JOIN results r ON r.series_key = k.key "
@@ -319,6 +397,33 @@ class Database:
         else:
             rows = self.rows("SELECT * FROM alerts WHERE run_id = ? ORDER BY id", (run_id,))
         return [dict(row) for row in rows]
+
+    # ---- the detector's judgement (schema version 6 and later) ---------------------------------
+
+    @property
+    def has_analysis(self):
+        return "result_analysis" in self.tables
+
+    def run_analysis(self, run_id):
+        """{series_key: Analysis} of every series and kernel-wide aggregate the detector judged
+        in this run; {} for a run it never judged, or a file older than the table."""
+        if not self.has_analysis:
+            return {}
+        return {row["series_key"]: _analysis(row) for row in self.rows(
+            "SELECT * FROM result_analysis WHERE run_id = ? ORDER BY series_key", (run_id,))}
+
+    def analysis_history(self, series_keys, up_to_run):
+        """{series_key: {run_id: Analysis}} of these series up to a run: the baseline of every
+        point of their history plots."""
+        history = {key: {} for key in series_keys}
+        if not series_keys or not self.has_analysis:
+            return history
+        self._key_table(series_keys)
+        for row in self.rows("SELECT a.* FROM report_keys k "
+                             "JOIN result_analysis a ON a.series_key = k.key "
+                             "WHERE a.run_id <= ? ORDER BY a.series_key, a.run_id", (up_to_run,)):
+            history[row["series_key"]][row["run_id"]] = _analysis(row)
+        return history
 
     def annotations(self):
         if "annotations" not in self.tables:

@@ -335,7 +335,9 @@ def noise(path, healths):
 
 
 def history(path, series, runs_by_id):
-    """One series over time: run medians, the baseline band, alerts, annotations, chip changes."""
+    """One series over time: run medians, the baseline band the detector stored for each run,
+    alerts, annotations, chip changes. A run without a stored judgement has no band: the plot
+    draws the detector's baselines, it never computes one."""
     timed = [(p, band) for p, band in zip(series.points, series.bands()) if p[2] is not None]
     if not timed:
         return None
@@ -348,15 +350,18 @@ def history(path, series, runs_by_id):
             markersize=2.5, label="run median")
     banded = [(when[p[0]], band) for p, band in timed if band is not None]
     if banded:
-        ax.fill_between([x for x, _ in banded], [(b[0] - b[1]) / scale for _, b in banded],
-                        [(b[0] + b[1]) / scale for _, b in banded], step="mid", color="tab:blue",
-                        alpha=0.2, label="baseline band (no trip)")
-        ax.plot([x for x, _ in banded], [b[0] / scale for _, b in banded], color="tab:blue",
-                linewidth=0.8, linestyle="--", label="baseline center")
+        ax.fill_between([x for x, _ in banded], [b[0] / scale for _, b in banded],
+                        [b[2] / scale for _, b in banded], step="mid", color="tab:blue",
+                        alpha=0.2, label="stored baseline band (no trip)")
+        ax.plot([x for x, _ in banded], [b[1] / scale for _, b in banded], color="tab:blue",
+                linewidth=0.8, linestyle="--", label="stored baseline center")
+    else:
+        ax.text(0.5, 0.04, "not analysed: no stored baseline for these runs", ha="center",
+                va="bottom", fontsize=8, color="grey", transform=ax.transAxes)
     median_of_run = {p[0]: p[2] for p, _ in timed}
     styles = {"regression": ("v", "red"), "improvement": ("^", "green"),
               "outlier": ("o", "orange"), "accuracy": ("s", "purple"),
-              "status": ("X", "brown"), "other": ("P", "grey")}
+              "status": ("X", "brown"), "run": ("D", "grey"), "other": ("P", "grey")}
     drawn = set()
     for alert in series.alerts:
         run_id = alert["run_id"]

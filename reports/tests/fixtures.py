@@ -1,5 +1,5 @@
 """Test databases written directly with sqlite3, following the schema. The schema itself is read
-from harness/store.cpp (the kMigrations raw strings), so the fixtures always match what the C++
+from harness/store/ (the kMigrations raw strings), so the fixtures always match what the C++
 writes, including migrations added after this file was written.
 
 Scenarios:
@@ -7,9 +7,13 @@ Scenarios:
   mixed_database  CPU and synthetic GPU rows (H200), with failures, a crash, a timeout, a status
                   change, a missing case, out-of-memory, alerts, an annotation, clocks and energy;
   year_database   365 nightly runs x 2,000 GPU cases, chip changes, steps, alerts.
-Each returns what it inserted, so a test can check that the page shows exactly those values."""
+Each returns what it inserted, so a test can check that the page shows exactly those values.
+From schema version 6 they also write what the detector would store about every analysed run
+(result_analysis rows, fixture.analysed): synthetic judgements with fresh random numbers, since
+the report shows the stored judgement and never recomputes one."""
 
 import datetime
+import math
 import pathlib
 import re
 import sqlite3
@@ -17,14 +21,14 @@ import uuid
 from dataclasses import dataclass, field
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-STORE_CPP = ROOT / "harness" / "store.cpp"
 BUILD = "Release GNU 12.2.0"
 FP8 = ("e4m3", "e5m2")
 
 
 def migrations():
-    """The SQL of each migration step, in order, from harness/store.cpp."""
-    text = STORE_CPP.read_text()
+    """The SQL of each migration step, in order, from harness/store/."""
+    text = next(path.read_text() for path in sorted((ROOT / "harness" / "store").glob("*.cpp"))
+                if "kMigrations = {" in path.read_text())
     body = text[text.index("kMigrations"):]
     return re.findall(r'R"sql\((.*?)\)sql"', body, flags=re.S)
 
@@ -126,6 +130,7 @@ class Fixture:
         self.cases = {}
         self.inserted = []
         self.calibrations = []
+        self.analysed = {}  # {(run_id, series_key): the result_analysis row as written}
 
     def close(self):
         self.db.commit()
@@ -218,9 +223,55 @@ class Fixture:
         row.update(extra)
         return self._insert("alerts", row)
 
-    def annotation(self, series_key, kind, reason, created):
-        return self._insert("annotations", {"series_key": series_key, "kind": kind,
-                                            "reason": reason, "created_at": timestamp(created)})
+    def annotation(self, series_key, kind, reason, created, **extra):
+        row = {"series_key": series_key, "kind": kind, "reason": reason,
+               "created_at": timestamp(created)}
+        row.update(extra)
+        return self._insert("annotations", row)
+
+    @property
+    def stores_analysis(self):
+        return self.version >= 6
+
+    def analysis(self, run_id, series_key, verdict="ok", **columns):
+        """One result_analysis row (schema version 6) as the detector writes it: the key's parts
+        as columns (scope kernel for a kernel-wide key), NULL for what it did not measure.
+        Recorded in self.analysed; a no-op on older schemas, which have no such table."""
+        if not self.stores_analysis:
+            return None
+        parts = series_key.split("|")
+        if len(parts) != 5:
+            parts = [series_key, "", "", "", ""]
+        row = {"run_id": run_id, "series_key": series_key,
+               "scope": "kernel" if parts[1] == "*" else "series",
+               "kernel": parts[0], "shape": parts[1], "distribution": parts[2],
+               "device_name": parts[3], "build": parts[4], "verdict": verdict,
+               "accuracy_verdict": "ok", "baseline_runs": 0, "chip_changed": 0,
+               "detector_version": 2}
+        row.update(columns)
+        self._insert("result_analysis", row)
+        self.db.execute("UPDATE runs SET analysed_at = started_at WHERE id = ?", (run_id,))
+        self.analysed[(run_id, series_key)] = row
+        return row
+
+    def judged(self, run_id, series_key, median_s, rng, change=None, verdict="ok", level=None,
+               **columns):
+        """A series' row with a synthetic baseline: a random level and spread, the center
+        placed so that `change` (random and small when None) is what this median shows against
+        it, threshold = max(3 %, 4 spreads) as the detector's rule. median_s None (not timed,
+        missing): a random center near `columns['center_s']` or none at all."""
+        level = rng.gauss(0.0, 0.01) if level is None else level
+        if change is None and median_s is not None:
+            change = rng.gauss(0.0, 0.004)
+        if median_s is not None:
+            columns.setdefault("center_s", median_s / math.exp(level) / (1 + change))
+        center = columns.get("center_s")
+        if center is not None:
+            spread = columns.setdefault("spread_s", center * rng.uniform(0.005, 0.012))
+            columns.setdefault("threshold", max(0.03, 4 * spread / center))
+            columns.setdefault("baseline_runs", 10)
+        return self.analysis(run_id, series_key, verdict, change_fraction=change,
+                             level=level if median_s is not None else None, **columns)
 
 
 START = datetime.datetime(2026, 1, 1, 2, 0, 0)
@@ -231,8 +282,10 @@ def _time(rng, case, rate):
     return case.flops / (rate * rng.uniform(0.7, 1.3))
 
 
-def cpu_database(path, rng, runs=12):
-    """CPU kernels only, `runs` nightly runs of the smoke suite, no GPU, no alerts."""
+def cpu_database(path, rng, runs=12, analysed=True):
+    """CPU kernels only, `runs` nightly runs of the smoke suite, no GPU, no alerts. analysed:
+    every run has the detector's rows (too little history for the first five); False: the
+    runs were never judged (attnbench regressions never ran)."""
     fixture = Fixture(path)
     kernels = ("cpu.flash", "cpu.naive", "cpu.masked_fused")
     cases = [Case(k, batch=2, heads_q=4, heads_kv=4, seqlen_q=s, seqlen_k=s, dtype=dtype, mask=mask)
@@ -246,14 +299,25 @@ def cpu_database(path, rng, runs=12):
         cpu = fixture.device(run_id, "cpu", "Intel(R) Xeon(R) Processor", "cpu:ci", threads=2)
         fixture.calibration(cpu, "gemm", "fp32", ceiling, started)
         fixture.calibration(cpu, "copy", "bytes", 38e9, started)
+        level = rng.gauss(0.0, 0.01)
         for case in cases:
             median_s = case.flops / (base_rate[case] * rng.uniform(0.98, 1.02))
             bound = rng.uniform(1e-4, 1e-2)
-            fixture.result(run_id, cpu, case, median_s=median_s,
-                           error=bound * rng.uniform(0.01, 0.9),
-                           bound=bound, cv=rng.uniform(0.002, 0.08), ceiling=ceiling,
-                           extra_memory_bytes=case.seqlen_q * case.seqlen_k * 16
-                           if "naive" in case.kernel else 4096 * case.head_dim)
+            result_id = fixture.result(run_id, cpu, case, median_s=median_s,
+                                       error=bound * rng.uniform(0.01, 0.9),
+                                       bound=bound, cv=rng.uniform(0.002, 0.08), ceiling=ceiling,
+                                       extra_memory_bytes=case.seqlen_q * case.seqlen_k * 16
+                                       if "naive" in case.kernel else 4096 * case.head_dim)
+            if not analysed:
+                continue
+            key = case.series_key(cpu.name)
+            if index < 5:
+                fixture.analysis(run_id, key, "insufficient_history", result_id=result_id,
+                                 level=level, baseline_runs=index)
+            else:
+                fixture.judged(run_id, key, median_s, rng, level=level, result_id=result_id,
+                               baseline_runs=min(index, 10),
+                               baseline_run_id=run_id - rng.randint(1, min(index, 10)))
     fixture.close()
     return fixture
 
@@ -369,9 +433,47 @@ def mixed_database(path, rng, version=None):
             fixture.annotation(special["skipped"].series_key("NVIDIA H200"), "expected_change",
                                "flash2 drops head dim 96 until the new tiling lands",
                                started - datetime.timedelta(hours=1))
+        _judge_mixed_run(fixture, rng, run_id, special, last)
     fixture.special = special
     fixture.close()
     return fixture
+
+
+def _judge_mixed_run(fixture, rng, run_id, special, last):
+    """What the detector would store about a run of mixed_database (schema version 6): the
+    first run has no history (insufficient_history); the second is judged against the first,
+    its rows agreeing with the alerts written for it."""
+    if not fixture.stores_analysis:
+        return
+    mine = [r for r in fixture.inserted if r.run_id == run_id]
+    earlier = {r.series_key: r for r in fixture.inserted if r.run_id == run_id - 1}
+    gpu_key = {what: case.series_key("NVIDIA H200") for what, case in special.items()}
+    alerted = {gpu_key["regression"]: ("confirmed", 0.25), gpu_key["failed"]: ("suspected", 0.061)}
+    for result in mine + ([] if not last else
+                          [earlier[gpu_key["missing"]]]):  # the missing series: no result
+        key = result.series_key
+        here = result.run_id == run_id
+        if not last:
+            fixture.analysis(run_id, key, "insufficient_history", result_id=result.id)
+            continue
+        before = earlier[key]
+        verdict, change = alerted.get(key, ("ok", None))
+        columns = dict(result_id=result.id if here else None, baseline_run_id=before.run_id,
+                       accuracy_verdict="ok")
+        if key == gpu_key["regression"]:
+            columns["chip_changed"] = 1
+        median_s = result.median_s if here else None
+        if median_s is None and before.median_s is not None:
+            columns["center_s"] = before.median_s * rng.uniform(0.97, 1.03)
+        if not here:
+            columns["status_change"] = "passed -> missing"
+        fixture.judged(run_id, key, median_s, rng, change=change, verdict=verdict, **columns)
+    # The kernel-wide aggregates: no center, no baseline run of their own.
+    groups = {r.series_key.split("|")[0] + "|*|*|" + r.device.name + "|" + BUILD for r in mine}
+    for group in sorted(groups):
+        fixture.analysis(run_id, group, "ok" if last else "insufficient_history",
+                         threshold=0.03 if last else None,
+                         change_fraction=rng.gauss(0, 0.005) if last else None)
 
 
 def year_database(path, rng, runs=365, cases=2000):
@@ -411,7 +513,7 @@ def year_database(path, rng, runs=365, cases=2000):
     db = fixture.db
     level = 1.0
     chip = "GPU-0000"
-    result_rows, sample_rows = [], []
+    result_rows, sample_rows, analysis_rows = [], [], []
     next_result_id = 1
     for index in range(runs):
         started = START + datetime.timedelta(days=index)
@@ -425,11 +527,38 @@ def year_database(path, rng, runs=365, cases=2000):
             for dtype, value in H200_CEILINGS.items():
                 fixture.calibration(gpu, "gemm", dtype, value, started)
         run_effect = level * rng.gauss(1.0, 0.015)
+        run_level = math.log(run_effect)  # what the detector would measure as the run's level
         for case in all_cases:
-            median_s = case.flops / rate[case] * run_effect * rng.gauss(1.0, 0.01)
+            base_s = case.flops / rate[case]
+            noise = rng.gauss(1.0, 0.01)
+            median_s = base_s * run_effect * noise
             step_run, factor = steps.get(case, (runs + 1, 1.0))
             if index >= step_run:
                 median_s *= factor
+            # The detector's row: too little history for the first five runs; the step's own
+            # two runs tripped (their alerts below); later runs are judged against a baseline
+            # that has taken the step in.
+            key = case.series_key(gpu.name)
+            row = dict(verdict="insufficient_history", center_s=None, spread_s=None,
+                       threshold=None, change_fraction=None)
+            if index >= 5:
+                center = base_s * (factor if index >= step_run + 2 else 1.0)
+                change = median_s / (center * run_effect) - 1
+                if index in (step_run, step_run + 1):
+                    change = factor - 1
+                    center = median_s / (run_effect * factor)
+                spread = center * 0.008
+                row = dict(verdict="suspected" if index == step_run else
+                           "confirmed" if index == step_run + 1 else "ok",
+                           center_s=center, spread_s=spread, threshold=max(0.03, 4 * 0.008),
+                           change_fraction=change)
+            analysis_rows.append((
+                run_id, key, "series", case.kernel, case.shape, case.distribution, gpu.name,
+                BUILD, next_result_id, row["verdict"], "ok", row["center_s"], row["spread_s"],
+                row["threshold"], row["change_fraction"], run_level, min(index, 10),
+                run_id - 1 if index >= 5 else None, 0, 2, timestamp(started)))
+            if index == runs - 1:
+                fixture.analysed[(run_id, key)] = row
             bound = 0.03
             flops_per_s = case.flops / median_s
             result_rows.append((next_result_id, run_id, fixture.case_id(case), gpu.id, gpu.name,
@@ -454,6 +583,14 @@ def year_database(path, rng, runs=365, cases=2000):
         "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", result_rows)
     db.executemany("INSERT INTO samples (result_id, repetition, time_s, iterations, sm_clock_mhz, "
                    "clock_reasons) VALUES (?, ?, ?, ?, ?, ?)", sample_rows)
+    if fixture.stores_analysis:
+        db.executemany(
+            "INSERT INTO result_analysis (run_id, series_key, scope, kernel, shape, distribution, "
+            "device_name, build, result_id, verdict, accuracy_verdict, center_s, spread_s, "
+            "threshold, change_fraction, level, baseline_runs, baseline_run_id, chip_changed, "
+            "detector_version, analysed_at) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", analysis_rows)
+        db.execute("UPDATE runs SET analysed_at = finished_at")
     reset_case = rng.choice(list(steps))
     fixture.annotation(reset_case.series_key("NVIDIA H200"), "baseline_reset",
                        "new tiling accepted",

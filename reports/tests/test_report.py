@@ -2,6 +2,7 @@
 ceilings, triage, fastest kernels, accuracy, clocks, history and comparisons; every image exists
 and has something drawn; every database string is escaped; old and newer schemas build."""
 
+import datetime
 import math
 import os
 import pathlib
@@ -13,8 +14,9 @@ from collections import defaultdict
 
 import pytest
 
+from reports import analysis
 from reports.build import build
-from reports.db import ReportError
+from reports.db import Database, ReportError
 from reports.tests import fixtures
 from reports.tests.pages import Page, non_blank
 
@@ -39,6 +41,11 @@ def check_images(out, pages):
         assert non_blank(path), f"{src} is blank"
     # Nothing written that no page shows.
     assert {f"img/{p.name}" for p in (out / "img").glob("*.png")} == images
+
+
+def series_rows(page):
+    """history.html's series table by (kernel, case, device)."""
+    return {(row[0].text, row[1].text, row[2].text): row for row in page.rows("series-table")}
 
 
 def status_counts(page):
@@ -116,16 +123,19 @@ def test_mixed_database_shows_exactly_its_content(tmp_path, rng):
     assert int(health["cuda:0: NVIDIA H200"][4].text) == sum(
         1 for c in gpu_clocks if c < 0.9 * statistics.median(gpu_clocks))
 
-    # History: this run's median of every series, and its change against run 1.
+    # History: this run's median of every series, and the detector's stored judgement of it:
+    # change, verdict and baseline center exactly as stored (kernel-wide rows are no series).
     previous = {r.series_key: r for r in fixture.inserted if r.run_id == run_id - 1}
-    history = {(row[0].text, row[1].text, row[2].text): row
-               for row in pages["history"].rows("series-table")}
+    history = series_rows(pages["history"])
     for r in results:
         row = history[(r.case.kernel, r.case.label, r.device.name)]
         assert row[6].value == r.median_s
-        before = previous[r.series_key]
-        if r.median_s is not None and before.median_s is not None and before.status == "passed":
-            assert row[7].value == r.median_s / before.median_s - 1
+        stored = fixture.analysed[(run_id, r.series_key)]
+        assert row[7].value == stored["change_fraction"]
+        assert row[8].text == stored["verdict"]
+        assert row[9].value == stored.get("center_s")
+    missing = special["missing"]
+    assert history[(missing.kernel, missing.label, "NVIDIA H200")][8].text == "ok"
     assert len(history) == len({r.series_key for r in fixture.inserted})
 
     # Commit-to-commit comparison: every case timed in both runs, and each kernel's geomean.
@@ -160,16 +170,15 @@ def test_cpu_only_database(tmp_path, rng):
     assert "Nothing to triage" in text
     # The throughput of each case at its exact value, in GFLOP/s on a CPU.
     assert "throughput (GFLOP/s)" not in text  # axis labels live in the images, not the page
-    history = pages["history"].rows("series-table")
+    history = series_rows(pages["history"])
     assert len(history) == len(results)
-    by_key = defaultdict(list)
-    for r in fixture.inserted:
-        by_key[(r.case.kernel, r.case.label)].append(r.median_s)
-    for row in history:
-        medians = by_key[(row[0].text, row[1].text)]
+    for r in results:
+        row = history[(r.case.kernel, r.case.label, r.device.name)]
+        stored = fixture.analysed[(run_id, r.series_key)]
         assert int(row[4].text) == 12
-        center = statistics.median(medians[-11:-1])  # the 10 good runs before the last
-        assert row[7].value == medians[-1] / center - 1
+        assert row[6].value == r.median_s
+        assert (row[7].value, row[8].text, row[9].value) == (
+            stored["change_fraction"], stored["verdict"], stored["center_s"])
     check_images(out, pages)
 
 
@@ -194,10 +203,14 @@ def test_every_database_string_is_escaped(tmp_path, rng):
     fixture.result(run_id, gpu, broken, status="crashed", message=f"boom {HOSTILE}",
                    repro=f"attnbench {HOSTILE}")
     key = cases[0].series_key(gpu.name)
-    fixture.alert(run_id, key, f"kind{HOSTILE}", "error", f"message {HOSTILE}",
+    # Kind, severity and state are CHECKed closed sets (schema version 6): the free text is.
+    fixture.alert(run_id, key, "performance", "error", f"message {HOSTILE}",
                   f'{{"note{HOSTILE}": "{HOSTILE.replace(chr(34), chr(39))}"}}',
-                  state=f"state{HOSTILE}", environment=f"env {HOSTILE}",
+                  state="confirmed", environment=f"env {HOSTILE}",
                   annotation=f"annotation {HOSTILE}")
+    fixture.analysis(run_id, key, "confirmed", center_s=2e-4, threshold=0.03,
+                     change_fraction=0.2, reason=f"reason {HOSTILE}",
+                     annotation=f"annotation {HOSTILE}", status_change=f"status {HOSTILE}")
     fixture.annotation(key, f"expected_change{HOSTILE}", f"reason {HOSTILE}", started)
     fixture.close()
     out = tmp_path / "report"
@@ -230,6 +243,13 @@ def test_every_schema_version_builds(tmp_path, rng, version):
         assert "No annotations table in this database" in pages["history"].text
     else:
         assert any(what.startswith("performance") for what in triage)
+    # The detector's judgements are stored from version 6 on; before, none is invented.
+    history = series_rows(pages["history"]).values()
+    if version < 6:
+        assert all(row[7].text == "not analysed" and row[7].value is None for row in history)
+        assert "No result_analysis table in this database" in pages["history"].text
+    else:
+        assert not any(row[7].text == "not analysed" for row in history)
     check_images(out, pages)
 
 
@@ -288,3 +308,305 @@ def test_report_of_a_real_cpu_run(tmp_path):
     assert counts["passed"] == 2
     assert {row[1].text for row in index.rows("fastest")} <= {"cpu.flash", "cpu.naive"}
     check_images(tmp_path / "report", {"index": index})
+
+
+# ---- the detector's stored judgement is the one truth (issue 12) -----------------------------
+
+CPU_NAME = "Intel(R) Xeon(R) Processor"
+
+
+def cpu_history(path, rng, runs, kernels=("cpu.flash", "cpu.naive"), seqlens=(128, 256)):
+    """A short CPU history with fresh random medians and nothing judged yet: (fixture, cases,
+    run ids, {(run_id, series_key): (result_id, median_s)}, the CPU of each run)."""
+    fixture = fixtures.Fixture(path)
+    cases = [fixtures.Case(k, batch=1, heads_q=2, heads_kv=2, seqlen_q=s, seqlen_k=s,
+                           dtype="fp32") for k in kernels for s in seqlens]
+    base = {case: rng.uniform(2e-3, 9e-3) for case in cases}
+    run_ids, measured, cpus = [], {}, {}
+    for index in range(runs):
+        started = fixtures.START + datetime.timedelta(days=index)
+        run_id = fixture.run(started, suite="smoke", git_sha=f"{rng.getrandbits(160):040x}")
+        cpus[run_id] = fixture.device(run_id, "cpu", CPU_NAME, "cpu:ci", threads=2)
+        for case in cases:
+            median_s = base[case] * rng.uniform(0.99, 1.01)
+            result_id = fixture.result(run_id, cpus[run_id], case, median_s=median_s)
+            measured[(run_id, case.series_key(CPU_NAME))] = (result_id, median_s)
+        run_ids.append(run_id)
+    return fixture, cases, run_ids, measured, cpus
+
+
+def test_the_page_shows_the_stored_baseline(tmp_path, rng):
+    """A sentinel center written into the stored row is what the page shows for that series
+    and run (history table, triage details, the plot's band), whatever the medians say."""
+    db = tmp_path / "sentinel.sqlite"
+    fixture, cases, run_ids, measured, _ = cpu_history(db, rng, runs=rng.randint(4, 7))
+    sentinel = 0.001234567  # no median of this history is near it (2-9 ms)
+    chosen = rng.choice(cases).series_key(CPU_NAME)
+    last = run_ids[-1]
+    for run_id in run_ids[1:]:
+        for case in cases:
+            key = case.series_key(CPU_NAME)
+            result_id, median_s = measured[(run_id, key)]
+            columns = dict(result_id=result_id, baseline_run_id=run_id - 1)
+            if key == chosen:
+                columns.update(center_s=sentinel, spread_s=sentinel * rng.uniform(0.005, 0.01))
+            fixture.judged(run_id, key, median_s, rng, **columns)
+    change = fixture.analysed[(last, chosen)]["change_fraction"]
+    fixture.alert(last, chosen, "performance", "warning", "suspected by the detector",
+                  state="suspected", change_fraction=change)
+    fixture.close()
+    build(db, tmp_path / "report")
+    history = Page(tmp_path / "report" / "history.html")
+    rows = {row[0].text + " " + row[1].text: row for row in history.rows("series-table")}
+    case = next(c for c in cases if c.series_key(CPU_NAME) == chosen)
+    row = rows[case.kernel + " " + case.label]
+    stored = fixture.analysed[(last, chosen)]
+    assert row[9].value == sentinel and row[9].text.startswith("1.23 ms")
+    assert row[7].value == stored["change_fraction"]
+    # Every other series shows its own stored center, never the sentinel.
+    for other in cases:
+        if other.series_key(CPU_NAME) != chosen:
+            assert rows[other.kernel + " " + other.label][9].value == \
+                fixture.analysed[(last, other.series_key(CPU_NAME))]["center_s"]
+    triage = Page(tmp_path / "report" / "index.html").rows("triage-table")
+    assert len(triage) == 1 and "baseline 1.23 ms" in triage[0][5].text
+
+    # The plot's band at each run is the stored center at that run's level, +- its threshold.
+    database = Database(db)
+    try:
+        stored_rows = database.analysis_history([chosen], last)[chosen]
+        points = [(r, "passed", measured[(r, chosen)][1], "cpu:ci") for r in run_ids]
+        series = analysis.build_series({chosen: points}, [], [], [], {chosen: stored_rows})
+        bands = series[chosen].bands()
+    finally:
+        database.close()
+    assert bands[0] is None  # the first run was never judged: no band
+    for run_id, band in zip(run_ids[1:], bands[1:]):
+        row = fixture.analysed[(run_id, chosen)]
+        center = sentinel * math.exp(row["level"])
+        assert band == pytest.approx((center * (1 - row["threshold"]), center,
+                                      center * (1 + row["threshold"])), rel=1e-12)
+
+
+def test_an_expected_change_reads_as_the_detector_judged_it(tmp_path, rng):
+    """A 20 % step annotated expected_change: the detector restarted the baseline at the step,
+    so the runs after it are ok with no change; the page says so, not +20 %."""
+    db = tmp_path / "expected.sqlite"
+    runs = rng.randint(8, 12)
+    fixture, cases, run_ids, measured, _ = cpu_history(db, rng, runs=runs)
+    stepped = rng.choice(cases)
+    key = stepped.series_key(CPU_NAME)
+    step_run = run_ids[-rng.randint(2, 3)]  # one or two runs after it, up to the last
+    factor = 1.2 * rng.uniform(0.995, 1.005)
+    for run_id in run_ids:
+        if run_id >= step_run:
+            result_id, median_s = measured[(run_id, key)]
+            fixture.db.execute("UPDATE results SET median_s = ? WHERE id = ?",
+                               (median_s * factor, result_id))
+            measured[(run_id, key)] = (result_id, median_s * factor)
+    reason = f"new tiling {rng.randrange(1000)}"
+    fixture.annotation(key, "expected_change", reason,
+                       fixtures.START + datetime.timedelta(days=step_run - 1, hours=-1),
+                       from_run_id=step_run)
+    covered = f"expected_change from run {step_run}: {reason}"
+    for run_id in run_ids[5:]:
+        for case in cases:
+            other = case.series_key(CPU_NAME)
+            result_id, median_s = measured[(run_id, other)]
+            columns = dict(result_id=result_id, baseline_run_id=run_id - 1)
+            if other == key and run_id == step_run:
+                # At the step itself: a trip, covered by the annotation (severity info).
+                fixture.judged(run_id, other, median_s, rng, change=factor - 1,
+                               verdict="suspected", annotation=covered, **columns)
+                fixture.alert(run_id, other, "performance", "info", "+20 % (expected)",
+                              state="suspected", change_fraction=factor - 1, annotation=covered)
+                continue
+            if other == key and run_id > step_run:
+                columns.update(history_from_run_id=step_run, annotation=covered,
+                               baseline_runs=run_id - step_run,
+                               baseline_run_id=rng.randrange(step_run, run_id))
+            fixture.judged(run_id, other, median_s, rng, **columns)
+    fixture.close()
+
+    # What a report that recomputed its baseline without the annotation's restart would say.
+    medians = [measured[(r, key)][1] for r in run_ids]
+    naive = medians[-1] / statistics.median(medians[-11:-1]) - 1
+    assert naive > 0.1
+
+    out = tmp_path / "report"
+    build(db, out)
+    row = series_rows(Page(out / "history.html"))[(stepped.kernel, stepped.label, CPU_NAME)]
+    stored = fixture.analysed[(run_ids[-1], key)]
+    assert row[7].value == stored["change_fraction"] and abs(row[7].value) < 0.02
+    assert not row[7].text.startswith("+2") and row[8].text == "ok"
+    assert row[9].value == stored["center_s"]
+    assert row[9].value == pytest.approx(medians[-1], rel=0.05)  # the new level, not the old
+    index = Page(out / "index.html")
+    assert not index.rows("triage-table") and "Nothing to triage" in index.text
+
+    # The step's own run: the detector's covered trip, as stored.
+    build(db, tmp_path / "at-step", run_id=step_run)
+    row = series_rows(Page(tmp_path / "at-step" / "history.html"))[
+        (stepped.kernel, stepped.label, CPU_NAME)]
+    assert row[7].value == factor - 1 and row[8].text == "suspected"
+    triage = Page(tmp_path / "at-step" / "index.html").rows("triage-table")
+    assert [(r[0].text, r[1].text) for r in triage] == [("info", "performance suspected")]
+    assert covered in triage[0][5].text
+
+
+@pytest.mark.parametrize("how", ["schema 5", "never analysed", "shown run not analysed"])
+def test_no_stored_judgement_reads_not_analysed(tmp_path, rng, how):
+    """A database whose shown run has no result_analysis rows (written before version 6, or
+    never judged) builds, and says 'not analysed' instead of inventing a baseline."""
+    db = tmp_path / "old.sqlite"
+    if how == "schema 5":
+        fixture = fixtures.mixed_database(db, rng, version=5)
+    else:
+        fixture = fixtures.cpu_database(db, rng, runs=rng.randint(6, 9),
+                                        analysed=how != "never analysed")
+    run_id, results = last_run(fixture)
+    if how == "shown run not analysed":
+        with sqlite3.connect(db) as connection:
+            connection.execute("DELETE FROM result_analysis WHERE run_id = ?", (run_id,))
+            connection.execute("UPDATE runs SET analysed_at = NULL WHERE id = ?", (run_id,))
+    out = tmp_path / "report"
+    summary = build(db, out)
+    assert summary.run_id == run_id
+    pages = {name: Page(out / f"{name}.html") for name in ("index", "history", "compare")}
+    history = series_rows(pages["history"])
+    assert len(history) == len({r.series_key for r in fixture.inserted})
+    for row in history.values():
+        assert (row[7].text, row[7].value, row[8].text, row[9].value) == \
+            ("not analysed", None, "not analysed", None)
+    if how == "schema 5":
+        assert "No result_analysis table in this database (schema version 5)" in \
+            pages["history"].text
+        # The triage's own items have no stored baseline run to compare with.
+        triage = pages["index"].rows("triage-table")
+        failed = next(row for row in triage if row[1].text == "failed")
+        assert "not analysed" in failed[6].text
+    else:
+        assert f"has not judged run {run_id}" in pages["history"].text
+    assert "not analysed" in pages["index"].text
+    check_images(out, pages)
+
+
+def test_triage_follows_the_rank_tables(tmp_path, rng):
+    """Most severe first, then by state (facts before verdicts, the surest regression first),
+    then by kind: explicit ranks of the closed sets, whatever order the alerts were stored in."""
+    db = tmp_path / "ranks.sqlite"
+    fixture = fixtures.Fixture(db)
+    run_id = fixture.run(fixtures.START)
+    cpu = fixture.device(run_id, "cpu", CPU_NAME, "cpu:ci")
+    states = {"performance": ("suspected", "confirmed", "outlier", "ambiguous", "improved"),
+              "kernel": ("suspected", "confirmed", "outlier", "ambiguous", "improved"),
+              "accuracy": ("suspected", "confirmed", "outlier"),
+              "status": ("failed", "crashed", "timeout", "error", "missing", "skipped"),
+              "run": ("fewer_cases", "ambiguous")}
+    stored = []
+    for index in range(rng.randint(25, 40)):
+        case = fixtures.Case(f"cpu.k{index:02d}", seqlen_q=64 * (index + 1),
+                             seqlen_k=64 * (index + 1), dtype="fp32")
+        fixture.result(run_id, cpu, case, median_s=rng.uniform(1e-3, 2e-3))
+        kind = rng.choice(sorted(states))
+        state = rng.choice(states[kind])
+        severity = rng.choice(("error", "warning", "info"))
+        key = {"kernel": f"{case.kernel}|*|*|{CPU_NAME}|{fixtures.BUILD}",
+               "run": f"run|{CPU_NAME}"}.get(kind, case.series_key(CPU_NAME))
+        fixture.alert(run_id, key, kind, severity, f"alert {index}", state=state)
+        label = {"kernel": "every shape (kernel-wide)",
+                 "run": "the whole run"}.get(kind, case.label)
+        stored.append((severity, f"{kind} {state}", "" if kind == "run" else case.kernel, label))
+    fixture.close()
+    build(db, tmp_path / "report")
+    shown = [(r[0].text, r[1].text, r[2].text, r[3].text)
+             for r in Page(tmp_path / "report" / "index.html").rows("triage-table")]
+
+    def rank(item):
+        kind, state = item[1].split(" ", 1)
+        return (analysis.SEVERITY_RANK[item[0]], analysis.STATE_RANK[state],
+                analysis.KIND_RANK[kind], item[2], item[3])
+
+    assert shown == sorted(stored, key=rank)  # stable: equal ranks keep the stored order
+    # The tables themselves, as the triage promises them.
+    assert [s for s, _ in sorted(analysis.SEVERITY_RANK.items(), key=lambda kv: kv[1])] == \
+        ["error", "warning", "info"]
+    order = sorted(analysis.STATE_RANK, key=analysis.STATE_RANK.get)
+    for earlier, later in (("crashed", "failed"), ("failed", "missing"), ("missing", "confirmed"),
+                           ("confirmed", "suspected"), ("suspected", "ambiguous"),
+                           ("ambiguous", "outlier"), ("outlier", "improved")):
+        assert order.index(earlier) < order.index(later)
+    assert set(analysis.STATE_RANK) >= {"", "missing", "fewer_cases", *fixtures_verdicts()}
+    assert set(analysis.KIND_RANK) == {"performance", "accuracy", "status", "kernel", "run"}
+
+
+def fixtures_verdicts():
+    from reports.db import STATUSES, VERDICTS
+    return set(VERDICTS) | set(STATUSES)
+
+
+def test_environment_differences_use_the_stored_baseline_run(tmp_path, rng):
+    """Triage compares a series' environment with the baseline run the detector stored for it,
+    not with the newest earlier run; a kernel-wide aggregate (which stores none) with the
+    baseline run most of its shapes share, and says so."""
+    db = tmp_path / "environment.sqlite"
+    fixture = fixtures.Fixture(db)
+    runs = rng.randint(5, 8)
+    drivers = [f"5{rng.randrange(10, 99)}.{index:02d}" for index in range(runs)]
+    kernels = ("cuda.flash2", "cuda.naive")
+    cases = {k: [fixtures.Case(k, seqlen_q=s, seqlen_k=s) for s in (512, 1024, 2048, 4096)]
+             for k in kernels}
+    run_ids, results = [], {}
+    for index in range(runs):
+        run_id = fixture.run(fixtures.START + datetime.timedelta(days=index),
+                             cuda_driver=drivers[index])
+        gpu = fixture.device(run_id, "cuda", "NVIDIA H200", "GPU-1", sm_version=90)
+        for kernel in kernels:
+            for case in cases[kernel]:
+                last = index == runs - 1
+                failed = last and case == cases["cuda.naive"][0]
+                results[(run_id, case)] = fixture.result(
+                    run_id, gpu, case, status="failed" if failed else "passed",
+                    median_s=None if failed else rng.uniform(1e-4, 2e-4),
+                    error=0.5 if failed else rng.uniform(1e-4, 5e-3), bound=0.01,
+                    message="max |out - ref| 0.5 exceeds the bound 0.01" if failed else "")
+        run_ids.append(run_id)
+    last = run_ids[-1]
+    older = run_ids[:-2]  # never the newest earlier run: that is what the old triage took
+    chosen = {case: rng.choice(older) for kernel in kernels for case in cases[kernel]}
+    # Most of cuda.flash2's shapes share one baseline run; the aggregate stores none.
+    majority = rng.choice(older)
+    for case in cases["cuda.flash2"][:3]:
+        chosen[case] = majority
+    chosen[cases["cuda.flash2"][3]] = rng.choice([r for r in older if r != majority])
+    for kernel in kernels:
+        for case in cases[kernel]:
+            fixture.analysis(last, case.series_key("NVIDIA H200"), "ok",
+                             result_id=results[(last, case)], center_s=1.5e-4, threshold=0.03,
+                             change_fraction=0.0, baseline_runs=len(older),
+                             baseline_run_id=chosen[case])
+    naive_group_run = rng.choice(older)
+    for kernel, baseline_run in (("cuda.flash2", None), ("cuda.naive", naive_group_run)):
+        group = f"{kernel}|*|*|NVIDIA H200|{fixtures.BUILD}"
+        fixture.analysis(last, group, "suspected", threshold=0.03, change_fraction=0.05,
+                         baseline_run_id=baseline_run)
+        fixture.alert(last, group, "kernel", "warning", f"{kernel} slower", state="suspected")
+    slow = cases["cuda.flash2"][3]
+    fixture.alert(last, slow.series_key("NVIDIA H200"), "performance", "warning",
+                  "slower", state="suspected")
+    fixture.close()
+    build(db, tmp_path / "report")
+    triage = {(row[1].text, row[2].text): row[6].text
+              for row in Page(tmp_path / "report" / "index.html").rows("triage-table")}
+
+    def differs(text, baseline_run):
+        assert f"run {baseline_run}" in text
+        assert f"driver: {drivers[baseline_run - 1]} → {drivers[-1]}" in text
+        assert drivers[-2] not in text  # the newest earlier run is not the baseline here
+
+    differs(triage[("performance suspected", "cuda.flash2")], chosen[slow])
+    differs(triage[("failed", "cuda.naive")], chosen[cases["cuda.naive"][0]])
+    differs(triage[("kernel suspected", "cuda.naive")], naive_group_run)
+    kernel_wide = triage[("kernel suspected", "cuda.flash2")]
+    differs(kernel_wide, majority)
+    assert "the baseline run of 3 of its 4 shapes" in kernel_wide

@@ -33,6 +33,10 @@ def test_a_year_of_history_builds_in_under_a_minute(tmp_path, rng, record_proper
     rows = history.rows("series-table")
     assert len(rows) == CASES
     assert all(int(row[4].text) == RUNS for row in rows)
+    # Every series' change, verdict and baseline are the detector's stored row of the last run.
+    stored = {(row["verdict"], row["change_fraction"], row["center_s"])
+              for (run_id, _), row in fixture.analysed.items() if run_id == RUNS}
+    assert {(row[8].text, row[7].value, row[9].value) for row in rows} == stored
     # The two steps placed in the last two runs are the triage, most severe first.
     triage = Page(tmp_path / "report" / "index.html").rows("triage-table")
     last_two = {case.label for case, (run, _) in fixture.steps.items() if run >= RUNS - 2}
