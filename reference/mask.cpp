@@ -1,11 +1,13 @@
 #include "reference/mask.h"
 
+#include <array>
 #include <charconv>
 
 namespace attnbench {
 namespace {
 
-constexpr std::string_view kWindowPrefix = "window(";
+constexpr std::array kMaskKinds = {MaskKind::none, MaskKind::causal, MaskKind::causal_br,
+                                   MaskKind::window, MaskKind::padding};
 constexpr int64_t kUnbounded = -1;
 
 std::string_view trim(std::string_view text) {
@@ -28,8 +30,8 @@ std::optional<int64_t> parse_window_bound(std::string_view text) {
 
 }  // namespace
 
-std::string mask_name(const Mask& mask) {
-  switch (mask.kind) {
+std::string_view mask_name(MaskKind kind) {
+  switch (kind) {
     case MaskKind::none:
       return "none";
     case MaskKind::causal:
@@ -37,23 +39,35 @@ std::string mask_name(const Mask& mask) {
     case MaskKind::causal_br:
       return "causal_br";
     case MaskKind::window:
-      return "window(" + std::to_string(mask.window_left) + "," +
-             std::to_string(mask.window_right) + ")";
+      return "window";
     case MaskKind::padding:
       return "padding";
   }
   return "unknown";
 }
 
+std::string mask_name(const Mask& mask) {
+  std::string name(mask_name(mask.kind));
+  if (mask.kind == MaskKind::window) {
+    // Appended piece by piece: GCC 12's -Wrestrict misfires on "(" + std::to_string(...).
+    name += '(';
+    name += std::to_string(mask.window_left);
+    name += ',';
+    name += std::to_string(mask.window_right);
+    name += ')';
+  }
+  return name;
+}
+
 std::optional<Mask> parse_mask(std::string_view text) {
   text = trim(text);
-  if (text == "none") return Mask{MaskKind::none};
-  if (text == "causal") return Mask{MaskKind::causal};
-  if (text == "causal_br") return Mask{MaskKind::causal_br};
-  if (text == "padding") return Mask{MaskKind::padding};
-  if (!text.starts_with(kWindowPrefix) || !text.ends_with(")")) return std::nullopt;
+  for (MaskKind kind : kMaskKinds) {
+    if (kind != MaskKind::window && text == mask_name(kind)) return Mask{kind};
+  }
+  const std::string window_prefix = std::string(mask_name(MaskKind::window)) + "(";
+  if (!text.starts_with(window_prefix) || !text.ends_with(")")) return std::nullopt;
   const std::string_view bounds =
-      text.substr(kWindowPrefix.size(), text.size() - kWindowPrefix.size() - 1);
+      text.substr(window_prefix.size(), text.size() - window_prefix.size() - 1);
   const auto comma = bounds.find(',');
   if (comma == std::string_view::npos) return std::nullopt;
   const auto left = parse_window_bound(bounds.substr(0, comma));
@@ -63,7 +77,12 @@ std::optional<Mask> parse_mask(std::string_view text) {
 }
 
 std::string accepted_mask_names() {
-  return "none, causal, causal_br, window(L,R) with L, R >= -1 (-1 = unbounded), padding";
+  std::string names;
+  for (MaskKind kind : kMaskKinds) {
+    names += (names.empty() ? "" : ", ") + std::string(mask_name(kind));
+    if (kind == MaskKind::window) names += "(L,R) with L, R >= -1 (-1 = unbounded)";
+  }
+  return names;
 }
 
 }  // namespace attnbench

@@ -80,6 +80,10 @@ ATTNBENCH_HOST_DEVICE constexpr int64_t padding_key_length(int64_t b, int64_t ba
 
 // "none", "causal", "causal_br", "window(L,R)", "padding".
 std::string mask_name(const Mask& mask);
+// A kind's name, without window bounds: "none", "causal", "causal_br", "window", "padding" (as
+// support tables list masks and the store's mask_kind column holds them). The one spelling of
+// the names: mask_name(Mask), parse_mask and accepted_mask_names are built on it.
+std::string_view mask_name(MaskKind kind);
 // Parses the names above; window also as "window(L,R)" with L, R >= -1.
 std::optional<Mask> parse_mask(std::string_view text);
 std::string accepted_mask_names();

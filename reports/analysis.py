@@ -14,7 +14,7 @@ import hashlib
 import json
 import math
 import statistics
-from collections import Counter, defaultdict
+from collections import defaultdict
 from dataclasses import dataclass, field
 
 from reports import fmt
@@ -533,9 +533,8 @@ def triage(run, results, alerts, history, previous_suite_keys, analyses=None):
 
 def baseline_run_of(item, analyses):
     """(run id, note) an item's environment is compared against: the baseline run the
-    detector stored for its series in this run. A kernel-wide aggregate stores none (it is
-    judged against its whole history): then the stored baseline run most of its shapes share
-    in this run, and the note says so. (None, why) when there is nothing to compare with."""
+    detector stored for its series in this run (for a kernel-wide aggregate, the baseline run
+    most of its shapes share, chosen by the detector). (None, why) when there is none."""
     if item.kind == "run":
         return None, "a finding about the whole run"
     row = analyses.get(item.series_key)
@@ -543,17 +542,7 @@ def baseline_run_of(item, analyses):
         return None, "not analysed: no stored baseline run"
     if row.baseline_run_id is not None:
         return row.baseline_run_id, ""
-    if row.kernel_wide:
-        members = Counter(other.baseline_run_id for other in analyses.values()
-                          if not other.kernel_wide and other.group_key == row.group_key
-                          and other.baseline_run_id is not None)
-        if members:
-            # Most shapes first; among equally many, the newest run.
-            run_id, count = max(members.items(), key=lambda pair: (pair[1], pair[0]))
-            return run_id, (f" (the baseline run of {count} of its {sum(members.values())} "
-                            "shapes; the kernel-wide aggregate stores none)")
-        return None, "no stored baseline run for the kernel-wide aggregate or its shapes"
-    return None, "no baseline run (too little history)"
+    return None, "no stored baseline run (too little history)"
 
 
 # ---- health ----------------------------------------------------------------------------------

@@ -7,10 +7,10 @@
 #include <random>
 #include <vector>
 
-#include "harness/checker.h"
-#include "harness/inputs.h"
-#include "harness/case_runner.h"
-#include "harness/executor.h"
+#include "harness/measure/checker.h"
+#include "harness/measure/inputs.h"
+#include "harness/measure/case_runner.h"
+#include "harness/measure/executor.h"
 #include "kernels/registry.h"
 #include "reference/formats.h"
 

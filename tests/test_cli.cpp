@@ -15,7 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "harness/store.h"
+#include "harness/store/store.h"
 #include "command.h"
 
 namespace attnbench {

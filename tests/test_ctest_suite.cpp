@@ -6,8 +6,8 @@
 #include <filesystem>
 #include <sstream>
 
-#include "harness/runner.h"
-#include "harness/store.h"
+#include "harness/cli/runner.h"
+#include "harness/store/store.h"
 #include "kernels/registry.h"
 
 namespace attnbench {

@@ -11,11 +11,11 @@
 #include <random>
 #include <set>
 
-#include "harness/cuda/cuda_calibrate.h"
-#include "harness/cuda/cuda_devices.h"
-#include "harness/cuda/nvml.h"
-#include "harness/executor.h"
-#include "harness/timing.h"
+#include "harness/measure/cuda/cuda_calibrate.h"
+#include "harness/measure/cuda/cuda_devices.h"
+#include "harness/measure/cuda/nvml.h"
+#include "harness/measure/executor.h"
+#include "harness/measure/timing.h"
 #include "tests/cuda_test_kernels.h"
 
 namespace attnbench {

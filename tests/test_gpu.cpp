@@ -32,11 +32,11 @@
 #include <string>
 #include <vector>
 
-#include "harness/devices.h"
-#include "harness/executor.h"
-#include "harness/inputs.h"
-#include "harness/runner.h"
-#include "harness/store.h"
+#include "harness/measure/devices.h"
+#include "harness/measure/executor.h"
+#include "harness/measure/inputs.h"
+#include "harness/cli/runner.h"
+#include "harness/store/store.h"
 #include "kernels/registry.h"
 #include "kernels/test_kernels.h"
 #include "command.h"

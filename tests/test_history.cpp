@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -16,7 +17,8 @@
 #include <set>
 #include <sstream>
 
-#include "harness/store.h"
+#include "harness/analysis/regression.h"
+#include "harness/store/store.h"
 #include "command.h"
 
 namespace attnbench {
@@ -325,6 +327,61 @@ TEST_F(History, CompareExportAndHistoryFindTheStep) {
   EXPECT_EQ(lines_with(flat.output, "change points (PELT").size(), static_cast<size_t>(kShapes));
   EXPECT_EQ(lines_with(flat.output, "spikes clamped): none").size(), static_cast<size_t>(kShapes))
       << flat.output;
+}
+
+// One truth: what the detector decided is stored once (result_analysis) and `regressions` and
+// `history` read it; a 20 % step annotated as expected restarts the series' baseline for both.
+TEST_F(History, AnExpectedStepReadsTheSameInTheStoreRegressionsAndHistory) {
+  SCOPED_TRACE(trace());
+  std::unique_ptr<Store> store = open(db());
+  for (int i = 0; i < 8; ++i) add_run(*store, kUnchanged);
+  const std::vector<double> kernel1_step = {1, 1.20, 1};
+  const int64_t step = add_run(*store, kernel1_step);
+  store.reset();
+  CommandResult annotate = attnbench("annotate --kernel cpu.k1 --kind expected_change --reason "
+                                     "'exact tail handling' --run " + std::to_string(step) +
+                                     " --db " + db());
+  ASSERT_EQ(annotate.exit_code, 0) << annotate.output;
+  store = open(db());
+  int64_t last = 0;
+  for (int i = 0; i < 7; ++i) last = add_run(*store, kernel1_step);
+  store.reset();
+  CommandResult analysed = attnbench("regressions --run unanalysed --db " + db());
+  ASSERT_EQ(analysed.exit_code, 0) << analysed.output;
+
+  store = open(db());
+  Status status;
+  const std::vector<AnalysisRecord> rows = store->run_analysis(last, status);
+  ASSERT_TRUE(status.ok) << status.message;
+  const std::string key = series_key(1, 2);
+  const auto row = std::find_if(rows.begin(), rows.end(),
+                                [&](const AnalysisRecord& r) { return r.series_key == key; });
+  ASSERT_NE(row, rows.end());
+  EXPECT_EQ(row->history_from_run_id, step) << "the expected change restarts the baseline";
+  EXPECT_EQ(row->verdict, Verdict::ok);
+  EXPECT_LT(std::fabs(row->change), row->threshold) << "judged against the new baseline, not +20 %";
+  EXPECT_EQ(row->detector_version, kDetectorVersion);
+  const auto kernel_row = std::find_if(rows.begin(), rows.end(), [&](const AnalysisRecord& r) {
+    return r.series_key == group_key(key);
+  });
+  ASSERT_NE(kernel_row, rows.end());
+  EXPECT_TRUE(kernel_row->kernel_wide);
+  EXPECT_GE(kernel_row->baseline_run_id, step) << "the baseline run its shapes share, after the restart";
+  store.reset();
+
+  CommandResult regressions = attnbench("regressions --run " + std::to_string(last) + " --db " + db());
+  EXPECT_EQ(regressions.exit_code, 0) << regressions.output;
+  EXPECT_TRUE(lines_with(regressions.output, "cpu.k1 ").empty()) << regressions.output;
+
+  CommandResult history = attnbench("history --kernel cpu.k1 --shape '" +
+                                    shape_string(shape_number(2)) + "' --db " + db());
+  ASSERT_EQ(history.exit_code, 0) << history.output;
+  char change[32];
+  std::snprintf(change, sizeof change, "%+.1f %%", row->change * 100);
+  const std::regex last_line("\\s" + std::to_string(last) + "\\s.*\\s" +
+                             std::regex_replace(change, std::regex("[+.]"), "\\$&") + "\\s+ok\\s");
+  EXPECT_TRUE(std::regex_search(history.output, last_line))
+      << "run " << last << " should read " << change << " ok:\n" << history.output;
 }
 
 TEST_F(History, ARunThatMeasuredNothingIsNeverGreen) {

@@ -14,7 +14,7 @@
 #include <random>
 #include <string>
 
-#include "harness/store.h"
+#include "harness/store/store.h"
 
 namespace attnbench {
 namespace {
@@ -146,7 +146,7 @@ TEST(Scale, AYearOfNightlyRunsJudgedInUnderFiveSecondsInUnderOneGiB) {
       }
       ASSERT_TRUE(store->finish_run(run_id).ok);
       // As the nightly job leaves it: analysed (a level, the odd alert).
-      ASSERT_TRUE(store->store_analysis(run_id, {}, {{"NVIDIA H200", run_effect, 2000}}, {}).ok);
+      ASSERT_TRUE(store->store_analysis(run_id, {}, {{"NVIDIA H200", run_effect, 2000}}, {}, {}).ok);
     }
   }
   const double fill_seconds =

@@ -3,7 +3,7 @@
 #include <cmath>
 #include <random>
 
-#include "harness/statistics.h"
+#include "harness/core/statistics.h"
 
 namespace attnbench {
 namespace {

@@ -14,7 +14,7 @@
 #include <utility>
 #include <vector>
 
-#include "harness/suite.h"
+#include "harness/suite/suite.h"
 
 namespace attnbench {
 namespace {

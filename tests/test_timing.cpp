@@ -5,7 +5,7 @@
 #include <chrono>
 #include <random>
 
-#include "harness/timing.h"
+#include "harness/measure/timing.h"
 
 namespace attnbench {
 namespace {

@@ -33,7 +33,6 @@
 
 #include <array>
 #include <cmath>
-#include <cstdio>
 #include <exception>
 #include <memory>
 #include <mutex>
@@ -42,6 +41,8 @@
 #include <unordered_map>
 #include <utility>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "kernels/cuda/common/cuda_check.h"
 #include "kernels/cuda/common/plan_helpers.h"
@@ -262,21 +263,10 @@ Status frontend_failure(std::string_view kernel_name, const char* stage, fe::err
   return Status::Error(std::string(kernel_name) + ": " + message);
 }
 
-std::string json_number(float value) {
-  if (!std::isfinite(value)) return "null";
-  char text[32];
-  std::snprintf(text, sizeof text, "%.9g", static_cast<double>(value));
-  return text;
-}
-
-// Engine names are identifiers, but a quote or backslash must not break the JSON.
-std::string json_string(const std::string& text) {
-  std::string quoted = "\"";
-  for (char c : text) {
-    if (c == '"' || c == '\\') quoted += '\\';
-    quoted += c;
-  }
-  return quoted + "\"";
+// A float in the plan's details (nlohmann::json, like every JSON the harness writes): null when
+// it is not finite, which JSON cannot hold.
+nlohmann::json json_number(float value) {
+  return std::isfinite(value) ? nlohmann::json(static_cast<double>(value)) : nlohmann::json(nullptr);
 }
 
 // ---- the plan -----------------------------------------------------------------------------------
@@ -352,21 +342,20 @@ class CudnnSdpaPlan final : public Plan {
   }
 
   std::string details() const override {
-    std::string json = "{\"engine\":" + json_string(engine_);
-    if (mapping_.skipped_rows > 0) {
-      json += ",\"rows_written_as_empty\":" + std::to_string(mapping_.skipped_rows);
-    }
+    nlohmann::json details = {{"engine", engine_}};
+    if (mapping_.skipped_rows > 0) details["rows_written_as_empty"] = mapping_.skipped_rows;
     if (variant_ == CudnnVariant::fp8) {
       std::array<float, 2> amax = {std::nanf(""), std::nanf("")};
       const bool copied =
           cudaMemcpyAsync(amax.data(), fp8_scalars_.as<float>() + kAmaxSSlot, sizeof amax,
                           cudaMemcpyDeviceToHost, stream_) == cudaSuccess &&
           cudaStreamSynchronize(stream_) == cudaSuccess;
-      json += ",\"scale_s\":" + json_number(kProbabilityScale);
-      json += ",\"amax_s\":" + (copied ? json_number(amax[0]) : std::string("null"));
-      json += ",\"amax_o\":" + (copied ? json_number(amax[1]) : std::string("null"));
+      details["scale_s"] = json_number(kProbabilityScale);
+      details["amax_s"] = copied ? json_number(amax[0]) : nlohmann::json(nullptr);
+      details["amax_o"] = copied ? json_number(amax[1]) : nlohmann::json(nullptr);
     }
-    return json + "}";
+    // The engine's name is cuDNN's: any byte that is not UTF-8 is replaced, never thrown.
+    return details.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   }
 
  private:

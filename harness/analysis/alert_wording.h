@@ -1,0 +1,42 @@
+// How an alert reads to people: one line per decision, worded from what the detector decided
+// (never deciding anything itself), and what differs between a baseline run's environment and
+// the run judged.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "harness/analysis/regression.h"
+#include "harness/store/store.h"
+
+namespace attnbench {
+
+std::string signed_percent(double fraction);  // "+3.1 %", "-" when not finite
+std::string plain_percent(double fraction);   // "3.1 %"
+
+// "cuda.flash2 b=1,...": the kernel and the case of a series key.
+std::string case_name(const std::string& series_key);
+
+std::string performance_message(const std::string& series_key, const SeriesAnalysis& verdict,
+                                int64_t run_id);
+std::string accuracy_message(const std::string& series_key, const SeriesAnalysis& verdict,
+                             double candidate_error, const DetectorOptions& options);
+// A failure or a status change; `result` is null when the series is missing from the run.
+std::string status_message(const std::string& series_key, const SeriesAnalysis& verdict,
+                           const ResultRecord* result, const std::vector<SeriesPoint>& history);
+// `shapes`: each shape's own change (against the run's level), largest first.
+std::string kernel_message(const GroupAnalysis& group, const std::string& device,
+                           const std::vector<std::pair<double, std::string>>& shapes,
+                           int64_t run_id);
+std::string unusual_run_message(const std::string& device, const RunAnalysis& analysis);
+std::string fewer_cases_message(int64_t run_id, size_t results, int64_t previous_run_id,
+                                size_t previous_results, bool complete);
+
+// What differs between the baseline run's environment and this one's, for one device model.
+std::string environment_difference(const StoredRun& baseline, const StoredRun& current,
+                                   const std::string& device_name, const std::string& base_chip,
+                                   const std::string& chip);
+
+}  // namespace attnbench

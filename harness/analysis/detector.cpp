@@ -1,0 +1,515 @@
+// One series judged against its own history: its baseline, its trip, and the verdict on its
+// performance and accuracy (the rule is written out in regression.h).
+#include "harness/analysis/detector.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <sstream>
+
+#include "harness/core/statistics.h"
+
+namespace attnbench {
+
+std::string percent(double fraction) {
+  std::ostringstream text;
+  text.precision(1);
+  text << std::fixed << fraction * 100 << " %";
+  return text.str();
+}
+
+bool is_suspicion(Verdict state) { return state == Verdict::suspected || state == Verdict::confirmed; }
+
+// ---- baseline and trips ------------------------------------------------------------------------
+
+bool is_timed(const SeriesPoint& point) {
+  return std::isfinite(point.median_s) && point.median_s > 0;
+}
+
+double level_free_log(const SeriesPoint& point) { return std::log(point.median_s) - point.level; }
+
+bool counts_for_baseline(const SeriesPoint& point) {
+  if (point.status != ResultStatus::passed || !is_timed(point)) return false;
+  switch (point.state) {
+    case Verdict::ok:
+    case Verdict::improved:
+    case Verdict::insufficient_history:
+      return true;
+    case Verdict::suspected:
+      return point.chip_changed;
+    case Verdict::confirmed:
+    case Verdict::outlier:
+    case Verdict::ambiguous:
+      return false;
+  }
+  return false;
+}
+
+Baseline compute_baseline(const std::vector<SeriesPoint>& history, const DetectorOptions& options) {
+  Baseline baseline;
+  std::vector<double> logs, clocks, cvs, errors;
+  for (size_t i = history.size(); i-- > 0 && baseline.points.size() <
+                                                 static_cast<size_t>(options.window);) {
+    const SeriesPoint& point = history[i];
+    if (!counts_for_baseline(point)) continue;
+    baseline.points.push_back(i);
+    logs.push_back(level_free_log(point));
+    if (std::isfinite(point.clock_mhz)) clocks.push_back(point.clock_mhz);
+    if (std::isfinite(point.cv)) cvs.push_back(point.cv);
+    if (std::isfinite(point.error)) errors.push_back(point.error);
+    if (!point.chip.empty() &&
+        std::find(baseline.chips.begin(), baseline.chips.end(), point.chip) ==
+            baseline.chips.end()) {
+      baseline.chips.push_back(point.chip);
+    }
+  }
+  if (logs.empty()) return baseline;
+  // Logs make the spread relative; for spreads of a few percent it equals MAD / center.
+  const double center_log = median(logs);
+  size_t nearest = 0;
+  for (size_t k = 1; k < logs.size(); ++k) {
+    if (std::fabs(logs[k] - center_log) < std::fabs(logs[nearest] - center_log)) nearest = k;
+  }
+  baseline.representative = baseline.points[nearest];
+  double relative_spread =
+      std::max(kMadToSigma * median_absolute_deviation(logs), options.spread_floor);
+  if (options.long_run_spread_mode != 0) {
+    std::vector<double> long_logs;
+    for (const SeriesPoint& p : history) {
+      if (p.status != ResultStatus::passed || !is_timed(p)) continue;
+      if (is_suspicion(p.state) && !(p.state == Verdict::suspected && p.chip_changed)) continue;
+      if (std::fabs(std::exp(p.level) - 1) > options.level_tolerance || p.scatter > options.max_scatter) continue;
+      long_logs.push_back(level_free_log(p));
+    }
+    if (long_logs.size() >= static_cast<size_t>(options.min_baseline_runs)) {
+      double spread = kNotMeasured;
+      if (options.long_run_spread_mode == 1) {
+        spread = kMadToSigma * median_absolute_deviation(long_logs);
+      } else {
+        std::vector<double> diffs;
+        for (size_t k = 1; k < long_logs.size(); ++k) diffs.push_back(long_logs[k] - long_logs[k - 1]);
+        spread = kMadToSigma * median_absolute_deviation(diffs) / std::sqrt(2.0);
+      }
+      baseline.long_run_spread = spread;
+      relative_spread = std::max(relative_spread, spread);
+    }
+  }
+  baseline.center = std::exp(center_log);
+  baseline.spread = baseline.center * relative_spread;
+  baseline.usual_clock = clocks.empty() ? kNotMeasured : median(clocks);
+  baseline.usual_cv = cvs.empty() ? kNotMeasured : median(cvs);
+  baseline.error = errors.empty() ? kNotMeasured : *std::max_element(errors.begin(), errors.end());
+  const double threshold = std::max(options.min_change, options.spreads * relative_spread);
+  for (double value : logs) {
+    baseline.wide_points += std::fabs(std::exp(value - center_log) - 1) > threshold;
+  }
+  baseline.usable = logs.size() >= static_cast<size_t>(options.min_baseline_runs);
+  return baseline;
+}
+
+Trip trip(const Baseline& baseline, double level_free_log_median, const DetectorOptions& options) {
+  Trip result;
+  if (!std::isfinite(baseline.center) || !std::isfinite(level_free_log_median)) return result;
+  result.change = std::exp(level_free_log_median - std::log(baseline.center)) - 1;
+  result.threshold =
+      std::max(options.min_change, options.spreads * baseline.spread / baseline.center);
+  result.slower = result.change > result.threshold;
+  result.faster = -result.change > result.threshold;
+  return result;
+}
+
+// ---- the state of a series' history ------------------------------------------------------------
+
+const SeriesPoint* newest_clear(const std::vector<SeriesPoint>& history) {
+  for (size_t i = history.size(); i-- > 0;) {
+    const SeriesPoint& point = history[i];
+    if (point.status == ResultStatus::passed && is_timed(point) &&
+        point.state != Verdict::ambiguous && point.state != Verdict::insufficient_history) {
+      return &point;
+    }
+  }
+  return nullptr;
+}
+
+bool has_open_regression(const std::vector<SeriesPoint>& history) {
+  const SeriesPoint* clear = newest_clear(history);
+  return clear != nullptr && clear->state == Verdict::confirmed;
+}
+
+namespace {
+
+// Why a slower result cannot be taken at face value; empty when it can. `run_wide` says the
+// reason is the whole run's (its level or scatter): a rerun in the same busy hour does not
+// settle that, only a later run can.
+std::string ambiguity(const Baseline& baseline, const SeriesPoint& point,
+                      const DetectorOptions& options, bool* run_wide = nullptr) {
+  if (run_wide != nullptr) *run_wide = false;
+  std::ostringstream why;
+  why.precision(3);
+  if (std::isfinite(point.clock_mhz) && std::isfinite(baseline.usual_clock) &&
+      baseline.usual_clock > 0 &&
+      std::fabs(point.clock_mhz / baseline.usual_clock - 1) > options.clock_tolerance) {
+    why << "SM clock " << point.clock_mhz << " MHz, usual " << baseline.usual_clock << " MHz";
+    return why.str();
+  }
+  if (std::fabs(std::exp(point.level) - 1) > options.level_tolerance) {
+    if (run_wide != nullptr) *run_wide = true;
+    why << "the whole run was " << percent(std::exp(point.level) - 1)
+        << " off its usual level (a busy host, a throttled device, or a change that slows "
+           "everything)";
+    return why.str();
+  }
+  if (std::isfinite(point.scatter) && point.scatter > options.max_scatter) {
+    if (run_wide != nullptr) *run_wide = true;
+    why << "the run's series scattered " << point.scatter
+        << "x more than usual around its level (a busy host)";
+    return why.str();
+  }
+  if (std::isfinite(point.cv) && std::isfinite(baseline.usual_cv) &&
+      point.cv > std::max(options.noisy_cv_floor, options.noisy_cv_factor * baseline.usual_cv)) {
+    why << "too noisy: repetitions' CV " << percent(point.cv) << ", usual "
+        << percent(baseline.usual_cv);
+    return why.str();
+  }
+  if (baseline.wide_points >= options.max_wide_points) {
+    why << "too noisy: " << baseline.wide_points << " of its " << baseline.points.size()
+        << " baseline runs lie beyond the threshold from its center (more than one speed)";
+    return why.str();
+  }
+  if (baseline.spread / baseline.center > options.noisy_spread) {
+    why << "too noisy: the series' run-to-run spread is " << percent(baseline.spread / baseline.center)
+        << " of its center";
+    return why.str();
+  }
+  return {};
+}
+
+// How many of the series' recent results an earlier analysis set aside as outliers or unclear.
+int recent_excursions(const std::vector<SeriesPoint>& history, const DetectorOptions& options) {
+  int excursions = 0;
+  const size_t window = std::min(history.size(), static_cast<size_t>(options.erratic_window));
+  for (size_t i = history.size() - window; i < history.size(); ++i) {
+    excursions += history[i].state == Verdict::outlier || history[i].state == Verdict::ambiguous;
+  }
+  return excursions;
+}
+
+}  // namespace
+
+// EXPERIMENT: the series' excursions that came back: slower than the running median (window 11)
+// of its neighbours by more than `threshold`, with a point within it before and after.
+ExcursionRecord excursion_record(const std::vector<SeriesPoint>& history, int64_t before_run,
+                                 double threshold, const std::string& chip) {
+  std::vector<double> logs;
+  for (const SeriesPoint& p : history) {
+    if (p.run_id >= before_run) break;
+    if (p.chip != chip) continue;
+    if (p.status != ResultStatus::passed || !is_timed(p)) continue;
+    if (std::getenv("X_SKIP_AMBIGUOUS") && p.state == Verdict::ambiguous) continue;
+    if (std::getenv("X_SKIP_INSUFFICIENT") && p.state == Verdict::insufficient_history) continue;
+    logs.push_back(level_free_log(p));
+  }
+  // The reference: the median of the last K points within the threshold, so it holds still
+  // during an excursion; an excursion counts once a point is back within the threshold of it.
+  const size_t window = 10, least = 5;
+  std::vector<double> reference;
+  ExcursionRecord record;
+  double episode = 0;  // the largest ratio of the current excursion; 0 when none
+  for (double value : logs) {
+    if (reference.size() >= least) {
+      const double ratio = (std::exp(value - median(reference)) - 1) / threshold;
+      if (ratio > 1) {
+        episode = std::max(episode, ratio);
+        continue;
+      }
+    }
+    if (episode > 0) {
+      ++record.episodes;
+      record.largest = std::max(record.largest, episode);
+      episode = 0;
+    }
+    reference.push_back(value);
+    if (reference.size() > window) reference.erase(reference.begin());
+  }
+  return record;
+}
+
+namespace {
+
+// A confirmation measures the same slowdown as the first trip: the two changes differ by less
+// than the threshold, or by less than half the change. A host that was merely busier during one
+// of them does not agree with itself this way.
+bool agrees(double first_change, double second_change, double threshold) {
+  return std::fabs(second_change - first_change) <= std::max(threshold, 0.5 * first_change);
+}
+
+bool on_new_chip(const Baseline& baseline, const SeriesPoint& point) {
+  return !point.chip.empty() && !baseline.chips.empty() &&
+         std::find(baseline.chips.begin(), baseline.chips.end(), point.chip) ==
+             baseline.chips.end();
+}
+
+std::vector<double> level_free_samples(const std::vector<double>& samples, double level) {
+  std::vector<double> scaled;
+  for (double s : samples) scaled.push_back(s * std::exp(-level));
+  return scaled;
+}
+
+// ---- judging a series' performance, step by step -----------------------------------------------
+
+// What speaks for and against a slower result, gathered once: its rerun, the previous clear
+// run's suspicion, the series' recent excursions.
+struct Evidence {
+  const SeriesInput* input = nullptr;
+  const SeriesPoint* previous_clear = nullptr;  // newest_clear(history)
+  const SeriesPoint* rerun = nullptr;           // passed and timed, else nullptr
+  bool previous_suspicion = false;  // the previous clear run was suspected or confirmed
+  bool previous_confirmed = false;  // ... confirmed: a regression is open
+  // Slower in absolute terms too, not only relative to the run's level: a confirmation must not
+  // rest on the level estimate alone (a host that got faster than its baseline's would otherwise
+  // make every series it sped up less look slower).
+  bool raw_slower = false;
+  bool rerun_agrees = false;     // the rerun trips again, clean, of the same size, significant
+  bool previous_agrees = false;  // the previous clear run's suspicion measured the same slowdown
+  int excursions = 0;            // recent outliers and unclear runs
+  bool erratic = false;
+  int64_t suspicion_start = 0;  // where a confirmation dates from
+};
+
+// Fills the judgement's trip, chip change, rerun trip and Mann-Whitney test, and gathers the rest.
+Evidence gather_evidence(const SeriesInput& input, const Baseline& baseline,
+                         const DetectorOptions& options, PerformanceJudgement& judgement, double family_record) {
+  Evidence e;
+  e.input = &input;
+  const SeriesPoint& candidate = *input.candidate;
+  e.previous_clear = newest_clear(input.history);
+  judgement.trip = trip(baseline, level_free_log(candidate), options);
+  judgement.chip_changed = on_new_chip(baseline, candidate);
+  e.previous_suspicion = e.previous_clear != nullptr && is_suspicion(e.previous_clear->state);
+  e.previous_confirmed = e.previous_suspicion && e.previous_clear->state == Verdict::confirmed;
+  if (input.rerun && input.rerun->status == ResultStatus::passed && is_timed(*input.rerun)) {
+    e.rerun = &*input.rerun;
+    judgement.rerun_trip = trip(baseline, level_free_log(*e.rerun), options);
+    if (!input.rerun_samples.empty() && !input.baseline_samples.empty()) {
+      judgement.mann_whitney =
+          mann_whitney_u(level_free_samples(input.rerun_samples, e.rerun->level),
+                         level_free_samples(input.baseline_samples, input.baseline_samples_level));
+    }
+  }
+  e.raw_slower = trip(baseline, std::log(candidate.median_s), options).slower;
+  const bool rerun_raw_slower =
+      e.rerun != nullptr && trip(baseline, std::log(e.rerun->median_s), options).slower;
+  e.rerun_agrees =
+      e.rerun != nullptr && judgement.rerun_trip.slower && e.raw_slower && rerun_raw_slower &&
+      ambiguity(baseline, *e.rerun, options).empty() &&
+      agrees(judgement.trip.change, judgement.rerun_trip.change, judgement.trip.threshold) &&
+      (!judgement.mann_whitney || judgement.mann_whitney->p_greater < options.mann_whitney_alpha);
+  e.excursions = recent_excursions(input.history, options);
+  e.erratic = e.excursions >= options.erratic_runs;
+  e.suspicion_start = !e.previous_suspicion                   ? candidate.run_id
+                      : e.previous_clear->since_run_id != 0 ? e.previous_clear->since_run_id
+                                                            : e.previous_clear->run_id;
+  if (options.second_speed_episodes > 0 && judgement.trip.slower && !e.erratic) {
+    const int episodes = excursion_record(input.history, e.suspicion_start,
+                                          judgement.trip.threshold, candidate.chip).episodes;
+    if (episodes >= options.second_speed_episodes) {
+      e.erratic = true;
+      e.excursions = episodes;
+    }
+  }
+  if (family_record > 1 && judgement.trip.slower && !e.erratic &&
+      judgement.trip.change <= family_record * judgement.trip.threshold &&
+      !(e.previous_suspicion && e.previous_clear->state == Verdict::confirmed)) {
+    e.erratic = true;
+    e.excursions = -1;
+  }
+  e.previous_agrees =
+      e.previous_confirmed ||
+      (e.previous_suspicion && e.raw_slower &&
+       (!std::isfinite(e.previous_clear->change) ||
+        agrees(e.previous_clear->change, judgement.trip.change, judgement.trip.threshold)));
+  return e;
+}
+
+// A slower result that cannot be taken at face value (`unclear` says why). A clean rerun settles
+// a doubt about this result's clock or repetitions; not one about a busy run (the rerun shares
+// its hour) nor a series too noisy to judge alone.
+void judge_unclear_trip(const Evidence& e, const Baseline& baseline, const std::string& unclear,
+                        bool run_wide, const DetectorOptions& options,
+                        PerformanceJudgement& judgement) {
+  const SeriesPoint& candidate = *e.input->candidate;
+  const bool structural_noise = baseline.spread / baseline.center > options.noisy_spread ||
+                                baseline.wide_points >= options.max_wide_points;
+  judgement.state = Verdict::ambiguous;
+  judgement.reason = unclear;
+  if (e.rerun == nullptr || structural_noise || run_wide ||
+      !ambiguity(baseline, *e.rerun, options).empty()) {
+    return;
+  }
+  const std::string rerun_text = "run was unclear (" + unclear + "); its rerun " +
+                                 std::to_string(e.rerun->run_id);
+  if (e.rerun_agrees && !judgement.chip_changed && !e.erratic &&
+      (!e.input->host_timed || e.previous_agrees)) {
+    judgement.state = Verdict::confirmed;
+    // Where the previous run agreed, the regression began with its suspicion.
+    judgement.since_run_id = e.previous_agrees ? e.suspicion_start : candidate.run_id;
+    judgement.reason = rerun_text + " is clean and slower too" +
+                       (e.previous_agrees
+                            ? ", and so was run " + std::to_string(e.previous_clear->run_id)
+                            : std::string());
+  } else if (!judgement.rerun_trip.slower) {
+    judgement.state = Verdict::outlier;
+    judgement.since_run_id = candidate.run_id;
+    judgement.reason = rerun_text + " is back within the baseline";
+  }
+}
+
+// Why a slower result stays suspected for now.
+std::string awaiting_reason(const Evidence& e) {
+  const SeriesPoint& candidate = *e.input->candidate;
+  if (e.input->host_timed && e.rerun_agrees) {
+    return "rerun " + std::to_string(e.rerun->run_id) +
+           " is slower too; a host-timed (CPU) series also needs the next run to confirm";
+  }
+  if (!e.raw_slower) {
+    return "slower than the run's other series, but not in absolute terms (the whole run was " +
+           percent(std::exp(candidate.level) - 1) + " off): awaiting a run that shows it both ways";
+  }
+  if (e.rerun != nullptr) {
+    return "rerun " + std::to_string(e.rerun->run_id) +
+           " is slower but does not confirm (unclear, a different size, or not significant by "
+           "Mann-Whitney); awaiting the next run";
+  }
+  return "awaiting confirmation (rerun, or the next run)";
+}
+
+// A slower result that can be taken at face value: a chip change, an outlier by its rerun, an
+// erratic series, a confirmation (by the previous run, or by the rerun), or a suspicion.
+void judge_clear_trip(const Evidence& e, const DetectorOptions& options,
+                      PerformanceJudgement& judgement) {
+  const SeriesInput& input = *e.input;
+  const SeriesPoint& candidate = *input.candidate;
+  const SeriesPoint* previous = e.previous_clear;
+  if (judgement.chip_changed && e.previous_confirmed) {
+    // Not a new confirmation: a regression established on the old chip is still there.
+    judgement.state = Verdict::confirmed;
+    judgement.since_run_id = previous->since_run_id;
+    judgement.reason = "open since run " + std::to_string(previous->since_run_id) +
+                       "; still slower on the new chip " + candidate.chip;
+  } else if (judgement.chip_changed) {
+    judgement.state = Verdict::suspected;
+    judgement.since_run_id = candidate.run_id;
+    judgement.reason = "on chip " + candidate.chip +
+                       ", which the baseline never ran on: a chip change alone is never a "
+                       "confirmed regression";
+  } else if (e.rerun != nullptr && !judgement.rerun_trip.slower) {
+    judgement.state = Verdict::outlier;
+    judgement.since_run_id = candidate.run_id;
+    judgement.reason = "rerun " + std::to_string(e.rerun->run_id) + " is back within the baseline";
+  } else if (e.erratic && !e.previous_confirmed) {
+    judgement.state = Verdict::suspected;
+    judgement.since_run_id = e.previous_suspicion ? previous->since_run_id : candidate.run_id;
+    judgement.reason =
+        "erratic series: " + std::to_string(e.excursions) + " of its last " +
+        std::to_string(std::min<size_t>(input.history.size(), options.erratic_window)) +
+        " runs were outliers or unclear, so it is not confirmed on its own (its kernel-wide "
+        "aggregate still is)";
+  } else if (e.previous_suspicion && !previous->chip_changed && e.previous_agrees &&
+             (!input.host_timed || e.previous_confirmed || e.rerun_agrees)) {
+    judgement.state = Verdict::confirmed;
+    judgement.since_run_id = e.suspicion_start;
+    judgement.reason = "run " + std::to_string(previous->run_id) + " was slower too" +
+                       (input.host_timed && !e.previous_confirmed
+                            ? ", and so is rerun " + std::to_string(e.rerun->run_id)
+                            : std::string());
+  } else if (e.rerun_agrees && !input.host_timed) {
+    judgement.state = Verdict::confirmed;
+    judgement.since_run_id = candidate.run_id;
+    judgement.reason = "rerun " + std::to_string(e.rerun->run_id) + " is slower too";
+  } else {
+    judgement.state = Verdict::suspected;
+    // A suspicion that began on a new chip carries its start forward.
+    judgement.since_run_id = e.previous_suspicion && previous->chip_changed
+                                 ? previous->since_run_id
+                                 : candidate.run_id;
+    judgement.reason = awaiting_reason(e);
+  }
+}
+
+// A result that did not trip slower: an open regression that is not yet back, or an improvement.
+void judge_untripped(const Evidence& e, PerformanceJudgement& judgement) {
+  if (e.previous_confirmed && judgement.trip.change > kHysteresis * judgement.trip.threshold) {
+    judgement.state = Verdict::confirmed;
+    judgement.since_run_id = e.previous_clear->since_run_id;
+    judgement.reason = "open since run " + std::to_string(e.previous_clear->since_run_id) +
+                       ": not yet back within half the threshold";
+  } else if (judgement.trip.faster) {
+    judgement.state = Verdict::improved;
+    judgement.since_run_id = e.input->candidate->run_id;
+  }
+}
+
+}  // namespace
+
+PerformanceJudgement judge_performance(const SeriesInput& input, const Baseline& baseline,
+                                       const DetectorOptions& options, double family_record) {
+  PerformanceJudgement judgement;
+  const SeriesPoint& candidate = *input.candidate;
+  if (candidate.status != ResultStatus::passed || !is_timed(candidate)) return judgement;
+  if (!baseline.usable) {
+    judgement.state = Verdict::insufficient_history;
+    return judgement;
+  }
+  const Evidence evidence = gather_evidence(input, baseline, options, judgement, family_record);
+  if (judgement.trip.slower) {
+    bool run_wide = false;
+    const std::string unclear = ambiguity(baseline, candidate, options, &run_wide);
+    if (!unclear.empty()) {
+      judge_unclear_trip(evidence, baseline, unclear, run_wide, options, judgement);
+    } else {
+      judge_clear_trip(evidence, options, judgement);
+    }
+  } else {
+    judge_untripped(evidence, judgement);
+  }
+  const SeriesPoint* previous = input.history.empty() ? nullptr : &input.history.back();
+  judgement.previous_reverted =
+      previous != nullptr && previous->state == Verdict::suspected &&
+      (judgement.state == Verdict::ok || judgement.state == Verdict::improved);
+  return judgement;
+}
+
+AccuracyJudgement judge_accuracy(const SeriesInput& input, const Baseline& baseline,
+                                 const DetectorOptions& options) {
+  AccuracyJudgement judgement;
+  const SeriesPoint& candidate = *input.candidate;
+  const SeriesPoint* previous = input.history.empty() ? nullptr : &input.history.back();
+  if (candidate.status != ResultStatus::passed || !std::isfinite(candidate.error) ||
+      !baseline.usable || !std::isfinite(baseline.error) || baseline.error <= 0) {
+    return judgement;
+  }
+  judgement.ratio = candidate.error / baseline.error;
+  const bool grew = judgement.ratio > options.accuracy_growth;
+  if (grew) {
+    const bool rerun_grew = input.rerun && std::isfinite(input.rerun->error) &&
+                            input.rerun->error / baseline.error > options.accuracy_growth;
+    if (previous != nullptr && is_suspicion(previous->accuracy_state)) {
+      judgement.state = Verdict::confirmed;
+      judgement.since_run_id = previous->accuracy_since_run_id != 0
+                                   ? previous->accuracy_since_run_id
+                                   : previous->run_id;
+    } else if (input.rerun && std::isfinite(input.rerun->error)) {
+      judgement.state = rerun_grew ? Verdict::confirmed : Verdict::outlier;
+      judgement.since_run_id = candidate.run_id;
+    } else {
+      judgement.state = Verdict::suspected;
+      judgement.since_run_id = candidate.run_id;
+    }
+  }
+  judgement.previous_reverted =
+      !grew && previous != nullptr && previous->accuracy_state == Verdict::suspected;
+  return judgement;
+}
+
+}  // namespace attnbench

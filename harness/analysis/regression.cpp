@@ -1,0 +1,238 @@
+// Judging one run: its level, then each series against its own history (detector.cpp), then each
+// kernel as a whole (kernel_wide.cpp). The rule is written out in regression.h.
+#include "harness/analysis/regression.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <optional>
+
+#include "harness/analysis/detector.h"
+#include "harness/analysis/kernel_wide.h"
+#include "harness/core/series_key.h"
+
+namespace attnbench {
+
+// ---- groups of series --------------------------------------------------------------------------
+
+std::string group_key(const std::string& series_key) {
+  const std::optional<SeriesKey> key = parse_series_key(series_key);
+  return key ? key->kernel_wide().text() : series_key;
+}
+
+std::string kernel_of_series_key(const std::string& series_key) {
+  const std::optional<SeriesKey> key = parse_series_key(series_key);
+  return key ? key->kernel : series_key.substr(0, series_key.find('|'));
+}
+
+std::string shape_of_series_key(const std::string& series_key) {
+  const std::optional<SeriesKey> key = parse_series_key(series_key);
+  return key ? key->case_label() : series_key;
+}
+
+// ---- judging one run ---------------------------------------------------------------------------
+
+namespace {
+
+// Passed, timed, and with a usable baseline.
+bool judgeable(const std::optional<SeriesPoint>& point, const Baseline& baseline) {
+  return point && point->status == ResultStatus::passed && is_timed(*point) && baseline.usable;
+}
+
+RunDeviation deviation_of(const SeriesInput& input, const SeriesPoint& point, const Baseline& baseline) {
+  return {&input.group, std::log(point.median_s) - std::log(baseline.center),
+          baseline.spread / baseline.center};
+}
+
+// The run's level: what moved every series together. Series with an open regression are left
+// out: their own slowdown is known, and many of them would drag the median along. So are, in a
+// second pass, the series of a kernel that moved as a whole by more than min_change against that
+// first level: one slowed kernel of five is a fifth of the series and would carry the level, and
+// so hide part of its own slowdown, with it. Returns every judgeable candidate's deviation (the
+// run as the kernel-wide aggregates see it) and the kernels that moved.
+std::vector<RunDeviation> measure_run_level(std::vector<SeriesInput>& inputs, RunAnalysis& analysis,
+                                            std::set<std::string>& moved,
+                                            const DetectorOptions& options) {
+  std::vector<RunDeviation> candidates;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const Baseline& baseline = analysis.series[i].baseline;
+    if (!judgeable(inputs[i].candidate, baseline) || has_open_regression(inputs[i].history)) continue;
+    candidates.push_back(deviation_of(inputs[i], *inputs[i].candidate, baseline));
+  }
+  moved = moved_groups(candidates, options);
+  std::vector<RunDeviation> level_series;
+  for (const RunDeviation& d : candidates) {
+    if (!moved.count(*d.group)) level_series.push_back(d);
+  }
+  const size_t enough = static_cast<size_t>(options.min_series_for_run_level);
+  if (level_series.size() < enough) level_series = candidates;
+  if (level_series.size() >= enough) {
+    analysis.level = median_deviation(level_series);
+    analysis.level_series = static_cast<int>(level_series.size());
+    analysis.scatter = scatter_around(level_series, analysis.level);
+  }
+  for (SeriesInput& input : inputs) {
+    if (input.candidate) {
+      input.candidate->level = analysis.level;
+      input.candidate->scatter = analysis.scatter;
+    }
+  }
+  return candidates;
+}
+
+// The rerun's level, from the series it re-measured as controls: not the suspects, which cannot
+// tell a slow moment of the host from their own slowdown, so neither the series that tripped nor
+// those of a kernel that moved as a whole. Returns the controls' deviations.
+std::vector<RunDeviation> measure_rerun_level(std::vector<SeriesInput>& inputs, RunAnalysis& analysis,
+                                              const std::set<std::string>& moved,
+                                              const DetectorOptions& options) {
+  std::vector<RunDeviation> controls;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const Baseline& baseline = analysis.series[i].baseline;
+    if (!judgeable(inputs[i].candidate, baseline) || !judgeable(inputs[i].rerun, baseline)) continue;
+    if (moved.count(inputs[i].group)) continue;
+    if (trip(baseline, level_free_log(*inputs[i].candidate), options).slower) continue;
+    controls.push_back(deviation_of(inputs[i], *inputs[i].rerun, baseline));
+  }
+  analysis.rerun_level = analysis.level;
+  analysis.rerun_scatter = analysis.scatter;
+  if (controls.size() >= static_cast<size_t>(options.min_series_for_run_level)) {
+    analysis.rerun_level = median_deviation(controls);
+    analysis.rerun_level_series = static_cast<int>(controls.size());
+    analysis.rerun_scatter = scatter_around(controls, analysis.rerun_level);
+  }
+  for (SeriesInput& input : inputs) {
+    if (input.rerun) {
+      input.rerun->level = analysis.rerun_level;
+      input.rerun->scatter = analysis.rerun_scatter;
+    }
+  }
+  return controls;
+}
+
+// Each series against its own history; returns the judgeable ones by group.
+std::map<std::string, std::vector<GroupMember>> judge_series(std::vector<SeriesInput>& inputs,
+                                                             RunAnalysis& analysis,
+                                                             const DetectorOptions& options) {
+  std::map<std::string, std::vector<GroupMember>> groups;
+  double family_record = 0;
+  if (options.family_reference_series < 0) {
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      const Baseline& baseline = analysis.series[i].baseline;
+      if (!baseline.usable || inputs[i].history.empty()) continue;
+      const double threshold = std::max(options.min_change, options.spreads * baseline.spread / baseline.center);
+      const double largest = excursion_record(inputs[i].history, INT64_MAX, threshold, inputs[i].history.back().chip).largest;
+      if (std::getenv("X_DEBUG_FAMILY") && largest > 3) {
+        std::fprintf(stderr, "series %s record %.2f thr %.3f:", inputs[i].key.c_str(), largest, threshold);
+        for (const SeriesPoint& p : inputs[i].history) std::fprintf(stderr, " %+.3f%c", std::exp(level_free_log(p)) / baseline.center - 1, "oiscOaI"[static_cast<int>(p.state)]);
+        std::fprintf(stderr, "\n");
+      }
+      family_record = std::max(family_record, largest);
+    }
+    if (std::getenv("X_DEBUG_FAMILY")) std::fprintf(stderr, "family record %.2f\n", family_record);
+  }
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    SeriesInput& input = inputs[i];
+    SeriesAnalysis& result = analysis.series[i];
+    const SeriesPoint* previous = input.history.empty() ? nullptr : &input.history.back();
+    if (!input.candidate) {
+      result.missing = true;
+      if (previous != nullptr && previous->status == ResultStatus::passed) {
+        result.status_change = "passed -> missing";
+      }
+      continue;
+    }
+    result.performance = judge_performance(input, result.baseline, options, family_record);
+    result.accuracy = judge_accuracy(input, result.baseline, options);
+    if (previous != nullptr && previous->status == ResultStatus::passed &&
+        input.candidate->status != ResultStatus::passed) {
+      result.status_change =
+          "passed -> " + std::string(result_status_name(input.candidate->status));
+    }
+    if (judgeable(input.candidate, result.baseline)) groups[input.group].push_back({&input, &result.baseline});
+  }
+  return groups;
+}
+
+// Every run a kernel-wide aggregate compares, as deviations of each series against today's
+// centers (so the aggregate's history does not depend on what an earlier analysis could see):
+// its earlier runs from the histories of every series, the run (`candidates`) and its rerun
+// (`controls`); with the kernels that moved as a whole at each.
+std::map<int64_t, RunSeries> runs_seen(const std::vector<SeriesInput>& inputs,
+                                       const RunAnalysis& analysis,
+                                       std::vector<RunDeviation> candidates,
+                                       std::vector<RunDeviation> controls,
+                                       const DetectorOptions& options) {
+  std::map<int64_t, RunSeries> by_run;
+  std::optional<int64_t> run_id, rerun_id;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (inputs[i].candidate && !run_id) run_id = inputs[i].candidate->run_id;
+    if (inputs[i].rerun && !rerun_id) rerun_id = inputs[i].rerun->run_id;
+    const Baseline& baseline = analysis.series[i].baseline;
+    if (!baseline.usable) continue;
+    for (const SeriesPoint& point : inputs[i].history) {
+      if (point.status != ResultStatus::passed || !is_timed(point)) continue;
+      by_run[point.run_id].deviations.push_back(deviation_of(inputs[i], point, baseline));
+    }
+  }
+  if (run_id) by_run[*run_id].deviations = std::move(candidates);
+  if (rerun_id) by_run[*rerun_id].deviations = std::move(controls);
+  for (auto& [id, run] : by_run) run.moved = moved_groups(run.deviations, options);
+  return by_run;
+}
+
+}  // namespace
+
+namespace {
+double upper_tail(double z) { return 0.5 * std::erfc(z / std::sqrt(2.0)); }
+double upper_tail_inverse(double p) {
+  double low = 0, high = 40;
+  for (int k = 0; k < 100; ++k) {
+    const double mid = 0.5 * (low + high);
+    (upper_tail(mid) > p ? low : high) = mid;
+  }
+  return 0.5 * (low + high);
+}
+DetectorOptions family_options(const std::vector<SeriesInput>& inputs, DetectorOptions options) {
+  if (options.family_reference_series <= 0) return options;
+  size_t judged = 0;
+  for (const SeriesInput& input : inputs) judged += input.candidate && input.candidate->status == ResultStatus::passed;
+  if (judged <= static_cast<size_t>(options.family_reference_series)) return options;
+  options.spreads = upper_tail_inverse(upper_tail(options.spreads) * options.family_reference_series / static_cast<double>(judged));
+  return options;
+}
+}  // namespace
+
+RunAnalysis analyze_run(std::vector<SeriesInput>& inputs,
+                        const std::map<std::string, GroupPrior>& group_priors,
+                        const DetectorOptions& run_options) {
+  const DetectorOptions options = family_options(inputs, run_options);
+  RunAnalysis analysis;
+  analysis.series.resize(inputs.size());
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    analysis.series[i].baseline = compute_baseline(inputs[i].history, options);
+  }
+  std::set<std::string> moved;
+  std::vector<RunDeviation> candidates = measure_run_level(inputs, analysis, moved, options);
+  std::vector<RunDeviation> controls = measure_rerun_level(inputs, analysis, moved, options);
+  const std::map<std::string, std::vector<GroupMember>> groups = judge_series(inputs, analysis, options);
+
+  // A kernel-wide aggregate is judged against levels measured without its own series, at every
+  // run it compares.
+  const std::map<int64_t, RunSeries> by_run =
+      runs_seen(inputs, analysis, std::move(candidates), std::move(controls), options);
+  for (const auto& [key, members] : groups) {
+    if (members.size() < static_cast<size_t>(options.min_series_for_group)) continue;
+    RunLevels levels_without_group;
+    for (const auto& [id, run] : by_run) levels_without_group[id] = level_without(run, key, options);
+    const auto prior = group_priors.find(key);
+    analysis.groups.push_back(judge_group(key, members, levels_without_group,
+                                          prior == group_priors.end() ? GroupPrior{} : prior->second,
+                                          options));
+  }
+  return analysis;
+}
+
+}  // namespace attnbench

@@ -1,0 +1,120 @@
+#include "harness/cli/plan_command.h"
+
+#include <iomanip>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <regex>
+#include <set>
+
+#include "harness/suite/case_matrix.h"
+#include "harness/measure/cost_model.h"
+#include "harness/cli/runner.h"
+#include "harness/suite/suite.h"
+
+namespace attnbench {
+namespace {
+
+using json = nlohmann::json;
+
+Status load_selection(const PlanOptions& options, Suite& suite) {
+  if (!options.suite.empty()) {
+    if (Status s = load_suite(options.suite, suite); !s.ok) return s;
+  }
+  for (const std::string& text : options.shapes) {
+    SuiteEntry entry;
+    if (Status s = shape_entry(text, entry); !s.ok) return s;
+    suite.entries.push_back(entry);
+  }
+  if (suite.entries.empty())
+    return Status::Error("nothing to plan: give --suite NAME|FILE or --shape ...");
+  return Status::Ok();
+}
+
+}  // namespace
+
+int plan_command(const PlanOptions& options, std::ostream& out, std::ostream& err) {
+  const std::optional<DeviceModel> device = find_device_model(options.device_model);
+  if (!device) {
+    err << "error: --device-model '" << options.device_model << "': accepted: h200\n";
+    return kExitUsage;
+  }
+  Suite suite;
+  if (Status s = load_selection(options, suite); !s.ok) {
+    err << "error: " << s.message << "\n";
+    return kExitUsage;
+  }
+  std::optional<std::regex> filter;
+  for (const Status& s :
+       {check_kernel_globs(options.kernel_globs), parse_case_filter(options.filter, filter)}) {
+    if (!s.ok) {
+      err << "error: " << s.message << "\n";
+      return kExitUsage;
+    }
+  }
+  const std::vector<CaseSpec> cases =
+      expand_cases(suite, options.kernel_globs, filter, {{Backend::cuda, device->name}});
+  CaseCostRequest request;
+  request.check_only = options.check_only;
+  request.repetitions = resolve_repetitions(options.repetitions, suite);
+  request.max_case_seconds = resolve_max_case_seconds(options.max_case_seconds, suite);
+  request.measure_energy = options.measure_energy || suite.measure_energy;
+
+  json rows = json::array();
+  std::set<std::string> groups_paid;
+  double total_s = device->worker_start_s;
+  for (const CaseSpec& spec : cases) {
+    const std::string reason = unsupported_reason(spec.kernel->support, spec.problem);
+    json row = {{"name", spec.name},
+                {"kernel", spec.kernel->name},
+                {"shape", shape_string(spec.problem)},
+                {"supported", reason.empty()},
+                {"reason", reason}};
+    if (reason.empty()) {
+      const CasePrediction p = predict_case(*spec.kernel, spec.problem, *device, request);
+      // Inputs and the reference are made once per group, by its first supported case.
+      const double host_s = groups_paid.insert(spec.group).second ? p.host_s : 0.0;
+      const double case_s = host_s + p.case_s();
+      total_s += case_s;
+      row.update({{"forward_s", p.forward_s},
+                  {"host_s", host_s},
+                  {"plan_s", p.plan_s},
+                  {"check_s", p.check_s},
+                  {"timing_s", p.timing_s},
+                  {"energy_s", p.energy_s},
+                  {"iterations", options.check_only ? 0 : p.timing.iterations},
+                  {"repetitions", options.check_only ? 0 : p.timing.repetitions_within_budget()},
+                  {"case_s", case_s}});
+    }
+    rows.push_back(row);
+  }
+  if (options.json) {
+    out << json{{"device_model", device->name},
+                {"worker_start_s", device->worker_start_s},
+                {"repetitions", request.repetitions},
+                {"max_case_seconds", request.max_case_seconds},
+                {"check_only", options.check_only},
+                {"cases", rows},
+                {"total_s", total_s}}
+               .dump(1)
+        << "\n";
+    return kExitClean;
+  }
+  out << std::fixed;
+  for (const json& row : rows) {
+    out << std::left << std::setw(24) << row["kernel"].get<std::string>() << " " << std::setw(64)
+        << row["shape"].get<std::string>() << " ";
+    if (!row["supported"].get<bool>()) {
+      out << "skip: " << row["reason"].get<std::string>() << "\n";
+      continue;
+    }
+    out << std::right << std::setprecision(1) << std::setw(10)
+        << row["forward_s"].get<double>() * 1e6 << " us/forward " << std::setprecision(2)
+        << std::setw(7) << row["case_s"].get<double>() << " s\n";
+  }
+  out << std::setprecision(1) << cases.size() << " cases on a modeled " << device->name
+      << ": predicted " << total_s << " s (worker start " << device->worker_start_s
+      << " s included)\n";
+  return kExitClean;
+}
+
+}  // namespace attnbench

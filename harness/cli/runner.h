@@ -1,0 +1,95 @@
+// One run, start to finish: suite -> cases (kernel x problem x device) -> support check ->
+// seeded inputs -> run -> check against the reference -> time -> result -> SQLite (one
+// transaction per result) -> summary table -> exit code.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "harness/core/records.h"
+#include "harness/measure/devices.h"
+#include "harness/suite/suite.h"
+
+namespace attnbench {
+
+// Exit codes of DESIGN.
+constexpr int kExitClean = 0;
+constexpr int kExitFailures = 1;  // failed checks (later: confirmed regressions)
+constexpr int kExitUsage = 2;     // usage or infrastructure error, or nothing was measured
+
+constexpr double kDefaultMaxCaseSeconds = 2.0;
+constexpr int kDefaultRepetitions = 10;
+constexpr const char* kDefaultDatabase = "results/attnbench.sqlite";
+constexpr int kDefaultCaseTimeoutSeconds = 60;
+
+struct RunOptions {
+  std::string suite;                      // name or path; may be empty when shapes are given
+  std::vector<std::string> shapes;        // --shape, ad-hoc problems
+  std::vector<std::string> kernel_globs;  // --kernels; empty = the suite's (all for --shape)
+  std::string filter;                     // --filter / --benchmark_filter, regex on case names
+  std::string devices = "all";
+  std::string distribution;     // --dist for --shape problems (default normal)
+  int repetitions = 0;          // 0 = the suite's, else kDefaultRepetitions
+  double max_case_seconds = 0;  // 0 = the suite's, else kDefaultMaxCaseSeconds
+  std::string dump_dir;         // --dump: write every case's tensors here
+  bool check_only = false;      // `attnbench check`
+  bool require_gpu = false;
+  std::optional<uint64_t> seed;  // run seed; random when absent (stored)
+  std::string db_path = kDefaultDatabase;
+  std::string command_line;
+  std::string gbench_out;           // --benchmark_out
+  bool gbench_json_stdout = false;  // --benchmark_format=json
+  bool interactive = false;         // progress line rewritten in place (a terminal)
+  bool measure_energy = false;      // --energy (also a suite's `energy = true`)
+  // Process isolation: cases run in `attnbench __worker` processes started with this command
+  // (default: this executable); --no-isolation runs them in this process (for debuggers).
+  bool isolate = true;
+  std::vector<std::string> worker_command;
+  int case_timeout_seconds = kDefaultCaseTimeoutSeconds;  // the watchdog
+  // --breaker: after a kernel's first crash or timeout its remaining cases are not run
+  // (recorded skipped, "not run: breaker", with the first failure and its reproducing command),
+  // so a kernel that has never run on this device costs one watchdog, not one per case.
+  bool breaker = false;
+  // --shard i/n: this runner's share of the suite, split deterministically by shape so that n
+  // runners together measure every case once.
+  std::string shard;
+  std::string junit_path;       // --junit: JUnit XML, one test case per kernel x shape
+  std::string summary_md_path;  // --summary-md: a Markdown summary
+  int64_t rerun_of = 0;         // `attnbench rerun`: the run whose suspects are re-measured
+  // Exact cases "kernel|shape|distribution" (`attnbench rerun`), besides suite and shapes.
+  std::vector<std::string> cases;
+};
+
+// The --breaker rule, one place: a kernel's first crash or timeout opens its breaker, and every
+// later case of that kernel is recorded skipped with the reason open_reason gives.
+constexpr const char* kBreakerPrefix = "not run: breaker: ";
+class Breaker {
+ public:
+  void record(const std::string& case_label, const ResultRecord& result);
+  std::optional<std::string> open_reason(const std::string& kernel) const;
+
+ private:
+  static constexpr size_t kBreakerMessageChars = 200;  // the first line or two of the failure
+  std::map<std::string, std::string> first_failure_;   // kernel -> the reason its cases skip
+};
+
+// What a run uses: the flag's value when given (> 0), else the suite's, else the default.
+int resolve_repetitions(int asked, const Suite& suite);
+double resolve_max_case_seconds(double asked, const Suite& suite);
+
+// A JSON column as the run stores it (results.details_json from Plan::details, devices.extra_json
+// from device discovery): the text when it is a JSON object, "{}" when it is empty, else
+// {"unparsed": the text}, so the column always parses whoever produced it.
+std::string json_object_column(const std::string& reported);
+
+// Runs and stores; returns the exit code. Progress and errors go to `err`, tables to `out`.
+int run_cases(const RunOptions& options, std::ostream& out, std::ostream& err);
+// The same on the devices `found` instead of the ones discovered (tests bring their own).
+int run_cases(const RunOptions& options, const std::vector<Device>& found, std::ostream& out,
+              std::ostream& err);
+
+}  // namespace attnbench

@@ -1,0 +1,84 @@
+#include "harness/core/records.h"
+
+#include <array>
+
+namespace attnbench {
+
+namespace {
+
+constexpr std::array kResultStatuses = {ResultStatus::passed,  ResultStatus::failed,
+                                        ResultStatus::skipped, ResultStatus::crashed,
+                                        ResultStatus::timeout, ResultStatus::error};
+constexpr std::array kTimingStops = {TimingStop::stable, TimingStop::repetitions, TimingStop::budget};
+
+}  // namespace
+
+std::string_view result_status_name(ResultStatus status) {
+  switch (status) {
+    case ResultStatus::passed:
+      return "passed";
+    case ResultStatus::failed:
+      return "failed";
+    case ResultStatus::skipped:
+      return "skipped";
+    case ResultStatus::crashed:
+      return "crashed";
+    case ResultStatus::timeout:
+      return "timeout";
+    case ResultStatus::error:
+      return "error";
+  }
+  return "unknown";  // not a ResultStatus: the store's CHECK constraint refuses it
+}
+
+std::optional<ResultStatus> parse_result_status(std::string_view text) {
+  for (ResultStatus status : kResultStatuses) {
+    if (result_status_name(status) == text) return status;
+  }
+  return std::nullopt;
+}
+
+std::string_view timing_stop_name(TimingStop stop) {
+  switch (stop) {
+    case TimingStop::stable:
+      return "stable";
+    case TimingStop::repetitions:
+      return "repetitions";
+    case TimingStop::budget:
+      return "budget";
+  }
+  return "unknown";  // not a TimingStop: the store's CHECK constraint refuses it
+}
+
+std::optional<TimingStop> parse_timing_stop(std::string_view text) {
+  for (TimingStop stop : kTimingStops) {
+    if (timing_stop_name(stop) == text) return stop;
+  }
+  return std::nullopt;
+}
+
+bool parse_distribution(const std::string& text, Distribution& distribution) {
+  if (text == "normal")
+    distribution = Distribution::normal;
+  else if (text == "large_logits")
+    distribution = Distribution::large_logits;
+  else if (text == "outliers")
+    distribution = Distribution::outliers;
+  else
+    return false;
+  return true;
+}
+
+std::string_view distribution_name(Distribution distribution) {
+  switch (distribution) {
+    case Distribution::normal:
+      return "normal";
+    case Distribution::large_logits:
+      return "large_logits";
+    case Distribution::outliers:
+      return "outliers";
+  }
+  return "?";
+}
+
+}  // namespace attnbench

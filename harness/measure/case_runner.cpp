@@ -1,0 +1,273 @@
+#include "harness/measure/case_runner.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "harness/measure/npy.h"
+#include "harness/core/nvtx.h"
+#include "harness/measure/timing.h"
+#include "kernels/registry.h"
+
+namespace attnbench {
+namespace {
+
+Status dump_case(const std::string& directory, const ProblemInputs& inputs,
+                 const KernelOutputs* outputs, const ReferenceRows* reference,
+                 const CaseRequest& request, const CaseOutcome& outcome) {
+  namespace fs = std::filesystem;
+  std::error_code error;
+  fs::create_directories(directory, error);
+  if (error) return Status::Error("cannot create dump folder '" + directory + "': " + error.message());
+  const Problem& p = inputs.problem;
+  const AttentionInputs view = inputs.view();
+  auto dump_tensor = [&](const std::string& name, const TensorView& tensor, int64_t seqlen,
+                         int64_t heads, int64_t dim) -> Status {
+    std::vector<float> values(static_cast<size_t>(p.batch * seqlen * heads * dim));
+    size_t i = 0;
+    for (int64_t b = 0; b < p.batch; ++b)
+      for (int64_t s = 0; s < seqlen; ++s)
+        for (int64_t h = 0; h < heads; ++h)
+          for (int64_t d = 0; d < dim; ++d) values[i++] = tensor.at(b, s, h, d);
+    return write_npy(directory + "/" + name + ".npy", {p.batch, seqlen, heads, dim}, values.data());
+  };
+  Status status = dump_tensor("q", view.q, p.seqlen_q, p.heads_q, p.head_dim_qk);
+  if (status.ok) status = dump_tensor("k", view.k, p.seqlen_k, p.heads_kv, p.head_dim_qk);
+  if (status.ok) status = dump_tensor("v", view.v, p.seqlen_k, p.heads_kv, p.head_dim_v);
+  if (status.ok && outputs != nullptr) {
+    const TensorView out_view{p.output_dtype, outputs->out.data(), inputs.layout.out, 1.0f};
+    status = dump_tensor("out", out_view, p.seqlen_q, p.heads_q, p.head_dim_v);
+  }
+  if (status.ok && reference != nullptr) {
+    const int64_t rows = static_cast<int64_t>(reference->rows.size());
+    std::vector<int64_t> indices;
+    for (const RowIndex& r : reference->rows) indices.insert(indices.end(), {r.b, r.query, r.h});
+    status = write_npy(directory + "/ref.npy", {rows, p.head_dim_v}, reference->ref.data());
+    if (status.ok) status = write_npy(directory + "/ref_rows.npy", {rows, 3}, indices.data());
+  }
+  std::ofstream repro(directory + "/repro.txt");
+  repro << "# " << request.kernel << " " << shape_string(p) << " dist=" << request.distribution
+        << "\n# status: " << result_status_name(outcome.status)
+        << (outcome.message.empty() ? "" : " (" + outcome.message + ")") << "\n"
+        << "# q, k, v, out: (batch, seq, heads, dim) float32, real values (FP8 descaled)\n"
+        << "# ref: fp64 reference of the checked rows; ref_rows: their (batch, query, head)\n"
+        << request.repro << "\n";
+  if (!repro) return Status::Error("cannot write '" + directory + "/repro.txt'");
+  return status;
+}
+
+// A forward that does nothing: what remains of a timed forward is its overhead.
+class EmptyPlan final : public Plan {
+ public:
+  Status run(const AttentionParams&) override { return Status::Ok(); }
+};
+
+// What could not be measured says why in the result (a passed result's message is otherwise
+// empty): a forward that could not be captured, an energy counter missing.
+void note_unmeasured(CaseOutcome& outcome, const std::string& what, const std::string& why) {
+  outcome.message += (outcome.message.empty() ? "" : "; ") + what + " not measured: " + why;
+}
+
+// A failure leads the message; what was noted before it (unmeasured launches) follows.
+void set_failure(CaseOutcome& outcome, const std::string& failure) {
+  outcome.message = failure + (outcome.message.empty() ? "" : "; " + outcome.message);
+}
+
+std::string sanitize(const std::string& text) {
+  std::string out;
+  for (char c : text) {
+    const bool keep = std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '=' || c == '-';
+    out += keep ? c : '_';
+  }
+  return out;
+}
+
+}  // namespace
+
+bool plan_failure_is_skip(const std::string& message) {
+  return message.rfind("out of memory", 0) == 0 || message.rfind("unsupported", 0) == 0 ||
+         message.rfind("cudnn:", 0) == 0;
+}
+
+CheckSummary check_kernel(const Kernel& kernel, Plan& plan, DeviceExecutor& executor,
+                          const ProblemInputs& inputs, const ReferenceRows& reference,
+                          KernelOutputs& outputs, std::string& failure, Status& run_status) {
+  outputs = make_outputs(inputs, kernel.returns_lse);
+  run_status = executor.run_checked(plan, outputs);
+  if (!run_status.ok) {
+    failure = "kernel error: " + run_status.message;
+    return CheckSummary{};
+  }
+  CheckSummary summary = compare_output(inputs, reference, outputs, failure);
+  if (kernel.deterministic) {
+    KernelOutputs second = make_outputs(inputs, kernel.returns_lse);
+    run_status = executor.run_checked(plan, second);
+    if (!run_status.ok) {
+      failure = "kernel error on the second run: " + run_status.message;
+      return summary;
+    }
+    const bool same_out = std::memcmp(outputs.out.data(), second.out.data(), outputs.out.bytes()) == 0;
+    const bool same_lse = !outputs.has_lse ||
+                          std::memcmp(outputs.lse.data(), second.lse.data(), outputs.lse.bytes()) == 0;
+    summary.repeatable = same_out && same_lse;
+    if (!summary.repeatable && failure.empty()) failure = "not repeatable: a second run gave different bits";
+  }
+  return summary;
+}
+
+Status CaseRunner::prepare_inputs(const CaseRequest& request) {
+  const std::string key = shape_string(request.problem) + "|" + request.distribution + "|" +
+                          std::to_string(request.seed);
+  if (inputs_ && key == inputs_key_) return Status::Ok();
+  inputs_.reset();
+  reference_.reset();
+  inputs_key_.clear();
+  NvtxRange range("inputs");
+  Distribution distribution = Distribution::normal;
+  if (!parse_distribution(request.distribution, distribution)) {
+    return Status::Error("unknown distribution '" + request.distribution + "'");
+  }
+  auto inputs = std::make_unique<ProblemInputs>();
+  if (Status s = make_inputs(request.problem, distribution, request.seed, *inputs); !s.ok) return s;
+  inputs_ = std::move(inputs);
+  inputs_key_ = key;
+  return Status::Ok();
+}
+
+double CaseRunner::timed_forward_overhead(KernelOutputs& outputs) {
+  if (forward_overhead_s_) return *forward_overhead_s_;
+  EmptyPlan empty;
+  TimedForward forward = executor_.timed_forward(empty, outputs);
+  std::vector<double> overheads;
+  std::string error;
+  for (int i = 0; i < kOverheadProbeForwards; ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    const double timed = forward(error);
+    const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (timed < 0) return 0;  // the real forward will report the error
+    overheads.push_back(std::max(0.0, wall - timed));
+  }
+  std::sort(overheads.begin(), overheads.end());
+  forward_overhead_s_ = overheads[overheads.size() / 2];
+  return *forward_overhead_s_;
+}
+
+// Launches, then timing, then energy (when asked): a passed case's performance. The timed and
+// counted forwards write into their own buffers, so the checked output stays for dumps.
+void CaseRunner::measure_performance(const Kernel& kernel, Plan& plan, const CaseRequest& request,
+                                     CaseOutcome& outcome) {
+  KernelOutputs scratch_outputs = make_outputs(*inputs_, kernel.returns_lse);
+  Status launches_status;
+  outcome.launches = executor_.count_launches(plan, scratch_outputs, launches_status);
+  if (!launches_status.ok) note_unmeasured(outcome, "launches", launches_status.message);
+  TimedForward forward = executor_.timed_forward(plan, scratch_outputs);
+  std::string error;
+  const double warmup_seconds = forward(error);  // untimed: caches, clocks, lazy loading
+  if (warmup_seconds < 0) throw std::runtime_error("warm-up: " + error);
+  const ForwardCost cost{warmup_seconds, timed_forward_overhead(scratch_outputs)};
+  const TimingPlan timing_plan = plan_timing(cost, request.repetitions, request.max_case_seconds);
+  TimingResult timing;
+  {
+    NvtxRange range("timing");
+    timing = time_case(request.name, forward, timing_plan,
+                       [this](Sample& sample) { executor_.annotate_sample(sample); });
+  }
+  if (!timing.status.ok) {
+    outcome.status = executor_.healthy() ? ResultStatus::error : ResultStatus::crashed;
+    outcome.device_unusable = !executor_.healthy();
+    set_failure(outcome, "timing: " + timing.status.message);
+    return;
+  }
+  outcome.samples = timing.samples;
+  outcome.timing = timing.summary;
+  if (!request.measure_energy) return;
+  NvtxRange range("energy");
+  Status energy_status;
+  outcome.energy_j = executor_.energy_per_forward(plan, scratch_outputs, energy_status);
+  if (!energy_status.ok) {
+    note_unmeasured(outcome, "energy", energy_status.message);
+  } else if (!std::isfinite(outcome.energy_j)) {
+    note_unmeasured(outcome, "energy", "the executor gave no value and no reason");
+  }
+}
+
+CaseOutcome CaseRunner::run(const CaseRequest& request) {
+  NvtxRange case_range(request.name);
+  CaseOutcome outcome;
+  outcome.timer = executor_.timer_name();
+  const Kernel* kernel = find_kernel(request.kernel);
+  if (kernel == nullptr) {
+    outcome.message = "unknown kernel '" + request.kernel + "'";
+    return outcome;
+  }
+  KernelOutputs outputs;
+  bool checked_output_kept = false;
+  try {
+    if (Status s = prepare_inputs(request); !s.ok) throw std::runtime_error("inputs: " + s.message);
+    if (Status s = executor_.load_inputs(*inputs_); !s.ok) {
+      outcome.device_unusable = !executor_.healthy();
+      throw std::runtime_error("loading inputs: " + s.message);
+    }
+    executor_.reset_scratch_peak();
+    Status plan_status;
+    std::unique_ptr<Plan> plan;
+    {
+      NvtxRange range("plan");
+      plan = kernel->make_plan(request.problem, executor_.plan_context(), plan_status);
+    }
+    if (!plan) {
+      outcome.status = plan_failure_is_skip(plan_status.message) ? ResultStatus::skipped : ResultStatus::error;
+      outcome.message = plan_status.message;
+      outcome.device_unusable = !executor_.healthy();
+      return outcome;
+    }
+    if (!reference_) {
+      NvtxRange range("reference");
+      reference_ = std::make_unique<ReferenceRows>(compute_reference(*inputs_, request.seed, 1.0f));
+    }
+    std::string failure;
+    Status run_status;
+    {
+      NvtxRange range("check");
+      outcome.check = check_kernel(*kernel, *plan, executor_, *inputs_, *reference_, outputs, failure, run_status);
+    }
+    checked_output_kept = true;
+    outcome.extra_memory_bytes = static_cast<int64_t>(executor_.scratch_peak_bytes());
+    if (!executor_.healthy()) {
+      outcome.status = ResultStatus::crashed;
+      outcome.message = failure;
+      outcome.device_unusable = true;
+    } else {
+      outcome.status = failure.empty() ? ResultStatus::passed : ResultStatus::failed;
+      outcome.message = failure;
+    }
+    if (outcome.status == ResultStatus::passed && !request.check_only) {
+      measure_performance(*kernel, *plan, request, outcome);
+    }
+    outcome.details_json = plan->details();
+  } catch (const std::exception& e) {
+    outcome.status = executor_.healthy() ? ResultStatus::error : ResultStatus::crashed;
+    outcome.device_unusable = !executor_.healthy();
+    set_failure(outcome, e.what());
+  }
+
+  const bool failed = outcome.status == ResultStatus::failed;
+  if (inputs_ && (failed || !request.dump_dir.empty())) {
+    const std::string base = request.dump_dir.empty() ? request.failure_dump_dir : request.dump_dir;
+    const std::string directory =
+        (std::filesystem::path(base.empty() ? "." : base) /
+         sanitize(request.kernel + "__" + shape_string(request.problem) + "__" + request.distribution))
+            .string();
+    const Status dumped = dump_case(directory, *inputs_, checked_output_kept ? &outputs : nullptr,
+                                    reference_.get(), request, outcome);
+    if (!dumped.ok) outcome.message += " [dump failed: " + dumped.message + "]";
+    else if (failed) outcome.message += " [dumped to " + directory + "]";
+  }
+  return outcome;
+}
+
+}  // namespace attnbench

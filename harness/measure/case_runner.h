@@ -1,0 +1,84 @@
+// The recipe for one case on one device, the same for every device: inputs (made once per
+// shape and reused by the kernels that follow), plan, checked runs against the reference, then
+// timing through Google Benchmark, launches, energy. Runs inside a worker process, so a kernel
+// that crashes takes only its worker down.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "harness/measure/checker.h"
+#include "harness/measure/executor.h"
+#include "harness/measure/inputs.h"
+#include "harness/core/records.h"
+
+namespace attnbench {
+
+struct CaseRequest {
+  std::string name;  // kernel/shape/distribution: the benchmark's name
+  std::string kernel;
+  Problem problem;
+  std::string distribution = "normal";
+  uint64_t seed = 0;  // this case's seed: inputs and the sampled rows
+  bool check_only = false;
+  int repetitions = 10;
+  double max_case_seconds = 2.0;
+  bool measure_energy = false;
+  std::string dump_dir;          // dump every case's tensors here when set
+  std::string failure_dump_dir;  // where a failing case dumps otherwise
+  std::string repro;             // the command that reproduces the case, for repro.txt
+};
+
+// What the device side measured; the parent adds ids, series key and derived throughput.
+struct CaseOutcome {
+  ResultStatus status = ResultStatus::error;
+  std::string message;
+  CheckSummary check;
+  TimingSummary timing;
+  std::vector<Sample> samples;
+  int64_t extra_memory_bytes = -1;
+  int launches = -1;
+  double energy_j = kNotMeasured;
+  std::string details_json;  // Plan::details()
+  std::string timer;         // how the samples were timed
+  bool device_unusable = false;  // the worker must be replaced after this case
+};
+
+// Poison, run, compare; for deterministic kernels run again and demand identical bytes.
+// `outputs` keeps the first run's output.
+CheckSummary check_kernel(const Kernel& kernel, Plan& plan, DeviceExecutor& executor,
+                          const ProblemInputs& inputs, const ReferenceRows& reference,
+                          KernelOutputs& outputs, std::string& failure, Status& run_status);
+
+class CaseRunner {
+ public:
+  explicit CaseRunner(DeviceExecutor& executor) : executor_(executor) {}
+  CaseOutcome run(const CaseRequest& request);
+
+ private:
+  Status prepare_inputs(const CaseRequest& request);
+  // Launches, timing and energy of a case that passed its check (outcome.message says what
+  // could not be measured, and why).
+  void measure_performance(const Kernel& kernel, Plan& plan, const CaseRequest& request,
+                           CaseOutcome& outcome);
+  // Wall time of one timed forward beyond the forward itself (the L2 flush, events and
+  // synchronize on a GPU), measured once per worker with an empty plan: the median of
+  // kOverheadProbeForwards.
+  double timed_forward_overhead(KernelOutputs& outputs);
+  static constexpr int kOverheadProbeForwards = 21;
+
+  DeviceExecutor& executor_;
+  std::optional<double> forward_overhead_s_;
+  std::string inputs_key_;  // shape + distribution + seed of the cached inputs
+  std::unique_ptr<ProblemInputs> inputs_;
+  std::unique_ptr<ReferenceRows> reference_;
+};
+
+// Whether a failed make_plan means "outside what the kernel can do here" (skipped) rather than
+// an error: out of memory, or the library's own refusal ("unsupported: ...", "cudnn: ...").
+bool plan_failure_is_skip(const std::string& message);
+
+}  // namespace attnbench

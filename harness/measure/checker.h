@@ -1,0 +1,61 @@
+// The checker of DESIGN: an exact fp64 reference on a sample of query rows (every (batch, head)
+// pair, first and last rows, rows at tile boundaries, random rows; all rows when the problem is
+// small), FlashAttention's rule max|out - ref| <= 2 * max|out_lowp - ref| + atol, NaN/Inf
+// counts over the whole output, poisoned outputs (every element must be written), canaries,
+// and bit-for-bit repeatability for deterministic kernels.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "harness/measure/inputs.h"
+#include "harness/core/records.h"
+#include "kernels/kernel.h"
+
+namespace attnbench {
+
+struct RowIndex {
+  int64_t b = 0;
+  int64_t h = 0;  // query head
+  int64_t query = 0;
+};
+
+// Reference values for the sampled rows of one problem's inputs, shared by every kernel that
+// runs on them (the lowp rows depend only on the problem's dtypes).
+struct ReferenceRows {
+  std::vector<RowIndex> rows;
+  bool all_rows = false;
+  std::vector<double> ref;      // (rows, head_dim_v)
+  std::vector<double> ref_lse;  // (rows,)
+  std::vector<float> lowp;      // (rows, head_dim_v)
+  std::vector<float> lowp_lse;  // (rows,)
+  double lowp_error = 0;        // max |lowp - ref|
+  double lowp_lse_error = 0;    // max |lowp_lse - ref_lse| over rows with visible keys
+  double atol = 0;              // 2 * max rounding_error_term(output dtype, ref)
+};
+
+// Rows whose reference is cheaper than this many multiply-adds are all checked.
+constexpr double kFullCheckWork = 1 << 27;
+
+std::vector<RowIndex> select_rows(const Problem& problem, uint64_t seed, bool& all_rows);
+ReferenceRows compute_reference(const ProblemInputs& inputs, uint64_t seed, float out_scale);
+
+// Buffers one kernel writes: the output in its dtype, and fp32 LSE when the kernel returns it.
+struct KernelOutputs {
+  GuardedBuffer out;
+  GuardedBuffer lse;
+  bool has_lse = false;
+  // Guard regions around device copies intact (set by the CUDA executor; the host buffers'
+  // own canaries are checked too).
+  bool guards_ok = true;
+};
+KernelOutputs make_outputs(const ProblemInputs& inputs, bool with_lse);
+
+// Compares one poisoned-then-written output against the reference rows. `failure` gets a
+// one-line reason when the check fails, empty when it passes.
+CheckSummary compare_output(const ProblemInputs& inputs, const ReferenceRows& reference,
+                            const KernelOutputs& outputs, std::string& failure);
+
+
+}  // namespace attnbench

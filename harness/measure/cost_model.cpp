@@ -1,0 +1,142 @@
+#include "harness/measure/cost_model.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+#include "harness/measure/checker.h"
+#include "harness/measure/executor.h"
+#include "reference/flops.h"
+
+namespace attnbench {
+namespace {
+
+// ---- the devices
+// --------------------------------------------------------------------------------- H200 (sm_90,
+// 132 SMs): bf16 GEMM 790 TFLOP/s and a 4.3 TB/s copy, both measured on the lent H200
+// (GPU-CLAIMS.md, the device tool's notes, 2026-10-28 and 2026-11-04). FP8 at twice the 16-bit rate
+// is the datasheet's ratio, not a measurement. The overheads are leads from the CUDA
+// documentation's orders of magnitude, to be replaced by gpu-check's measured step times: a launch
+// ~5 us; a timed forward's flush reads 2x the 60 MB L2 (~30 us at 4.3 TB/s) plus two events and a
+// synchronize (~20 us); a worker's CUDA context and cuBLAS/cuDNN handles ~2 s.
+DeviceModel h200_model() {
+  DeviceModel model;
+  model.name = "h200";
+  model.gemm_flops_16bit = 790e12;
+  model.gemm_flops_fp8 = 2 * 790e12;
+  model.copy_bytes_per_s = 4.3e12;
+  model.host_link_bytes_per_s = 10e9;  // pageable host memory over PCIe 5: ~10 GB/s
+  model.launch_s = 5e-6;
+  model.timed_forward_overhead_s = 50e-6;
+  model.worker_start_s = 2.0;
+  return model;
+}
+
+// ---- the kernels
+// --------------------------------------------------------------------------------- The fraction of
+// the tensor-core GEMM rate each kernel's forward reaches at large shapes, and the launches one
+// forward takes. Leads: cuDNN 9.19 on an H200 reaches 702 of 790 TFLOP/s at bf16 d=128
+// (cudnn-frontend's published benchmark, issue 15); FlashAttention-2 on mma.sync reaches about 350
+// on Hopper; the in-house naive family materializes fp32 scores and is bound by their bytes
+// (Kernel::bytes_moved), its SIMT arithmetic at a few percent of the tensor rate. A cuDNN graph
+// build takes ~0.5 s (heuristics, then the engine's finalize, sometimes an NVRTC compile); the
+// issue measured ~110 graphs overrunning a 140 s ctest limit: ~1 s is the pessimistic end, used
+// here.
+struct KernelCost {
+  double efficiency = 0.05;  // of the dtype's GEMM rate; unknown kernels get a pessimistic 5 %
+  int launches = 1;
+  double plan_s = 1e-3;
+};
+
+const std::map<std::string, KernelCost>& kernel_costs() {
+  static const std::map<std::string, KernelCost> costs = {
+      {"cudnn.sdpa", {0.85, 1, 1.0}},
+      {"cudnn.sdpa_fp8", {0.6, 1, 1.0}},
+      {"cuda.flash2", {0.4, 1, 1e-3}},
+      {"cuda.flash1", {0.08, 16, 1e-3}},
+      {"cuda.naive_cublas", {0.3, 3, 5e-3}},
+      {"cuda.naive", {0.03, 3, 1e-3}},
+      {"cuda.masked_outofplace", {0.03, 4, 1e-3}},
+      {"cuda.masked_inplace", {0.03, 4, 1e-3}},
+      {"cuda.masked_fused", {0.03, 3, 1e-3}},
+  };
+  return costs;
+}
+
+// ---- the host
+// ------------------------------------------------------------------------------------ Measured on
+// this project's 2-core build machine with both cores (AMD EPYC, Release, OMP_NUM_THREADS=2,
+// 2026-12-03), a GPU host has more cores and is faster: making the inputs (draw, quantize, lay out)
+// 15 ns per element at the figure shape, plus ~20 ms of fixed cost seen at small shapes; the fp64
+// reference of the sampled rows (the exact and the kernel-precision attention: two passes of (d_qk
+// + d_v) multiply-adds per key) 2.1 ns per multiply-add at 16-bit inputs, about 1.7x that for FP8
+// (software e4m3 rounding of P).
+constexpr double kInputSecondsPerElement = 15e-9;
+constexpr double kInputFixedSeconds = 0.02;
+constexpr double kReferenceSecondsPerMultiplyAdd = 2.1e-9;
+constexpr double kFp8ReferenceFactor = 1.7;
+// The comparison of the checked rows against the reference, per output element.
+constexpr double kCompareSecondsPerElement = 4e-9;
+
+double peak_flops(const DeviceModel& device, DType dtype) {
+  return is_fp8(dtype) ? device.gemm_flops_fp8 : device.gemm_flops_16bit;
+}
+
+// The elements of q, k and v the harness allocates, and the output's bytes.
+double input_elements(const ProblemLayout& layout) {
+  return static_cast<double>(layout.q_buffer_elements + layout.k_buffer_elements +
+                             layout.v_buffer_elements);
+}
+
+double output_bytes(const Problem& problem, const ProblemLayout& layout) {
+  return static_cast<double>(layout.out_elements) *
+         static_cast<double>(dtype_size(problem.output_dtype));
+}
+
+double reference_seconds(const Problem& problem) {
+  bool all_rows = false;
+  const size_t rows = select_rows(problem, /*seed=*/1, all_rows).size();
+  const double per_row = static_cast<double>(problem.seqlen_k) *
+                         static_cast<double>(problem.head_dim_qk + problem.head_dim_v);
+  const double factor = is_fp8(problem.input_dtype) ? kFp8ReferenceFactor : 1.0;
+  return 2 * static_cast<double>(rows) * per_row * kReferenceSecondsPerMultiplyAdd * factor;
+}
+
+}  // namespace
+
+std::optional<DeviceModel> find_device_model(const std::string& name) {
+  if (name == "h200") return h200_model();
+  return std::nullopt;
+}
+
+CasePrediction predict_case(const Kernel& kernel, const Problem& problem, const DeviceModel& device,
+                            const CaseCostRequest& request) {
+  const auto known = kernel_costs().find(kernel.name);
+  const KernelCost cost = known == kernel_costs().end() ? KernelCost{} : known->second;
+  CasePrediction p;
+  const double bytes = kernel.bytes_moved ? kernel.bytes_moved(problem) : attention_bytes(problem);
+  p.forward_s = std::max(attention_flops(problem) /
+                             (cost.efficiency * peak_flops(device, problem.input_dtype)),
+                         bytes / device.copy_bytes_per_s) +
+                cost.launches * device.launch_s;
+  const ProblemLayout layout = describe_layout(problem);
+  const double inputs = input_elements(layout);
+  const double input_bytes = inputs * static_cast<double>(dtype_size(problem.input_dtype));
+  const double copy_back_s = output_bytes(problem, layout) / device.host_link_bytes_per_s;
+  p.host_s = kInputFixedSeconds + inputs * kInputSecondsPerElement + reference_seconds(problem) +
+             input_bytes / device.host_link_bytes_per_s + copy_back_s;
+  p.plan_s = cost.plan_s;
+  const int checked_runs = kernel.deterministic ? 2 : 1;
+  p.check_s = checked_runs * (p.forward_s + copy_back_s + device.launch_s) +
+              static_cast<double>(layout.out_elements) * kCompareSecondsPerElement;
+  if (!request.check_only) {
+    p.timing = plan_timing(ForwardCost{p.forward_s, device.timed_forward_overhead_s},
+                           request.repetitions, request.max_case_seconds);
+    // warm-up, one captured forward, then the repetitions (no early stop assumed).
+    p.timing_s = 2 * (p.forward_s + device.timed_forward_overhead_s) + p.timing.predicted_wall_s();
+    if (request.measure_energy) p.energy_s = kEnergyLoopSeconds + 3 * p.forward_s;
+  }
+  return p;
+}
+
+}  // namespace attnbench

@@ -1,0 +1,69 @@
+// The CPU executor: host buffers, the harness's tracking host allocator, the host clock.
+#include <chrono>
+
+#include "harness/measure/executor.h"
+#include "harness/measure/tracking_allocator.h"
+
+namespace attnbench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+class CpuExecutor final : public DeviceExecutor {
+ public:
+  explicit CpuExecutor(size_t scratch_limit) : scratch_(scratch_limit) {}
+
+  Status load_inputs(const ProblemInputs& inputs) override {
+    inputs_ = &inputs;
+    return Status::Ok();
+  }
+
+  ScratchAllocator& scratch() override { return scratch_; }
+  void reset_scratch_peak() override { scratch_.reset_peak(); }
+  size_t scratch_peak_bytes() const override { return scratch_.peak_bytes(); }
+  PlanContext plan_context() override { return PlanContext{scratch_}; }
+
+  Status run_checked(Plan& plan, KernelOutputs& outputs) override {
+    outputs.out.poison(inputs_->problem.output_dtype);
+    if (outputs.has_lse) outputs.lse.poison(DType::f32);
+    return plan.run(params_for(outputs));
+  }
+
+  TimedForward timed_forward(Plan& plan, KernelOutputs& outputs) override {
+    return [this, &plan, params = params_for(outputs)](std::string& error) -> double {
+      const auto start = Clock::now();
+      const Status status = plan.run(params);
+      const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+      if (!status.ok) {
+        error = status.message;
+        return -1;
+      }
+      return seconds;
+    };
+  }
+
+  void annotate_sample(Sample&) override {}
+  int count_launches(Plan&, KernelOutputs&, Status&) override { return -1; }  // no launches here
+  double energy_per_forward(Plan&, KernelOutputs&, Status& status) override {
+    status = Status::Error("no energy counter on the host (energy is measured on GPUs, by NVML)");
+    return kNotMeasured;
+  }
+  std::string timer_name() const override { return "host steady_clock around one forward"; }
+
+ private:
+  AttentionParams params_for(KernelOutputs& outputs) const {
+    return make_params(*inputs_, host_pointers(*inputs_), outputs.out.data(),
+                       outputs.has_lse ? static_cast<float*>(outputs.lse.data()) : nullptr, 1.0f);
+  }
+
+  TrackingHostAllocator scratch_;
+  const ProblemInputs* inputs_ = nullptr;
+};
+
+}  // namespace
+
+std::unique_ptr<DeviceExecutor> make_cpu_executor(size_t scratch_limit_bytes) {
+  return std::make_unique<CpuExecutor>(scratch_limit_bytes);
+}
+
+}  // namespace attnbench

@@ -1,0 +1,244 @@
+#include "harness/measure/inputs.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <random>
+
+#include "harness/core/random.h"
+#include "reference/formats.h"
+
+namespace attnbench {
+namespace {
+
+// Scaled logits = scale * q.k with scale = 1/sqrt(d): q, k ~ N(0, s^2) gives logits of standard
+// deviation s^2, so s = 10 puts typical logits near 100 and the largest in the hundreds.
+constexpr float kLargeLogitsScale = 10.0f;
+constexpr double kOutlierProbability = 0.001;
+constexpr float kOutlierSigma = 10.0f;
+
+void fill_pattern(void* data, size_t bytes, const void* pattern, size_t pattern_bytes) {
+  auto* out = static_cast<unsigned char*>(data);
+  for (size_t i = 0; i < bytes; i += pattern_bytes) std::memcpy(out + i, pattern, pattern_bytes);
+}
+
+enum class Role { q, k, v };
+
+// Draws one logical tensor (batch, seq, heads, dim) into `values` (dense, in that order), each
+// (b, s) row of heads from its own seeded stream.
+void draw_tensor(Distribution distribution, Role role, uint64_t seed, int64_t batch, int64_t seqlen,
+                 int64_t heads, int64_t dim, std::vector<float>& values) {
+  const int64_t row_elements = heads * dim;
+  values.resize(static_cast<size_t>(batch * seqlen * row_elements));
+  const float factor =
+      (distribution == Distribution::large_logits && role != Role::v) ? kLargeLogitsScale : 1.0f;
+#pragma omp parallel for schedule(static)
+  for (int64_t row = 0; row < batch * seqlen; ++row) {
+    Xoshiro256 rng(mix_seed(seed, static_cast<uint64_t>(row)));
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    std::uniform_real_distribution<double> uniform(0.0, 1.0);
+    float* out = values.data() + row * row_elements;
+    for (int64_t i = 0; i < row_elements; ++i) {
+      float x = normal(rng) * factor;
+      if (distribution == Distribution::outliers && uniform(rng) < kOutlierProbability) {
+        x += kOutlierSigma * normal(rng);
+      }
+      out[i] = x;
+    }
+  }
+}
+
+// Quantizes `values` into the buffer at `placement`; returns the descale factor (FP8 per-tensor:
+// amax / max_finite so the largest value lands on the format's largest finite number).
+float quantize_into(const std::vector<float>& values, DType dtype, Fp8Scaling scaling,
+                    const TensorPlacement& placement, int64_t batch, int64_t seqlen, int64_t heads,
+                    int64_t dim, void* buffer) {
+  float descale = 1.0f;
+  if (is_fp8(dtype) && scaling != Fp8Scaling::none) {
+    float amax = 0;
+    for (float x : values) amax = std::max(amax, std::fabs(x));
+    descale = amax > 0 ? amax / max_finite(dtype) : 1.0f;
+  }
+  const float inverse = 1.0f / descale;
+#pragma omp parallel for collapse(2) schedule(static)
+  for (int64_t b = 0; b < batch; ++b) {
+    for (int64_t s = 0; s < seqlen; ++s) {
+      for (int64_t h = 0; h < heads; ++h) {
+        const float* source = values.data() + ((b * seqlen + s) * heads + h) * dim;
+        const int64_t base = placement.offset + b * placement.strides.batch +
+                             s * placement.strides.seq + h * placement.strides.head;
+        for (int64_t d = 0; d < dim; ++d)
+          store_element(dtype, buffer, base + d, source[d] * inverse);
+      }
+    }
+  }
+  return descale;
+}
+
+}  // namespace
+
+GuardedBuffer::GuardedBuffer(size_t bytes)
+    : storage_(bytes + 2 * kCanaryBytes, kCanaryByte), bytes_(bytes) {}
+
+bool GuardedBuffer::canaries_intact() const {
+  const unsigned char* begin = storage_.data();
+  const unsigned char* after = storage_.data() + kCanaryBytes + bytes_;
+  for (size_t i = 0; i < kCanaryBytes; ++i) {
+    if (begin[i] != kCanaryByte || after[i] != kCanaryByte) return false;
+  }
+  return true;
+}
+
+void GuardedBuffer::poison(DType dtype) {
+  switch (dtype) {
+    case DType::f32: {
+      const uint32_t nan = 0x7FC00000u;
+      fill_pattern(data(), bytes_, &nan, sizeof nan);
+      break;
+    }
+    case DType::f16: {
+      const uint16_t nan = 0x7E00u;
+      fill_pattern(data(), bytes_, &nan, sizeof nan);
+      break;
+    }
+    case DType::bf16: {
+      const uint16_t nan = 0x7FC0u;
+      fill_pattern(data(), bytes_, &nan, sizeof nan);
+      break;
+    }
+    case DType::e4m3:
+    case DType::e5m2: {
+      const uint8_t nan = 0x7Fu;
+      fill_pattern(data(), bytes_, &nan, sizeof nan);
+      break;
+    }
+  }
+}
+
+uint64_t mix_seed(uint64_t seed, uint64_t salt) {
+  uint64_t state = seed ^ (salt * 0xD1B54A32D192ED03ull);
+  splitmix64(state);
+  return splitmix64(state);
+}
+
+uint64_t hash_string(const std::string& text) {
+  uint64_t hash = 1469598103934665603ull;  // FNV-1a 64
+  for (unsigned char c : text) {
+    hash ^= c;
+    hash *= 1099511628211ull;
+  }
+  return hash;
+}
+
+Status make_inputs(const Problem& problem, Distribution distribution, uint64_t seed,
+                   ProblemInputs& inputs) {
+  if (problem.fp8_scaling == Fp8Scaling::per_head || problem.fp8_scaling == Fp8Scaling::per_block) {
+    return Status::Error("fp8_scaling " + std::string(fp8_scaling_name(problem.fp8_scaling)) +
+                         " is not implemented by the harness yet; accepted: none, per_tensor");
+  }
+  inputs.problem = problem;
+  inputs.layout = describe_layout(problem);
+  const ProblemLayout& layout = inputs.layout;
+  const size_t element = dtype_size(problem.input_dtype);
+  inputs.q_buffer = GuardedBuffer(static_cast<size_t>(layout.q_buffer_elements) * element);
+  if (layout.k_buffer_elements > 0) {
+    inputs.k_buffer = GuardedBuffer(static_cast<size_t>(layout.k_buffer_elements) * element);
+    inputs.v_buffer = GuardedBuffer(static_cast<size_t>(layout.v_buffer_elements) * element);
+  }
+  void* k_data = layout.k_buffer_elements > 0 ? inputs.k_buffer.data() : inputs.q_buffer.data();
+  void* v_data = layout.k_buffer_elements > 0 ? inputs.v_buffer.data() : inputs.q_buffer.data();
+
+  std::vector<float> values;
+  draw_tensor(distribution, Role::q, mix_seed(seed, 1), problem.batch, problem.seqlen_q,
+              problem.heads_q, problem.head_dim_qk, values);
+  inputs.q_descale =
+      quantize_into(values, problem.input_dtype, problem.fp8_scaling, layout.q, problem.batch,
+                    problem.seqlen_q, problem.heads_q, problem.head_dim_qk, inputs.q_buffer.data());
+  draw_tensor(distribution, Role::k, mix_seed(seed, 2), problem.batch, problem.seqlen_k,
+              problem.heads_kv, problem.head_dim_qk, values);
+  inputs.k_descale =
+      quantize_into(values, problem.input_dtype, problem.fp8_scaling, layout.k, problem.batch,
+                    problem.seqlen_k, problem.heads_kv, problem.head_dim_qk, k_data);
+  draw_tensor(distribution, Role::v, mix_seed(seed, 3), problem.batch, problem.seqlen_k,
+              problem.heads_kv, problem.head_dim_v, values);
+  inputs.v_descale =
+      quantize_into(values, problem.input_dtype, problem.fp8_scaling, layout.v, problem.batch,
+                    problem.seqlen_k, problem.heads_kv, problem.head_dim_v, v_data);
+
+  inputs.key_lengths.resize(static_cast<size_t>(problem.batch));
+  for (int64_t b = 0; b < problem.batch; ++b) {
+    inputs.key_lengths[static_cast<size_t>(b)] = static_cast<int>(problem.key_length(b));
+  }
+  return Status::Ok();
+}
+
+AttentionInputs ProblemInputs::view() const {
+  const bool packed = layout.k_buffer_elements == 0;
+  const void* k_data = packed ? q_buffer.data() : k_buffer.data();
+  const void* v_data = packed ? q_buffer.data() : v_buffer.data();
+  return {TensorView{problem.input_dtype, q_buffer.data(), layout.q, q_descale},
+          TensorView{problem.input_dtype, k_data, layout.k, k_descale},
+          TensorView{problem.input_dtype, v_data, layout.v, v_descale}};
+}
+
+InputPointers host_pointers(const ProblemInputs& inputs) {
+  const AttentionInputs view = inputs.view();
+  return {view.q.data, view.k.data, view.v.data, inputs.key_lengths.data()};
+}
+
+AttentionParams make_params(const ProblemInputs& inputs, const InputPointers& pointers, void* out,
+                            float* lse, float out_scale) {
+  const Problem& p = inputs.problem;
+  const ProblemLayout& layout = inputs.layout;
+  const size_t element = dtype_size(p.input_dtype);
+  auto at_offset = [element](const void* base, int64_t offset) {
+    return static_cast<const void*>(static_cast<const unsigned char*>(base) +
+                                    static_cast<size_t>(offset) * element);
+  };
+  AttentionParams params{};
+  params.q = at_offset(pointers.q_buffer, layout.q.offset);
+  params.k = at_offset(pointers.k_buffer, layout.k.offset);
+  params.v = at_offset(pointers.v_buffer, layout.v.offset);
+  params.out = out;
+  params.lse = lse;
+  params.q_batch_stride = layout.q.strides.batch;
+  params.q_row_stride = layout.q.strides.seq;
+  params.q_head_stride = layout.q.strides.head;
+  params.k_batch_stride = layout.k.strides.batch;
+  params.k_row_stride = layout.k.strides.seq;
+  params.k_head_stride = layout.k.strides.head;
+  params.v_batch_stride = layout.v.strides.batch;
+  params.v_row_stride = layout.v.strides.seq;
+  params.v_head_stride = layout.v.strides.head;
+  params.out_batch_stride = layout.out.strides.batch;
+  params.out_row_stride = layout.out.strides.seq;
+  params.out_head_stride = layout.out.strides.head;
+  params.batch = static_cast<int>(p.batch);
+  params.heads_q = static_cast<int>(p.heads_q);
+  params.heads_kv = static_cast<int>(p.heads_kv);
+  params.seqlen_q = static_cast<int>(p.seqlen_q);
+  params.seqlen_k = static_cast<int>(p.seqlen_k);
+  params.head_dim_qk = static_cast<int>(p.head_dim_qk);
+  params.head_dim_v = static_cast<int>(p.head_dim_v);
+  params.heads_per_kv = static_cast<int>(p.heads_q / p.heads_kv);
+  const double scale = p.softmax_scale();
+  constexpr double kLog2e = 1.4426950408889634;
+  params.scale = static_cast<float>(scale);
+  params.scale_log2 = static_cast<float>(scale * kLog2e);
+  params.mask = p.mask.kind;
+  params.window_left = static_cast<int>(p.mask.window_left);
+  params.window_right = static_cast<int>(p.mask.window_right);
+  params.key_lengths = p.mask.kind == MaskKind::padding ? pointers.key_lengths : nullptr;
+  params.input_dtype = p.input_dtype;
+  params.output_dtype = p.output_dtype;
+  params.p_dtype = p.p_dtype;
+  params.q_descale = inputs.q_descale;
+  params.k_descale = inputs.k_descale;
+  params.v_descale = inputs.v_descale;
+  params.out_scale = out_scale;
+  return params;
+}
+
+}  // namespace attnbench

@@ -1,0 +1,69 @@
+// Seeded inputs for one problem, and the host buffers they live in. Values are drawn in fp32
+// from the distribution, then quantized to the input dtype (FP8: scaled by a per-tensor descale
+// factor first), so the reference sees exactly what the kernel sees. Never zeros.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kernels/params.h"
+#include "reference/attention.h"
+#include "reference/problem.h"
+#include "harness/core/records.h"
+#include "reference/status.h"
+
+namespace attnbench {
+
+// A host buffer with guard regions ("canaries") before and after it: a kernel that writes out
+// of bounds touches them and the checker notices.
+class GuardedBuffer {
+ public:
+  static constexpr size_t kCanaryBytes = 4096;
+  static constexpr unsigned char kCanaryByte = 0xA5;
+
+  GuardedBuffer() = default;
+  explicit GuardedBuffer(size_t bytes);
+  void* data() { return storage_.data() + kCanaryBytes; }
+  const void* data() const { return storage_.data() + kCanaryBytes; }
+  size_t bytes() const { return bytes_; }
+  bool canaries_intact() const;
+  // Fills every element with the dtype's NaN (poison): unwritten elements stay NaN.
+  void poison(DType dtype);
+
+ private:
+  std::vector<unsigned char> storage_;
+  size_t bytes_ = 0;
+};
+
+struct ProblemInputs {
+  Problem problem;
+  ProblemLayout layout;
+  GuardedBuffer q_buffer, k_buffer, v_buffer;  // k and v empty for qkv_packed
+  float q_descale = 1, k_descale = 1, v_descale = 1;
+  std::vector<int> key_lengths;  // (batch,), always filled (seqlen_k without padding)
+  AttentionInputs view() const;  // what the reference reads
+};
+
+Status make_inputs(const Problem& problem, Distribution distribution, uint64_t seed,
+                   ProblemInputs& inputs);
+
+// Where the kernel finds the inputs: the starts of the q, k, v buffers (k and v are the q buffer
+// for qkv_packed) and the key lengths, in host memory (CPU) or device memory (GPU copies).
+struct InputPointers {
+  const void* q_buffer = nullptr;
+  const void* k_buffer = nullptr;
+  const void* v_buffer = nullptr;
+  const int* key_lengths = nullptr;  // (batch,)
+};
+InputPointers host_pointers(const ProblemInputs& inputs);
+
+// The kernel-facing parameters for these inputs and an output (and optional LSE) buffer.
+AttentionParams make_params(const ProblemInputs& inputs, const InputPointers& pointers, void* out,
+                            float* lse, float out_scale);
+
+// splitmix64: derives independent seeds (per case, per tensor) from one run seed.
+uint64_t mix_seed(uint64_t seed, uint64_t salt);
+uint64_t hash_string(const std::string& text);
+
+}  // namespace attnbench

@@ -1,0 +1,178 @@
+#include "harness/suite/case_matrix.h"
+
+#include <fnmatch.h>
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <map>
+#include <set>
+#include <string_view>
+#include <utility>
+
+#include "kernels/registry.h"
+
+namespace attnbench {
+
+bool glob_match(const std::string& pattern, const std::string& text) {
+  return fnmatch(pattern.c_str(), text.c_str(), 0) == 0;
+}
+
+// ---- the selection flags -------------------------------------------------------------------------
+
+Status shape_entry(const std::string& text, SuiteEntry& entry) {
+  entry.kernel_globs = {"*"};
+  Status status = parse_shape(text, entry.problem);
+  if (status.ok) status = validate(entry.problem);
+  return status.ok ? status : Status::Error("--shape '" + text + "': " + status.message);
+}
+
+Status case_entry(const std::string& text, SuiteEntry& entry) {
+  const size_t first = text.find('|');
+  const size_t last = text.rfind('|');
+  Distribution distribution = Distribution::normal;
+  if (first == std::string::npos || first == last || first == 0 ||
+      !parse_distribution(text.substr(last + 1), distribution) ||
+      !parse_shape(text.substr(first + 1, last - first - 1), entry.problem).ok) {
+    return Status::Error("case '" + text + "': accepted: kernel|shape|distribution");
+  }
+  entry.kernel_globs = {text.substr(0, first)};
+  entry.distribution = std::string(distribution_name(distribution));
+  return Status::Ok();
+}
+
+Status parse_case_filter(const std::string& text, std::optional<std::regex>& filter) {
+  filter.reset();
+  if (text.empty()) return Status::Ok();
+  try {
+    filter.emplace(text, std::regex::extended);
+  } catch (const std::regex_error& e) {
+    return Status::Error("--filter '" + text + "' is not a valid regular expression: " + e.what());
+  }
+  return Status::Ok();
+}
+
+std::string kernel_names() {
+  std::string names;
+  for (const Kernel& k : all_kernels()) names += (names.empty() ? "" : ", ") + k.name;
+  return names;
+}
+
+Status check_kernel_globs(const std::vector<std::string>& globs) {
+  for (const std::string& glob : globs) {
+    const auto& kernels = all_kernels();
+    if (std::none_of(kernels.begin(), kernels.end(),
+                     [&](const Kernel& k) { return glob_match(glob, k.name); })) {
+      return Status::Error("--kernels: unknown kernel '" + glob + "'; accepted: " + kernel_names() +
+                           " (globs allowed)");
+    }
+  }
+  return Status::Ok();
+}
+
+namespace {
+
+// A whole decimal integer, digits only (no sign, no spaces).
+std::optional<int> parse_count(std::string_view text) {
+  int value = 0;
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (text.empty() || !std::isdigit(static_cast<unsigned char>(text.front())) ||
+      error != std::errc() || end != text.data() + text.size()) {
+    return std::nullopt;
+  }
+  return value;
+}
+
+}  // namespace
+
+Status parse_shard(const std::string& text, Shard& shard) {
+  const size_t slash = text.find('/');
+  const std::string_view view(text);
+  const std::optional<int> index = slash == std::string::npos ? std::nullopt : parse_count(view.substr(0, slash));
+  const std::optional<int> count = slash == std::string::npos ? std::nullopt : parse_count(view.substr(slash + 1));
+  if (!index || !count || *count < 1 || *index < 1 || *index > *count) {
+    return Status::Error("--shard '" + text + "': accepted: i/n with 1 <= i <= n, e.g. 2/4");
+  }
+  shard = Shard{*index, *count};
+  return Status::Ok();
+}
+
+// ---- the steps -----------------------------------------------------------------------------------
+
+namespace {
+
+bool matches_any(const std::vector<std::string>& globs, const std::string& name) {
+  return std::any_of(globs.begin(), globs.end(),
+                     [&](const std::string& glob) { return glob_match(glob, name); });
+}
+
+}  // namespace
+
+std::vector<CaseSpec> expand_matrix(const Suite& suite, const std::vector<std::string>& kernel_globs,
+                                    const std::vector<MatrixDevice>& devices) {
+  std::vector<CaseSpec> cases;
+  for (const SuiteEntry& entry : suite.entries) {
+    Distribution distribution = Distribution::normal;
+    parse_distribution(entry.distribution, distribution);  // the suite parser checked it
+    const std::string shape = shape_string(entry.problem);
+    const std::string inputs = shape + "|" + std::string(distribution_name(distribution));
+    for (const Kernel& kernel : all_kernels()) {
+      if (!matches_any(entry.kernel_globs, kernel.name)) continue;
+      if (!kernel_globs.empty() && !matches_any(kernel_globs, kernel.name)) continue;
+      for (size_t d = 0; d < devices.size(); ++d) {
+        if (devices[d].backend != kernel.backend) continue;
+        CaseSpec spec;
+        spec.kernel = &kernel;
+        spec.problem = entry.problem;
+        spec.distribution = distribution;
+        spec.device_index = d;
+        spec.name = kernel.name + "/" + shape + "/" + std::string(distribution_name(distribution));
+        spec.inputs = inputs;
+        spec.group = devices[d].label + "|" + inputs;
+        cases.push_back(std::move(spec));
+      }
+    }
+  }
+  return cases;
+}
+
+std::vector<CaseSpec> filter_cases(std::vector<CaseSpec> cases, const std::optional<std::regex>& filter) {
+  if (filter) {
+    std::erase_if(cases, [&](const CaseSpec& spec) { return !std::regex_search(spec.name, *filter); });
+  }
+  return cases;
+}
+
+std::vector<CaseSpec> dedupe_cases(std::vector<CaseSpec> cases) {
+  std::set<std::pair<size_t, std::string>> seen;
+  std::erase_if(cases, [&](const CaseSpec& spec) {
+    return !seen.insert({spec.device_index, spec.name}).second;
+  });
+  return cases;
+}
+
+std::vector<CaseSpec> order_by_group(std::vector<CaseSpec> cases) {
+  std::map<std::string, size_t> first_position;
+  for (size_t i = 0; i < cases.size(); ++i) first_position.emplace(cases[i].group, i);
+  std::stable_sort(cases.begin(), cases.end(), [&](const CaseSpec& a, const CaseSpec& b) {
+    return first_position.at(a.group) < first_position.at(b.group);
+  });
+  return cases;
+}
+
+std::vector<CaseSpec> shard_cases(std::vector<CaseSpec> cases, const Shard& shard) {
+  std::map<std::string, int> shard_of;  // sorted: the same deal on every runner
+  for (const CaseSpec& spec : cases) shard_of.emplace(spec.inputs, 0);
+  int position = 0;
+  for (auto& [inputs, index] : shard_of) index = position++ % shard.count + 1;
+  std::erase_if(cases, [&](const CaseSpec& spec) { return shard_of.at(spec.inputs) != shard.index; });
+  return cases;
+}
+
+std::vector<CaseSpec> expand_cases(const Suite& suite, const std::vector<std::string>& kernel_globs,
+                                   const std::optional<std::regex>& filter,
+                                   const std::vector<MatrixDevice>& devices) {
+  return order_by_group(dedupe_cases(filter_cases(expand_matrix(suite, kernel_globs, devices), filter)));
+}
+
+}  // namespace attnbench

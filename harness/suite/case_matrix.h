@@ -1,0 +1,89 @@
+// The case matrix: a suite's entries x the registry's kernels x the devices, as pure functions
+// (no store, no processes), shared by `attnbench run` and `attnbench plan` so that what is
+// planned is exactly what runs. The steps, in the order select_cases applies them:
+//
+//   expand_matrix  every (entry, kernel, device) the globs and backends allow, in suite order
+//   filter_cases   --filter, a regex on case names
+//   dedupe_cases   a case named twice on one device (two entries, one problem) runs once
+//   order_by_group the cases sharing inputs and reference (one group) back to back
+//   shard_cases    --shard i/n: whole input groups dealt to n runners
+#pragma once
+
+#include <optional>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "harness/core/records.h"
+#include "harness/suite/suite.h"
+#include "kernels/kernel.h"
+
+namespace attnbench {
+
+// A device as the matrix sees it: which kernels run there and its label ("cpu", "cuda:0").
+struct MatrixDevice {
+  Backend backend = Backend::cpu;
+  std::string label;
+};
+
+struct CaseSpec {
+  const Kernel* kernel = nullptr;
+  Problem problem;
+  Distribution distribution = Distribution::normal;
+  size_t device_index = 0;  // into the devices given to expand_matrix
+  std::string name;         // kernel/shape/distribution: the benchmark name, matched by --filter
+  std::string inputs;       // shape|distribution: what the inputs and the reference depend on
+  std::string group;        // device|shape|distribution: cases sharing inputs on one device
+};
+
+// fnmatch(3) globs without flags: `*`, `?` and `[...]`; the one glob rule of the harness.
+bool glob_match(const std::string& pattern, const std::string& text);
+
+// ---- the selection flags -------------------------------------------------------------------------
+
+// --shape TEXT: a suite entry for every kernel, after parse_shape and validate; the message
+// names the shape.
+Status shape_entry(const std::string& text, SuiteEntry& entry);
+// An exact case "kernel|shape|distribution" (`attnbench rerun`): an entry for that kernel only.
+Status case_entry(const std::string& text, SuiteEntry& entry);
+// --filter: an extended regular expression on case names (none when `text` is empty).
+Status parse_case_filter(const std::string& text, std::optional<std::regex>& filter);
+// --kernels: every glob must name at least one kernel of the registry.
+Status check_kernel_globs(const std::vector<std::string>& globs);
+// The registry's kernel names, comma-separated, for messages.
+std::string kernel_names();
+
+// --shard i/n: this runner's share, 1 <= index <= count. The default is the whole matrix.
+struct Shard {
+  int index = 1;
+  int count = 1;
+};
+// Parses "i/n"; the message says what is accepted.
+Status parse_shard(const std::string& text, Shard& shard);
+
+// ---- the steps -----------------------------------------------------------------------------------
+
+// Every (entry, kernel, device) whose kernel is in the entry's globs and in `kernel_globs`
+// (empty: all) and runs on that device's backend: entries in suite order, then kernels in
+// registry order, then devices in the order given. Nothing removed, nothing reordered.
+std::vector<CaseSpec> expand_matrix(const Suite& suite, const std::vector<std::string>& kernel_globs,
+                                    const std::vector<MatrixDevice>& devices);
+// The cases whose name the filter finds (std::regex_search); all of them without a filter.
+std::vector<CaseSpec> filter_cases(std::vector<CaseSpec> cases, const std::optional<std::regex>& filter);
+// The first of the cases with the same name on the same device; order kept.
+std::vector<CaseSpec> dedupe_cases(std::vector<CaseSpec> cases);
+// Stable: groups in the order of their first case, the cases of one group back to back in
+// their order, so inputs and the reference are made once per group.
+std::vector<CaseSpec> order_by_group(std::vector<CaseSpec> cases);
+// This shard's cases, order kept. Whole input groups (shape and distribution, every device) go
+// to one shard: their cases share inputs and the reference. Groups are dealt round-robin in
+// sorted order, independent of the devices, so every runner of a job computes the same split
+// and the n shards together hold every case exactly once.
+std::vector<CaseSpec> shard_cases(std::vector<CaseSpec> cases, const Shard& shard);
+
+// The steps composed: expand, filter, dedupe, order (what `plan` prices and `run` runs).
+std::vector<CaseSpec> expand_cases(const Suite& suite, const std::vector<std::string>& kernel_globs,
+                                   const std::optional<std::regex>& filter,
+                                   const std::vector<MatrixDevice>& devices);
+
+}  // namespace attnbench
