@@ -10,22 +10,6 @@ namespace attnbench {
 namespace {
 
 // Masks by kind, as tables list them: "window", not "window(L,R)".
-std::string_view mask_kind_name(MaskKind kind) {
-  switch (kind) {
-    case MaskKind::none:
-      return "none";
-    case MaskKind::causal:
-      return "causal";
-    case MaskKind::causal_br:
-      return "causal_br";
-    case MaskKind::window:
-      return "window";
-    case MaskKind::padding:
-      return "padding";
-  }
-  return "?";
-}
-
 template <typename T, typename Name>
 std::string join(const std::vector<T>& items, Name name) {
   std::string text;
@@ -128,8 +112,8 @@ std::string unsupported_reason(const SupportTable& table, const Problem& problem
     }
   }
   if (!contains(table.masks, problem.mask.kind)) {
-    return "mask " + std::string(mask_kind_name(problem.mask.kind)) + " not supported (" +
-           join(table.masks, [](MaskKind kind) { return std::string(mask_kind_name(kind)); }) + ")";
+    return "mask " + std::string(mask_name(problem.mask.kind)) + " not supported (" +
+           join(table.masks, [](MaskKind kind) { return std::string(mask_name(kind)); }) + ")";
   }
   if (!contains(table.layouts, problem.layout)) {
     const auto layout_text = [](Layout layout) { return std::string(layout_name(layout)); };
@@ -160,7 +144,7 @@ std::string describe_support(const SupportTable& table) {
   text << (table.separate_v_dim ? " (head_dim_v may differ)" : " (head_dim_v = head_dim_qk)")
        << "\n";
   text << "masks: " << join(table.masks, [](MaskKind kind) {
-    return std::string(mask_kind_name(kind));
+    return std::string(mask_name(kind));
   }) << "\n";
   text << "layouts: " << join(table.layouts, [](Layout layout) {
     return std::string(layout_name(layout));

@@ -9,7 +9,6 @@ baseline run an environment is compared with) is read from there. A run or serie
 stored row is "not analysed": the report never recomputes a baseline."""
 
 import datetime
-import fnmatch
 import hashlib
 import json
 import math
@@ -252,10 +251,8 @@ def verdict_label(verdict):
 # ---- history ---------------------------------------------------------------------------------
 
 def annotation_applies(annotation, series_key):
-    pattern = annotation.get("series_key", "")
-    if any(mark in pattern for mark in "*?"):
-        return fnmatch.fnmatchcase(series_key, pattern)
-    return pattern == series_key
+    """`attnbench annotate` stores one row per exact series key (it expands the globs itself)."""
+    return annotation.get("series_key", "") == series_key
 
 
 def annotation_run(annotation, runs):

@@ -17,6 +17,7 @@
 #include "harness/cli/command_support.h"
 #include "harness/cli/runner.h"
 #include "harness/core/progress.h"
+#include "harness/core/shell.h"
 #include "harness/core/series_key.h"
 #include "harness/core/statistics.h"
 #include "harness/measure/devices.h"
@@ -136,8 +137,8 @@ int rerun_command(const std::string& db_path, const RerunOptions& rerun,
   run_options.db_path = db_path;
   run_options.rerun_of = *run_id;
   run_options.command_line = rerun.command_line.empty()
-                                 ? "attnbench rerun --suspects --run " + std::to_string(*run_id) +
-                                       " --db " + db_path
+                                 ? shell_join({"attnbench", "rerun", "--suspects", "--run",
+                                               std::to_string(*run_id), "--db", db_path})
                                  : rerun.command_line;
   run_options.worker_command = rerun.worker_command;
   out << "rerun of run " << *run_id << ": " << suspect_count << " suspects and "

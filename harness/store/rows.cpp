@@ -74,18 +74,13 @@ constexpr auto kDeviceFields = std::to_array<Field<DeviceInfo>>({
 
 // ---- cases -------------------------------------------------------------------------------------
 
-// The mask's kind without window bounds: "window" rather than "window(2,0)"; the bounds have
-// columns of their own.
-std::string mask_kind_name(MaskKind kind) {
-  const std::string name = mask_name(Mask{kind});
-  return name.substr(0, name.find('('));
-}
-
+// The mask's kind without window bounds ("window", not "window(2,0)": the bounds have columns of
+// their own), as reference/mask.h names it.
 std::optional<MaskKind> parse_mask_kind(std::string_view text) {
   constexpr std::array kMaskKinds = {MaskKind::none, MaskKind::causal, MaskKind::causal_br,
                                      MaskKind::window, MaskKind::padding};
   for (MaskKind kind : kMaskKinds) {
-    if (mask_kind_name(kind) == text) return kind;
+    if (mask_name(kind) == text) return kind;
   }
   return std::nullopt;
 }
@@ -105,7 +100,7 @@ constexpr auto kCaseFields = std::to_array<Field<StoredCase>>({
     named<dtype_name, parse_dtype, &StoredCase::problem, &Problem::p_dtype>("p_dtype"),
     named<fp8_scaling_name, parse_fp8_scaling, &StoredCase::problem, &Problem::fp8_scaling>(
         "fp8_scaling"),
-    named<mask_kind_name, parse_mask_kind, &StoredCase::problem, &Problem::mask, &Mask::kind>(
+    named<static_cast<std::string_view (*)(MaskKind)>(mask_name), parse_mask_kind, &StoredCase::problem, &Problem::mask, &Mask::kind>(
         "mask_kind"),
     value<&StoredCase::problem, &Problem::mask, &Mask::window_left>("window_left"),
     value<&StoredCase::problem, &Problem::mask, &Mask::window_right>("window_right"),

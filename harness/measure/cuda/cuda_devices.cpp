@@ -6,6 +6,7 @@
 #include <array>
 #include <cstdio>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "harness/measure/cuda/nvml.h"
@@ -26,33 +27,24 @@ std::string cublas_version_text(size_t version) {
          std::to_string(version % 100);
 }
 
-std::string json_string(const std::string& text) {
-  std::string quoted = "\"";
-  for (const char c : text) {
-    if (c == '"' || c == '\\') quoted += '\\';
-    if (static_cast<unsigned char>(c) >= 0x20) quoted += c;
-  }
-  return quoted + "\"";
-}
-
 // What DeviceInfo has no field for, for the environment record and `list devices`.
 std::string extra_json(const cudaDeviceProp& prop, const std::string& pci_bus_id,
                        double memory_clock_mhz, const std::string& nvml_note) {
-  std::ostringstream json;
-  json << "{\"pci_bus_id\":" << json_string(pci_bus_id) << ",\"compute_capability\":"
-       << json_string(std::to_string(prop.major) + "." + std::to_string(prop.minor))
-       << ",\"memory_clock_mhz\":" << memory_clock_mhz
-       << ",\"memory_bus_width_bits\":" << prop.memoryBusWidth
-       << ",\"shared_memory_per_sm\":" << prop.sharedMemPerMultiprocessor
-       << ",\"shared_memory_per_block_optin\":" << prop.sharedMemPerBlockOptin
-       << ",\"registers_per_sm\":" << prop.regsPerMultiprocessor
-       << ",\"max_threads_per_sm\":" << prop.maxThreadsPerMultiProcessor
-       << ",\"persisting_l2_max_bytes\":" << prop.persistingL2CacheMaxSize
-       << ",\"multi_gpu_board\":" << (prop.isMultiGpuBoard ? "true" : "false")
-       << ",\"mps\":" << (prop.mpsEnabled ? "true" : "false");
-  if (!nvml_note.empty()) json << ",\"nvml\":" << json_string(nvml_note);
-  json << "}";
-  return json.str();
+  nlohmann::json extra = {
+      {"pci_bus_id", pci_bus_id},
+      {"compute_capability", std::to_string(prop.major) + "." + std::to_string(prop.minor)},
+      {"memory_clock_mhz", memory_clock_mhz},
+      {"memory_bus_width_bits", prop.memoryBusWidth},
+      {"shared_memory_per_sm", prop.sharedMemPerMultiprocessor},
+      {"shared_memory_per_block_optin", prop.sharedMemPerBlockOptin},
+      {"registers_per_sm", prop.regsPerMultiprocessor},
+      {"max_threads_per_sm", prop.maxThreadsPerMultiProcessor},
+      {"persisting_l2_max_bytes", prop.persistingL2CacheMaxSize},
+      {"multi_gpu_board", prop.isMultiGpuBoard != 0},
+      {"mps", prop.mpsEnabled != 0}};
+  if (!nvml_note.empty()) extra["nvml"] = nvml_note;
+  // A driver string that is not UTF-8 is replaced, not thrown on.
+  return extra.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 }  // namespace
