@@ -72,10 +72,9 @@ struct Kernel {
   // by side. Empty when the kernel has no such model.
   std::function<double(const Problem& problem)> bytes_moved;
   // Builds a plan; scratch comes from context.scratch so the harness measures it. Called
-  // outside the timed region. Returns null with a message in `status` on failure ("out of
-  // memory: ..." when scratch could not be had).
-  std::function<std::unique_ptr<Plan>(const Problem& problem, const PlanContext& context,
-                                      Status& status)>
+  // outside the timed region. On failure, the status says why ("out of memory: ..." when
+  // scratch could not be had).
+  std::function<Result<std::unique_ptr<Plan>>(const Problem& problem, const PlanContext& context)>
       make_plan;
 };
 

@@ -89,7 +89,8 @@ Kernel failing_kernel(const char* name, const char* summary, Failure failure) {
   kernel.support.layouts = {Layout::bshd, Layout::bhsd, Layout::qkv_packed};
   kernel.support.archs = {"cpu"};
   kernel.support.notes = "test only: fails on purpose";
-  kernel.make_plan = [failure](const Problem&, const PlanContext&, Status&) {
+  kernel.make_plan = [failure](const Problem&,
+                               const PlanContext&) -> Result<std::unique_ptr<Plan>> {
     return std::make_unique<FailingPlan>(failure);
   };
   return kernel;
@@ -99,11 +100,12 @@ Kernel failing_kernel(const char* name, const char* summary, Failure failure) {
 Kernel with_wrapped_plans(Kernel kernel,
                           std::function<std::unique_ptr<Plan>(std::unique_ptr<Plan>)> wrap) {
   auto make_plan = kernel.make_plan;
-  kernel.make_plan = [make_plan, wrap](const Problem& problem, const PlanContext& context,
-                                       Status& status) -> std::unique_ptr<Plan> {
-    std::unique_ptr<Plan> inner = make_plan(problem, context, status);
-    if (!inner) return nullptr;
-    return wrap(std::move(inner));
+  kernel.make_plan = [make_plan, wrap](
+                         const Problem& problem,
+                         const PlanContext& context) -> Result<std::unique_ptr<Plan>> {
+    Result<std::unique_ptr<Plan>> inner = make_plan(problem, context);
+    if (!inner) return inner;
+    return wrap(std::move(*inner));
   };
   return kernel;
 }

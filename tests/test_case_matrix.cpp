@@ -14,6 +14,7 @@
 
 #include "harness/suite/case_matrix.h"
 #include "kernels/registry.h"
+#include "result_support.h"
 
 namespace attnbench {
 namespace {
@@ -162,8 +163,7 @@ TEST(CaseMatrixExpand, KernelsOnlyOnDevicesOfTheirBackend) {
 
 TEST(CaseMatrixFilter, RegexSearchOnNamesKeepsOrder) {
   const std::vector<CaseSpec> all = expand_matrix(wide_suite(), {}, kCpu);
-  std::optional<std::regex> filter;
-  ASSERT_TRUE(parse_case_filter("flash/.*outliers", filter).ok);
+  std::optional<std::regex> filter = value_of(parse_case_filter("flash/.*outliers"));
   const std::vector<CaseSpec> kept = filter_cases(all, filter);
   ASSERT_EQ(kept.size(), 6u);  // one per shape
   for (const CaseSpec& spec : kept) {
@@ -172,22 +172,20 @@ TEST(CaseMatrixFilter, RegexSearchOnNamesKeepsOrder) {
   }
   EXPECT_TRUE(is_subsequence(identities(kept), identities(all)));
   // A search, not a whole match; no filter keeps everything.
-  ASSERT_TRUE(parse_case_filter("causal_br", filter).ok);
+  filter = value_of(parse_case_filter("causal_br"));
   EXPECT_EQ(filter_cases(all, filter).size(), 2 * cpu_kernels("*").size());
   EXPECT_EQ(filter_cases(all, std::nullopt).size(), all.size());
-  ASSERT_TRUE(parse_case_filter("^nothing$", filter).ok);
+  filter = value_of(parse_case_filter("^nothing$"));
   EXPECT_TRUE(filter_cases(all, filter).empty());
 }
 
 TEST(CaseMatrixFilter, EmptyTextIsNoFilterAndBadRegexesSayWhy) {
-  std::optional<std::regex> filter = std::regex("x");
-  ASSERT_TRUE(parse_case_filter("", filter).ok);
-  EXPECT_FALSE(filter.has_value());
-  const Status bad = parse_case_filter("cpu.(flash", filter);
-  EXPECT_FALSE(bad.ok);
-  EXPECT_EQ(bad.message.rfind("--filter 'cpu.(flash' is not a valid regular expression: ", 0), 0u)
-      << bad.message;
-  EXPECT_FALSE(filter.has_value());
+  EXPECT_FALSE(value_of(parse_case_filter("")).has_value());
+  const Result<std::optional<std::regex>> bad = parse_case_filter("cpu.(flash");
+  EXPECT_FALSE(bad.ok());
+  const std::string& message = bad.status().message;
+  EXPECT_EQ(message.rfind("--filter 'cpu.(flash' is not a valid regular expression: ", 0), 0u)
+      << message;
 }
 
 // ---- dedupe --------------------------------------------------------------------------------------
@@ -229,8 +227,7 @@ TEST(CaseMatrixOrder, GroupsBackToBackInOrderOfFirstCaseStable) {
 TEST(CaseMatrixOrder, ExpandCasesComposesTheSteps) {
   Suite suite = wide_suite();
   suite.entries.push_back(suite.entries.front());  // a duplicate entry
-  std::optional<std::regex> filter;
-  ASSERT_TRUE(parse_case_filter("cpu.(flash|naive)", filter).ok);
+  const std::optional<std::regex> filter = value_of(parse_case_filter("cpu.(flash|naive)"));
   const std::vector<CaseSpec> cases = expand_cases(suite, {}, filter, kTwoCpus);
   EXPECT_EQ(names(cases), names(order_by_group(dedupe_cases(filter_cases(
                               expand_matrix(suite, {}, kTwoCpus), filter)))));
@@ -289,42 +286,39 @@ TEST(CaseMatrixShard, TheSplitDependsOnTheInputsNotOnTheDevices) {
 }
 
 TEST(CaseMatrixShard, ParseAcceptsIOfNAndSaysWhatIsAccepted) {
-  Shard shard;
-  ASSERT_TRUE(parse_shard("2/4", shard).ok);
+  Shard shard = value_of(parse_shard("2/4"));
   EXPECT_EQ(shard.index, 2);
   EXPECT_EQ(shard.count, 4);
-  ASSERT_TRUE(parse_shard("1/1", shard).ok);
-  ASSERT_TRUE(parse_shard("12/12", shard).ok);
+  ASSERT_TRUE(parse_shard("1/1").ok());
+  shard = value_of(parse_shard("12/12"));
   EXPECT_EQ(shard.index, 12);
   for (const std::string text : {"", "2", "/", "2/", "/4", "0/4", "5/4", "1/0", "-1/4", "1/-4", "+1/4",
                                  " 1/4", "1/4 ", "1/4x", "a/b", "1.0/4", "1//4", "99999999999/4"}) {
-    Shard untouched{3, 7};
-    const Status status = parse_shard(text, untouched);
-    EXPECT_FALSE(status.ok) << "'" << text << "'";
-    EXPECT_EQ(status.message, "--shard '" + text + "': accepted: i/n with 1 <= i <= n, e.g. 2/4");
-    EXPECT_EQ(untouched.index, 3);
-    EXPECT_EQ(untouched.count, 7);
+    const Result<Shard> refused = parse_shard(text);
+    EXPECT_FALSE(refused.ok()) << "'" << text << "'";
+    EXPECT_EQ(refused.status().message,
+              "--shard '" + text + "': accepted: i/n with 1 <= i <= n, e.g. 2/4");
   }
 }
 
 // ---- the selection flags -------------------------------------------------------------------------
 
 TEST(CaseMatrixSelection, ShapeEntryRunsEveryKernelAndNamesABadShape) {
-  SuiteEntry e;
-  ASSERT_TRUE(shape_entry("b=1,hq=2,s=33,d=16,mask=causal", e).ok);
+  const SuiteEntry e = value_of(shape_entry("b=1,hq=2,s=33,d=16,mask=causal"));
   EXPECT_EQ(e.kernel_globs, (std::vector<std::string>{"*"}));
   EXPECT_EQ(e.problem, shape("b=1,hq=2,s=33,d=16,mask=causal"));
   for (const std::string text : {"b=1,hq=3,hkv=2,s=8,d=16", "b=1,hq=2,s=8,d=16,mask=nope", "b=1,hq=2,s=8,x=3", ""}) {
-    const Status status = shape_entry(text, e);
-    EXPECT_FALSE(status.ok) << text;
-    EXPECT_EQ(status.message.rfind("--shape '" + text + "': ", 0), 0u) << status.message;
-    EXPECT_EQ(status.message.find('\n'), std::string::npos) << status.message;
+    const Result<SuiteEntry> refused = shape_entry(text);
+    EXPECT_FALSE(refused.ok()) << text;
+    const std::string& message = refused.status().message;
+    EXPECT_EQ(message.rfind("--shape '" + text + "': ", 0), 0u) << message;
+    EXPECT_EQ(message.find('\n'), std::string::npos) << message;
   }
 }
 
 TEST(CaseMatrixSelection, CaseEntryIsOneKernelOneShapeOneDistribution) {
-  SuiteEntry e;
-  ASSERT_TRUE(case_entry("cpu.flash|b=1,hq=2,hkv=2,sq=8,sk=24,d=16,dtype=fp32,mask=window(2,0)|outliers", e).ok);
+  const SuiteEntry e = value_of(
+      case_entry("cpu.flash|b=1,hq=2,hkv=2,sq=8,sk=24,d=16,dtype=fp32,mask=window(2,0)|outliers"));
   EXPECT_EQ(e.kernel_globs, (std::vector<std::string>{"cpu.flash"}));
   EXPECT_EQ(e.problem, shape("b=1,hq=2,sq=8,sk=24,d=16,mask=window(2,0)"));
   EXPECT_EQ(e.distribution, "outliers");
@@ -334,9 +328,9 @@ TEST(CaseMatrixSelection, CaseEntryIsOneKernelOneShapeOneDistribution) {
   for (const std::string text : {"cpu.flash", "cpu.flash|b=1,hq=2,s=8,d=16", "|b=1,hq=2,s=8,d=16|normal",
                                  "cpu.flash|b=1,hq=2,s=8,d=16|uniform", "cpu.flash|nonsense|normal",
                                  "cpu.flash||normal", ""}) {
-    const Status status = case_entry(text, e);
-    EXPECT_FALSE(status.ok) << text;
-    EXPECT_EQ(status.message, "case '" + text + "': accepted: kernel|shape|distribution");
+    const Result<SuiteEntry> refused = case_entry(text);
+    EXPECT_FALSE(refused.ok()) << text;
+    EXPECT_EQ(refused.status().message, "case '" + text + "': accepted: kernel|shape|distribution");
   }
 }
 

@@ -126,7 +126,7 @@ Kernel make_test_kernel(Defect defect) {
   kernel.backend = Backend::cpu;
   kernel.deterministic = true;
   kernel.returns_lse = true;
-  kernel.make_plan = [defect](const Problem&, const PlanContext&, Status&) {
+  kernel.make_plan = [defect](const Problem&, const PlanContext&) -> Result<std::unique_ptr<Plan>> {
     return std::make_unique<TestPlan>(defect);
   };
   return kernel;
@@ -150,16 +150,15 @@ Outcome check_kernel_on(const Kernel& kernel, const std::string& shape, Distribu
   ProblemInputs inputs;
   EXPECT_TRUE(make_inputs(problem, distribution, seed, inputs).ok);
   const ReferenceRows reference = compute_reference(inputs, seed, 1.0f);
-  Status status;
   std::unique_ptr<DeviceExecutor> executor = make_cpu_executor(size_t{1} << 30);
   EXPECT_TRUE(executor->load_inputs(inputs).ok);
-  auto plan = kernel.make_plan(problem, executor->plan_context(), status);
-  EXPECT_TRUE(plan) << status.message;
+  Result<std::unique_ptr<Plan>> plan = kernel.make_plan(problem, executor->plan_context());
+  EXPECT_TRUE(plan) << plan.status().message;
   Outcome outcome;
   if (!plan) return outcome;
   KernelOutputs outputs;
   Status run_status;
-  outcome.summary = check_kernel(kernel, *plan, *executor, inputs, reference, outputs,
+  outcome.summary = check_kernel(kernel, **plan, *executor, inputs, reference, outputs,
                                  outcome.failure, run_status);
   EXPECT_TRUE(run_status.ok) << run_status.message;
   return outcome;

@@ -27,6 +27,16 @@ CommandResult run_command(const std::string& arguments) {
   return run_shell(std::string(ATTNBENCH_CLI) + " " + arguments);
 }
 
+// The newest run stored in `db`.
+Result<StoredRun> load_latest_run(const std::string& db) {
+  Result<std::unique_ptr<Store>> store = Store::open(db);
+  if (!store) return store.status();
+  const Result<std::optional<int64_t>> latest = (*store)->latest_run_id();
+  if (!latest) return latest.status();
+  if (!*latest) return Status::Error("no run in " + db);
+  return (*store)->load_run(**latest);
+}
+
 class Cli : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -134,11 +144,8 @@ TEST_F(Cli, RunStoresCheckedAndTimedResultsAndShowPrintsThem) {
   EXPECT_NE(run.output.find("vs best"), std::string::npos) << run.output;
   EXPECT_NE(run.output.find("ETA"), std::string::npos);
 
-  Status status;
-  auto store = Store::open(db(), status);
-  ASSERT_TRUE(store) << status.message;
-  auto stored = store->load_run(*store->latest_run_id(status), status);
-  ASSERT_TRUE(stored);
+  const Result<StoredRun> stored = load_latest_run(db());
+  ASSERT_TRUE(stored) << stored.status().message;
   EXPECT_EQ(stored->status, "complete");
   ASSERT_EQ(stored->results.size(), 5u);
   for (const ResultRecord& r : stored->results) {
@@ -196,11 +203,10 @@ TEST_F(Cli, KilledRunKeepsFinishedResultsAndStaysIncomplete) {
   while (std::chrono::steady_clock::now() < deadline && stored_results < 3) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
     if (!fs::exists(db())) continue;
-    Status status;
-    auto store = Store::open(db(), status);
+    Result<std::unique_ptr<Store>> store = Store::open(db());
     if (!store) continue;
-    auto runs = store->list_runs(1, status);
-    if (!runs.empty()) stored_results = runs.front().result_count;
+    const Result<std::vector<RunListEntry>> runs = (*store)->list_runs(1);
+    if (runs && !runs->empty()) stored_results = runs->front().result_count;
   }
   ASSERT_GE(stored_results, 3) << "the run never stored 3 results";
   kill(child, SIGKILL);
@@ -208,11 +214,8 @@ TEST_F(Cli, KilledRunKeepsFinishedResultsAndStaysIncomplete) {
   waitpid(child, &wait_status, 0);
   ASSERT_TRUE(WIFSIGNALED(wait_status));
 
-  Status status;
-  auto store = Store::open(db(), status);
-  ASSERT_TRUE(store) << status.message;
-  auto run = store->load_run(*store->latest_run_id(status), status);
-  ASSERT_TRUE(run) << status.message;
+  const Result<StoredRun> run = load_latest_run(db());
+  ASSERT_TRUE(run) << run.status().message;
   EXPECT_EQ(run->status, "incomplete");
   EXPECT_GE(static_cast<int64_t>(run->results.size()), stored_results);
   for (const ResultRecord& r : run->results) {
@@ -234,11 +237,8 @@ TEST_F(Cli, FlashScratchIsFlatInSeqlenWhileNaiveGrowsQuadratically) {
   }
   CommandResult check = run_command("check --kernels cpu.flash,cpu.naive --db " + db() + shapes);
   ASSERT_EQ(check.exit_code, 0) << check.output;
-  Status status;
-  auto store = Store::open(db(), status);
-  ASSERT_TRUE(store);
-  auto run = store->load_run(*store->latest_run_id(status), status);
-  ASSERT_TRUE(run);
+  const Result<StoredRun> run = load_latest_run(db());
+  ASSERT_TRUE(run) << run.status().message;
   std::map<std::string, std::map<int64_t, int64_t>> memory;  // kernel -> seqlen -> bytes
   for (const ResultRecord& r : run->results) {
     ASSERT_EQ(r.status, ResultStatus::passed) << r.kernel << " " << r.message;
@@ -274,11 +274,8 @@ TEST_F(Cli, CrashesAndHangsCostOneCaseNotTheRun) {
   unsetenv("ATTNBENCH_TEST_KERNELS");
   EXPECT_EQ(run.exit_code, 1) << run.output;  // failures: crashed and timed-out cases
 
-  Status status;
-  auto store = Store::open(db(), status);
-  ASSERT_TRUE(store) << status.message;
-  auto stored = store->load_run(*store->latest_run_id(status), status);
-  ASSERT_TRUE(stored);
+  const Result<StoredRun> stored = load_latest_run(db());
+  ASSERT_TRUE(stored) << stored.status().message;
   EXPECT_EQ(stored->status, "complete");
   ASSERT_EQ(stored->results.size(), 8u);  // 4 kernels x 2 shapes, nothing lost
   int flash_passed = 0;
@@ -332,11 +329,8 @@ TEST_F(Cli, TheBreakerHoldsTheBudgetWhenEveryKernelMisbehaves) {
   EXPECT_EQ(run.exit_code, 1) << run.output;
   EXPECT_LT(seconds, kBudgetSeconds) << run.output;
 
-  Status status;
-  auto store = Store::open(db(), status);
-  ASSERT_TRUE(store) << status.message;
-  auto stored = store->load_run(*store->latest_run_id(status), status);
-  ASSERT_TRUE(stored);
+  const Result<StoredRun> stored = load_latest_run(db());
+  ASSERT_TRUE(stored) << stored.status().message;
   ASSERT_EQ(stored->results.size(), 4u * kShapes);  // every case recorded, none dropped
   std::map<std::string, std::map<std::string, int>> outcomes;  // kernel -> outcome -> count
   for (const ResultRecord& r : stored->results) {
@@ -365,11 +359,8 @@ TEST_F(Cli, TheStoredProtocolNamesTheExecutorsTimer) {
   CommandResult run = run_command("run --kernels cpu.flash --shape b=1,hq=2,s=33,d=16 --devices cpu "
                                   "--max-case-seconds 0.1 --repetitions 5 --db " + db());
   ASSERT_EQ(run.exit_code, 0) << run.output;
-  Status status;
-  auto store = Store::open(db(), status);
-  ASSERT_TRUE(store) << status.message;
-  auto stored = store->load_run(*store->latest_run_id(status), status);
-  ASSERT_TRUE(stored);
+  const Result<StoredRun> stored = load_latest_run(db());
+  ASSERT_TRUE(stored) << stored.status().message;
   const nlohmann::json protocol = nlohmann::json::parse(stored->info.protocol_json);
   EXPECT_EQ(protocol.at("timers").at("cpu").get<std::string>(), "host steady_clock around one forward");
   EXPECT_EQ(protocol.at("repetitions").get<int>(), 5);

@@ -358,13 +358,13 @@ TEST_P(CpuKernelTest, MatchesFp64LoopOnEveryCase) {
     const Problem problem = to_problem(c);
     ASSERT_EQ(unsupported_reason(kernel().support, problem), "");
     CountingAllocator scratch;
-    Status status;
-    std::unique_ptr<Plan> plan = kernel().make_plan(problem, PlanContext{scratch}, status);
-    ASSERT_TRUE(plan != nullptr) << status.message;
+    Result<std::unique_ptr<Plan>> made = kernel().make_plan(problem, PlanContext{scratch});
+    ASSERT_TRUE(made) << made.status().message;
+    std::unique_ptr<Plan> plan = std::move(*made);
 
     Tensors t = make_tensors(c, rng);
     AttentionParams params = make_params(t);
-    status = plan->run(params);
+    const Status status = plan->run(params);
     ASSERT_TRUE(status.ok) << status.message;
 
     const Reference ref = reference_attention(t);
@@ -406,9 +406,9 @@ TEST_P(CpuKernelTest, WritesNoLseWhenNotAsked) {
   std::mt19937_64 rng(seed);
   const Case c{1, 2, 2, 9, 13, 16, 16, DType::f32, Mask{MaskKind::causal}, Layout::bshd};
   CountingAllocator scratch;
-  Status status;
-  auto plan = kernel().make_plan(to_problem(c), PlanContext{scratch}, status);
-  ASSERT_TRUE(plan != nullptr) << status.message;
+  Result<std::unique_ptr<Plan>> made = kernel().make_plan(to_problem(c), PlanContext{scratch});
+  ASSERT_TRUE(made) << made.status().message;
+  std::unique_ptr<Plan> plan = std::move(*made);
   Tensors t = make_tensors(c, rng);
   AttentionParams params = make_params(t);
   params.lse = nullptr;
@@ -424,9 +424,9 @@ TEST_P(CpuKernelTest, WritesNoLseWhenNotAsked) {
 TEST_P(CpuKernelTest, ScratchComesFromTheAllocatorAndIsReturned) {
   const Case c{1, 2, 2, 64, 64, 32, 32, DType::bf16, Mask{}, Layout::bshd};
   CountingAllocator scratch;
-  Status status;
-  auto plan = kernel().make_plan(to_problem(c), PlanContext{scratch}, status);
-  ASSERT_TRUE(plan != nullptr) << status.message;
+  Result<std::unique_ptr<Plan>> made = kernel().make_plan(to_problem(c), PlanContext{scratch});
+  ASSERT_TRUE(made) << made.status().message;
+  std::unique_ptr<Plan> plan = std::move(*made);
   EXPECT_GT(scratch.live_bytes(), 0u);
   plan.reset();
   EXPECT_EQ(scratch.live_bytes(), 0u);
@@ -435,12 +435,12 @@ TEST_P(CpuKernelTest, ScratchComesFromTheAllocatorAndIsReturned) {
 TEST_P(CpuKernelTest, OutOfMemoryIsAReadableError) {
   const Case c{1, 2, 2, 64, 64, 32, 32, DType::f16, Mask{}, Layout::bshd};
   CountingAllocator scratch(/*limit_bytes=*/16);
-  Status status;
-  auto plan = kernel().make_plan(to_problem(c), PlanContext{scratch}, status);
-  EXPECT_TRUE(plan == nullptr);
-  EXPECT_FALSE(status.ok);
-  EXPECT_EQ(status.message.rfind("out of memory: ", 0), 0u) << status.message;
-  EXPECT_NE(status.message.find(" GiB"), std::string::npos) << status.message;
+  const Result<std::unique_ptr<Plan>> plan =
+      kernel().make_plan(to_problem(c), PlanContext{scratch});
+  EXPECT_FALSE(plan.ok());
+  const std::string& message = plan.status().message;
+  EXPECT_EQ(message.rfind("out of memory: ", 0), 0u) << message;
+  EXPECT_NE(message.find(" GiB"), std::string::npos) << message;
   EXPECT_EQ(scratch.live_bytes(), 0u);
 }
 
@@ -448,9 +448,10 @@ TEST_P(CpuKernelTest, RefusesProblemsOutsideItsTable) {
   Problem problem = to_problem({1, 1, 1, 8, 8, 64, 64, DType::e4m3, Mask{}, Layout::bshd});
   problem.output_dtype = DType::bf16;
   CountingAllocator scratch;
-  Status status;
-  EXPECT_TRUE(kernel().make_plan(problem, PlanContext{scratch}, status) == nullptr);
-  EXPECT_NE(status.message.find("dtype e4m3 not supported"), std::string::npos) << status.message;
+  const Result<std::unique_ptr<Plan>> plan = kernel().make_plan(problem, PlanContext{scratch});
+  EXPECT_FALSE(plan.ok());
+  const std::string& message = plan.status().message;
+  EXPECT_NE(message.find("dtype e4m3 not supported"), std::string::npos) << message;
 }
 
 std::vector<std::string> kernel_names() {
@@ -473,9 +474,9 @@ INSTANTIATE_TEST_SUITE_P(Registry, CpuKernelTest, ::testing::ValuesIn(kernel_nam
 size_t peak_scratch(const std::string& kernel_name, int seqlen) {
   const Case c{1, 4, 4, seqlen, seqlen, 64, 64, DType::f32, Mask{}, Layout::bshd};
   CountingAllocator scratch;
-  Status status;
-  auto plan = find_kernel(kernel_name)->make_plan(to_problem(c), PlanContext{scratch}, status);
-  EXPECT_TRUE(plan != nullptr) << status.message;
+  const Result<std::unique_ptr<Plan>> plan =
+      find_kernel(kernel_name)->make_plan(to_problem(c), PlanContext{scratch});
+  EXPECT_TRUE(plan.ok()) << plan.status().message;
   return scratch.peak_bytes();
 }
 

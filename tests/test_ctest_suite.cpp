@@ -32,13 +32,13 @@ TEST_P(CtestSuite, EveryCaseInsideTheTablePasses) {
   const int code = run_cases(options, out, err);
   EXPECT_EQ(code, kExitClean) << err.str() << out.str();
 
-  Status status;
-  auto store = Store::open(options.db_path, status);
-  ASSERT_TRUE(store) << status.message;
-  auto run_id = store->latest_run_id(status);
-  ASSERT_TRUE(run_id);
-  auto run = store->load_run(*run_id, status);
-  ASSERT_TRUE(run) << status.message;
+  const Result<std::unique_ptr<Store>> store = Store::open(options.db_path);
+  ASSERT_TRUE(store) << store.status().message;
+  const Result<std::optional<int64_t>> run_id = (*store)->latest_run_id();
+  ASSERT_TRUE(run_id) << run_id.status().message;
+  ASSERT_TRUE(*run_id);
+  const Result<StoredRun> run = (*store)->load_run(**run_id);
+  ASSERT_TRUE(run) << run.status().message;
   EXPECT_EQ(run->status, "complete");
   int passed = 0;
   for (const ResultRecord& r : run->results) {

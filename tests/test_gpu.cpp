@@ -90,16 +90,16 @@ class ScratchDirectory {
 };
 
 std::optional<StoredRun> load_latest_run(const std::string& db_path) {
-  Status status;
-  auto store = Store::open(db_path, status);
-  EXPECT_TRUE(store) << status.message;
+  const Result<std::unique_ptr<Store>> store = Store::open(db_path);
+  EXPECT_TRUE(store) << store.status().message;
   if (!store) return std::nullopt;
-  auto run_id = store->latest_run_id(status);
-  EXPECT_TRUE(run_id) << "no run in " << db_path << " " << status.message;
-  if (!run_id) return std::nullopt;
-  auto run = store->load_run(*run_id, status);
-  EXPECT_TRUE(run) << status.message;
-  return run;
+  const Result<std::optional<int64_t>> run_id = (*store)->latest_run_id();
+  EXPECT_TRUE(run_id && *run_id) << "no run in " << db_path << " " << run_id.status().message;
+  if (!run_id || !*run_id) return std::nullopt;
+  Result<StoredRun> run = (*store)->load_run(**run_id);
+  EXPECT_TRUE(run) << run.status().message;
+  if (!run) return std::nullopt;
+  return std::move(*run);
 }
 
 // "sm_90a" or "sm_90" covers a device of compute capability 9.0, "sm_80" one of 8.0.
@@ -324,9 +324,10 @@ void host_clock_forward_seconds(const Kernel& kernel, const Problem& problem,
                                                                                 &cudaStreamDestroy);
   cudaStream_t stream = owned_stream.get();
   PlainDeviceScratch scratch;
-  Status status;
-  std::unique_ptr<Plan> plan = kernel.make_plan(problem, PlanContext{scratch, stream, 0}, status);
-  ASSERT_TRUE(plan) << status.message;
+  Result<std::unique_ptr<Plan>> planned =
+      kernel.make_plan(problem, PlanContext{scratch, stream, 0});
+  ASSERT_TRUE(planned) << planned.status().message;
+  const std::unique_ptr<Plan> plan = std::move(*planned);
   const AttentionParams params = make_params(inputs, pointers, out, lse, /*out_scale=*/1.0f);
 
   for (int i = 0; i < kWarmupForwards; ++i) {

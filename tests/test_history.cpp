@@ -20,6 +20,7 @@
 #include "harness/analysis/regression.h"
 #include "harness/store/store.h"
 #include "command.h"
+#include "result_support.h"
 
 namespace attnbench {
 namespace {
@@ -82,7 +83,6 @@ class History : public ::testing::Test {
   // One run of every kernel on every shape: time = base x slowdown(kernel) x (1 +- 0.3 %).
   int64_t add_run(Store& store, const std::vector<double>& slowdown, const std::string& chip = "chip-0",
                   const std::set<std::string>& crashed = {}, const std::set<std::string>& absent = {}) {
-    Status status;
     RunInfo info;
     info.uuid = "run-" + std::to_string(rng_());
     info.started_at = "2025-12-01T00:00:00Z";
@@ -90,14 +90,13 @@ class History : public ::testing::Test {
     info.selection = "run suite=synthetic";
     info.env.git_sha = "sha" + std::to_string(++commits_);
     info.env.build_type = "Release";
-    const int64_t run_id = store.begin_run(info, status);
-    EXPECT_TRUE(status.ok) << status.message;
+    const int64_t run_id = value_of(store.begin_run(info));
     // A device timed by its own clock (a GPU): one confirmation suffices.
     DeviceInfo device;
     device.kind = "cuda";
     device.name = "Test CPU";
     device.uuid = chip;
-    const int64_t device_id = store.add_device(run_id, device, status);
+    const int64_t device_id = value_of(store.add_device(run_id, device));
     std::normal_distribution<double> noise(0, 0.003);
     for (int k = 0; k < kKernels; ++k) {
       for (int s = 0; s < kShapes; ++s) {
@@ -141,10 +140,9 @@ class History : public ::testing::Test {
   }
 
   std::unique_ptr<Store> open(const std::string& path) {
-    Status status;
-    std::unique_ptr<Store> store = Store::open(path, status);
-    EXPECT_TRUE(status.ok) << status.message;
-    return store;
+    Result<std::unique_ptr<Store>> store = Store::open(path);
+    EXPECT_TRUE(store.ok()) << store.status().message;
+    return store ? std::move(*store) : nullptr;
   }
 
   uint64_t seed_ = 0;
@@ -192,9 +190,8 @@ TEST_F(History, SlowerKernelIsSuspectedThenConfirmedAndNamedAlone) {
 
   // Stored, and written for CI: the k1 cases fail, nothing else does.
   store = open(db());
-  Status status;
   int stored_confirmed = 0;
-  for (const AlertRecord& alert : store->run_alerts(next, status)) {
+  for (const AlertRecord& alert : value_of(store->run_alerts(next))) {
     stored_confirmed += alert.state == "confirmed";
   }
   EXPECT_EQ(stored_confirmed, kShapes + 1);
@@ -350,9 +347,7 @@ TEST_F(History, AnExpectedStepReadsTheSameInTheStoreRegressionsAndHistory) {
   ASSERT_EQ(analysed.exit_code, 0) << analysed.output;
 
   store = open(db());
-  Status status;
-  const std::vector<AnalysisRecord> rows = store->run_analysis(last, status);
-  ASSERT_TRUE(status.ok) << status.message;
+  const std::vector<AnalysisRecord> rows = value_of(store->run_analysis(last));
   const std::string key = series_key(1, 2);
   const auto row = std::find_if(rows.begin(), rows.end(),
                                 [&](const AnalysisRecord& r) { return r.series_key == key; });
@@ -386,10 +381,9 @@ TEST_F(History, AnExpectedStepReadsTheSameInTheStoreRegressionsAndHistory) {
 
 TEST_F(History, ARunThatMeasuredNothingIsNeverGreen) {
   std::unique_ptr<Store> store = open(db());
-  Status status;
   RunInfo info;
   info.uuid = "skipped-only";
-  const int64_t run_id = store->begin_run(info, status);
+  const int64_t run_id = value_of(store->begin_run(info));
   ResultRecord skipped;
   skipped.kernel = "cpu.k0";
   skipped.problem = shape_number(0);
@@ -447,8 +441,7 @@ TEST_F(History, ShardsSplitTheCasesDisjointlyAndRunWritesJUnit) {
   EXPECT_EQ(seen.size(), 6u) << "3 shapes x 2 kernels in all";
   EXPECT_EQ(std::set<std::string>(seen.begin(), seen.end()).size(), 6u) << "no case twice";
   std::unique_ptr<Store> store = open(db());
-  Status status;
-  const StoredRun first = *store->load_run(1, status);
+  const StoredRun first = value_of(store->load_run(1));
   EXPECT_EQ(first.info.shard, "1/2");
   EXPECT_NE(first.info.selection.find("shard=1/2"), std::string::npos);
   CommandResult bad = attnbench(common + " --shard 3/2 --db " + db());
@@ -472,17 +465,16 @@ TEST_F(History, RerunOfSuspectsConfirmsARealSlowdownWithMannWhitney) {
                                 "--max-case-seconds 0.2";
   CommandResult probe = attnbench("run " + selection + " --db " + db("probe.sqlite"));
   ASSERT_EQ(probe.exit_code, 0) << probe.output;
-  Status status;
-  std::optional<StoredRun> measured = open(db("probe.sqlite"))->load_run(1, status);
-  ASSERT_TRUE(measured.has_value()) << status.message;
+  const Result<StoredRun> measured = open(db("probe.sqlite"))->load_run(1);
+  ASSERT_TRUE(measured.ok()) << measured.status().message;
   ASSERT_EQ(measured->results.size(), 1u);
   std::unique_ptr<Store> store = open(db());
   constexpr double kFaster = 10;
   for (int i = 0; i < 10; ++i) {
     RunInfo info = measured->info;
     info.uuid = "history-" + std::to_string(i);
-    const int64_t run_id = store->begin_run(info, status);
-    const int64_t device_id = store->add_device(run_id, measured->devices[0], status);
+    const int64_t run_id = value_of(store->begin_run(info));
+    const int64_t device_id = value_of(store->add_device(run_id, measured->devices[0]));
     ResultRecord faster = measured->results[0];
     faster.device_id = device_id;
     for (Sample& sample : faster.samples) sample.time_s /= kFaster;
@@ -512,8 +504,8 @@ TEST_F(History, RerunOfSuspectsConfirmsARealSlowdownWithMannWhitney) {
   EXPECT_NE(first[0].find("Mann-Whitney U=25.0 p=0.00397 (exact)"), std::string::npos) << first[0];
   // The rerun is stored as such, and `latest` still means the run it re-measured.
   store = open(db());
-  EXPECT_EQ(store->load_run(12, status)->info.rerun_of, 11);
-  EXPECT_EQ(store->latest_primary_run_id(status), 11);
+  EXPECT_EQ(value_of(store->load_run(12)).info.rerun_of, 11);
+  EXPECT_EQ(value_of(store->latest_primary_run_id()), 11);
   store.reset();
 
   // The next run, and its rerun: confirmed since run 11.

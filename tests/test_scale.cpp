@@ -15,6 +15,7 @@
 #include <string>
 
 #include "harness/store/store.h"
+#include "result_support.h"
 
 namespace attnbench {
 namespace {
@@ -60,9 +61,7 @@ TEST(Scale, AYearOfNightlyRunsJudgedInUnderFiveSecondsInUnderOneGiB) {
 
   const auto fill_start = std::chrono::steady_clock::now();
   {
-    Status status;
-    std::unique_ptr<Store> store = Store::open(db, status);
-    ASSERT_TRUE(status.ok) << status.message;
+    std::unique_ptr<Store> store = value_of(Store::open(db));
     std::vector<double> base(kKernels * kShapesPerKernel);
     for (double& b : base) b = 20e-6 * std::exp(5 * std::uniform_real_distribution<double>(0, 1)(rng));
     for (int run = 0; run < kRuns; ++run) {
@@ -81,8 +80,7 @@ TEST(Scale, AYearOfNightlyRunsJudgedInUnderFiveSecondsInUnderOneGiB) {
       info.env.cuda_runtime = "13.0";
       info.env.cuda_driver = "580.65";
       info.env.cudnn = "compiled 9.19.0, loaded 9.19.0";
-      const int64_t run_id = store->begin_run(info, status);
-      ASSERT_TRUE(status.ok) << status.message;
+      const int64_t run_id = value_of(store->begin_run(info));
       DeviceInfo device;
       device.kind = "cuda";
       device.name = "NVIDIA H200";
@@ -93,8 +91,7 @@ TEST(Scale, AYearOfNightlyRunsJudgedInUnderFiveSecondsInUnderOneGiB) {
       device.l2_bytes = 60'000'000;
       device.clock_mhz = 1980;
       device.power_limit_w = 700;
-      const int64_t device_id = store->add_device(run_id, device, status);
-      ASSERT_TRUE(status.ok) << status.message;
+      const int64_t device_id = value_of(store->add_device(run_id, device));
       const double run_effect = 0.015 * noise(rng);
       for (int k = 0; k < kKernels; ++k) {
         for (int s = 0; s < kShapesPerKernel; ++s) {
@@ -154,9 +151,8 @@ TEST(Scale, AYearOfNightlyRunsJudgedInUnderFiveSecondsInUnderOneGiB) {
 
   // The file as it stays: the WAL checkpointed into it.
   {
-    Status status;
-    std::unique_ptr<Store> store = Store::open(db, status);
-    ASSERT_TRUE(status.ok);
+    const Result<std::unique_ptr<Store>> store = Store::open(db);
+    ASSERT_TRUE(store.ok()) << store.status().message;
   }
   double bytes = static_cast<double>(fs::file_size(db));
   if (fs::exists(db + "-wal")) bytes += static_cast<double>(fs::file_size(db + "-wal"));

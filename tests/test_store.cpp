@@ -32,6 +32,7 @@
 #include "harness/core/series_key.h"
 #include "harness/core/verdict.h"
 #include "harness/store/store.h"
+#include "result_support.h"
 
 namespace attnbench {
 namespace {
@@ -562,18 +563,15 @@ class StoreTest : public ::testing::Test {
   std::string path(const std::string& name) const { return (directory_ / name).string(); }
 
   std::unique_ptr<Store> open_store(const std::string& file) {
-    Status status;
-    std::unique_ptr<Store> store = Store::open(file, status);
-    EXPECT_TRUE(status.ok) << status.message;
-    EXPECT_NE(store, nullptr);
-    return store;
+    Result<std::unique_ptr<Store>> store = Store::open(file);
+    EXPECT_TRUE(store.ok()) << store.status().message;
+    return store ? std::move(*store) : nullptr;
   }
 
   StoredRun load(Store& store, int64_t run_id) {
-    Status status;
-    std::optional<StoredRun> run = store.load_run(run_id, status);
-    EXPECT_TRUE(status.ok) << status.message;
-    return run.value_or(StoredRun{});
+    Result<StoredRun> run = store.load_run(run_id);
+    EXPECT_TRUE(run.ok()) << run.status().message;
+    return run ? std::move(*run) : StoredRun{};
   }
 
   uint64_t seed_ = 0;
@@ -612,16 +610,13 @@ TEST_F(StoreTest, RoundTripKeepsEveryFieldAcrossReopen) {
   EXPECT_EQ(store->schema_version(), kSchemaVersion);
   EXPECT_EQ(store->path(), file);
 
-  Status status;
   const RunInfo info = random_run_info(rng_);
-  const int64_t run_id = store->begin_run(info, status);
-  ASSERT_TRUE(status.ok) << status.message;
+  const int64_t run_id = value_of(store->begin_run(info));
   const std::vector<DeviceInfo> devices = {random_device(rng_, "cpu", 0),
                                            random_device(rng_, "cuda", 1)};
   std::vector<int64_t> device_ids;
   for (const DeviceInfo& device : devices) {
-    device_ids.push_back(store->add_device(run_id, device, status));
-    ASSERT_TRUE(status.ok) << status.message;
+    device_ids.push_back(value_of(store->add_device(run_id, device)));
   }
 
   // Every status at least once, both devices, and a result tied to no device row.
@@ -673,9 +668,7 @@ TEST_F(StoreTest, FailedResultRollsBackItsCase) {
   const std::string file = path("rollback.sqlite");
   std::unique_ptr<Store> store = open_store(file);
   ASSERT_NE(store, nullptr);
-  Status status;
-  const int64_t run_id = store->begin_run(random_run_info(rng_), status);
-  ASSERT_TRUE(status.ok) << status.message;
+  const int64_t run_id = value_of(store->begin_run(random_run_info(rng_)));
 
   // The case row is written first; the missing run then fails the result's foreign key.
   const Status missing_run = store->add_result(run_id + 1, random_result(rng_, 0));
@@ -706,12 +699,11 @@ TEST_F(StoreTest, DuplicateRunUuidIsRefused) {
   std::unique_ptr<Store> store = open_store(path("uuid.sqlite"));
   ASSERT_NE(store, nullptr);
   const RunInfo info = random_run_info(rng_);
-  Status status;
-  store->begin_run(info, status);
-  ASSERT_TRUE(status.ok) << status.message;
-  store->begin_run(info, status);
-  EXPECT_FALSE(status.ok);
-  EXPECT_NE(status.message.find(info.uuid), std::string::npos) << status.message;
+  const Result<int64_t> first = store->begin_run(info);
+  ASSERT_TRUE(first.ok()) << first.status().message;
+  const Result<int64_t> again = store->begin_run(info);
+  EXPECT_FALSE(again.ok());
+  EXPECT_NE(again.status().message.find(info.uuid), std::string::npos) << again.status().message;
 }
 
 TEST_F(StoreTest, MigrationFromVersion1KeepsDataAndReachesTheCurrentVersion) {
@@ -830,9 +822,7 @@ TEST_F(StoreTest, NewerSchemaIsRefusedAndTheFileLeftUntouched) {
   {
     std::unique_ptr<Store> store = open_store(file);
     ASSERT_NE(store, nullptr);
-    Status status;
-    const int64_t run_id = store->begin_run(random_run_info(rng_), status);
-    ASSERT_TRUE(status.ok) << status.message;
+    const int64_t run_id = value_of(store->begin_run(random_run_info(rng_)));
     ASSERT_TRUE(store->add_result(run_id, random_result(rng_, 0)).ok);
   }
   const int newer = kSchemaVersion + 1;
@@ -843,11 +833,11 @@ TEST_F(StoreTest, NewerSchemaIsRefusedAndTheFileLeftUntouched) {
   ASSERT_FALSE(fs::exists(file + "-wal")) << "the last connection folds the WAL back";
   const std::string before = read_bytes(file);
 
-  Status status;
-  EXPECT_EQ(Store::open(file, status), nullptr);
-  EXPECT_FALSE(status.ok);
-  EXPECT_EQ(status.message, file + " has schema version " + std::to_string(newer) +
-                                "; this attnbench reads up to " + std::to_string(kSchemaVersion));
+  const Result<std::unique_ptr<Store>> refused = Store::open(file);
+  EXPECT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().message,
+            file + " has schema version " + std::to_string(newer) +
+                "; this attnbench reads up to " + std::to_string(kSchemaVersion));
   EXPECT_EQ(read_bytes(file), before) << "a refused file must not change";
   RawDatabase raw(file);
   EXPECT_EQ(raw.query("SELECT version FROM schema_version"), std::to_string(newer));
@@ -862,10 +852,10 @@ TEST_F(StoreTest, FilesThatAreNotAttnbenchDatabasesAreRefusedUntouched) {
   for (size_t i = 0; i < kJunkBytes; ++i) junk += static_cast<char>(printable(rng_));
   std::ofstream(junk_file, std::ios::binary) << junk;
 
-  Status status;
-  EXPECT_EQ(Store::open(junk_file, status), nullptr);
-  EXPECT_FALSE(status.ok);
-  EXPECT_EQ(status.message, junk_file + " is not an attnbench database (not a SQLite file)");
+  const Result<std::unique_ptr<Store>> junk_refused = Store::open(junk_file);
+  EXPECT_FALSE(junk_refused.ok());
+  EXPECT_EQ(junk_refused.status().message,
+            junk_file + " is not an attnbench database (not a SQLite file)");
   EXPECT_EQ(read_bytes(junk_file), junk);
 
   // A SQLite file that some other program wrote.
@@ -878,10 +868,11 @@ TEST_F(StoreTest, FilesThatAreNotAttnbenchDatabasesAreRefusedUntouched) {
     sqlite3_close(db);
   }
   const std::string foreign_before = read_bytes(foreign_file);
-  EXPECT_EQ(Store::open(foreign_file, status), nullptr);
-  EXPECT_FALSE(status.ok);
-  EXPECT_NE(status.message.find(foreign_file), std::string::npos) << status.message;
-  EXPECT_NE(status.message.find("not an attnbench database"), std::string::npos) << status.message;
+  const Result<std::unique_ptr<Store>> foreign_refused = Store::open(foreign_file);
+  EXPECT_FALSE(foreign_refused.ok());
+  const std::string& message = foreign_refused.status().message;
+  EXPECT_NE(message.find(foreign_file), std::string::npos) << message;
+  EXPECT_NE(message.find("not an attnbench database"), std::string::npos) << message;
   EXPECT_EQ(read_bytes(foreign_file), foreign_before);
 }
 
@@ -906,19 +897,20 @@ TEST_F(StoreTest, ConcurrentWritersLoseNothing) {
       char go = 0;
       if (read(start_pipe[0], &go, 1) != 1) exit_child(Status::Error("no start signal"));
       Rng rng(writer_seed(writer));
-      Status status;
-      std::unique_ptr<Store> store = Store::open(file, status);
-      if (!store) exit_child(status);
+      Result<std::unique_ptr<Store>> opened = Store::open(file);
+      if (!opened) exit_child(opened.status());
+      Store& store = **opened;
       RunInfo info = random_run_info(rng);
       info.uuid = writer_uuid(writer);
-      const int64_t run_id = store->begin_run(info, status);
-      if (!status) exit_child(status);
-      const int64_t device_id = store->add_device(run_id, random_device(rng, "cpu", 0), status);
-      if (!status) exit_child(status);
+      const Result<int64_t> run_id = store.begin_run(info);
+      if (!run_id) exit_child(run_id.status());
+      const Result<int64_t> device_id = store.add_device(*run_id, random_device(rng, "cpu", 0));
+      if (!device_id) exit_child(device_id.status());
+      Status status;
       for (int i = 0; i < kResultsPerWriter && status; ++i) {
-        status = store->add_result(run_id, random_result(rng, device_id));
+        status = store.add_result(*run_id, random_result(rng, *device_id));
       }
-      if (status) status = store->finish_run(run_id);
+      if (status) status = store.finish_run(*run_id);
       exit_child(status);
     }
     children.push_back(child);
@@ -936,9 +928,7 @@ TEST_F(StoreTest, ConcurrentWritersLoseNothing) {
 
   std::unique_ptr<Store> store = open_store(file);
   ASSERT_NE(store, nullptr);
-  Status status;
-  const std::vector<RunListEntry> runs = store->list_runs(0, status);
-  ASSERT_TRUE(status.ok) << status.message;
+  const std::vector<RunListEntry> runs = value_of(store->list_runs(0));
   ASSERT_EQ(runs.size(), static_cast<size_t>(kWriters));
   for (const RunListEntry& entry : runs) {
     EXPECT_EQ(entry.status, "complete");
@@ -968,9 +958,7 @@ TEST_F(StoreTest, WriterWaitsForAnotherWritersLock) {
   const std::string file = path("waits.sqlite");
   std::unique_ptr<Store> store = open_store(file);
   ASSERT_NE(store, nullptr);
-  Status status;
-  const int64_t run_id = store->begin_run(random_run_info(rng_), status);
-  ASSERT_TRUE(status.ok) << status.message;
+  const int64_t run_id = value_of(store->begin_run(random_run_info(rng_)));
 
   // Another writer holds the write lock for a while, then commits.
   constexpr auto kHold = std::chrono::milliseconds(300);
@@ -1000,13 +988,14 @@ TEST_F(StoreTest, KilledWriterLeavesCommittedResultsAndAnIncompleteRun) {
   ASSERT_GE(child, 0);
   if (child == 0) {
     Rng rng(child_seed);
+    Result<std::unique_ptr<Store>> opened = Store::open(file);
+    if (!opened) exit_child(opened.status());
+    Store& store = **opened;
+    const Result<int64_t> run_id = store.begin_run(random_run_info(rng));
+    if (!run_id) exit_child(run_id.status());
     Status status;
-    std::unique_ptr<Store> store = Store::open(file, status);
-    if (!store) exit_child(status);
-    const int64_t run_id = store->begin_run(random_run_info(rng), status);
-    if (!status) exit_child(status);
     for (int i = 0; i < committed && status; ++i) {
-      status = store->add_result(run_id, random_result(rng, 0));
+      status = store.add_result(*run_id, random_result(rng, 0));
     }
     if (!status) exit_child(status);
     // Die in the middle of a write transaction, holding the write lock.
@@ -1027,9 +1016,7 @@ TEST_F(StoreTest, KilledWriterLeavesCommittedResultsAndAnIncompleteRun) {
   }
   std::unique_ptr<Store> store = open_store(file);
   ASSERT_NE(store, nullptr);
-  Status status;
-  const std::optional<int64_t> run_id = store->latest_run_id(status);
-  ASSERT_TRUE(status.ok) << status.message;
+  const std::optional<int64_t> run_id = value_of(store->latest_run_id());
   ASSERT_TRUE(run_id.has_value());
   const StoredRun run = load(*store, *run_id);
   EXPECT_EQ(run.status, "incomplete");
@@ -1048,11 +1035,8 @@ TEST_F(StoreTest, LatestRunListRunsAndLatestCalibrations) {
   SCOPED_TRACE(seed_trace());
   std::unique_ptr<Store> store = open_store(path("history.sqlite"));
   ASSERT_NE(store, nullptr);
-  Status status;
-  EXPECT_FALSE(store->latest_run_id(status).has_value());
-  EXPECT_TRUE(status.ok) << status.message;
-  EXPECT_TRUE(store->list_runs(0, status).empty());
-  EXPECT_TRUE(status.ok) << status.message;
+  EXPECT_FALSE(value_of(store->latest_run_id()).has_value());
+  EXPECT_TRUE(value_of(store->list_runs(0)).empty());
 
   constexpr int kRuns = 5;
   constexpr int kMaxResultsPerRun = 4;
@@ -1060,8 +1044,7 @@ TEST_F(StoreTest, LatestRunListRunsAndLatestCalibrations) {
   for (int i = 0; i < kRuns; ++i) {
     const RunInfo info = random_run_info(rng_);
     RunListEntry entry;
-    entry.id = store->begin_run(info, status);
-    ASSERT_TRUE(status.ok) << status.message;
+    entry.id = value_of(store->begin_run(info));
     entry.started_at = info.started_at;
     entry.suite = info.suite;
     entry.result_count = std::uniform_int_distribution<int>(0, kMaxResultsPerRun)(rng_);
@@ -1074,13 +1057,12 @@ TEST_F(StoreTest, LatestRunListRunsAndLatestCalibrations) {
     }
     expected.push_back(entry);
   }
-  EXPECT_EQ(store->latest_run_id(status), expected.back().id);
+  EXPECT_EQ(value_of(store->latest_run_id()), expected.back().id);
   std::reverse(expected.begin(), expected.end());  // newest first, as list_runs answers
 
   for (int limit : {0, 2, kRuns + 3}) {
     SCOPED_TRACE("limit " + std::to_string(limit));
-    const std::vector<RunListEntry> listed = store->list_runs(limit, status);
-    ASSERT_TRUE(status.ok) << status.message;
+    const std::vector<RunListEntry> listed = value_of(store->list_runs(limit));
     const size_t want = limit > 0 ? std::min<size_t>(limit, kRuns) : kRuns;
     ASSERT_EQ(listed.size(), want);
     for (size_t i = 0; i < want; ++i) {
@@ -1091,8 +1073,7 @@ TEST_F(StoreTest, LatestRunListRunsAndLatestCalibrations) {
       EXPECT_SAME_FIELD(expected[i], listed[i], result_count);
     }
   }
-  EXPECT_FALSE(store->load_run(expected.front().id + 1, status).has_value());
-  EXPECT_FALSE(status.ok);
+  EXPECT_FALSE(store->load_run(expected.front().id + 1).ok());
 
   // Several measurements of each (kind, dtype) on two devices, stored in random order.
   const std::array<std::pair<std::string, std::string>, 5> kinds = {
@@ -1131,13 +1112,11 @@ TEST_F(StoreTest, LatestRunListRunsAndLatestCalibrations) {
   }
   for (const std::string& uuid : device_uuids) {
     SCOPED_TRACE(uuid);
-    const std::vector<CalibrationRecord> latest = store->latest_calibrations(uuid, status);
-    ASSERT_TRUE(status.ok) << status.message;
+    const std::vector<CalibrationRecord> latest = value_of(store->latest_calibrations(uuid));
     ASSERT_EQ(latest.size(), kinds.size());
     for (size_t i = 0; i < kinds.size(); ++i) expect_same_calibration(newest[uuid][i], latest[i]);
   }
-  EXPECT_TRUE(store->latest_calibrations("GPU-none", status).empty());
-  EXPECT_TRUE(status.ok) << status.message;
+  EXPECT_TRUE(value_of(store->latest_calibrations("GPU-none")).empty());
 }
 
 // ---- regression bookkeeping (schema 4) ---------------------------------------------------------
@@ -1177,7 +1156,6 @@ TEST_F(StoreTest, SeriesHistoriesCarryLevelsAndEarlierVerdictsAndLeaveReruns) {
   SCOPED_TRACE(seed_trace());
   std::unique_ptr<Store> store = open_store(path("analysis.sqlite"));
   ASSERT_NE(store, nullptr);
-  Status status;
   const std::string key_a = "cpu.flash|a|normal|dev|Release";
   const std::string key_b = "cpu.flash|bb|normal|dev|Release";
   std::vector<int64_t> runs;
@@ -1186,12 +1164,10 @@ TEST_F(StoreTest, SeriesHistoriesCarryLevelsAndEarlierVerdictsAndLeaveReruns) {
     RunInfo info = random_run_info(rng_);
     info.selection = "run suite=smoke";
     if (i == kRuns - 1) info.rerun_of = runs.back();  // the last run reruns the one before
-    const int64_t run_id = store->begin_run(info, status);
-    ASSERT_TRUE(status.ok) << status.message;
+    const int64_t run_id = value_of(store->begin_run(info));
     DeviceInfo device = random_device(rng_, "cpu", 0);
     device.uuid = "chip-" + std::to_string(i % 2);
-    const int64_t device_id = store->add_device(run_id, device, status);
-    ASSERT_TRUE(status.ok) << status.message;
+    const int64_t device_id = value_of(store->add_device(run_id, device));
     ASSERT_TRUE(store->add_result(run_id, timed_result(key_a, device_id, 1e-3 * (i + 1), 1000)).ok);
     if (i % 2 == 0) {
       ASSERT_TRUE(store->add_result(run_id, timed_result(key_b, device_id, 2e-3, 900)).ok);
@@ -1216,7 +1192,7 @@ TEST_F(StoreTest, SeriesHistoriesCarryLevelsAndEarlierVerdictsAndLeaveReruns) {
                                    {{runs[2], key_a, AlertKind::performance, Verdict::outlier,
                                      "; reverted"}})
                   .ok);
-  const std::vector<AlertRecord> alerts = store->run_alerts(runs[2], status);
+  const std::vector<AlertRecord> alerts = value_of(store->run_alerts(runs[2]));
   ASSERT_EQ(alerts.size(), 1u);
   EXPECT_EQ(alerts[0].state, "outlier");
   EXPECT_EQ(alerts[0].severity, Severity::info);
@@ -1225,14 +1201,14 @@ TEST_F(StoreTest, SeriesHistoriesCarryLevelsAndEarlierVerdictsAndLeaveReruns) {
   EXPECT_DOUBLE_EQ(alerts[0].change, 0.25);
   EXPECT_TRUE(alerts[0].chip_changed);
   EXPECT_EQ(alerts[0].environment, suspected.environment);
-  EXPECT_TRUE(store->find_alert(runs[2], key_a, AlertKind::performance, status).has_value());
-  EXPECT_FALSE(store->find_alert(runs[2], key_b, AlertKind::performance, status).has_value());
-  EXPECT_FALSE(store->find_alert(runs[2], key_a, AlertKind::accuracy, status).has_value());
+  EXPECT_TRUE(value_of(store->find_alert(runs[2], key_a, AlertKind::performance)).has_value());
+  EXPECT_FALSE(value_of(store->find_alert(runs[2], key_b, AlertKind::performance)).has_value());
+  EXPECT_FALSE(value_of(store->find_alert(runs[2], key_a, AlertKind::accuracy)).has_value());
   // Storing an analysis again replaces it.
   ASSERT_TRUE(store->store_analysis(runs[2], {}, {{"dev", 0.04, 8}}, {}, {}).ok);
-  EXPECT_TRUE(store->run_alerts(runs[2], status).empty());
-  ASSERT_EQ(store->run_levels(runs[2], status).size(), 1u);
-  EXPECT_DOUBLE_EQ(store->run_levels(runs[2], status)[0].level, 0.04);
+  EXPECT_TRUE(value_of(store->run_alerts(runs[2])).empty());
+  ASSERT_EQ(value_of(store->run_levels(runs[2])).size(), 1u);
+  EXPECT_DOUBLE_EQ(value_of(store->run_levels(runs[2]))[0].level, 0.04);
   // Schema 6: the detector's row for a in run 3, which every history row of it then carries.
   AnalysisRecord analysis_a =
       random_analysis(rng_, key_a, false, load(*store, runs[2]).result_ids.at(0));
@@ -1240,8 +1216,8 @@ TEST_F(StoreTest, SeriesHistoriesCarryLevelsAndEarlierVerdictsAndLeaveReruns) {
   ASSERT_TRUE(
       store->store_analysis(runs[2], {suspected}, {{"dev", 0.05, 9}}, {analysis_a}, {}).ok);
 
-  const auto histories = store->series_histories({key_a, key_b, "none"}, runs.back() + 1, 3, status);
-  ASSERT_TRUE(status.ok) << status.message;
+  const auto histories =
+      value_of(store->series_histories({key_a, key_b, "none"}, runs.back() + 1, 3));
   const std::vector<HistoryRow>& a = histories.at(key_a);
   ASSERT_EQ(a.size(), 3u) << "limited to the newest 3, the rerun left out";
   EXPECT_EQ(a[0].run_id, runs[2]);
@@ -1261,7 +1237,7 @@ TEST_F(StoreTest, SeriesHistoriesCarryLevelsAndEarlierVerdictsAndLeaveReruns) {
   EXPECT_EQ(histories.at(key_b).size(), 3u);
   for (const HistoryRow& row : histories.at(key_b)) EXPECT_FALSE(row.analysis.has_value());
   EXPECT_TRUE(histories.at("none").empty());
-  const std::vector<HistoryRow> full_a = store->full_series_history(key_a, status);
+  const std::vector<HistoryRow> full_a = value_of(store->full_series_history(key_a));
   ASSERT_EQ(full_a.size(), static_cast<size_t>(kRuns - 1));
   for (const HistoryRow& row : full_a) {
     SCOPED_TRACE("run " + std::to_string(row.run_id));
@@ -1269,15 +1245,15 @@ TEST_F(StoreTest, SeriesHistoriesCarryLevelsAndEarlierVerdictsAndLeaveReruns) {
     if (row.analysis) expect_same_analysis(analysis_a, *row.analysis);
   }
 
-  EXPECT_EQ(store->latest_primary_run_id(status), runs[kRuns - 2]);
-  EXPECT_EQ(store->latest_rerun_of(runs[kRuns - 2], status), runs.back());
-  EXPECT_EQ(store->previous_comparable_run(runs[3], "run suite=smoke", status), runs[2]);
-  EXPECT_FALSE(store->previous_comparable_run(runs[3], "other", status).has_value());
-  const std::vector<int64_t> unanalysed = store->unanalysed_runs(status);
+  EXPECT_EQ(value_of(store->latest_primary_run_id()), runs[kRuns - 2]);
+  EXPECT_EQ(value_of(store->latest_rerun_of(runs[kRuns - 2])), runs.back());
+  EXPECT_EQ(value_of(store->previous_comparable_run(runs[3], "run suite=smoke")), runs[2]);
+  EXPECT_FALSE(value_of(store->previous_comparable_run(runs[3], "other")).has_value());
+  const std::vector<int64_t> unanalysed = value_of(store->unanalysed_runs());
   EXPECT_EQ(unanalysed, (std::vector<int64_t>{runs[0], runs[1], runs[4]}));
-  EXPECT_EQ(store->series_keys(status), (std::vector<std::string>{key_a, key_b}));
-  EXPECT_EQ(store->run_series(runs[0], status).size(), 2u);
-  EXPECT_EQ(store->result_samples(a[0].result_id, status).size(), 3u);
+  EXPECT_EQ(value_of(store->series_keys()), (std::vector<std::string>{key_a, key_b}));
+  EXPECT_EQ(value_of(store->run_series(runs[0])).size(), 2u);
+  EXPECT_EQ(value_of(store->result_samples(a[0].result_id)).size(), 3u);
 
   AnnotationRecord annotation;
   annotation.series_key = key_b;
@@ -1285,7 +1261,7 @@ TEST_F(StoreTest, SeriesHistoriesCarryLevelsAndEarlierVerdictsAndLeaveReruns) {
   annotation.reason = "new tiling; 'quoted' reason";
   annotation.from_run_id = runs[3];
   ASSERT_TRUE(store->add_annotations({annotation}).ok);
-  const std::vector<AnnotationRecord> annotations = store->annotations(status);
+  const std::vector<AnnotationRecord> annotations = value_of(store->annotations());
   ASSERT_EQ(annotations.size(), 1u);
   EXPECT_EQ(annotations[0].reason, annotation.reason);
   EXPECT_EQ(annotations[0].from_run_id, runs[3]);
@@ -1294,7 +1270,6 @@ TEST_F(StoreTest, SeriesHistoriesCarryLevelsAndEarlierVerdictsAndLeaveReruns) {
 
 TEST_F(StoreTest, MergeCopiesEachRunOnceAndMapsItsIds) {
   SCOPED_TRACE(seed_trace());
-  Status status;
   std::map<std::string, std::vector<AnalysisRecord>> analyses;  // by file, as stored there
   // Two runners' files, each with two runs (the second a rerun of the first), alerts and
   // analysis rows.
@@ -1305,10 +1280,10 @@ TEST_F(StoreTest, MergeCopiesEachRunOnceAndMapsItsIds) {
       RunInfo info = random_run_info(rng_);
       info.merged_from.clear();
       info.rerun_of = first;
-      const int64_t run_id = store->begin_run(info, status);
+      const int64_t run_id = value_of(store->begin_run(info));
       DeviceInfo device = random_device(rng_, "cuda", 0);
       device.uuid = chip;
-      const int64_t device_id = store->add_device(run_id, device, status);
+      const int64_t device_id = value_of(store->add_device(run_id, device));
       EXPECT_TRUE(store->add_result(run_id, timed_result("k|s|normal|dev|b", device_id, 1e-3, 1500)).ok);
       EXPECT_TRUE(store->finish_run(run_id).ok);
       if (i == 0) first = run_id;
@@ -1347,23 +1322,21 @@ TEST_F(StoreTest, MergeCopiesEachRunOnceAndMapsItsIds) {
   // The target already has a run of its own.
   std::unique_ptr<Store> target = open_store(path("merged.sqlite"));
   ASSERT_NE(target, nullptr);
-  const int64_t own = target->begin_run(random_run_info(rng_), status);
-  ASSERT_TRUE(status.ok);
-  MergeReport report;
-  ASSERT_TRUE(target->merge_from(a, report).ok);
+  const int64_t own = value_of(target->begin_run(random_run_info(rng_)));
+  MergeReport report = value_of(target->merge_from(a));
   EXPECT_EQ(report.runs_added, 2);
   EXPECT_EQ(report.calibrations_added, 1);
-  ASSERT_TRUE(target->merge_from(b, report).ok);
+  report = value_of(target->merge_from(b));
   EXPECT_EQ(report.runs_added, 2);
   // Merging again changes nothing.
-  ASSERT_TRUE(target->merge_from(a, report).ok);
+  report = value_of(target->merge_from(a));
   EXPECT_EQ(report.runs_added, 0);
   EXPECT_EQ(report.runs_already_present, 2);
   EXPECT_EQ(report.calibrations_added, 0);
-  EXPECT_FALSE(target->merge_from(path("merged.sqlite"), report).ok);
-  EXPECT_FALSE(target->merge_from(path("absent.sqlite"), report).ok);
+  EXPECT_FALSE(target->merge_from(path("merged.sqlite")).ok());
+  EXPECT_FALSE(target->merge_from(path("absent.sqlite")).ok());
 
-  const std::vector<RunListEntry> runs = target->list_runs(0, status);
+  const std::vector<RunListEntry> runs = value_of(target->list_runs(0));
   ASSERT_EQ(runs.size(), 5u);
   // Newest first: b's rerun, b's run, a's rerun, a's run, the target's own.
   EXPECT_EQ(runs.back().id, own);
@@ -1376,17 +1349,16 @@ TEST_F(StoreTest, MergeCopiesEachRunOnceAndMapsItsIds) {
   EXPECT_EQ(rerun_b.results[0].device_id, rerun_b.device_ids[0]);
   EXPECT_EQ(rerun_b.devices[0].uuid, "GPU-b");
   ASSERT_EQ(rerun_b.results[0].samples.size(), 3u);
-  const std::vector<AlertRecord> alerts = target->run_alerts(runs[1].id, status);
+  const std::vector<AlertRecord> alerts = value_of(target->run_alerts(runs[1].id));
   ASSERT_EQ(alerts.size(), 1u);
   EXPECT_EQ(alerts[0].since_run_id, runs[1].id);
-  EXPECT_EQ(target->run_levels(runs[1].id, status).size(), 1u);
-  EXPECT_EQ(target->latest_calibrations("GPU-b", status).size(), 1u);
+  EXPECT_EQ(value_of(target->run_levels(runs[1].id)).size(), 1u);
+  EXPECT_EQ(value_of(target->latest_calibrations("GPU-b")).size(), 1u);
 
   // The analysis rows came along once each, their ids those of this file.
   for (const auto& [run, file] : {std::pair{runs[1].id, b}, std::pair{runs[3].id, a}}) {
     SCOPED_TRACE(file);
-    const std::vector<AnalysisRecord> merged = target->run_analysis(run, status);
-    ASSERT_TRUE(status.ok) << status.message;
+    const std::vector<AnalysisRecord> merged = value_of(target->run_analysis(run));
     ASSERT_EQ(merged.size(), 2u);
     std::vector<AnalysisRecord> expected = analyses.at(file);
     for (AnalysisRecord& row : expected) row.run_id = run;
@@ -1591,10 +1563,8 @@ TEST_F(StoreTest, MigrationFromVersion5RebuildsAlertsUnderChecksAndKeepsEveryRow
     return std::find(names.begin(), names.end(), value) != names.end();
   };
   std::map<int64_t, AlertRecord> loaded;
-  Status status;
   for (int64_t run : {1, 2, 99}) {
-    for (const AlertRecord& alert : store->run_alerts(run, status)) loaded[alert.id] = alert;
-    ASSERT_TRUE(status.ok) << status.message;
+    for (const AlertRecord& alert : value_of(store->run_alerts(run))) loaded[alert.id] = alert;
   }
   ASSERT_EQ(loaded.size(), old.size());
   for (const OldAlert& expected : old) {
@@ -1639,9 +1609,7 @@ TEST_F(StoreTest, StoredNameThatDoesNotParseIsAnErrorNamingIt) {
   const std::string file = path("unparsed.sqlite");
   std::unique_ptr<Store> store = open_store(file);
   ASSERT_NE(store, nullptr);
-  Status status;
-  const int64_t run_id = store->begin_run(random_run_info(rng_), status);
-  ASSERT_TRUE(status.ok) << status.message;
+  const int64_t run_id = value_of(store->begin_run(random_run_info(rng_)));
   {
     // Only a writer that switches the CHECKs off can do this.
     RawDatabase raw(file);
@@ -1650,10 +1618,11 @@ TEST_F(StoreTest, StoredNameThatDoesNotParseIsAnErrorNamingIt) {
               "VALUES (?, 'k', 'Performance', 'info', 'm')",
               {run_id});
   }
-  EXPECT_TRUE(store->run_alerts(run_id, status).empty());
-  EXPECT_FALSE(status.ok);
-  EXPECT_NE(status.message.find("'Performance'"), std::string::npos) << status.message;
-  EXPECT_NE(status.message.find("kind"), std::string::npos) << status.message;
+  const Result<std::vector<AlertRecord>> alerts = store->run_alerts(run_id);
+  EXPECT_FALSE(alerts.ok());
+  const std::string& message = alerts.status().message;
+  EXPECT_NE(message.find("'Performance'"), std::string::npos) << message;
+  EXPECT_NE(message.find("kind"), std::string::npos) << message;
 }
 
 TEST_F(StoreTest, AnalysisRowsRoundTripEveryField) {
@@ -1661,9 +1630,7 @@ TEST_F(StoreTest, AnalysisRowsRoundTripEveryField) {
   const std::string file = path("analysis.sqlite");
   std::unique_ptr<Store> store = open_store(file);
   ASSERT_NE(store, nullptr);
-  Status status;
-  const int64_t run_id = store->begin_run(random_run_info(rng_), status);
-  ASSERT_TRUE(status.ok) << status.message;
+  const int64_t run_id = value_of(store->begin_run(random_run_info(rng_)));
   constexpr int kResults = 4;
   for (int i = 0; i < kResults; ++i) ASSERT_TRUE(store->add_result(run_id, random_result(rng_, 0)).ok);
   ASSERT_TRUE(store->finish_run(run_id).ok);
@@ -1688,12 +1655,11 @@ TEST_F(StoreTest, AnalysisRowsRoundTripEveryField) {
   }
   std::shuffle(rows.begin(), rows.end(), rng_);
   ASSERT_TRUE(store->store_analysis(run_id, {}, {}, rows, {}).ok);
-  EXPECT_TRUE(store->unanalysed_runs(status).empty());
+  EXPECT_TRUE(value_of(store->unanalysed_runs()).empty());
 
   for (int pass = 0; pass < 2; ++pass) {
     SCOPED_TRACE(pass == 0 ? "open" : "reopened");
-    const std::vector<AnalysisRecord> loaded = store->run_analysis(run_id, status);
-    ASSERT_TRUE(status.ok) << status.message;
+    const std::vector<AnalysisRecord> loaded = value_of(store->run_analysis(run_id));
     ASSERT_EQ(loaded.size(), expected.size());
     auto next = expected.begin();
     for (const AnalysisRecord& row : loaded) {
@@ -1704,8 +1670,7 @@ TEST_F(StoreTest, AnalysisRowsRoundTripEveryField) {
     store = open_store(file);
     ASSERT_NE(store, nullptr);
   }
-  EXPECT_TRUE(store->run_analysis(run_id + 1, status).empty());
-  EXPECT_TRUE(status.ok) << status.message;
+  EXPECT_TRUE(value_of(store->run_analysis(run_id + 1)).empty());
 
   // In the file: NaN and 0 ids are NULL, the key's parts are columns, the scope is named.
   store.reset();
@@ -1741,17 +1706,16 @@ TEST_F(StoreTest, AnalysisRowsRoundTripEveryField) {
   AnalysisRecord dangling = rows[0];
   dangling.result_id = result_ids.back() + 1;
   EXPECT_FALSE(store->store_analysis(run_id, {}, {}, {dangling}, {}).ok);
-  EXPECT_EQ(store->run_analysis(run_id, status).size(), expected.size()) << "rolled back";
+  EXPECT_EQ(value_of(store->run_analysis(run_id)).size(), expected.size()) << "rolled back";
   // Storing the analysis again replaces the rows.
   ASSERT_TRUE(store->store_analysis(run_id, {}, {}, {rows[0]}, {}).ok);
-  EXPECT_EQ(store->run_analysis(run_id, status).size(), 1u);
+  EXPECT_EQ(value_of(store->run_analysis(run_id)).size(), 1u);
 }
 
 TEST_F(StoreTest, KernelHistoryIsNewestFirstAndLeavesReruns) {
   SCOPED_TRACE(seed_trace());
   std::unique_ptr<Store> store = open_store(path("kernel.sqlite"));
   ASSERT_NE(store, nullptr);
-  Status status;
   const SeriesKey series = random_series_key(rng_);
   const std::string group = series.kernel_wide().text();
   constexpr int kRuns = 7;
@@ -1760,8 +1724,7 @@ TEST_F(StoreTest, KernelHistoryIsNewestFirstAndLeavesReruns) {
   for (int i = 0; i < kRuns; ++i) {
     RunInfo info = random_run_info(rng_);
     if (i == 3) info.rerun_of = runs.back();
-    runs.push_back(store->begin_run(info, status));
-    ASSERT_TRUE(status.ok) << status.message;
+    runs.push_back(value_of(store->begin_run(info)));
     if (i == 5) continue;  // a run analysed without the group (the kernel was not run)
     AnalysisRecord row = random_analysis(rng_, group, true, 0);
     row.run_id = runs.back();
@@ -1777,24 +1740,22 @@ TEST_F(StoreTest, KernelHistoryIsNewestFirstAndLeavesReruns) {
         if (*run < before && *run != runs[3] && stored.count(*run)) want.push_back(*run);
       }
       if (want.size() > static_cast<size_t>(limit)) want.resize(limit);
-      const std::vector<AnalysisRecord> history = store->kernel_history(group, before, limit, status);
-      ASSERT_TRUE(status.ok) << status.message;
+      const std::vector<AnalysisRecord> history =
+          value_of(store->kernel_history(group, before, limit));
       ASSERT_EQ(history.size(), want.size());
       for (size_t i = 0; i < want.size(); ++i) expect_same_analysis(stored.at(want[i]), history[i]);
     }
   }
-  EXPECT_TRUE(store->kernel_history("none", runs.back() + 1, kRuns, status).empty());
+  EXPECT_TRUE(value_of(store->kernel_history("none", runs.back() + 1, kRuns)).empty());
 }
 
 TEST_F(StoreTest, LaterVerdictsUpdateTheEarlierRunsAlertsAndAnalysisRows) {
   SCOPED_TRACE(seed_trace());
   std::unique_ptr<Store> store = open_store(path("later.sqlite"));
   ASSERT_NE(store, nullptr);
-  Status status;
   std::vector<int64_t> runs;
   for (int i = 0; i < 2; ++i) {
-    runs.push_back(store->begin_run(random_run_info(rng_), status));
-    ASSERT_TRUE(status.ok) << status.message;
+    runs.push_back(value_of(store->begin_run(random_run_info(rng_))));
   }
   const SeriesKey series = random_series_key(rng_);
   SeriesKey sibling = series;  // another shape of the same kernel
@@ -1833,9 +1794,9 @@ TEST_F(StoreTest, LaterVerdictsUpdateTheEarlierRunsAlertsAndAnalysisRows) {
                        {runs[0], key, AlertKind::accuracy, Verdict::confirmed, accuracy_note},
                        {runs[0], group, AlertKind::kernel, Verdict::outlier, kernel_note}})
                   .ok);
-  EXPECT_TRUE(store->unanalysed_runs(status).empty()) << "both runs are analysed";
+  EXPECT_TRUE(value_of(store->unanalysed_runs()).empty()) << "both runs are analysed";
 
-  const std::vector<AlertRecord> judged = store->run_alerts(runs[0], status);
+  const std::vector<AlertRecord> judged = value_of(store->run_alerts(runs[0]));
   ASSERT_EQ(judged.size(), alerts.size());
   const std::array<std::pair<std::string, std::string>, 4> states_and_notes = {
       {{"outlier", performance_note}, {"confirmed", accuracy_note}, {"outlier", kernel_note},
@@ -1846,7 +1807,7 @@ TEST_F(StoreTest, LaterVerdictsUpdateTheEarlierRunsAlertsAndAnalysisRows) {
     EXPECT_EQ(judged[i].message, alerts[i].message + states_and_notes[i].second);
     EXPECT_EQ(judged[i].severity, i < 3 ? Severity::info : Severity::warning);
   }
-  std::vector<AnalysisRecord> rows = store->run_analysis(runs[0], status);
+  std::vector<AnalysisRecord> rows = value_of(store->run_analysis(runs[0]));
   ASSERT_EQ(rows.size(), 2u);
   const AnalysisRecord& kernel = rows[0].kernel_wide ? rows[0] : rows[1];
   const AnalysisRecord& single = rows[0].kernel_wide ? rows[1] : rows[0];
@@ -1870,7 +1831,7 @@ TEST_F(StoreTest, LaterVerdictsUpdateTheEarlierRunsAlertsAndAnalysisRows) {
                                    {{runs[0], sibling.text(), AlertKind::kernel,
                                      Verdict::confirmed, ""}})
                   .ok);
-  rows = store->run_analysis(runs[0], status);
+  rows = value_of(store->run_analysis(runs[0]));
   ASSERT_EQ(rows.size(), 2u);
   EXPECT_EQ((rows[0].kernel_wide ? rows[0] : rows[1]).verdict, Verdict::confirmed);
   EXPECT_EQ((rows[0].kernel_wide ? rows[1] : rows[0]).verdict, Verdict::outlier);

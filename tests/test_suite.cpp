@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "harness/suite/suite.h"
+#include "result_support.h"
 
 namespace attnbench {
 namespace {
@@ -23,19 +24,18 @@ constexpr const char* kSource = "suites/x.toml";
 constexpr const char* kSuitesVariable = "ATTNBENCH_SUITES_DIR";
 
 Suite parse_ok(const std::string& text) {
-  Suite suite;
-  const Status status = parse_suite(text, kSource, suite);
-  EXPECT_TRUE(status.ok) << status.message;
-  return suite;
+  Result<Suite> suite = parse_suite(text, kSource);
+  EXPECT_TRUE(suite.ok()) << suite.status().message;
+  return suite ? std::move(*suite) : Suite{};
 }
 
 // The error message; fails the test when the text parses.
 std::string parse_error(const std::string& text) {
-  Suite suite;
-  const Status status = parse_suite(text, kSource, suite);
-  EXPECT_FALSE(status.ok) << "parsed without error:\n" << text;
-  EXPECT_EQ(status.message.find('\n'), std::string::npos) << "not one line: " << status.message;
-  return status.message;
+  const Result<Suite> suite = parse_suite(text, kSource);
+  EXPECT_FALSE(suite.ok()) << "parsed without error:\n" << text;
+  const std::string& message = suite.status().message;
+  EXPECT_EQ(message.find('\n'), std::string::npos) << "not one line: " << message;
+  return message;
 }
 
 Problem make_problem(int64_t batch, int64_t heads_q, int64_t heads_kv, int64_t seqlen_q,
@@ -548,8 +548,11 @@ TEST(SuiteErrors, TooLargeAMatrixIsRefused) {
 }
 
 TEST(SuiteErrors, ErrorsLeaveTheSuiteUntouched) {
+  // An error is a status and no suite: a suite parsed before stays as it was.
   Suite suite = parse_ok("name = \"kept\"\n[[matrix]]\nkernels = \"*\"\nseqlen = 8\n");
-  EXPECT_FALSE(parse_suite("[[matrix]]\nkernels = \"*\"\nseqlen = 0\n", kSource, suite).ok);
+  const Result<Suite> refused = parse_suite("[[matrix]]\nkernels = \"*\"\nseqlen = 0\n", kSource);
+  EXPECT_FALSE(refused.ok());
+  EXPECT_FALSE(refused.status().message.empty());
   EXPECT_EQ(suite.name, "kept");
   EXPECT_EQ(suite.entries.size(), 1u);
 }
@@ -565,29 +568,24 @@ TEST(SuiteLookup, DefaultDirectoryIsTheSourceTree) {
 
 TEST(SuiteLookup, ByNameByPathAndUnknownNames) {
   const ScopedEnvironment unset(kSuitesVariable, std::nullopt);
-  Suite by_name;
-  const Status name_status = load_suite("smoke", by_name);
-  ASSERT_TRUE(name_status.ok) << name_status.message;
+  const Suite by_name = value_of(load_suite("smoke"));
   EXPECT_EQ(by_name.name, "smoke");
   EXPECT_EQ(by_name.path, suites_directory() + "/smoke.toml");
 
-  Suite by_path;
-  const Status path_status = load_suite(suites_directory() + "/smoke.toml", by_path);
-  ASSERT_TRUE(path_status.ok) << path_status.message;
+  const Suite by_path = value_of(load_suite(suites_directory() + "/smoke.toml"));
   ASSERT_EQ(by_path.entries.size(), by_name.entries.size());
   for (size_t i = 0; i < by_path.entries.size(); ++i) {
     EXPECT_EQ(by_path.entries[i].problem, by_name.entries[i].problem);
   }
 
-  Suite unknown;
   EXPECT_EQ(
-      load_suite("smok", unknown).message,
+      load_suite("smok").status().message,
       "unknown suite 'smok'; available: cpu, ctest, gpu-figures, gpu-smoke, llm, nightly, smoke (or a path "
       "to a .toml file)");
   // A name ending in .toml is a path (relative to the working directory), not a suite name.
-  const Status relative = load_suite("no_such_suite_here.toml", unknown);
-  EXPECT_EQ(relative.message, "cannot read suite file 'no_such_suite_here.toml': no such file");
-  EXPECT_EQ(load_suite("/no/such/dir/s.toml", unknown).message,
+  EXPECT_EQ(load_suite("no_such_suite_here.toml").status().message,
+            "cannot read suite file 'no_such_suite_here.toml': no such file");
+  EXPECT_EQ(load_suite("/no/such/dir/s.toml").status().message,
             "cannot read suite file '/no/such/dir/s.toml': no such file");
 }
 
@@ -595,8 +593,7 @@ TEST(SuiteLookup, ErrorsInAFileNameThatFile) {
   const TemporaryDirectory directory;
   const std::string path = directory.write(
       "broken.toml", "name = \"broken\"\n[[matrix]]\nkernels = \"*\"\nseqlen = 0\n");
-  Suite suite;
-  EXPECT_EQ(load_suite(path, suite).message,
+  EXPECT_EQ(load_suite(path).status().message,
             path + ":4: field 'seqlen': 0 is out of range; must be at least 1");
 }
 
@@ -618,12 +615,10 @@ TEST(SuiteLookup, EnvironmentDirectoryIsListedAndSearched) {
   EXPECT_EQ(suites[2].second.rfind("(unreadable: TOML syntax error on line 1", 0), 0u)
       << suites[2].second;
 
-  Suite beta;
-  const Status status = load_suite("beta", beta);
-  ASSERT_TRUE(status.ok) << status.message;
+  const Suite beta = value_of(load_suite("beta"));
   EXPECT_EQ(beta.name, "beta");
   EXPECT_EQ(beta.entries.size(), 2u);
-  EXPECT_EQ(load_suite("smoke", beta).message,
+  EXPECT_EQ(load_suite("smoke").status().message,
             "unknown suite 'smoke'; available: alpha, beta, gamma (or a path to a .toml file)");
 }
 
@@ -631,10 +626,9 @@ TEST(SuiteLookup, EnvironmentDirectoryIsListedAndSearched) {
 
 Suite load_shipped(const std::string& name) {
   const ScopedEnvironment unset(kSuitesVariable, std::nullopt);
-  Suite suite;
-  const Status status = load_suite(name, suite);
-  EXPECT_TRUE(status.ok) << status.message;
-  return suite;
+  Result<Suite> suite = load_suite(name);
+  EXPECT_TRUE(suite.ok()) << suite.status().message;
+  return suite ? std::move(*suite) : Suite{};
 }
 
 TEST(ShippedSuites, AllParseAndValidate) {

@@ -21,6 +21,7 @@
 #include "harness/core/shell.h"
 #include "harness/measure/timing.h"
 #include "harness/measure/worker.h"
+#include "result_support.h"
 
 namespace attnbench {
 namespace {
@@ -153,9 +154,9 @@ TEST(WorkerProtocol, RequestRoundTripsEveryField) {
   const CaseRequest expected = full_request();
   const std::string line = encode_request(expected);
   EXPECT_EQ(line.find('\n'), std::string::npos) << "one line: " << line;
-  CaseRequest actual;
-  const Status status = decode_request(line, actual);
-  ASSERT_TRUE(status.ok) << status.message;
+  const Result<CaseRequest> decoded = decode_request(line);
+  ASSERT_TRUE(decoded) << decoded.status().message;
+  const CaseRequest& actual = *decoded;
   EXPECT_EQ(expected.name, actual.name);
   EXPECT_EQ(expected.kernel, actual.kernel);
   EXPECT_EQ(expected.problem, actual.problem);
@@ -170,8 +171,7 @@ TEST(WorkerProtocol, RequestRoundTripsEveryField) {
   EXPECT_EQ(expected.failure_dump_dir, actual.failure_dump_dir);
   EXPECT_EQ(expected.repro, actual.repro);
   // The defaults too (false, zero, empty).
-  CaseRequest defaults;
-  ASSERT_TRUE(decode_request(encode_request(CaseRequest{}), defaults).ok);
+  const CaseRequest defaults = value_of(decode_request(encode_request(CaseRequest{})));
   EXPECT_EQ(defaults.problem, CaseRequest{}.problem);
   EXPECT_EQ(defaults.seed, 0u);
   EXPECT_FALSE(defaults.check_only);
@@ -182,9 +182,9 @@ TEST(WorkerProtocol, OutcomeRoundTripsEveryField) {
   const CaseOutcome expected = full_outcome();
   const std::string line = encode_outcome(expected);
   EXPECT_EQ(line.find('\n'), std::string::npos) << "one line: " << line;
-  CaseOutcome actual;
-  const Status status = decode_outcome(line, actual);
-  ASSERT_TRUE(status.ok) << status.message;
+  const Result<CaseOutcome> decoded = decode_outcome(line);
+  ASSERT_TRUE(decoded) << decoded.status().message;
+  const CaseOutcome& actual = *decoded;
   expect_same_outcome(expected, actual);
   // The kernel's details stay a parseable JSON text, the hostile engine name intact.
   EXPECT_EQ(json::parse(actual.details_json).at("engine").get<std::string>(), kHostile);
@@ -195,21 +195,20 @@ TEST(WorkerProtocol, EveryStatusAndStopAndTheDefaultsRoundTrip) {
                               ResultStatus::crashed, ResultStatus::timeout, ResultStatus::error}) {
     CaseOutcome expected = full_outcome();
     expected.status = status;
-    CaseOutcome actual;
-    ASSERT_TRUE(decode_outcome(encode_outcome(expected), actual).ok) << result_status_name(status);
-    EXPECT_EQ(actual.status, status);
+    const Result<CaseOutcome> actual = decode_outcome(encode_outcome(expected));
+    ASSERT_TRUE(actual) << result_status_name(status) << ": " << actual.status().message;
+    EXPECT_EQ(actual->status, status);
   }
   for (std::optional<TimingStop> stop : {std::optional<TimingStop>{}, std::optional{TimingStop::stable},
                                          std::optional{TimingStop::repetitions}, std::optional{TimingStop::budget}}) {
     CaseOutcome expected = full_outcome();
     expected.timing.stop = stop;
-    CaseOutcome actual;
-    ASSERT_TRUE(decode_outcome(encode_outcome(expected), actual).ok);
+    const CaseOutcome actual = value_of(decode_outcome(encode_outcome(expected)));
     EXPECT_EQ(actual.timing.stop, stop);
   }
   const CaseOutcome expected;  // nothing measured: NaNs, -1s, empty texts
   CaseOutcome actual = full_outcome();
-  ASSERT_TRUE(decode_outcome(encode_outcome(expected), actual).ok);
+  actual = value_of(decode_outcome(encode_outcome(expected)));
   expect_same_outcome(expected, actual);
 }
 
@@ -222,8 +221,7 @@ TEST(WorkerProtocol, NumbersThatWereNotMeasuredTravelAsNull) {
   EXPECT_TRUE(line.at("timing_wall_s").is_null());
   EXPECT_TRUE(line.at("check").at("lse_max_error").is_null());
   EXPECT_TRUE(line.at("samples").at(2).at("sm_clock_mhz").is_null());
-  CaseOutcome actual;
-  ASSERT_TRUE(decode_outcome(line.dump(), actual).ok);
+  const CaseOutcome actual = value_of(decode_outcome(line.dump()));
   EXPECT_TRUE(std::isnan(actual.energy_j));
   EXPECT_TRUE(std::isnan(actual.timing.wall_s));
 }
@@ -233,15 +231,13 @@ TEST(WorkerProtocol, InvalidUtf8IsReplacedNotThrown) {
   request.dump_dir = "/tmp/\xff\xfe";
   std::string line;
   ASSERT_NO_THROW(line = encode_request(request));
-  CaseRequest decoded;
-  ASSERT_TRUE(decode_request(line, decoded).ok);
+  const CaseRequest decoded = value_of(decode_request(line));
   EXPECT_EQ(decoded.dump_dir, "/tmp/\xef\xbf\xbd\xef\xbf\xbd");  // U+FFFD twice
   CaseOutcome outcome = full_outcome();
   outcome.message = "cuDNN says \xc3";  // a cut UTF-8 sequence
   outcome.timer = "\x80";
   ASSERT_NO_THROW(line = encode_outcome(outcome));
-  CaseOutcome actual;
-  ASSERT_TRUE(decode_outcome(line, actual).ok);
+  const CaseOutcome actual = value_of(decode_outcome(line));
   EXPECT_EQ(actual.message, "cuDNN says \xef\xbf\xbd");
   EXPECT_EQ(actual.timer, "\xef\xbf\xbd");
 }
@@ -258,13 +254,13 @@ void expect_error(Decode decode, const std::string& line, const std::string& pre
 }
 
 Status decode_a_request(const std::string& line) {
-  CaseRequest request;
-  return decode_request(line, request);
+  const Result<CaseRequest> request = decode_request(line);
+  return request ? Status::Ok() : request.status();
 }
 
 Status decode_an_outcome(const std::string& line) {
-  CaseOutcome outcome;
-  return decode_outcome(line, outcome);
+  const Result<CaseOutcome> outcome = decode_outcome(line);
+  return outcome ? Status::Ok() : outcome.status();
 }
 
 TEST(WorkerProtocol, EveryTruncationIsAnError) {
@@ -365,8 +361,9 @@ TEST(WorkerProcessSide, TheRequestArrivesAsOneLine) {
   ASSERT_TRUE(std::getline(file, line));
   EXPECT_FALSE(std::getline(file, rest)) << "more than one line";
   std::remove(kept.c_str());
-  CaseRequest received;
-  ASSERT_TRUE(decode_request(line, received).ok) << line;
+  const Result<CaseRequest> decoded = decode_request(line);
+  ASSERT_TRUE(decoded) << line;
+  const CaseRequest& received = *decoded;
   EXPECT_EQ(received.name, full_request().name);
   EXPECT_EQ(received.dump_dir, full_request().dump_dir);
   EXPECT_EQ(received.seed, full_request().seed);
@@ -408,15 +405,14 @@ TEST(WorkerProcessSide, AWorkerThatCannotStartIsACrashThatSaysWhy) {
 }
 
 TEST(WorkerExecutor, MadeForCpuAndRefusedForUnknownDevices) {
-  Status status;
-  const auto cpu = make_device_executor("cpu", status);
-  ASSERT_TRUE(cpu) << status.message;
-  EXPECT_EQ(cpu->timer_name(), "host steady_clock around one forward");
+  const Result<std::unique_ptr<DeviceExecutor>> cpu = make_device_executor("cpu");
+  ASSERT_TRUE(cpu) << cpu.status().message;
+  EXPECT_EQ((*cpu)->timer_name(), "host steady_clock around one forward");
   for (const std::string device : {"gpu", "", "cpu0", "cuda:", "cuda:x"}) {
-    Status refused;
-    EXPECT_FALSE(make_device_executor(device, refused)) << device;
-    EXPECT_FALSE(refused.ok) << device;
-    EXPECT_FALSE(refused.message.empty()) << device;
+    const Result<std::unique_ptr<DeviceExecutor>> refused = make_device_executor(device);
+    EXPECT_FALSE(refused) << device;
+    EXPECT_FALSE(refused.status().ok) << device;
+    EXPECT_FALSE(refused.status().message.empty()) << device;
   }
 }
 

@@ -192,9 +192,9 @@ class StoredRunAnalysis {
  private:
   // The run, and the latest rerun of its suspects, which is folded in.
   Status load_runs() {
-    Status status;
-    run_ = store_.load_run(run_id_, status);
-    if (!run_) return status;
+    Result<StoredRun> run = store_.load_run(run_id_);
+    if (!run) return run.status();
+    run_ = std::move(*run);
     if (run_->info.rerun_of != 0) {
       const std::string original = std::to_string(run_->info.rerun_of);
       return Status::Error("run " + std::to_string(run_id_) + " is a rerun of run " + original +
@@ -206,12 +206,15 @@ class StoredRunAnalysis {
     for (const ResultRecord& r : run_->results) {
       report_.measured += r.status == ResultStatus::passed || r.status == ResultStatus::failed;
     }
-    if (std::optional<int64_t> rerun_id = store_.latest_rerun_of(run_id_, status); rerun_id) {
-      rerun_ = store_.load_run(*rerun_id, status);
-      if (!rerun_) return status;
-      report_.rerun_id = *rerun_id;
+    const Result<std::optional<int64_t>> rerun_id = store_.latest_rerun_of(run_id_);
+    if (!rerun_id) return rerun_id.status();
+    if (*rerun_id) {
+      Result<StoredRun> rerun = store_.load_run(**rerun_id);
+      if (!rerun) return rerun.status();
+      rerun_ = std::move(*rerun);
+      report_.rerun_id = **rerun_id;
     }
-    return status;
+    return Status::Ok();
   }
 
   // The run's series, and those the previous run of the same selection had and this one lacks.
@@ -223,12 +226,13 @@ class StoredRunAnalysis {
     }
     report_.series = keys_;
     if (run_->info.selection.empty()) return Status::Ok();
-    Status status;
-    const std::optional<int64_t> previous =
-        store_.previous_comparable_run(run_id_, run_->info.selection, status);
-    if (!status || !previous) return status;
-    const auto previous_series = store_.run_series(*previous, status);
-    if (!status) return status;
+    const Result<std::optional<int64_t>> previous =
+        store_.previous_comparable_run(run_id_, run_->info.selection);
+    if (!previous) return previous.status();
+    if (!*previous) return Status::Ok();
+    const auto found_series = store_.run_series(**previous);
+    if (!found_series) return found_series.status();
+    const std::vector<std::pair<std::string, ResultStatus>>& previous_series = *found_series;
     for (const auto& [key, result_status] : previous_series) {
       if (result_status == ResultStatus::passed && !result_index_.count(key)) keys_.push_back(key);
     }
@@ -237,7 +241,7 @@ class StoredRunAnalysis {
       fewer.kind = AlertKind::run;
       fewer.state = "fewer_cases";
       fewer.severity = Severity::warning;
-      fewer.message = fewer_cases_message(run_id_, run_->results.size(), *previous,
+      fewer.message = fewer_cases_message(run_id_, run_->results.size(), **previous,
                                           previous_series.size(), run_->status == "complete");
       report_.alerts.push_back(fewer);
     }
@@ -247,11 +251,11 @@ class StoredRunAnalysis {
   // The detector's inputs per device model (a run's level is a property of one kind of device):
   // each series' history since the annotation that restarts it, the candidate, its rerun.
   Status build_inputs() {
-    Status status;
-    auto histories = store_.series_histories(keys_, run_id_, options_.max_history, status);
-    if (!status) return status;
-    annotations_ = store_.annotations(status);
-    if (!status) return status;
+    auto histories = store_.series_histories(keys_, run_id_, options_.max_history);
+    if (!histories) return histories.status();
+    Result<std::vector<AnnotationRecord>> annotations = store_.annotations();
+    if (!annotations) return annotations.status();
+    annotations_ = std::move(*annotations);
     std::map<std::string, size_t> rerun_index;
     if (rerun_) {
       for (size_t i = 0; i < rerun_->results.size(); ++i) {
@@ -264,7 +268,7 @@ class StoredRunAnalysis {
       SeriesInput input;
       input.key = key;
       input.group = group_key(key);
-      for (const HistoryRow& row : histories[key]) {
+      for (const HistoryRow& row : (*histories)[key]) {
         if (row.run_id < slot.coverage.history_from) continue;
         slot.rows.push_back(row);
         input.history.push_back(point_from_history(row));
@@ -297,12 +301,12 @@ class StoredRunAnalysis {
     input.rerun_samples = sample_times(repeated.samples);
     const Baseline baseline = compute_baseline(input.history, options_);
     if (baseline.points.empty()) return Status::Ok();
-    Status status;
-    const std::vector<Sample> samples =
-        store_.result_samples(slot.rows[baseline.representative].result_id, status);
-    input.baseline_samples = sample_times(samples);
+    const Result<std::vector<Sample>> samples =
+        store_.result_samples(slot.rows[baseline.representative].result_id);
+    if (!samples) return samples.status();
+    input.baseline_samples = sample_times(*samples);
     input.baseline_samples_level = input.history[baseline.representative].level;
-    return status;
+    return Status::Ok();
   }
 
   // The kernel-wide aggregates' states at their previous clear runs: a run left ambiguous (a
@@ -331,19 +335,22 @@ class StoredRunAnalysis {
   // What the analyses of the group's earlier runs concluded: the stored analysis rows, else (a
   // run analysed before schema 6) the kernel-wide alert; ok when neither.
   Result<std::map<int64_t, StoredGroupState>> stored_group_states(const std::string& group,
-                                                                 const std::set<int64_t>& runs) {
-    Status status;
+                                                                  const std::set<int64_t>& runs) {
     std::map<int64_t, StoredGroupState> states;
-    for (const AnalysisRecord& row :
-         store_.kernel_history(group, run_id_, static_cast<int>(runs.size()), status)) {
+    const Result<std::vector<AnalysisRecord>> rows =
+        store_.kernel_history(group, run_id_, static_cast<int>(runs.size()));
+    if (!rows) return rows.status();
+    for (const AnalysisRecord& row : *rows) {
       states[row.run_id] = {row.verdict, row.since_run_id, row.chip_changed};
     }
-    if (!status) return status;
     for (int64_t run : runs) {
       if (states.count(run)) continue;
-      const std::optional<AlertRecord> alert = store_.find_alert(run, group, AlertKind::kernel, status);
-      if (!status) return status;
-      if (alert) states[run] = {verdict_or_ok(alert->state), alert->since_run_id, alert->chip_changed};
+      const Result<std::optional<AlertRecord>> found =
+          store_.find_alert(run, group, AlertKind::kernel);
+      if (!found) return found.status();
+      if (const std::optional<AlertRecord>& alert = *found) {
+        states[run] = {verdict_or_ok(alert->state), alert->since_run_id, alert->chip_changed};
+      }
     }
     return states;
   }
@@ -409,8 +416,13 @@ class StoredRunAnalysis {
   const StoredRun* header(int64_t id) {
     auto found = headers_.find(id);
     if (found == headers_.end()) {
-      Status missing;  // a baseline run always exists; without it the alert names no environment
-      found = headers_.emplace(id, store_.load_run_header(id, missing)).first;
+      // Best effort: a baseline run always exists, and should its header not load, the alert
+      // names no environment (empty environment text) rather than the analysis failing over a
+      // description; the error itself is dropped here on purpose.
+      Result<StoredRun> loaded = store_.load_run_header(id);
+      std::optional<StoredRun> run;
+      if (loaded) run = std::move(*loaded);
+      found = headers_.emplace(id, std::move(run)).first;
     }
     return found->second ? &*found->second : nullptr;
   }

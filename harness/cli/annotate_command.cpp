@@ -47,12 +47,12 @@ int annotate_command(const std::string& db_path, const AnnotateOptions& options,
   }
   std::unique_ptr<Store> store = open_store(db_path, err);
   if (!store) return kExitUsage;
-  Status status;
-  const std::vector<std::string> known = store->series_keys(status);
-  if (!status) {
-    err << "error: " << status.message << "\n";
+  const Result<std::vector<std::string>> found_keys = store->series_keys();
+  if (!found_keys) {
+    err << "error: " << found_keys.status().message << "\n";
     return kExitUsage;
   }
+  const std::vector<std::string>& known = *found_keys;
   std::vector<std::string> keys;
   if (!options.series.empty()) {
     for (const std::string& key : options.series) {
@@ -90,12 +90,12 @@ int annotate_command(const std::string& db_path, const AnnotateOptions& options,
   // Default: each series' newest run (a kernel-wide key: the newest run of any of its shapes).
   std::map<std::string, int64_t> newest;
   if (!from_run) {
-    const auto histories = store->series_histories(known, kNoRunLimit, 1, status);
-    if (!status) {
-      err << "error: " << status.message << "\n";
+    const auto histories = store->series_histories(known, kNoRunLimit, 1);
+    if (!histories) {
+      err << "error: " << histories.status().message << "\n";
       return kExitUsage;
     }
-    for (const auto& [key, rows] : histories) {
+    for (const auto& [key, rows] : *histories) {
       if (rows.empty()) continue;
       newest[key] = rows.back().run_id;
       int64_t& group = newest[group_key(key)];

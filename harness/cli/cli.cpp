@@ -114,21 +114,21 @@ int list_command(const std::string& what, bool support, const std::string& db_pa
 }
 
 int show_command(const std::string& run_text, const std::string& db_path) {
-  Status status;
-  std::unique_ptr<Store> store = Store::open(db_path, status);
-  if (!store) {
-    std::cerr << "error: " << status.message << "\n";
+  Result<std::unique_ptr<Store>> opened = Store::open(db_path);
+  if (!opened) {
+    std::cerr << "error: " << opened.status().message << "\n";
     return kExitUsage;
   }
+  Store& store = **opened;
   int64_t run_id = 0;
   if (run_text == "latest") {
-    std::optional<int64_t> latest = store->latest_run_id(status);
-    if (!latest) {
-      std::cerr << "error: " << (status.ok ? "no run stored in " + db_path : status.message)
+    const Result<std::optional<int64_t>> latest = store.latest_run_id();
+    if (!latest || !*latest) {
+      std::cerr << "error: " << (latest ? "no run stored in " + db_path : latest.status().message)
                 << "\n";
       return kExitUsage;
     }
-    run_id = *latest;
+    run_id = **latest;
   } else {
     try {
       size_t used = 0;
@@ -140,12 +140,9 @@ int show_command(const std::string& run_text, const std::string& db_path) {
       return kExitUsage;
     }
   }
-  std::optional<StoredRun> run = store->load_run(run_id, status);
+  const Result<StoredRun> run = store.load_run(run_id);
   if (!run) {
-    std::cerr << "error: "
-              << (status.ok ? "no run " + std::to_string(run_id) + " in " + db_path
-                            : status.message)
-              << "\n";
+    std::cerr << "error: " << run.status().message << "\n";
     return kExitUsage;
   }
   std::cout << "run " << run->id << "  suite " << run->info.suite << "  " << run->status
@@ -163,26 +160,25 @@ int show_command(const std::string& run_text, const std::string& db_path) {
 }
 
 int calibrate_command(const std::string& devices_spec, const std::string& db_path) {
-  std::vector<Device> devices;
-  if (Status s = select_devices(devices_spec, discover_devices(), devices); !s.ok) {
-    std::cerr << "error: " << s.message << "\n";
+  const Result<std::vector<Device>> devices = select_devices(devices_spec, discover_devices());
+  if (!devices) {
+    std::cerr << "error: " << devices.status().message << "\n";
     return kExitUsage;
   }
-  Status status;
-  std::unique_ptr<Store> store = Store::open(db_path, status);
+  Result<std::unique_ptr<Store>> store = Store::open(db_path);
   if (!store) {
-    std::cerr << "error: " << status.message << "\n";
+    std::cerr << "error: " << store.status().message << "\n";
     return kExitUsage;
   }
-  for (const Device& device : devices) {
+  for (const Device& device : *devices) {
     std::cerr << "calibrating " << device.label() << " (" << device.info.name << ") ...\n";
-    std::vector<CalibrationRecord> records;
-    if (Status s = calibrate_device(device, records); !s.ok) {
-      std::cerr << "error: " << s.message << "\n";
+    const Result<std::vector<CalibrationRecord>> records = calibrate_device(device);
+    if (!records) {
+      std::cerr << "error: " << records.status().message << "\n";
       return kExitUsage;
     }
-    for (const CalibrationRecord& r : records) {
-      if (Status s = store->add_calibration(r); !s.ok) {
+    for (const CalibrationRecord& r : *records) {
+      if (Status s = (*store)->add_calibration(r); !s.ok) {
         std::cerr << "error: " << s.message << "\n";
         return kExitUsage;
       }

@@ -5,21 +5,24 @@
 namespace attnbench {
 
 std::unique_ptr<Store> open_store(const std::string& db_path, std::ostream& err) {
-  Status status;
-  std::unique_ptr<Store> store = Store::open(db_path, status);
-  if (!store) err << "error: " << status.message << "\n";
-  return store;
+  Result<std::unique_ptr<Store>> store = Store::open(db_path);
+  if (!store) {
+    err << "error: " << store.status().message << "\n";
+    return nullptr;
+  }
+  return std::move(*store);
 }
 
 std::optional<int64_t> resolve_run(Store& store, const std::string& text, const std::string& what,
                                    std::ostream& err) {
-  Status status;
   if (text == "latest") {
-    std::optional<int64_t> latest = store.latest_primary_run_id(status);
+    const Result<std::optional<int64_t>> latest = store.latest_primary_run_id();
     if (!latest) {
-      err << "error: " << (status ? "no run stored in " + store.path() : status.message) << "\n";
+      err << "error: " << latest.status().message << "\n";
+      return std::nullopt;
     }
-    return latest;
+    if (!*latest) err << "error: no run stored in " << store.path() << "\n";
+    return *latest;
   }
   try {
     size_t used = 0;

@@ -32,15 +32,14 @@ int compare_command(const std::string& db_path, const std::string& run_a, const 
   if (!id_a) return kExitUsage;
   const std::optional<int64_t> id_b = resolve_run(*store, run_b, "compare RUN_B", err);
   if (!id_b) return kExitUsage;
-  Status status;
-  const std::optional<StoredRun> a = store->load_run(*id_a, status);
+  const Result<StoredRun> a = store->load_run(*id_a);
   if (!a) {
-    err << "error: " << status.message << "\n";
+    err << "error: " << a.status().message << "\n";
     return kExitUsage;
   }
-  const std::optional<StoredRun> b = store->load_run(*id_b, status);
+  const Result<StoredRun> b = store->load_run(*id_b);
   if (!b) {
-    err << "error: " << status.message << "\n";
+    err << "error: " << b.status().message << "\n";
     return kExitUsage;
   }
   // Cases match by kernel, shape, distribution and device model.

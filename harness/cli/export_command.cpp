@@ -35,10 +35,9 @@ int export_command(const std::string& db_path, const std::string& run_text,
   if (!store) return kExitUsage;
   const std::optional<int64_t> run_id = resolve_run(*store, run_text, "export --run", err);
   if (!run_id) return kExitUsage;
-  Status status;
-  const std::optional<StoredRun> run = store->load_run(*run_id, status);
+  const Result<StoredRun> run = store->load_run(*run_id);
   if (!run) {
-    err << "error: " << status.message << "\n";
+    err << "error: " << run.status().message << "\n";
     return kExitUsage;
   }
   std::ostringstream text;

@@ -43,20 +43,20 @@ int history_command(const std::string& db_path, const HistoryOptions& options, s
   }
   std::unique_ptr<Store> store = open_store(db_path, err);
   if (!store) return kExitUsage;
-  Status status;
   std::vector<std::string> keys = options.series;
   if (keys.empty()) {
     const std::string shape_glob = options.shape_glob.empty() ? "*" : options.shape_glob;
-    for (const std::string& key : store->series_keys(status)) {
+    const Result<std::vector<std::string>> all_keys = store->series_keys();
+    if (!all_keys) {
+      err << "error: " << all_keys.status().message << "\n";
+      return kExitUsage;
+    }
+    for (const std::string& key : *all_keys) {
       std::string shape = shape_of_series_key(key);
       shape = shape.substr(0, shape.find(" dist="));
       if (glob_match(options.kernel_glob, kernel_of_series_key(key)) && glob_match(shape_glob, shape)) {
         keys.push_back(key);
       }
-    }
-    if (!status) {
-      err << "error: " << status.message << "\n";
-      return kExitUsage;
     }
   }
   if (keys.empty()) {
@@ -69,11 +69,12 @@ int history_command(const std::string& db_path, const HistoryOptions& options, s
     keys.resize(static_cast<size_t>(options.max_series));
   }
   for (const std::string& key : keys) {
-    const std::vector<HistoryRow> rows = store->full_series_history(key, status);
-    if (!status) {
-      err << "error: " << status.message << "\n";
+    const Result<std::vector<HistoryRow>> history = store->full_series_history(key);
+    if (!history) {
+      err << "error: " << history.status().message << "\n";
       return kExitUsage;
     }
+    const std::vector<HistoryRow>& rows = *history;
     out << "\nseries " << key << "\n";
     if (rows.empty()) {
       out << "  no results\n";

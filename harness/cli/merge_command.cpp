@@ -33,11 +33,12 @@ int merge_command(const std::vector<std::string>& sources, const std::string& in
   if (!store) return kExitUsage;
   MergeReport total;
   for (const std::string& source : sources) {
-    MergeReport report;
-    if (Status merged = store->merge_from(source, report); !merged) {
-      err << "error: " << merged.message << "\n";
+    const Result<MergeReport> merged = store->merge_from(source);
+    if (!merged) {
+      err << "error: " << merged.status().message << "\n";
       return kExitUsage;
     }
+    const MergeReport& report = *merged;
     out << "merged " << source << ": " << report.runs_added << " runs added, "
         << report.runs_already_present << " already present, " << report.calibrations_added
         << " calibrations, " << report.annotations_added << " annotations\n";

@@ -16,18 +16,21 @@ namespace {
 
 using json = nlohmann::json;
 
-Status load_selection(const PlanOptions& options, Suite& suite) {
+Result<Suite> load_selection(const PlanOptions& options) {
+  Suite suite;
   if (!options.suite.empty()) {
-    if (Status s = load_suite(options.suite, suite); !s.ok) return s;
+    Result<Suite> loaded = load_suite(options.suite);
+    if (!loaded) return loaded.status();
+    suite = std::move(*loaded);
   }
   for (const std::string& text : options.shapes) {
-    SuiteEntry entry;
-    if (Status s = shape_entry(text, entry); !s.ok) return s;
-    suite.entries.push_back(entry);
+    Result<SuiteEntry> entry = shape_entry(text);
+    if (!entry) return entry.status();
+    suite.entries.push_back(std::move(*entry));
   }
   if (suite.entries.empty())
     return Status::Error("nothing to plan: give --suite NAME|FILE or --shape ...");
-  return Status::Ok();
+  return suite;
 }
 
 }  // namespace
@@ -38,19 +41,22 @@ int plan_command(const PlanOptions& options, std::ostream& out, std::ostream& er
     err << "error: --device-model '" << options.device_model << "': accepted: h200\n";
     return kExitUsage;
   }
-  Suite suite;
-  if (Status s = load_selection(options, suite); !s.ok) {
+  Result<Suite> selection = load_selection(options);
+  if (!selection) {
+    err << "error: " << selection.status().message << "\n";
+    return kExitUsage;
+  }
+  const Suite& suite = *selection;
+  if (Status s = check_kernel_globs(options.kernel_globs); !s.ok) {
     err << "error: " << s.message << "\n";
     return kExitUsage;
   }
-  std::optional<std::regex> filter;
-  for (const Status& s :
-       {check_kernel_globs(options.kernel_globs), parse_case_filter(options.filter, filter)}) {
-    if (!s.ok) {
-      err << "error: " << s.message << "\n";
-      return kExitUsage;
-    }
+  const Result<std::optional<std::regex>> parsed_filter = parse_case_filter(options.filter);
+  if (!parsed_filter) {
+    err << "error: " << parsed_filter.status().message << "\n";
+    return kExitUsage;
   }
+  const std::optional<std::regex>& filter = *parsed_filter;
   const std::vector<CaseSpec> cases =
       expand_cases(suite, options.kernel_globs, filter, {{Backend::cuda, device->name}});
   CaseCostRequest request;

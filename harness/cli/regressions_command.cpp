@@ -140,13 +140,13 @@ int regressions_command(const std::string& db_path, const std::string& run_text,
   std::unique_ptr<Store> store = open_store(db_path, err);
   if (!store) return kExitUsage;
   std::vector<int64_t> run_ids;
-  Status status;
   if (run_text == "unanalysed") {
-    run_ids = store->unanalysed_runs(status);
-    if (!status) {
-      err << "error: " << status.message << "\n";
+    Result<std::vector<int64_t>> unanalysed = store->unanalysed_runs();
+    if (!unanalysed) {
+      err << "error: " << unanalysed.status().message << "\n";
       return kExitUsage;
     }
+    run_ids = std::move(*unanalysed);
     if (run_ids.empty()) {
       err << "error: regressions --run unanalysed: every run in " << db_path << " was analysed already\n";
       return kExitUsage;

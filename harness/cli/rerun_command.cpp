@@ -42,10 +42,9 @@ int rerun_command(const std::string& db_path, const RerunOptions& rerun,
   if (!store) return kExitUsage;
   const std::optional<int64_t> run_id = resolve_run(*store, rerun.run_text, "--run", err);
   if (!run_id) return kExitUsage;
-  Status status;
-  std::optional<StoredRun> run = store->load_run(*run_id, status);
+  const Result<StoredRun> run = store->load_run(*run_id);
   if (!run) {
-    err << "error: " << status.message << "\n";
+    err << "error: " << run.status().message << "\n";
     return kExitUsage;
   }
   if (run->info.rerun_of != 0) {
@@ -58,15 +57,15 @@ int rerun_command(const std::string& db_path, const RerunOptions& rerun,
       return kExitUsage;
     }
   }
-  const std::vector<AlertRecord> alerts = store->run_alerts(*run_id, status);
-  if (!status) {
-    err << "error: " << status.message << "\n";
+  const Result<std::vector<AlertRecord>> alerts = store->run_alerts(*run_id);
+  if (!alerts) {
+    err << "error: " << alerts.status().message << "\n";
     return kExitUsage;
   }
   // Suspects: suspected or unclear results, and every shape of a suspected kernel.
   std::set<std::string> suspects;
   std::set<std::string> suspect_groups;
-  for (const AlertRecord& a : alerts) {
+  for (const AlertRecord& a : *alerts) {
     const std::optional<Verdict> state = parse_verdict(a.state);
     if (state != Verdict::suspected && state != Verdict::ambiguous) continue;
     if (a.kind == AlertKind::performance || a.kind == AlertKind::accuracy) suspects.insert(a.series_key);

@@ -71,8 +71,8 @@ struct RunSelection {
   std::vector<CaseSpec> cases;
 };
 
-Status select_run_devices(const RunOptions& options, const std::vector<Device>& found,
-                          std::vector<Device>& devices) {
+Result<std::vector<Device>> select_run_devices(const RunOptions& options,
+                                               const std::vector<Device>& found) {
   const char* require_env = std::getenv("ATTNBENCH_REQUIRE_GPU");
   const bool require_gpu =
       options.require_gpu || (require_env != nullptr && std::string(require_env) == "1");
@@ -82,13 +82,16 @@ Status select_run_devices(const RunOptions& options, const std::vector<Device>& 
     return Status::Error("--require-gpu (or ATTNBENCH_REQUIRE_GPU=1): no GPU found: " +
                          gpu_absence_reason());
   }
-  return select_devices(options.devices, found, devices);
+  return select_devices(options.devices, found);
 }
 
 // The suite file, then the --shape problems, then the exact cases, as one suite.
-Status load_run_suite(const RunOptions& options, Suite& suite) {
+Result<Suite> load_run_suite(const RunOptions& options) {
+  Suite suite;
   if (!options.suite.empty()) {
-    if (Status s = load_suite(options.suite, suite); !s.ok) return s;
+    Result<Suite> loaded = load_suite(options.suite);
+    if (!loaded) return loaded.status();
+    suite = std::move(*loaded);
   }
   Distribution shape_distribution = Distribution::normal;
   if (!options.distribution.empty() && !parse_distribution(options.distribution, shape_distribution)) {
@@ -96,51 +99,62 @@ Status load_run_suite(const RunOptions& options, Suite& suite) {
                          "': accepted: normal, large_logits, outliers");
   }
   for (const std::string& text : options.shapes) {
-    SuiteEntry entry;
-    if (Status s = shape_entry(text, entry); !s.ok) return s;
-    entry.distribution = std::string(distribution_name(shape_distribution));
-    suite.entries.push_back(entry);
+    Result<SuiteEntry> entry = shape_entry(text);
+    if (!entry) return entry.status();
+    entry->distribution = std::string(distribution_name(shape_distribution));
+    suite.entries.push_back(std::move(*entry));
   }
   for (const std::string& text : options.cases) {
-    SuiteEntry entry;
-    if (Status s = case_entry(text, entry); !s.ok) return s;
-    suite.entries.push_back(entry);
+    Result<SuiteEntry> entry = case_entry(text);
+    if (!entry) return entry.status();
+    suite.entries.push_back(std::move(*entry));
   }
   if (options.suite.empty() && options.shapes.empty() && options.cases.empty()) {
     return Status::Error(
         "nothing to run: give --suite NAME|FILE (see `attnbench list suites`) or --shape "
         "b=..,hq=..,...");
   }
-  return Status::Ok();
+  return suite;
 }
 
 // The case matrix of harness/suite/case_matrix.h, then this runner's shard.
-Status select_run_cases(const RunOptions& options, const Suite& suite,
-                        const std::vector<Device>& devices, std::vector<CaseSpec>& cases) {
-  std::optional<std::regex> filter;
-  for (const Status& s : {check_kernel_globs(options.kernel_globs), parse_case_filter(options.filter, filter)}) {
-    if (!s.ok) return s;
-  }
+Result<std::vector<CaseSpec>> select_run_cases(const RunOptions& options, const Suite& suite,
+                                               const std::vector<Device>& devices) {
+  if (Status s = check_kernel_globs(options.kernel_globs); !s.ok) return s;
+  const Result<std::optional<std::regex>> filter = parse_case_filter(options.filter);
+  if (!filter) return filter.status();
   Shard shard;
   if (!options.shard.empty()) {
-    if (Status s = parse_shard(options.shard, shard); !s.ok) return s;
+    const Result<Shard> parsed = parse_shard(options.shard);
+    if (!parsed) return parsed.status();
+    shard = *parsed;
   }
   std::vector<MatrixDevice> matrix_devices;
   for (const Device& device : devices) matrix_devices.push_back({device.backend, device.label()});
-  cases = shard_cases(expand_cases(suite, options.kernel_globs, filter, matrix_devices), shard);
+  std::vector<CaseSpec> cases =
+      shard_cases(expand_cases(suite, options.kernel_globs, *filter, matrix_devices), shard);
   if (cases.empty()) {
     return Status::Error("nothing was measured: no case matches (suite '" +
                          (suite.name.empty() ? std::string("--shape") : suite.name) + "', kernels [" +
                          kernel_names() + "], devices '" + options.devices + "'" +
                          (options.filter.empty() ? "" : ", filter '" + options.filter + "'") + ")");
   }
-  return Status::Ok();
+  return cases;
 }
 
-Status select_run(const RunOptions& options, const std::vector<Device>& found, RunSelection& selection) {
-  if (Status s = select_run_devices(options, found, selection.devices); !s.ok) return s;
-  if (Status s = load_run_suite(options, selection.suite); !s.ok) return s;
-  return select_run_cases(options, selection.suite, selection.devices, selection.cases);
+Result<RunSelection> select_run(const RunOptions& options, const std::vector<Device>& found) {
+  RunSelection selection;
+  Result<std::vector<Device>> devices = select_run_devices(options, found);
+  if (!devices) return devices.status();
+  selection.devices = std::move(*devices);
+  Result<Suite> suite = load_run_suite(options);
+  if (!suite) return suite.status();
+  selection.suite = std::move(*suite);
+  Result<std::vector<CaseSpec>> cases =
+      select_run_cases(options, selection.suite, selection.devices);
+  if (!cases) return cases.status();
+  selection.cases = std::move(*cases);
+  return selection;
 }
 
 // ---- the run record ------------------------------------------------------------------------------
@@ -189,14 +203,15 @@ json run_protocol(const RunOptions& options, const RunRecord& run, size_t case_c
 // rather than refused.
 std::string dump_json(const json& value) { return value.dump(-1, ' ', false, json::error_handler_t::replace); }
 
-Status begin_run(const RunOptions& options, const RunSelection& selection, RunRecord& run) {
+Result<RunRecord> begin_run(const RunOptions& options, const RunSelection& selection) {
+  RunRecord run;
   run.seed = options.seed.value_or((static_cast<uint64_t>(std::random_device{}()) << 32) ^
                                    std::random_device{}());
   run.repetitions = resolve_repetitions(options.repetitions, selection.suite);
   run.max_case_seconds = resolve_max_case_seconds(options.max_case_seconds, selection.suite);
-  Status status;
-  run.store = Store::open(options.db_path, status);
-  if (!run.store) return status;
+  Result<std::unique_ptr<Store>> store = Store::open(options.db_path);
+  if (!store) return store.status();
+  run.store = std::move(*store);
   run.info.uuid = make_uuid();
   run.info.started_at = now_utc_iso8601();
   run.info.suite = selection.suite.name.empty() ? "adhoc" : selection.suite.name;
@@ -207,16 +222,21 @@ Status begin_run(const RunOptions& options, const RunSelection& selection, RunRe
   run.info.selection = selection_text(options);
   run.protocol = run_protocol(options, run, selection.cases.size());
   run.info.protocol_json = dump_json(run.protocol);
-  run.id = run.store->begin_run(run.info, status);
-  if (!status.ok) return status;
+  const Result<int64_t> run_id = run.store->begin_run(run.info);
+  if (!run_id) return run_id.status();
+  run.id = *run_id;
   for (const Device& device : selection.devices) {
     DeviceInfo stored = device.info;
     stored.extra_json = json_object_column(stored.extra_json);
-    run.device_ids.push_back(run.store->add_device(run.id, stored, status));
-    if (!status.ok) return status;
-    run.calibrations.push_back(run.store->latest_calibrations(device.info.uuid, status));
+    const Result<int64_t> device_id = run.store->add_device(run.id, stored);
+    if (!device_id) return device_id.status();
+    run.device_ids.push_back(*device_id);
+    Result<std::vector<CalibrationRecord>> ceilings =
+        run.store->latest_calibrations(device.info.uuid);
+    if (!ceilings) return ceilings.status();
+    run.calibrations.push_back(std::move(*ceilings));
   }
-  return Status::Ok();
+  return run;
 }
 
 // ---- one case ------------------------------------------------------------------------------------
@@ -353,13 +373,13 @@ class DeviceQueue {
       return worker_->run(request, std::chrono::seconds(options_.case_timeout_seconds));
     }
     if (!in_process_runner_) {
-      Status status;
-      in_process_executor_ = make_device_executor(device_.label(), status);
-      if (!in_process_executor_) {
+      Result<std::unique_ptr<DeviceExecutor>> executor = make_device_executor(device_.label());
+      if (!executor) {
         CaseOutcome outcome;
-        outcome.message = status.message;
+        outcome.message = executor.status().message;
         return outcome;
       }
+      in_process_executor_ = std::move(*executor);
       in_process_runner_ = std::make_unique<CaseRunner>(*in_process_executor_);
     }
     return in_process_runner_->run(request);
@@ -511,10 +531,12 @@ int run_cases(const RunOptions& options, std::ostream& out, std::ostream& err) {
 
 int run_cases(const RunOptions& options, const std::vector<Device>& found, std::ostream& out,
               std::ostream& err) {
-  RunSelection selection;
-  if (Status s = select_run(options, found, selection); !s.ok) return usage_error(s, err);
-  RunRecord run;
-  if (Status s = begin_run(options, selection, run); !s.ok) return usage_error(s, err);
+  const Result<RunSelection> selected = select_run(options, found);
+  if (!selected) return usage_error(selected.status(), err);
+  const RunSelection& selection = *selected;
+  Result<RunRecord> begun = begin_run(options, selection);
+  if (!begun) return usage_error(begun.status(), err);
+  RunRecord& run = *begun;
   err << "attnbench " << (options.check_only ? "check" : "run") << " " << run.id << ": "
       << selection.cases.size() << " cases, suite " << run.info.suite << ", seed " << run.seed
       << ", database " << options.db_path << "\n";

@@ -97,17 +97,19 @@ CalibrationRecord cpu_copy(const Device& device) {
 
 }  // namespace
 
-Status calibrate_device(const Device& device, std::vector<CalibrationRecord>& records) {
+Result<std::vector<CalibrationRecord>> calibrate_device(const Device& device) {
+  std::vector<CalibrationRecord> records;
   if (device.backend == Backend::cuda) {
 #if defined(ATTNBENCH_HAVE_CUDA)
-    return calibrate_cuda_device(device, records);
+    if (Status calibrated = calibrate_cuda_device(device, records); !calibrated) return calibrated;
+    return records;
 #else
     return Status::Error("calibrating " + device.label() + " needs the CUDA backend");
 #endif
   }
   records.push_back(cpu_gemm(device));
   records.push_back(cpu_copy(device));
-  return Status::Ok();
+  return records;
 }
 
 double peak_flops_for(const std::vector<CalibrationRecord>& calibrations,

@@ -16,7 +16,8 @@ constexpr int kCalibrationGemmSize = 4096;
 constexpr int kCalibrationRepetitions = 5;
 constexpr size_t kCalibrationCopyBytes = size_t{512} << 20;
 
-Status calibrate_device(const Device& device, std::vector<CalibrationRecord>& records);
+// The device's ceilings: its GEMM FLOP/s per dtype and its copy bandwidth.
+Result<std::vector<CalibrationRecord>> calibrate_device(const Device& device);
 
 // The ceiling a result of `dtype` is compared with: the GEMM of that dtype, else fp32's (CPU
 // kernels compute in fp32 whatever the storage dtype); NaN when not calibrated.

@@ -213,17 +213,19 @@ CaseOutcome CaseRunner::run(const CaseRequest& request) {
       throw std::runtime_error("loading inputs: " + s.message);
     }
     executor_.reset_scratch_peak();
-    Status plan_status;
     std::unique_ptr<Plan> plan;
     {
       NvtxRange range("plan");
-      plan = kernel->make_plan(request.problem, executor_.plan_context(), plan_status);
-    }
-    if (!plan) {
-      outcome.status = plan_failure_is_skip(plan_status.message) ? ResultStatus::skipped : ResultStatus::error;
-      outcome.message = plan_status.message;
-      outcome.device_unusable = !executor_.healthy();
-      return outcome;
+      Result<std::unique_ptr<Plan>> made =
+          kernel->make_plan(request.problem, executor_.plan_context());
+      if (!made || *made == nullptr) {
+        const std::string why = made ? "the kernel made no plan" : made.status().message;
+        outcome.status = plan_failure_is_skip(why) ? ResultStatus::skipped : ResultStatus::error;
+        outcome.message = why;
+        outcome.device_unusable = !executor_.healthy();
+        return outcome;
+      }
+      plan = std::move(*made);
     }
     if (!reference_) {
       NvtxRange range("reference");

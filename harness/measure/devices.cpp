@@ -51,9 +51,9 @@ std::string gpu_absence_reason() {
 #endif
 }
 
-Status select_devices(const std::string& spec, const std::vector<Device>& found,
-                      std::vector<Device>& selected) {
-  selected.clear();
+Result<std::vector<Device>> select_devices(const std::string& spec,
+                                           const std::vector<Device>& found) {
+  std::vector<Device> selected;
   auto add = [&selected](const Device& device) {
     for (const Device& d : selected) {
       if (d.label() == device.label()) return;
@@ -94,7 +94,7 @@ Status select_devices(const std::string& spec, const std::vector<Device>& found,
   }
   if (selected.empty())
     return Status::Error("--devices '" + spec + "' selects no device; found: " + found_labels);
-  return Status::Ok();
+  return selected;
 }
 
 }  // namespace attnbench

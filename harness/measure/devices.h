@@ -20,8 +20,8 @@ std::vector<Device> discover_devices();
 
 // spec: "all" (every device found), "cpu", "gpu" (every GPU), or GPU ordinals "0,1", and
 // "cpu,0" mixes. An unknown device is an error naming what was found.
-Status select_devices(const std::string& spec, const std::vector<Device>& found,
-                      std::vector<Device>& selected);
+Result<std::vector<Device>> select_devices(const std::string& spec,
+                                           const std::vector<Device>& found);
 
 // Why there is no GPU, for --require-gpu errors and `list devices`.
 std::string gpu_absence_reason();

@@ -108,7 +108,8 @@ std::string encode_request(const CaseRequest& r) {
               {"repro", r.repro}});
 }
 
-Status decode_request(const std::string& line, CaseRequest& r) {
+Result<CaseRequest> decode_request(const std::string& line) {
+  CaseRequest r;
   try {
     const json j = json::parse(line);
     r.name = j.at("name").get<std::string>();
@@ -128,7 +129,7 @@ Status decode_request(const std::string& line, CaseRequest& r) {
   } catch (const std::exception& e) {
     return Status::Error(std::string("bad case request: ") + e.what());
   }
-  return Status::Ok();
+  return r;
 }
 
 std::string encode_outcome(const CaseOutcome& o) {
@@ -151,7 +152,8 @@ std::string encode_outcome(const CaseOutcome& o) {
               {"device_unusable", o.device_unusable}});
 }
 
-Status decode_outcome(const std::string& line, CaseOutcome& o) {
+Result<CaseOutcome> decode_outcome(const std::string& line) {
+  CaseOutcome o;
   try {
     const json j = json::parse(line);
     const std::string status_text = j.at("status").get<std::string>();
@@ -186,10 +188,10 @@ Status decode_outcome(const std::string& line, CaseOutcome& o) {
   } catch (const std::exception& e) {
     return Status::Error(std::string("bad outcome from worker: ") + e.what());
   }
-  return Status::Ok();
+  return o;
 }
 
-std::unique_ptr<DeviceExecutor> make_device_executor(const std::string& device, Status& status) {
+Result<std::unique_ptr<DeviceExecutor>> make_device_executor(const std::string& device) {
   if (device == "cpu") {
     const double memory =
         static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGESIZE));
@@ -205,35 +207,36 @@ std::unique_ptr<DeviceExecutor> make_device_executor(const std::string& device, 
     } catch (const std::exception&) {
       ordinal = -1;
     }
-    if (ordinal >= 0) return make_cuda_executor(ordinal, status);
+    if (ordinal >= 0) {
+      Status status;
+      std::unique_ptr<DeviceExecutor> executor = make_cuda_executor(ordinal, status);
+      if (!executor) return status;
+      return executor;
+    }
 #else
-    status = Status::Error("device " + device + " needs the CUDA backend, which this build lacks");
-    return nullptr;
+    return Status::Error("device " + device + " needs the CUDA backend, which this build lacks");
 #endif
   }
-  status = Status::Error("unknown device '" + device + "'; accepted: cpu, cuda:N");
-  return nullptr;
+  return Status::Error("unknown device '" + device + "'; accepted: cpu, cuda:N");
 }
 
 int worker_main(const std::string& device) {
   // The protocol owns the original stdout; anything a kernel or library prints goes to stderr.
   const int protocol_fd = dup(STDOUT_FILENO);
   dup2(STDERR_FILENO, STDOUT_FILENO);
-  Status status;
-  std::unique_ptr<DeviceExecutor> executor = make_device_executor(device, status);
+  const Result<std::unique_ptr<DeviceExecutor>> executor = make_device_executor(device);
   if (!executor) {
-    std::cerr << "worker: " << status.message << "\n";
+    std::cerr << "worker: " << executor.status().message << "\n";
     return 2;
   }
-  CaseRunner runner(*executor);
+  CaseRunner runner(**executor);
   std::string line;
   while (std::getline(std::cin, line)) {
-    CaseRequest request;
     CaseOutcome outcome;
-    if (Status s = decode_request(line, request); !s.ok) {
-      outcome.message = s.message;
+    if (const Result<CaseRequest> request = decode_request(line); !request) {
+      outcome.message = request.status().message;
     } else {
-      outcome = runner.run(request);
+      outcome = runner.run(*request);
     }
     if (!write_all(protocol_fd, encode_outcome(outcome) + "\n")) return 2;
     if (outcome.device_unusable) return 3;  // the parent starts a fresh worker
@@ -340,9 +343,11 @@ CaseOutcome WorkerProcess::run(const CaseRequest& request, std::chrono::seconds 
     if (newline != std::string::npos) {
       const std::string line = pending_.substr(0, newline);
       pending_.erase(0, newline + 1);
-      if (Status s = decode_outcome(line, outcome); !s.ok) {
+      if (Result<CaseOutcome> decoded = decode_outcome(line); decoded) {
+        outcome = std::move(*decoded);
+      } else {
         outcome = CaseOutcome{};
-        outcome.message = s.message;
+        outcome.message = decoded.status().message;
       }
       drain_stderr();
       if (outcome.device_unusable) stop(false);  // it exits by itself; reap it

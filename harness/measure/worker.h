@@ -19,10 +19,10 @@ namespace attnbench {
 int worker_main(const std::string& device);
 
 // The executor for `device` ("cpu", "cuda:N"), what a worker runs its cases on (and the runner
-// with --no-isolation); null with the reason when there is none. Host kernels may take half the
+// with --no-isolation); the reason when there is none. Host kernels may take half the
 // machine's memory as scratch: beyond it they report out of memory and the case is skipped,
 // instead of the machine swapping.
-std::unique_ptr<DeviceExecutor> make_device_executor(const std::string& device, Status& status);
+Result<std::unique_ptr<DeviceExecutor>> make_device_executor(const std::string& device);
 
 class WorkerProcess {
  public:
@@ -57,8 +57,8 @@ class WorkerProcess {
 // text replaced, never a reason to fail). Decoding a line that is not a whole message (truncated,
 // garbled, a field missing or of the wrong type) is an error status, never an exception.
 std::string encode_request(const CaseRequest& request);
-Status decode_request(const std::string& line, CaseRequest& request);
+Result<CaseRequest> decode_request(const std::string& line);
 std::string encode_outcome(const CaseOutcome& outcome);
-Status decode_outcome(const std::string& line, CaseOutcome& outcome);
+Result<CaseOutcome> decode_outcome(const std::string& line);
 
 }  // namespace attnbench

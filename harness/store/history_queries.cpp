@@ -18,19 +18,15 @@ using namespace sql;
 
 namespace {
 
-// Runs `query` and reads each row with `read`; on an error, `status` says what `context`
-// could not do and nothing is returned.
+// Runs `query` and reads each row with `read`; on an error, the status says what `context`
+// could not do.
 template <typename Record, typename Read>
-std::vector<Record> read_all(Statement& query, Read read, const std::string& context,
-                             Status& status) {
+Result<std::vector<Record>> read_all(Statement& query, Read read, const std::string& context) {
   std::vector<Record> records;
-  Status read_status;
-  while (read_status && query.next_row()) read_status = read(query, records.emplace_back());
-  status = read_status ? query.status() : read_status;
-  if (!status) {
-    status = error_with(context, status.message);
-    records.clear();
-  }
+  Status status;
+  while (status && query.next_row()) status = read(query, records.emplace_back());
+  if (status) status = query.status();
+  if (!status) return error_with(context, status.message);
   return records;
 }
 
@@ -142,22 +138,22 @@ Status apply_later_verdict(sqlite3* db, const AlertStateChange& change) {
   return analysis.execute();
 }
 
-std::optional<int64_t> optional_id(Statement& query, const std::string& context, Status& status) {
+// The query's one "id"; nullopt when it is NULL (no such row).
+Result<std::optional<int64_t>> optional_id(Statement& query, const std::string& context) {
   std::optional<int64_t> found;
   if (query.next_row() && !query.is_null("id")) found = query.get<int64_t>("id");
-  status = query.status();
-  if (!status) status = error_with(context, status.message);
-  return status ? found : std::nullopt;
+  if (Status read = query.status(); !read) return error_with(context, read.message);
+  return found;
 }
 
 }  // namespace
 
-std::optional<int64_t> Store::latest_primary_run_id(Status& status) {
+Result<std::optional<int64_t>> Store::latest_primary_run_id() {
   Statement latest(db_, "SELECT max(id) AS id FROM runs WHERE rerun_of IS NULL");
-  return optional_id(latest, path_ + ": cannot find the latest run", status);
+  return optional_id(latest, path_ + ": cannot find the latest run");
 }
 
-std::vector<int64_t> Store::unanalysed_runs(Status& status) {
+Result<std::vector<int64_t>> Store::unanalysed_runs() {
   Statement runs(db_,
                  "SELECT id FROM runs WHERE rerun_of IS NULL AND analysed_at IS NULL ORDER BY id");
   return read_all<int64_t>(
@@ -166,21 +162,19 @@ std::vector<int64_t> Store::unanalysed_runs(Status& status) {
         row.read("id", id);
         return row.status();
       },
-      path_ + ": cannot list unanalysed runs", status);
+      path_ + ": cannot list unanalysed runs");
 }
 
-std::optional<int64_t> Store::previous_comparable_run(int64_t run_id, const std::string& selection,
-                                                      Status& status) {
+Result<std::optional<int64_t>> Store::previous_comparable_run(int64_t run_id,
+                                                              const std::string& selection) {
   Statement previous(db_,
                      "SELECT max(id) AS id FROM runs WHERE id < ? AND selection = ? AND "
                      "status = 'complete' AND rerun_of IS NULL");
   previous.bind(integer(run_id)).bind(text(selection));
-  return optional_id(previous, path_ + ": cannot find the run before " + std::to_string(run_id),
-                     status);
+  return optional_id(previous, path_ + ": cannot find the run before " + std::to_string(run_id));
 }
 
-std::vector<std::pair<std::string, ResultStatus>> Store::run_series(int64_t run_id,
-                                                                    Status& status) {
+Result<std::vector<std::pair<std::string, ResultStatus>>> Store::run_series(int64_t run_id) {
   Statement rows(db_, "SELECT series_key, status FROM results WHERE run_id = ? ORDER BY id");
   rows.bind(integer(run_id));
   return read_all<std::pair<std::string, ResultStatus>>(
@@ -191,56 +185,49 @@ std::vector<std::pair<std::string, ResultStatus>> Store::run_series(int64_t run_
         series = {row.get<std::string>("series_key"), parsed.value_or(ResultStatus::error)};
         return row.status();
       },
-      path_ + ": cannot read the results of run " + std::to_string(run_id), status);
+      path_ + ": cannot read the results of run " + std::to_string(run_id));
 }
 
-std::optional<int64_t> Store::latest_rerun_of(int64_t run_id, Status& status) {
+Result<std::optional<int64_t>> Store::latest_rerun_of(int64_t run_id) {
   Statement rerun(db_, "SELECT max(id) AS id FROM runs WHERE rerun_of = ?");
   rerun.bind(integer(run_id));
-  return optional_id(rerun, path_ + ": cannot find reruns of run " + std::to_string(run_id),
-                     status);
+  return optional_id(rerun, path_ + ": cannot find reruns of run " + std::to_string(run_id));
 }
 
-std::map<std::string, std::vector<HistoryRow>> Store::series_histories(
-    const std::vector<std::string>& series_keys, int64_t before_run_id, int limit, Status& status) {
+Result<std::map<std::string, std::vector<HistoryRow>>> Store::series_histories(
+    const std::vector<std::string>& series_keys, int64_t before_run_id, int limit) {
   std::map<std::string, std::vector<HistoryRow>> histories;
   const std::string context = path_ + ": cannot read series history";
   // One snapshot for every series, and one compiled statement run once per series: each run
   // is one walk of the (series_key, run_id) index.
   Transaction transaction(db_, Transaction::Kind::read);
-  status = transaction.status();
-  if (!status) {
-    status = error_with(context, status.message);
-    return {};
-  }
+  if (!transaction.status()) return error_with(context, transaction.status().message);
   Statement query(db_, history_select() +
                            "WHERE r.series_key = ? AND r.run_id < ? AND runs.rerun_of IS NULL "
                            "ORDER BY r.run_id DESC LIMIT ?");
   for (const std::string& key : series_keys) {
     query.reset();
     query.bind(text(key)).bind(integer(before_run_id)).bind(integer(limit));
-    std::vector<HistoryRow> rows = read_all<HistoryRow>(query, read_history_row, context, status);
-    if (!status) return {};
-    std::reverse(rows.begin(), rows.end());
-    histories[key] = std::move(rows);
+    Result<std::vector<HistoryRow>> rows = read_all<HistoryRow>(query, read_history_row, context);
+    if (!rows) return rows.status();
+    std::reverse(rows->begin(), rows->end());
+    histories[key] = std::move(*rows);
   }
-  status = transaction.commit();
-  if (!status) {
-    status = error_with(context, status.message);
-    return {};
+  if (Status committed = transaction.commit(); !committed) {
+    return error_with(context, committed.message);
   }
   return histories;
 }
 
-std::vector<HistoryRow> Store::full_series_history(const std::string& series_key, Status& status) {
+Result<std::vector<HistoryRow>> Store::full_series_history(const std::string& series_key) {
   Statement query(
       db_, history_select() + "WHERE r.series_key = ? AND runs.rerun_of IS NULL ORDER BY r.run_id");
   query.bind(text(series_key));
   return read_all<HistoryRow>(query, read_history_row,
-                              path_ + ": cannot read the history of " + series_key, status);
+                              path_ + ": cannot read the history of " + series_key);
 }
 
-std::vector<std::string> Store::series_keys(Status& status) {
+Result<std::vector<std::string>> Store::series_keys() {
   Statement keys(db_, "SELECT DISTINCT series_key FROM results ORDER BY series_key");
   return read_all<std::string>(
       keys,
@@ -248,23 +235,22 @@ std::vector<std::string> Store::series_keys(Status& status) {
         row.read("series_key", key);
         return row.status();
       },
-      path_ + ": cannot list series", status);
+      path_ + ": cannot list series");
 }
 
-std::vector<Sample> Store::result_samples(int64_t result_id, Status& status) {
+Result<std::vector<Sample>> Store::result_samples(int64_t result_id) {
   Statement samples(db_, "SELECT * FROM samples WHERE result_id = ? ORDER BY id");
   samples.bind(integer(result_id));
   return read_all<Sample>(
       samples, read_sample,
-      path_ + ": cannot read the samples of result " + std::to_string(result_id), status);
+      path_ + ": cannot read the samples of result " + std::to_string(result_id));
 }
 
-std::vector<RunLevel> Store::run_levels(int64_t run_id, Status& status) {
+Result<std::vector<RunLevel>> Store::run_levels(int64_t run_id) {
   Statement levels(db_, "SELECT * FROM run_levels WHERE run_id = ? ORDER BY device_name");
   levels.bind(integer(run_id));
   return read_all<RunLevel>(levels, read_level,
-                            path_ + ": cannot read the levels of run " + std::to_string(run_id),
-                            status);
+                            path_ + ": cannot read the levels of run " + std::to_string(run_id));
 }
 
 Status Store::store_analysis(int64_t run_id, const std::vector<AlertRecord>& alerts,
@@ -310,37 +296,36 @@ Status Store::store_analysis(int64_t run_id, const std::vector<AlertRecord>& ale
   return status ? status : error_with(context, status.message);
 }
 
-std::vector<AlertRecord> Store::run_alerts(int64_t run_id, Status& status) {
+Result<std::vector<AlertRecord>> Store::run_alerts(int64_t run_id) {
   Statement alerts(db_, "SELECT * FROM alerts WHERE run_id = ? ORDER BY id");
   alerts.bind(integer(run_id));
   return read_all<AlertRecord>(alerts, read_alert,
-                               path_ + ": cannot read the alerts of run " + std::to_string(run_id),
-                               status);
+                               path_ + ": cannot read the alerts of run " + std::to_string(run_id));
 }
 
-std::optional<AlertRecord> Store::find_alert(int64_t run_id, const std::string& series_key,
-                                             AlertKind kind, Status& status) {
+Result<std::optional<AlertRecord>> Store::find_alert(int64_t run_id, const std::string& series_key,
+                                                     AlertKind kind) {
   Statement alert(db_,
                   "SELECT * FROM alerts WHERE run_id = ? AND series_key = ? AND kind = ? "
                   "ORDER BY id DESC LIMIT 1");
   alert.bind(integer(run_id)).bind(text(series_key)).bind(text(alert_kind_name(kind)));
-  std::vector<AlertRecord> found = read_all<AlertRecord>(
-      alert, read_alert, path_ + ": cannot read an alert of run " + std::to_string(run_id), status);
-  if (found.empty()) return std::nullopt;
-  return std::move(found.front());
+  Result<std::vector<AlertRecord>> found = read_all<AlertRecord>(
+      alert, read_alert, path_ + ": cannot read an alert of run " + std::to_string(run_id));
+  if (!found) return found.status();
+  if (found->empty()) return std::nullopt;
+  return std::move(found->front());
 }
 
-std::vector<AnalysisRecord> Store::run_analysis(int64_t run_id, Status& status) {
+Result<std::vector<AnalysisRecord>> Store::run_analysis(int64_t run_id) {
   Statement rows(db_, "SELECT * FROM result_analysis WHERE run_id = ? ORDER BY series_key");
   rows.bind(integer(run_id));
   return read_all<AnalysisRecord>(
       rows, read_analysis_row,
-      path_ + ": cannot read the analysis of run " + std::to_string(run_id), status);
+      path_ + ": cannot read the analysis of run " + std::to_string(run_id));
 }
 
-std::vector<AnalysisRecord> Store::kernel_history(const std::string& group_key,
-                                                  int64_t before_run_id, int limit,
-                                                  Status& status) {
+Result<std::vector<AnalysisRecord>> Store::kernel_history(const std::string& group_key,
+                                                          int64_t before_run_id, int limit) {
   Statement rows(db_,
                  "SELECT x.* FROM result_analysis AS x JOIN runs ON runs.id = x.run_id "
                  "WHERE x.series_key = ? AND x.run_id < ? AND runs.rerun_of IS NULL "
@@ -348,8 +333,7 @@ std::vector<AnalysisRecord> Store::kernel_history(const std::string& group_key,
   // As series_histories: at most `limit` rows (SQLite reads a negative LIMIT as no limit).
   rows.bind(text(group_key)).bind(integer(before_run_id)).bind(integer(limit));
   return read_all<AnalysisRecord>(rows, read_analysis_row,
-                                  path_ + ": cannot read the analysis history of " + group_key,
-                                  status);
+                                  path_ + ": cannot read the analysis history of " + group_key);
 }
 
 Status Store::add_annotations(const std::vector<AnnotationRecord>& annotations) {
@@ -362,10 +346,9 @@ Status Store::add_annotations(const std::vector<AnnotationRecord>& annotations) 
   return status ? status : error_with(path_ + ": cannot store annotations", status.message);
 }
 
-std::vector<AnnotationRecord> Store::annotations(Status& status) {
+Result<std::vector<AnnotationRecord>> Store::annotations() {
   Statement rows(db_, "SELECT * FROM annotations ORDER BY id");
-  return read_all<AnnotationRecord>(rows, read_annotation, path_ + ": cannot read annotations",
-                                    status);
+  return read_all<AnnotationRecord>(rows, read_annotation, path_ + ": cannot read annotations");
 }
 
 }  // namespace attnbench

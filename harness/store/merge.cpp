@@ -63,7 +63,9 @@ Status insert_merged_run(sqlite3* db, const std::string& source_path, const Stor
   for (size_t i = 0; status && i < source_run.results.size(); ++i) {
     ResultRecord result = source_run.results[i];
     result.device_id = mapped(device_ids, result.device_id);
-    status = insert_result(db, run_id, result, result_ids[source_run.result_ids[i]]);
+    const Result<int64_t> result_id = insert_result(db, run_id, result);
+    status = result_id.status();
+    if (result_id) result_ids[source_run.result_ids[i]] = *result_id;
   }
   for (size_t i = 0; status && i < analysis.alerts.size(); ++i) {
     AlertRecord alert = analysis.alerts[i];
@@ -88,8 +90,8 @@ Status insert_merged_run(sqlite3* db, const std::string& source_path, const Stor
 
 }  // namespace
 
-Status Store::merge_from(const std::string& source_path, MergeReport& report) {
-  report = MergeReport{};
+Result<MergeReport> Store::merge_from(const std::string& source_path) {
+  MergeReport report;
   std::error_code error;
   if (!std::filesystem::is_regular_file(source_path, error)) {
     return Status::Error("merge: " + source_path + " is not a file");
@@ -97,9 +99,9 @@ Status Store::merge_from(const std::string& source_path, MergeReport& report) {
   if (std::filesystem::equivalent(source_path, path_, error)) {
     return Status::Error("merge: " + source_path + " is the database being merged into");
   }
-  Status status;
-  std::unique_ptr<Store> source = Store::open(source_path, status);
-  if (!source) return status;
+  Result<std::unique_ptr<Store>> opened = Store::open(source_path);
+  if (!opened) return opened.status();
+  const std::unique_ptr<Store> source = std::move(*opened);
   const std::string context = path_ + ": cannot merge " + source_path;
 
   // Source run ids -> ids here, by uuid, for reruns, alerts' and analyses' runs, annotations.
@@ -111,25 +113,27 @@ Status Store::merge_from(const std::string& source_path, MergeReport& report) {
     return std::nullopt;
   };
 
-  std::vector<RunListEntry> entries = source->list_runs(0, status);
-  if (!status) return status;
-  std::reverse(entries.begin(), entries.end());  // oldest first, so reruns find their run
-  for (const RunListEntry& entry : entries) {
-    std::optional<StoredRun> run = source->load_run(entry.id, status);
-    if (!run) return status;
+  Result<std::vector<RunListEntry>> entries = source->list_runs(0);
+  if (!entries) return entries.status();
+  std::reverse(entries->begin(), entries->end());  // oldest first, so reruns find their run
+  for (const RunListEntry& entry : *entries) {
+    const Result<StoredRun> run = source->load_run(entry.id);
+    if (!run) return run.status();
     if (std::optional<int64_t> here = find_here(run->info.uuid)) {
       run_ids[entry.id] = *here;
       ++report.runs_already_present;
       continue;
     }
-    RunAnalysis analysis;
-    analysis.alerts = source->run_alerts(entry.id, status);
-    if (status) analysis.levels = source->run_levels(entry.id, status);
-    if (status) analysis.analyses = source->run_analysis(entry.id, status);
-    if (!status) return status;
+    Result<std::vector<AlertRecord>> alerts = source->run_alerts(entry.id);
+    if (!alerts) return alerts.status();
+    Result<std::vector<RunLevel>> levels = source->run_levels(entry.id);
+    if (!levels) return levels.status();
+    Result<std::vector<AnalysisRecord>> analyses = source->run_analysis(entry.id);
+    if (!analyses) return analyses.status();
+    const RunAnalysis analysis{std::move(*alerts), std::move(*levels), std::move(*analyses)};
 
     Transaction transaction(db_, Transaction::Kind::write);
-    status = transaction.status();
+    Status status = transaction.status();
     if (status) status = insert_merged_run(db_, source_path, *run, analysis, run_ids);
     if (status) status = transaction.commit();
     if (!status) return error_with(context, "run " + run->info.uuid + ": " + status.message);
@@ -138,7 +142,7 @@ Status Store::merge_from(const std::string& source_path, MergeReport& report) {
 
   // Calibrations and annotations this file lacks (same values, same time).
   Transaction transaction(db_, Transaction::Kind::write);
-  status = transaction.status();
+  Status status = transaction.status();
   Statement calibrations(source->db_, "SELECT * FROM calibrations ORDER BY id");
   while (status && calibrations.next_row()) {
     CalibrationRecord calibration;
@@ -158,7 +162,11 @@ Status Store::merge_from(const std::string& source_path, MergeReport& report) {
   }
   if (status) status = calibrations.status();
   std::vector<AnnotationRecord> annotations;
-  if (status) annotations = source->annotations(status);
+  if (status) {
+    Result<std::vector<AnnotationRecord>> read = source->annotations();
+    status = read.status();
+    if (read) annotations = std::move(*read);
+  }
   for (size_t i = 0; status && i < annotations.size(); ++i) {
     AnnotationRecord annotation = annotations[i];
     Statement exists(db_,
@@ -174,7 +182,8 @@ Status Store::merge_from(const std::string& source_path, MergeReport& report) {
     if (status) status = exists.status();
   }
   if (status) status = transaction.commit();
-  return status ? status : error_with(context, status.message);
+  if (!status) return error_with(context, status.message);
+  return report;
 }
 
 }  // namespace attnbench

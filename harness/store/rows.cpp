@@ -342,7 +342,8 @@ Status read_result(Statement& row, ResultRecord& result) {
 
 namespace {
 
-Status find_or_add_case(sqlite3* db, const StoredCase& wanted, int64_t& case_id) {
+// The id of the case under `wanted`'s key.
+Result<int64_t> find_or_add_case(sqlite3* db, const StoredCase& wanted) {
   const std::string key = case_key(wanted);
   if (Status added =
           insert_row(db, "cases", case_row(wanted), " ON CONFLICT (case_key) DO NOTHING");
@@ -355,27 +356,32 @@ Status find_or_add_case(sqlite3* db, const StoredCase& wanted, int64_t& case_id)
     return select.status() ? Status::Error("case " + key + " is missing after its insert")
                            : select.status();
   }
-  select.read("id", case_id);
+  const int64_t case_id = select.get<int64_t>("id");
   StoredCase stored;
   if (Status read = read_case(select, stored); !read) return read;
   if (stored.kernel != wanted.kernel || !(stored.problem == wanted.problem) ||
       stored.distribution != wanted.distribution) {
     return Status::Error("case key " + key + " already names a different problem");
   }
-  return Status::Ok();
+  return case_id;
 }
 
 }  // namespace
 
-Status insert_result(sqlite3* db, int64_t run_id, const ResultRecord& result, int64_t& result_id) {
-  int64_t case_id = 0;
-  Status status = find_or_add_case(db, case_of(result), case_id);
-  if (status) status = insert_row(db, "results", result_row(run_id, case_id, result));
-  result_id = sqlite3_last_insert_rowid(db);
-  for (size_t i = 0; status && i < result.samples.size(); ++i) {
-    status = insert_row(db, "samples", sample_row(result_id, result.samples[i]));
+Result<int64_t> insert_result(sqlite3* db, int64_t run_id, const ResultRecord& result) {
+  const Result<int64_t> case_id = find_or_add_case(db, case_of(result));
+  if (!case_id) return case_id.status();
+  if (Status inserted = insert_row(db, "results", result_row(run_id, *case_id, result));
+      !inserted) {
+    return inserted;
   }
-  return status;
+  const int64_t result_id = sqlite3_last_insert_rowid(db);
+  for (const Sample& sample : result.samples) {
+    if (Status inserted = insert_row(db, "samples", sample_row(result_id, sample)); !inserted) {
+      return inserted;
+    }
+  }
+  return result_id;
 }
 
 Row sample_row(int64_t result_id, const Sample& sample) {

@@ -184,9 +184,8 @@ Row result_row(int64_t run_id, int64_t case_id, const ResultRecord& result);
 
 // Writes a result's rows: its case (found, or inserted when new; a stored case under the same
 // key must be this very problem, or history would be mislabelled), the result, its samples.
-// The caller holds the write transaction; `result_id` is the new result's.
-[[nodiscard]] Status insert_result(sqlite3* db, int64_t run_id, const ResultRecord& result,
-                                   int64_t& result_id);
+// The caller holds the write transaction. The new result's id.
+Result<int64_t> insert_result(sqlite3* db, int64_t run_id, const ResultRecord& result);
 
 Row sample_row(int64_t result_id, const Sample& sample);
 [[nodiscard]] Status read_sample(Statement& row, Sample& sample);

@@ -376,8 +376,8 @@ Status newer_schema_error(const std::string& path, int version) {
                        "; this attnbench reads up to " + std::to_string(kSchemaVersion));
 }
 
-Status read_schema_version(sqlite3* db, const std::string& path, int& version) {
-  version = 0;
+Result<int> read_schema_version(sqlite3* db, const std::string& path) {
+  int version = 0;
   // SQLite's own tables (sqlite_stat1 after an ANALYZE, ...) say nothing about who wrote the file.
   Statement tables(
       db,
@@ -399,7 +399,7 @@ Status read_schema_version(sqlite3* db, const std::string& path, int& version) {
     return error_with("cannot read the schema of " + path, tables.status().message);
   }
   if (!has_version_table) {
-    if (!has_other_tables) return Status::Ok();
+    if (!has_other_tables) return 0;
     return Status::Error(path +
                          " is a SQLite database without a schema_version table, not an "
                          "attnbench database");
@@ -417,7 +417,7 @@ Status read_schema_version(sqlite3* db, const std::string& path, int& version) {
     return Status::Error(path + " has a damaged schema_version table (" +
                          std::to_string(row_count) + " rows, expected 1)");
   }
-  return Status::Ok();
+  return version;
 }
 
 namespace {
@@ -428,7 +428,9 @@ Status apply_steps(sqlite3* db, const std::string& path, int target, int& versio
   if (!transaction.status()) {
     return error_with("cannot lock " + path + " to check its schema", transaction.status().message);
   }
-  if (Status read = read_schema_version(db, path, version); !read) return read;
+  const Result<int> found = read_schema_version(db, path);
+  if (!found) return found.status();
+  version = *found;
   if (version > kSchemaVersion) return newer_schema_error(path, version);
   if (version >= target) return transaction.commit();
   for (int step = version; step < target; ++step) {

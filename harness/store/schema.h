@@ -10,7 +10,7 @@
 namespace attnbench::sql {
 
 // 0 for an empty file. Refuses files that are not SQLite, or SQLite but not ours.
-[[nodiscard]] Status read_schema_version(sqlite3* db, const std::string& path, int& version);
+Result<int> read_schema_version(sqlite3* db, const std::string& path);
 
 // "results/x.sqlite has schema version 7; this attnbench reads up to 6".
 [[nodiscard]] Status newer_schema_error(const std::string& path, int version);

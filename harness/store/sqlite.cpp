@@ -135,15 +135,14 @@ Status Transaction::commit() {
   return committed;
 }
 
-DatabaseHandle connect(const std::string& path, Status& status) {
+Result<DatabaseHandle> connect(const std::string& path) {
   const std::filesystem::path parent = std::filesystem::path(path).parent_path();
   if (!parent.empty()) {
     std::error_code error;
     std::filesystem::create_directories(parent, error);
     if (error) {
-      status = Status::Error("cannot create the folder " + parent.string() + " for " + path + ": " +
-                             error.message());
-      return nullptr;
+      return Status::Error("cannot create the folder " + parent.string() + " for " + path + ": " +
+                           error.message());
     }
   }
   sqlite3* raw = nullptr;
@@ -151,12 +150,10 @@ DatabaseHandle connect(const std::string& path, Status& status) {
       sqlite3_open_v2(path.c_str(), &raw, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr);
   DatabaseHandle db(raw);
   if (rc != SQLITE_OK) {
-    status = error_with("cannot open the database " + path,
-                        raw ? sqlite3_errmsg(raw) : sqlite3_errstr(rc));
-    return nullptr;
+    return error_with("cannot open the database " + path,
+                      raw ? sqlite3_errmsg(raw) : sqlite3_errstr(rc));
   }
   sqlite3_busy_timeout(db.get(), kBusyTimeoutMs);
-  status = Status::Ok();
   return db;
 }
 

@@ -150,7 +150,7 @@ using DatabaseHandle = std::unique_ptr<sqlite3, CloseDatabase>;
 
 // Opens (creating the file and its parent folder) with the busy timeout set; nothing else yet,
 // so a file that turns out foreign or newer is left exactly as it was.
-DatabaseHandle connect(const std::string& path, Status& status);
+Result<DatabaseHandle> connect(const std::string& path);
 // Connection settings. WAL lets readers run beside a writer; synchronous=NORMAL in WAL mode
 // keeps every committed transaction through a process crash (only a power cut can lose the
 // last ones) without an fsync per result.

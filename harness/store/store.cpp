@@ -19,7 +19,8 @@ using namespace sql;
 namespace {
 
 // The run's own row and its devices (ids in `device_ids`), inside the caller's snapshot if any.
-Status read_run_header(sqlite3* db, int64_t run_id, StoredRun& run) {
+Result<StoredRun> read_run_header(sqlite3* db, int64_t run_id) {
+  StoredRun run;
   Statement runs(db, "SELECT * FROM runs WHERE id = ?");
   runs.bind(integer(run_id));
   if (!runs.next_row()) return runs.status() ? Status::Error("no such run") : runs.status();
@@ -30,22 +31,25 @@ Status read_run_header(sqlite3* db, int64_t run_id, StoredRun& run) {
     if (Status read = read_device(devices, run.devices.emplace_back()); !read) return read;
     run.device_ids.push_back(devices.get<int64_t>("id"));
   }
-  return devices.status();
+  if (Status read = devices.status(); !read) return read;
+  return run;
 }
 
 }  // namespace
 
-std::unique_ptr<Store> Store::open(const std::string& path, Status& status) {
-  DatabaseHandle db = connect(path, status);
-  if (!db) return nullptr;
+Result<std::unique_ptr<Store>> Store::open(const std::string& path) {
+  Result<DatabaseHandle> db = connect(path);
+  if (!db) return db.status();
   // Look before changing anything, so a newer or foreign file is left exactly as it was.
-  int version = 0;
-  status = read_schema_version(db.get(), path, version);
-  if (status && version > kSchemaVersion) status = newer_schema_error(path, version);
-  if (status) status = configure(db.get(), path);
-  if (status) status = migrate(db.get(), path, kSchemaVersion, version);
-  if (!status) return nullptr;
-  return std::unique_ptr<Store>(new Store(db.release(), path, version));
+  const Result<int> found = read_schema_version(db->get(), path);
+  if (!found) return found.status();
+  int version = *found;
+  if (version > kSchemaVersion) return newer_schema_error(path, version);
+  if (Status configured = configure(db->get(), path); !configured) return configured;
+  if (Status migrated = migrate(db->get(), path, kSchemaVersion, version); !migrated) {
+    return migrated;
+  }
+  return std::unique_ptr<Store>(new Store(db->release(), path, version));
 }
 
 Status Store::create_at_version(const std::string& path, int version) {
@@ -53,52 +57,46 @@ Status Store::create_at_version(const std::string& path, int version) {
     return Status::Error("create_at_version: version " + std::to_string(version) +
                          " is outside 1.." + std::to_string(kSchemaVersion));
   }
-  Status status;
-  DatabaseHandle db = connect(path, status);
-  if (!db) return status;
-  int existing = 0;
-  if (Status read = read_schema_version(db.get(), path, existing); !read) return read;
+  Result<DatabaseHandle> db = connect(path);
+  if (!db) return db.status();
+  const Result<int> found = read_schema_version(db->get(), path);
+  if (!found) return found.status();
+  int existing = *found;
   if (existing != 0) {
     return Status::Error("create_at_version: " + path + " already has schema version " +
                          std::to_string(existing));
   }
-  if (Status configured = configure(db.get(), path); !configured) return configured;
-  return migrate(db.get(), path, version, existing);
+  if (Status configured = configure(db->get(), path); !configured) return configured;
+  return migrate(db->get(), path, version, existing);
 }
 
 Store::~Store() { sqlite3_close_v2(db_); }
 
 int Store::schema_version() const { return schema_version_; }
 
-int64_t Store::begin_run(const RunInfo& info, Status& status) {
+Result<int64_t> Store::begin_run(const RunInfo& info) {
   const std::string context = path_ + ": cannot begin run " + info.uuid;
   StoredRun run;
   run.info = info;
   run.status = "incomplete";
   Transaction transaction(db_, Transaction::Kind::write);
-  status = transaction.status();
+  Status status = transaction.status();
   if (status) status = insert_row(db_, "runs", run_row(run));
   const int64_t run_id = sqlite3_last_insert_rowid(db_);
   if (status) status = transaction.commit();
-  if (!status) {
-    status = error_with(context, status.message);
-    return 0;
-  }
+  if (!status) return error_with(context, status.message);
   return run_id;
 }
 
-int64_t Store::add_device(int64_t run_id, const DeviceInfo& device, Status& status) {
+Result<int64_t> Store::add_device(int64_t run_id, const DeviceInfo& device) {
   const std::string context =
       path_ + ": cannot add device " + device.name + " to run " + std::to_string(run_id);
   Transaction transaction(db_, Transaction::Kind::write);
-  status = transaction.status();
+  Status status = transaction.status();
   if (status) status = insert_row(db_, "devices", device_row(run_id, device));
   const int64_t device_id = sqlite3_last_insert_rowid(db_);
   if (status) status = transaction.commit();
-  if (!status) {
-    status = error_with(context, status.message);
-    return 0;
-  }
+  if (!status) return error_with(context, status.message);
   return device_id;
 }
 
@@ -107,8 +105,7 @@ Status Store::add_result(int64_t run_id, const ResultRecord& result) {
                               " in run " + std::to_string(run_id);
   Transaction transaction(db_, Transaction::Kind::write);
   Status status = transaction.status();
-  int64_t result_id = 0;
-  if (status) status = insert_result(db_, run_id, result, result_id);
+  if (status) status = insert_result(db_, run_id, result).status();
   if (status) status = transaction.commit();
   return status ? status : error_with(context, status.message);
 }
@@ -132,18 +129,16 @@ Status Store::finish_run(int64_t run_id, const std::string& protocol_json) {
   return status ? status : error_with(context, status.message);
 }
 
-std::optional<StoredRun> Store::load_run(int64_t run_id, Status& status) {
+Result<StoredRun> Store::load_run(int64_t run_id) {
   const std::string context = path_ + ": cannot load run " + std::to_string(run_id);
-  auto fail = [&](const Status& cause) {
-    status = error_with(context, cause.message);
-    return std::nullopt;
-  };
+  auto fail = [&](const Status& cause) { return error_with(context, cause.message); };
   // One snapshot for all the queries, so a writer cannot add a result half-way through.
   Transaction transaction(db_, Transaction::Kind::read);
   if (!transaction.status()) return fail(transaction.status());
 
-  StoredRun run;
-  if (Status header = read_run_header(db_, run_id, run); !header) return fail(header);
+  Result<StoredRun> header = read_run_header(db_, run_id);
+  if (!header) return fail(header.status());
+  StoredRun run = std::move(*header);
 
   std::map<int64_t, StoredCase> cases;
   Statement case_rows(db_,
@@ -185,30 +180,28 @@ std::optional<StoredRun> Store::load_run(int64_t run_id, Status& status) {
   }
   if (!samples.status()) return fail(samples.status());
   if (Status committed = transaction.commit(); !committed) return fail(committed);
-  status = Status::Ok();
   return run;
 }
 
-std::optional<StoredRun> Store::load_run_header(int64_t run_id, Status& status) {
-  StoredRun run;
-  status = read_run_header(db_, run_id, run);
-  if (!status) {
-    status = error_with(path_ + ": cannot load run " + std::to_string(run_id), status.message);
-    return std::nullopt;
+Result<StoredRun> Store::load_run_header(int64_t run_id) {
+  Result<StoredRun> run = read_run_header(db_, run_id);
+  if (!run) {
+    return error_with(path_ + ": cannot load run " + std::to_string(run_id), run.status().message);
   }
   return run;
 }
 
-std::optional<int64_t> Store::latest_run_id(Status& status) {
+Result<std::optional<int64_t>> Store::latest_run_id() {
   Statement latest(db_, "SELECT max(id) AS id FROM runs");
   std::optional<int64_t> run_id;
   if (latest.next_row() && !latest.is_null("id")) run_id = latest.get<int64_t>("id");
-  status = latest.status();
-  if (!status) status = error_with(path_ + ": cannot find the latest run", status.message);
-  return status ? run_id : std::nullopt;
+  if (Status read = latest.status(); !read) {
+    return error_with(path_ + ": cannot find the latest run", read.message);
+  }
+  return run_id;
 }
 
-std::vector<RunListEntry> Store::list_runs(int limit, Status& status) {
+Result<std::vector<RunListEntry>> Store::list_runs(int limit) {
   Statement runs(db_,
                  "SELECT id, started_at, suite, status, "
                  "(SELECT count(*) FROM results WHERE results.run_id = runs.id) AS result_count "
@@ -223,10 +216,8 @@ std::vector<RunListEntry> Store::list_runs(int limit, Status& status) {
     runs.read("status", entry.status);
     runs.read("result_count", entry.result_count);
   }
-  status = runs.status();
-  if (!status) {
-    status = error_with(path_ + ": cannot list runs", status.message);
-    entries.clear();
+  if (Status read = runs.status(); !read) {
+    return error_with(path_ + ": cannot list runs", read.message);
   }
   return entries;
 }
@@ -241,8 +232,7 @@ Status Store::add_calibration(const CalibrationRecord& calibration) {
   return status ? status : error_with(context, status.message);
 }
 
-std::vector<CalibrationRecord> Store::latest_calibrations(const std::string& device_uuid,
-                                                          Status& status) {
+Result<std::vector<CalibrationRecord>> Store::latest_calibrations(const std::string& device_uuid) {
   Statement latest(db_,
                    "SELECT * FROM calibrations AS c WHERE c.device_uuid = ? AND c.id = "
                    "(SELECT n.id FROM calibrations AS n WHERE n.device_uuid = c.device_uuid "
@@ -253,10 +243,9 @@ std::vector<CalibrationRecord> Store::latest_calibrations(const std::string& dev
   std::vector<CalibrationRecord> calibrations;
   Status read;
   while (read && latest.next_row()) read = read_calibration(latest, calibrations.emplace_back());
-  status = read ? latest.status() : read;
-  if (!status) {
-    status = error_with(path_ + ": cannot read the calibrations of " + device_uuid, status.message);
-    calibrations.clear();
+  if (read) read = latest.status();
+  if (!read) {
+    return error_with(path_ + ": cannot read the calibrations of " + device_uuid, read.message);
   }
   return calibrations;
 }

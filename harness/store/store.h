@@ -156,7 +156,7 @@ class Store {
  public:
   // Opens or creates the file (and its parent folder), migrates an older schema forward,
   // refuses a newer one: "results/x.sqlite has schema version 3; this attnbench reads up to 2".
-  static std::unique_ptr<Store> open(const std::string& path, Status& status);
+  static Result<std::unique_ptr<Store>> open(const std::string& path);
   // Test hook: creates a new database at an older schema version (1..kSchemaVersion), as an
   // older attnbench would have, so the migration path can be exercised.
   static Status create_at_version(const std::string& path, int version);
@@ -164,9 +164,10 @@ class Store {
   Store(const Store&) = delete;
   Store& operator=(const Store&) = delete;
 
-  // Status 'incomplete'; the uuid must be new to the file.
-  int64_t begin_run(const RunInfo& info, Status& status);
-  int64_t add_device(int64_t run_id, const DeviceInfo& device, Status& status);
+  // Status 'incomplete'; the uuid must be new to the file. The new run's id.
+  Result<int64_t> begin_run(const RunInfo& info);
+  // The new device row's id.
+  Result<int64_t> add_device(int64_t run_id, const DeviceInfo& device);
   // One transaction: the case (shared by every result of the same kernel, problem and
   // distribution), the result and its samples. result.device_id 0 means no device row.
   Status add_result(int64_t run_id, const ResultRecord& result);
@@ -174,44 +175,43 @@ class Store {
   // was learnt while running: the timer each device used).
   Status finish_run(int64_t run_id, const std::string& protocol_json = "");
 
-  // nullopt with an error status when the run does not exist.
-  std::optional<StoredRun> load_run(int64_t run_id, Status& status);
+  // An error status when the run does not exist.
+  Result<StoredRun> load_run(int64_t run_id);
   // The run's own row and its devices, without results.
-  std::optional<StoredRun> load_run_header(int64_t run_id, Status& status);
-  // The newest run by id, complete or not; nullopt (status ok) when the file has none.
-  std::optional<int64_t> latest_run_id(Status& status);
+  Result<StoredRun> load_run_header(int64_t run_id);
+  // The newest run by id, complete or not; nullopt when the file has none.
+  Result<std::optional<int64_t>> latest_run_id();
   // Newest first; limit <= 0 lists every run.
-  std::vector<RunListEntry> list_runs(int limit, Status& status);
+  Result<std::vector<RunListEntry>> list_runs(int limit);
 
   Status add_calibration(const CalibrationRecord& calibration);
   // Newest calibration (by measured_at, then insertion) of each (kind, dtype) for a device,
   // ordered by kind and dtype.
-  std::vector<CalibrationRecord> latest_calibrations(const std::string& device_uuid,
-                                                     Status& status);
+  Result<std::vector<CalibrationRecord>> latest_calibrations(const std::string& device_uuid);
 
   // ---- history and regression analysis (schema 4) ----------------------------------------
-  // The newest run that is not a rerun; nullopt (status ok) when there is none.
-  std::optional<int64_t> latest_primary_run_id(Status& status);
+  // The newest run that is not a rerun; nullopt when there is none.
+  Result<std::optional<int64_t>> latest_primary_run_id();
   // Runs that are not reruns and were never analysed, oldest first.
-  std::vector<int64_t> unanalysed_runs(Status& status);
-  // The newest complete run before `run_id` with the same selection that is not a rerun.
-  std::optional<int64_t> previous_comparable_run(int64_t run_id, const std::string& selection,
-                                                 Status& status);
+  Result<std::vector<int64_t>> unanalysed_runs();
+  // The newest complete run before `run_id` with the same selection that is not a rerun;
+  // nullopt when there is none.
+  Result<std::optional<int64_t>> previous_comparable_run(int64_t run_id,
+                                                         const std::string& selection);
   // Every result's series key and status in a run, in insertion order (no samples).
-  std::vector<std::pair<std::string, ResultStatus>> run_series(int64_t run_id, Status& status);
-  // The newest run that re-measured `run_id`'s suspects.
-  std::optional<int64_t> latest_rerun_of(int64_t run_id, Status& status);
+  Result<std::vector<std::pair<std::string, ResultStatus>>> run_series(int64_t run_id);
+  // The newest run that re-measured `run_id`'s suspects; nullopt when there is none.
+  Result<std::optional<int64_t>> latest_rerun_of(int64_t run_id);
   // Per series key: its results in runs before `before_run_id` that are not reruns, oldest
   // first, at most `limit` (the newest ones).
-  std::map<std::string, std::vector<HistoryRow>> series_histories(
-      const std::vector<std::string>& series_keys, int64_t before_run_id, int limit,
-      Status& status);
+  Result<std::map<std::string, std::vector<HistoryRow>>> series_histories(
+      const std::vector<std::string>& series_keys, int64_t before_run_id, int limit);
   // Every result of one series, oldest first (reruns left out).
-  std::vector<HistoryRow> full_series_history(const std::string& series_key, Status& status);
+  Result<std::vector<HistoryRow>> full_series_history(const std::string& series_key);
   // Every series key in the file, sorted.
-  std::vector<std::string> series_keys(Status& status);
-  std::vector<Sample> result_samples(int64_t result_id, Status& status);
-  std::vector<RunLevel> run_levels(int64_t run_id, Status& status);
+  Result<std::vector<std::string>> series_keys();
+  Result<std::vector<Sample>> result_samples(int64_t result_id);
+  Result<std::vector<RunLevel>> run_levels(int64_t run_id);
 
   // One transaction: replaces the run's alerts, levels and analysis rows, applies the later
   // verdicts on earlier runs' alerts and analysis rows, and marks the run analysed.
@@ -219,24 +219,24 @@ class Store {
                         const std::vector<RunLevel>& levels,
                         const std::vector<AnalysisRecord>& analyses,
                         const std::vector<AlertStateChange>& earlier);
-  std::vector<AlertRecord> run_alerts(int64_t run_id, Status& status);
-  // The alert of one series and kind in one run, if any.
-  std::optional<AlertRecord> find_alert(int64_t run_id, const std::string& series_key,
-                                        AlertKind kind, Status& status);
+  Result<std::vector<AlertRecord>> run_alerts(int64_t run_id);
+  // The alert of one series and kind in one run; nullopt when there is none.
+  Result<std::optional<AlertRecord>> find_alert(int64_t run_id, const std::string& series_key,
+                                                AlertKind kind);
   // The run's analysis rows (series and kernel-wide), by series key; empty when never analysed.
-  std::vector<AnalysisRecord> run_analysis(int64_t run_id, Status& status);
+  Result<std::vector<AnalysisRecord>> run_analysis(int64_t run_id);
   // One kernel-wide aggregate's analysis rows before `before_run_id` (newest first, at most
   // `limit`): what the detector concluded about it at each earlier run.
-  std::vector<AnalysisRecord> kernel_history(const std::string& group_key, int64_t before_run_id,
-                                             int limit, Status& status);
+  Result<std::vector<AnalysisRecord>> kernel_history(const std::string& group_key,
+                                                     int64_t before_run_id, int limit);
 
   Status add_annotations(const std::vector<AnnotationRecord>& annotations);
-  std::vector<AnnotationRecord> annotations(Status& status);  // oldest first
+  Result<std::vector<AnnotationRecord>> annotations();  // oldest first
 
   // Copies every run of `source` whose uuid this file lacks (with its devices, results,
   // samples, alerts and levels), the calibrations and annotations it lacks; each run in one
-  // transaction. Merging the same file again changes nothing.
-  Status merge_from(const std::string& source, MergeReport& report);
+  // transaction. Merging the same file again changes nothing. What was added.
+  Result<MergeReport> merge_from(const std::string& source);
 
   int schema_version() const;
   const std::string& path() const { return path_; }

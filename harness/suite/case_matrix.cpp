@@ -20,14 +20,17 @@ bool glob_match(const std::string& pattern, const std::string& text) {
 
 // ---- the selection flags -------------------------------------------------------------------------
 
-Status shape_entry(const std::string& text, SuiteEntry& entry) {
+Result<SuiteEntry> shape_entry(const std::string& text) {
+  SuiteEntry entry;
   entry.kernel_globs = {"*"};
   Status status = parse_shape(text, entry.problem);
   if (status.ok) status = validate(entry.problem);
-  return status.ok ? status : Status::Error("--shape '" + text + "': " + status.message);
+  if (!status.ok) return Status::Error("--shape '" + text + "': " + status.message);
+  return entry;
 }
 
-Status case_entry(const std::string& text, SuiteEntry& entry) {
+Result<SuiteEntry> case_entry(const std::string& text) {
+  SuiteEntry entry;
   const size_t first = text.find('|');
   const size_t last = text.rfind('|');
   Distribution distribution = Distribution::normal;
@@ -38,18 +41,18 @@ Status case_entry(const std::string& text, SuiteEntry& entry) {
   }
   entry.kernel_globs = {text.substr(0, first)};
   entry.distribution = std::string(distribution_name(distribution));
-  return Status::Ok();
+  return entry;
 }
 
-Status parse_case_filter(const std::string& text, std::optional<std::regex>& filter) {
-  filter.reset();
-  if (text.empty()) return Status::Ok();
+Result<std::optional<std::regex>> parse_case_filter(const std::string& text) {
+  std::optional<std::regex> filter;
+  if (text.empty()) return filter;
   try {
     filter.emplace(text, std::regex::extended);
   } catch (const std::regex_error& e) {
     return Status::Error("--filter '" + text + "' is not a valid regular expression: " + e.what());
   }
-  return Status::Ok();
+  return filter;
 }
 
 std::string kernel_names() {
@@ -85,7 +88,7 @@ std::optional<int> parse_count(std::string_view text) {
 
 }  // namespace
 
-Status parse_shard(const std::string& text, Shard& shard) {
+Result<Shard> parse_shard(const std::string& text) {
   const size_t slash = text.find('/');
   const std::string_view view(text);
   const std::optional<int> index = slash == std::string::npos ? std::nullopt : parse_count(view.substr(0, slash));
@@ -93,8 +96,7 @@ Status parse_shard(const std::string& text, Shard& shard) {
   if (!index || !count || *count < 1 || *index < 1 || *index > *count) {
     return Status::Error("--shard '" + text + "': accepted: i/n with 1 <= i <= n, e.g. 2/4");
   }
-  shard = Shard{*index, *count};
-  return Status::Ok();
+  return Shard{*index, *count};
 }
 
 // ---- the steps -----------------------------------------------------------------------------------

@@ -43,11 +43,11 @@ bool glob_match(const std::string& pattern, const std::string& text);
 
 // --shape TEXT: a suite entry for every kernel, after parse_shape and validate; the message
 // names the shape.
-Status shape_entry(const std::string& text, SuiteEntry& entry);
+Result<SuiteEntry> shape_entry(const std::string& text);
 // An exact case "kernel|shape|distribution" (`attnbench rerun`): an entry for that kernel only.
-Status case_entry(const std::string& text, SuiteEntry& entry);
-// --filter: an extended regular expression on case names (none when `text` is empty).
-Status parse_case_filter(const std::string& text, std::optional<std::regex>& filter);
+Result<SuiteEntry> case_entry(const std::string& text);
+// --filter: an extended regular expression on case names (nullopt when `text` is empty).
+Result<std::optional<std::regex>> parse_case_filter(const std::string& text);
 // --kernels: every glob must name at least one kernel of the registry.
 Status check_kernel_globs(const std::vector<std::string>& globs);
 // The registry's kernel names, comma-separated, for messages.
@@ -59,7 +59,7 @@ struct Shard {
   int count = 1;
 };
 // Parses "i/n"; the message says what is accepted.
-Status parse_shard(const std::string& text, Shard& shard);
+Result<Shard> parse_shard(const std::string& text);
 
 // ---- the steps -----------------------------------------------------------------------------------
 

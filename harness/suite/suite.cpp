@@ -530,7 +530,7 @@ bool looks_like_path(std::string_view text) {
   return text.find('/') != std::string_view::npos || text.ends_with(kSuiteExtension);
 }
 
-Status read_file(const std::string& path, std::string& text) {
+Result<std::string> read_file(const std::string& path) {
   std::error_code error;
   if (!std::filesystem::is_regular_file(path, error)) {
     return Status::Error(
@@ -541,8 +541,7 @@ Status read_file(const std::string& path, std::string& text) {
   std::ostringstream contents;
   contents << file.rdbuf();
   if (!file) return Status::Error("cannot read suite file '" + path + "'");
-  text = contents.str();
-  return Status::Ok();
+  return contents.str();
 }
 
 // Suite files in the suites directory, sorted by name.
@@ -566,7 +565,7 @@ const std::vector<std::string>& distribution_names() {
   return kNames;
 }
 
-Status parse_suite(std::string_view text, const std::string& source, Suite& suite) {
+Result<Suite> parse_suite(std::string_view text, const std::string& source) {
   const ErrorSink errors(source);
   toml::table root;
   try {
@@ -580,11 +579,10 @@ Status parse_suite(std::string_view text, const std::string& source, Suite& suit
   parsed.name = std::filesystem::path(source).stem().string();
   if (Status status = read_settings(root, parsed, errors); !status) return status;
   if (Status status = read_matrix(root, parsed, errors); !status) return status;
-  suite = std::move(parsed);
-  return Status::Ok();
+  return parsed;
 }
 
-Status load_suite(const std::string& name_or_path, Suite& suite) {
+Result<Suite> load_suite(const std::string& name_or_path) {
   std::string path = name_or_path;
   if (!looks_like_path(name_or_path)) {
     path = suites_directory() + "/" + name_or_path + std::string(kSuiteExtension);
@@ -597,9 +595,9 @@ Status load_suite(const std::string& name_or_path, Suite& suite) {
                            " (or a path to a .toml file)");
     }
   }
-  std::string text;
-  if (Status status = read_file(path, text); !status) return status;
-  return parse_suite(text, path, suite);
+  const Result<std::string> text = read_file(path);
+  if (!text) return text.status();
+  return parse_suite(*text, path);
 }
 
 std::string suites_directory() {
@@ -613,12 +611,11 @@ std::vector<std::pair<std::string, std::string>> list_suites() {
   for (const std::filesystem::path& file : suite_files()) {
     // Only the description is read, so one broken file does not hide the others.
     std::string description;
-    std::string text;
-    if (Status status = read_file(file.string(), text); !status) {
-      description = "(unreadable: " + status.message + ")";
+    if (const Result<std::string> text = read_file(file.string()); !text) {
+      description = "(unreadable: " + text.status().message + ")";
     } else {
       try {
-        const toml::table root = toml::parse(text, file.string());
+        const toml::table root = toml::parse(*text, file.string());
         description = root["description"].value_or(std::string());
       } catch (const toml::parse_error& error) {
         description = "(unreadable: TOML syntax error on line " +

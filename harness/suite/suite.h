@@ -52,9 +52,9 @@ struct Suite {
 const std::vector<std::string>& distribution_names();
 
 // `source` names the text in error messages ("suites/smoke.toml").
-Status parse_suite(std::string_view text, const std::string& source, Suite& suite);
+Result<Suite> parse_suite(std::string_view text, const std::string& source);
 // NAME (looked up in the suites directory) or a path to a .toml file.
-Status load_suite(const std::string& name_or_path, Suite& suite);
+Result<Suite> load_suite(const std::string& name_or_path);
 // The suites directory: $ATTNBENCH_SUITES_DIR, else the source tree's suites/ (compiled in).
 std::string suites_directory();
 // Name and description of every suite in the suites directory, sorted by name.

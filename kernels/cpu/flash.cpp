@@ -232,13 +232,12 @@ Kernel cpu_flash_kernel() {
   kernel.returns_lse = true;
   kernel.support = cpu::cpu_support_table(
       kMaxFlops, "scratch per thread is a few tiles, independent of the sequence lengths");
-  kernel.make_plan = [table = kernel.support](const Problem& problem, const PlanContext& context,
-                                              Status& status) -> std::unique_ptr<Plan> {
-    status = cpu::check_problem_for_plan(table, problem);
-    if (!status) return nullptr;
+  kernel.make_plan = [table = kernel.support](
+                         const Problem& problem,
+                         const PlanContext& context) -> Result<std::unique_ptr<Plan>> {
+    if (Status status = cpu::check_problem_for_plan(table, problem); !status) return status;
     auto plan = std::make_unique<FlashPlan>(problem);
-    status = plan->allocate(context.scratch);
-    if (!status) return nullptr;
+    if (Status status = plan->allocate(context.scratch); !status) return status;
     return plan;
   };
   return kernel;

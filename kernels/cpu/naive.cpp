@@ -182,13 +182,12 @@ Kernel cpu_naive_kernel() {
   kernel.returns_lse = true;
   kernel.support =
       cpu::cpu_support_table(kMaxFlops, "scratch grows as threads x seqlen_q x seqlen_k floats");
-  kernel.make_plan = [table = kernel.support](const Problem& problem, const PlanContext& context,
-                                              Status& status) -> std::unique_ptr<Plan> {
-    status = cpu::check_problem_for_plan(table, problem);
-    if (!status) return nullptr;
+  kernel.make_plan = [table = kernel.support](
+                         const Problem& problem,
+                         const PlanContext& context) -> Result<std::unique_ptr<Plan>> {
+    if (Status status = cpu::check_problem_for_plan(table, problem); !status) return status;
     auto plan = std::make_unique<NaivePlan>(problem);
-    status = plan->allocate(context.scratch);
-    if (!status) return nullptr;
+    if (Status status = plan->allocate(context.scratch); !status) return status;
     return plan;
   };
   return kernel;

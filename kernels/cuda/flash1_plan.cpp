@@ -116,15 +116,14 @@ Kernel cuda_flash1_kernel() {
   kernel.support = gpu::tier1_support_table(
       "scratch b x hq x sq x (dv + 2) fp32 (O, l, m), flat in seqlen_k; seqlen_k / 64 launches "
       "per forward");
-  kernel.make_plan = [table = kernel.support](const Problem& problem, const PlanContext& context,
-                                              Status& status) -> std::unique_ptr<Plan> {
+  kernel.make_plan = [table = kernel.support](
+                         const Problem& problem,
+                         const PlanContext& context) -> Result<std::unique_ptr<Plan>> {
     if (std::string reason = unsupported_reason(table, problem); !reason.empty()) {
-      status = Status::Error("unsupported: " + reason);
-      return nullptr;
+      return Status::Error("unsupported: " + reason);
     }
     auto plan = std::make_unique<gpu::flash1::Flash1Plan>(problem, context);
-    status = plan->build(context.scratch);
-    if (!status) return nullptr;
+    if (Status status = plan->build(context.scratch); !status) return status;
     return plan;
   };
   return kernel;

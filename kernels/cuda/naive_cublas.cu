@@ -245,15 +245,25 @@ class NaiveCublasPlan final : public Plan {
     const size_t matrix_elements =
         static_cast<size_t>(p.seqlen_q) * static_cast<size_t>(p.seqlen_k);
     const size_t all_matrices = static_cast<size_t>(pairs_) * matrix_elements;
-    Status status = gpu::allocate_scratch(allocator, all_matrices * sizeof(float),
-                                          "cuda.naive_cublas scores (b*hq*sq*sk fp32)", scores_);
-    if (!status) return status;
-    status = gpu::allocate_scratch(allocator, all_matrices * dtype_size(p.input_dtype),
-                                   "cuda.naive_cublas probabilities (b*hq*sq*sk)", probabilities_);
-    if (!status) return status;
-    status = gpu::allocate_scratch(allocator, kPointerArrays * pairs_ * sizeof(void*),
-                                   "cuda.naive_cublas pointer arrays", pointers_);
-    if (!status) return status;
+    // One declaration per step: nvcc's front end reads `status = f()` as discarding the
+    // [[nodiscard]] Status that operator= returns.
+    if (Status status =
+            gpu::allocate_scratch(allocator, all_matrices * sizeof(float),
+                                  "cuda.naive_cublas scores (b*hq*sq*sk fp32)", scores_);
+        !status) {
+      return status;
+    }
+    if (Status status =
+            gpu::allocate_scratch(allocator, all_matrices * dtype_size(p.input_dtype),
+                                  "cuda.naive_cublas probabilities (b*hq*sq*sk)", probabilities_);
+        !status) {
+      return status;
+    }
+    if (Status status = gpu::allocate_scratch(allocator, kPointerArrays * pairs_ * sizeof(void*),
+                                              "cuda.naive_cublas pointer arrays", pointers_);
+        !status) {
+      return status;
+    }
     const size_t workspace = sm >= kHopperSm ? kCublasWorkspaceHopper : kCublasWorkspaceAmpere;
     return gpu::allocate_scratch(allocator, workspace, "cuBLAS workspace", workspace_);
   }
@@ -401,11 +411,10 @@ Kernel cuda_naive_cublas_kernel() {
   kernel.deterministic = true;
   kernel.returns_lse = true;
   kernel.support = naive_cublas_support_table();
-  kernel.make_plan = [](const Problem& problem, const PlanContext& context,
-                        Status& status) -> std::unique_ptr<Plan> {
+  kernel.make_plan = [](const Problem& problem,
+                        const PlanContext& context) -> Result<std::unique_ptr<Plan>> {
     auto plan = std::make_unique<NaiveCublasPlan>(problem, context);
-    status = plan->build(context.scratch);
-    if (!status) return nullptr;
+    if (Status status = plan->build(context.scratch); !status) return status;
     return plan;
   };
   return kernel;

@@ -260,16 +260,14 @@ Kernel naive_family_kernel(MaskStep step) {
   kernel.bytes_moved = [step](const Problem& problem) {
     return naive_bytes(problem, step).total();
   };
-  kernel.make_plan = [step, table = kernel.support](const Problem& problem,
-                                                    const PlanContext& context,
-                                                    Status& status) -> std::unique_ptr<Plan> {
+  kernel.make_plan = [step, table = kernel.support](
+                         const Problem& problem,
+                         const PlanContext& context) -> Result<std::unique_ptr<Plan>> {
     if (std::string reason = unsupported_reason(table, problem); !reason.empty()) {
-      status = Status::Error("unsupported: " + reason);
-      return nullptr;
+      return Status::Error("unsupported: " + reason);
     }
     auto plan = std::make_unique<NaiveFamilyPlan>(problem, context, step);
-    status = plan->build(context.scratch);
-    if (!status) return nullptr;
+    if (Status status = plan->build(context.scratch); !status) return status;
     return plan;
   };
   return kernel;

@@ -55,7 +55,8 @@ Kernel cuda_oob_write_test_kernel() {
   kernel.support.layouts = {Layout::bshd, Layout::bhsd, Layout::qkv_packed};
   kernel.support.archs = {"sm_80", "sm_90"};
   kernel.support.notes = "test only: faults on purpose";
-  kernel.make_plan = [](const Problem&, const PlanContext& context, Status&) {
+  kernel.make_plan = [](const Problem&,
+                        const PlanContext& context) -> Result<std::unique_ptr<Plan>> {
     return std::make_unique<OutOfBoundsPlan>(static_cast<cudaStream_t>(context.stream));
   };
   return kernel;

@@ -489,17 +489,15 @@ Kernel cudnn_kernel(CudnnVariant variant) {
   kernel.deterministic = true;
   kernel.returns_lse = true;
   kernel.support = fp8 ? cudnn_sdpa_fp8_support_table() : cudnn_sdpa_support_table();
-  kernel.make_plan = [variant, name = kernel.name](const Problem& problem,
-                                                   const PlanContext& context,
-                                                   Status& status) -> std::unique_ptr<Plan> {
+  kernel.make_plan = [variant, name = kernel.name](
+                         const Problem& problem,
+                         const PlanContext& context) -> Result<std::unique_ptr<Plan>> {
     try {
       auto plan = std::make_unique<CudnnSdpaPlan>(name, problem, variant, context);
-      status = plan->build(context.scratch);
-      if (!status) return nullptr;
+      if (Status status = plan->build(context.scratch); !status) return status;
       return plan;
     } catch (const std::exception& error) {
-      status = Status::Error(name + ": " + error.what());
-      return nullptr;
+      return Status::Error(name + ": " + error.what());
     }
   };
   return kernel;

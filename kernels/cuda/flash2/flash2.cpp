@@ -140,17 +140,15 @@ Kernel cuda_flash2_kernel() {
   kernel.deterministic = true;
   kernel.returns_lse = true;
   kernel.support = flash2_support_table();
-  kernel.make_plan = [](const Problem& problem, const PlanContext& context,
-                        Status& status) -> std::unique_ptr<Plan> {
+  kernel.make_plan = [](const Problem& problem,
+                        const PlanContext& context) -> Result<std::unique_ptr<Plan>> {
     const Instantiation* instantiation =
         find_instantiation(problem.head_dim_qk, problem.input_dtype);
     if (instantiation == nullptr || problem.head_dim_v != problem.head_dim_qk) {
-      status = Status::Error("cuda.flash2: no instantiation for " + shape_string(problem));
-      return nullptr;
+      return Status::Error("cuda.flash2: no instantiation for " + shape_string(problem));
     }
     auto plan = std::make_unique<Flash2Plan>(problem, context, *instantiation);
-    status = plan->build();
-    if (!status) return nullptr;
+    if (Status status = plan->build(); !status) return status;
     return plan;
   };
   return kernel;
