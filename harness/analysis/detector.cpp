@@ -4,8 +4,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
-#include <cstdlib>
 #include <sstream>
 
 #include "harness/core/statistics.h"
@@ -19,7 +17,9 @@ std::string percent(double fraction) {
   return text.str();
 }
 
-bool is_suspicion(Verdict state) { return state == Verdict::suspected || state == Verdict::confirmed; }
+bool is_suspicion(Verdict state) {
+  return state == Verdict::suspected || state == Verdict::confirmed;
+}
 
 // ---- baseline and trips ------------------------------------------------------------------------
 
@@ -49,8 +49,8 @@ bool counts_for_baseline(const SeriesPoint& point) {
 Baseline compute_baseline(const std::vector<SeriesPoint>& history, const DetectorOptions& options) {
   Baseline baseline;
   std::vector<double> logs, clocks, cvs, errors;
-  for (size_t i = history.size(); i-- > 0 && baseline.points.size() <
-                                                 static_cast<size_t>(options.window);) {
+  for (size_t i = history.size();
+       i-- > 0 && baseline.points.size() < static_cast<size_t>(options.window);) {
     const SeriesPoint& point = history[i];
     if (!counts_for_baseline(point)) continue;
     baseline.points.push_back(i);
@@ -58,9 +58,8 @@ Baseline compute_baseline(const std::vector<SeriesPoint>& history, const Detecto
     if (std::isfinite(point.clock_mhz)) clocks.push_back(point.clock_mhz);
     if (std::isfinite(point.cv)) cvs.push_back(point.cv);
     if (std::isfinite(point.error)) errors.push_back(point.error);
-    if (!point.chip.empty() &&
-        std::find(baseline.chips.begin(), baseline.chips.end(), point.chip) ==
-            baseline.chips.end()) {
+    if (!point.chip.empty() && std::find(baseline.chips.begin(), baseline.chips.end(),
+                                         point.chip) == baseline.chips.end()) {
       baseline.chips.push_back(point.chip);
     }
   }
@@ -72,29 +71,8 @@ Baseline compute_baseline(const std::vector<SeriesPoint>& history, const Detecto
     if (std::fabs(logs[k] - center_log) < std::fabs(logs[nearest] - center_log)) nearest = k;
   }
   baseline.representative = baseline.points[nearest];
-  double relative_spread =
+  const double relative_spread =
       std::max(kMadToSigma * median_absolute_deviation(logs), options.spread_floor);
-  if (options.long_run_spread_mode != 0) {
-    std::vector<double> long_logs;
-    for (const SeriesPoint& p : history) {
-      if (p.status != ResultStatus::passed || !is_timed(p)) continue;
-      if (is_suspicion(p.state) && !(p.state == Verdict::suspected && p.chip_changed)) continue;
-      if (std::fabs(std::exp(p.level) - 1) > options.level_tolerance || p.scatter > options.max_scatter) continue;
-      long_logs.push_back(level_free_log(p));
-    }
-    if (long_logs.size() >= static_cast<size_t>(options.min_baseline_runs)) {
-      double spread = kNotMeasured;
-      if (options.long_run_spread_mode == 1) {
-        spread = kMadToSigma * median_absolute_deviation(long_logs);
-      } else {
-        std::vector<double> diffs;
-        for (size_t k = 1; k < long_logs.size(); ++k) diffs.push_back(long_logs[k] - long_logs[k - 1]);
-        spread = kMadToSigma * median_absolute_deviation(diffs) / std::sqrt(2.0);
-      }
-      baseline.long_run_spread = spread;
-      relative_spread = std::max(relative_spread, spread);
-    }
-  }
   baseline.center = std::exp(center_log);
   baseline.spread = baseline.center * relative_spread;
   baseline.usual_clock = clocks.empty() ? kNotMeasured : median(clocks);
@@ -112,8 +90,7 @@ Trip trip(const Baseline& baseline, double level_free_log_median, const Detector
   Trip result;
   if (!std::isfinite(baseline.center) || !std::isfinite(level_free_log_median)) return result;
   result.change = std::exp(level_free_log_median - std::log(baseline.center)) - 1;
-  result.threshold =
-      std::max(options.min_change, options.spreads * baseline.spread / baseline.center);
+  result.threshold = relative_threshold(baseline, options);
   result.slower = result.change > result.threshold;
   result.faster = -result.change > result.threshold;
   return result;
@@ -178,8 +155,8 @@ std::string ambiguity(const Baseline& baseline, const SeriesPoint& point,
     return why.str();
   }
   if (baseline.spread / baseline.center > options.noisy_spread) {
-    why << "too noisy: the series' run-to-run spread is " << percent(baseline.spread / baseline.center)
-        << " of its center";
+    why << "too noisy: the series' run-to-run spread is "
+        << percent(baseline.spread / baseline.center) << " of its center";
     return why.str();
   }
   return {};
@@ -194,48 +171,6 @@ int recent_excursions(const std::vector<SeriesPoint>& history, const DetectorOpt
   }
   return excursions;
 }
-
-}  // namespace
-
-// EXPERIMENT: the series' excursions that came back: slower than the running median (window 11)
-// of its neighbours by more than `threshold`, with a point within it before and after.
-ExcursionRecord excursion_record(const std::vector<SeriesPoint>& history, int64_t before_run,
-                                 double threshold, const std::string& chip) {
-  std::vector<double> logs;
-  for (const SeriesPoint& p : history) {
-    if (p.run_id >= before_run) break;
-    if (p.chip != chip) continue;
-    if (p.status != ResultStatus::passed || !is_timed(p)) continue;
-    if (std::getenv("X_SKIP_AMBIGUOUS") && p.state == Verdict::ambiguous) continue;
-    if (std::getenv("X_SKIP_INSUFFICIENT") && p.state == Verdict::insufficient_history) continue;
-    logs.push_back(level_free_log(p));
-  }
-  // The reference: the median of the last K points within the threshold, so it holds still
-  // during an excursion; an excursion counts once a point is back within the threshold of it.
-  const size_t window = 10, least = 5;
-  std::vector<double> reference;
-  ExcursionRecord record;
-  double episode = 0;  // the largest ratio of the current excursion; 0 when none
-  for (double value : logs) {
-    if (reference.size() >= least) {
-      const double ratio = (std::exp(value - median(reference)) - 1) / threshold;
-      if (ratio > 1) {
-        episode = std::max(episode, ratio);
-        continue;
-      }
-    }
-    if (episode > 0) {
-      ++record.episodes;
-      record.largest = std::max(record.largest, episode);
-      episode = 0;
-    }
-    reference.push_back(value);
-    if (reference.size() > window) reference.erase(reference.begin());
-  }
-  return record;
-}
-
-namespace {
 
 // A confirmation measures the same slowdown as the first trip: the two changes differ by less
 // than the threshold, or by less than half the change. A host that was merely busier during one
@@ -264,8 +199,8 @@ struct Evidence {
   const SeriesInput* input = nullptr;
   const SeriesPoint* previous_clear = nullptr;  // newest_clear(history)
   const SeriesPoint* rerun = nullptr;           // passed and timed, else nullptr
-  bool previous_suspicion = false;  // the previous clear run was suspected or confirmed
-  bool previous_confirmed = false;  // ... confirmed: a regression is open
+  bool previous_suspicion = false;              // the previous clear run was suspected or confirmed
+  bool previous_confirmed = false;              // ... confirmed: a regression is open
   // Slower in absolute terms too, not only relative to the run's level: a confirmation must not
   // rest on the level estimate alone (a host that got faster than its baseline's would otherwise
   // make every series it sped up less look slower).
@@ -274,14 +209,22 @@ struct Evidence {
   bool previous_agrees = false;  // the previous clear run's suspicion measured the same slowdown
   int excursions = 0;            // recent outliers and unclear runs
   bool erratic = false;
+  // Slower, with no regression open, but not beyond the largest excursion a series of the run
+  // came back from by itself, or of the size of one this series came back from (`repeats_own`).
+  bool within_family = false;
+  bool repeats_own = false;
+  const FamilyExcursion* family = nullptr;
+  const Excursion* own_excursion = nullptr;
   int64_t suspicion_start = 0;  // where a confirmation dates from
 };
 
 // Fills the judgement's trip, chip change, rerun trip and Mann-Whitney test, and gathers the rest.
 Evidence gather_evidence(const SeriesInput& input, const Baseline& baseline,
-                         const DetectorOptions& options, PerformanceJudgement& judgement, double family_record) {
+                         const FamilyExcursion& family, const Excursion& own,
+                         const DetectorOptions& options, PerformanceJudgement& judgement) {
   Evidence e;
   e.input = &input;
+  e.family = &family;
   const SeriesPoint& candidate = *input.candidate;
   e.previous_clear = newest_clear(input.history);
   judgement.trip = trip(baseline, level_free_log(candidate), options);
@@ -307,23 +250,19 @@ Evidence gather_evidence(const SeriesInput& input, const Baseline& baseline,
       (!judgement.mann_whitney || judgement.mann_whitney->p_greater < options.mann_whitney_alpha);
   e.excursions = recent_excursions(input.history, options);
   e.erratic = e.excursions >= options.erratic_runs;
-  e.suspicion_start = !e.previous_suspicion                   ? candidate.run_id
+  if (options.family_wise && judgement.trip.slower) {
+    const double limit = family.limit(judgement.trip.threshold);
+    if (limit > 0) judgement.family_limit = limit;
+    e.own_excursion = &own;
+    e.repeats_own =
+        own.ratio > 0 && agrees(own.change, judgement.trip.change, judgement.trip.threshold);
+    // An open regression stays open: the limit is on confirming a new one.
+    e.within_family =
+        !e.previous_confirmed && (e.repeats_own || judgement.trip.change <= judgement.family_limit);
+  }
+  e.suspicion_start = !e.previous_suspicion                 ? candidate.run_id
                       : e.previous_clear->since_run_id != 0 ? e.previous_clear->since_run_id
                                                             : e.previous_clear->run_id;
-  if (options.second_speed_episodes > 0 && judgement.trip.slower && !e.erratic) {
-    const int episodes = excursion_record(input.history, e.suspicion_start,
-                                          judgement.trip.threshold, candidate.chip).episodes;
-    if (episodes >= options.second_speed_episodes) {
-      e.erratic = true;
-      e.excursions = episodes;
-    }
-  }
-  if (family_record > 1 && judgement.trip.slower && !e.erratic &&
-      judgement.trip.change <= family_record * judgement.trip.threshold &&
-      !(e.previous_suspicion && e.previous_clear->state == Verdict::confirmed)) {
-    e.erratic = true;
-    e.excursions = -1;
-  }
   e.previous_agrees =
       e.previous_confirmed ||
       (e.previous_suspicion && e.raw_slower &&
@@ -347,17 +286,17 @@ void judge_unclear_trip(const Evidence& e, const Baseline& baseline, const std::
       !ambiguity(baseline, *e.rerun, options).empty()) {
     return;
   }
-  const std::string rerun_text = "run was unclear (" + unclear + "); its rerun " +
-                                 std::to_string(e.rerun->run_id);
-  if (e.rerun_agrees && !judgement.chip_changed && !e.erratic &&
+  const std::string rerun_text =
+      "run was unclear (" + unclear + "); its rerun " + std::to_string(e.rerun->run_id);
+  if (e.rerun_agrees && !judgement.chip_changed && !e.erratic && !e.within_family &&
       (!e.input->host_timed || e.previous_agrees)) {
     judgement.state = Verdict::confirmed;
     // Where the previous run agreed, the regression began with its suspicion.
     judgement.since_run_id = e.previous_agrees ? e.suspicion_start : candidate.run_id;
-    judgement.reason = rerun_text + " is clean and slower too" +
-                       (e.previous_agrees
-                            ? ", and so was run " + std::to_string(e.previous_clear->run_id)
-                            : std::string());
+    judgement.reason =
+        rerun_text + " is clean and slower too" +
+        (e.previous_agrees ? ", and so was run " + std::to_string(e.previous_clear->run_id)
+                           : std::string());
   } else if (!judgement.rerun_trip.slower) {
     judgement.state = Verdict::outlier;
     judgement.since_run_id = candidate.run_id;
@@ -382,6 +321,33 @@ std::string awaiting_reason(const Evidence& e) {
            "Mann-Whitney); awaiting the next run";
   }
   return "awaiting confirmation (rerun, or the next run)";
+}
+
+// "cpu.naive b=2,... was +37.0 % (12x its threshold) at run 41 and came back".
+std::string excursion_text(const Excursion& excursion) {
+  std::ostringstream ratio;
+  ratio.precision(2);
+  ratio << excursion.ratio;
+  return shape_of_series_key(excursion.series_key) + " was " + percent(excursion.change) + " (" +
+         ratio.str() + "x its threshold) at run " + std::to_string(excursion.run_id) +
+         " and came back";
+}
+
+// Why a slower result within the family's excursions stays suspected.
+std::string within_family_reason(const Evidence& e, const PerformanceJudgement& judgement) {
+  const std::string alone =
+      ", so it is not confirmed on its own (its kernel-wide aggregate still is)";
+  if (e.repeats_own)
+    return "the size of an excursion of its own: " + excursion_text(*e.own_excursion) + alone;
+  const FamilyExcursion& family = *e.family;
+  std::string seen = excursion_text(family.in_thresholds);
+  if (family.in_size.series_key != family.in_thresholds.series_key ||
+      family.in_size.run_id != family.in_thresholds.run_id) {
+    seen += ", and " + excursion_text(family.in_size);
+  }
+  return "within what the run's series do by themselves: " + seen +
+         "; a lone series is confirmed only beyond both, in its own thresholds and in size (" +
+         percent(judgement.family_limit) + ")" + alone;
 }
 
 // A slower result that can be taken at face value: a chip change, an outlier by its rerun, an
@@ -415,6 +381,10 @@ void judge_clear_trip(const Evidence& e, const DetectorOptions& options,
         std::to_string(std::min<size_t>(input.history.size(), options.erratic_window)) +
         " runs were outliers or unclear, so it is not confirmed on its own (its kernel-wide "
         "aggregate still is)";
+  } else if (e.within_family) {
+    judgement.state = Verdict::suspected;
+    judgement.since_run_id = e.previous_suspicion ? previous->since_run_id : candidate.run_id;
+    judgement.reason = within_family_reason(e, judgement);
   } else if (e.previous_suspicion && !previous->chip_changed && e.previous_agrees &&
              (!input.host_timed || e.previous_confirmed || e.rerun_agrees)) {
     judgement.state = Verdict::confirmed;
@@ -430,9 +400,8 @@ void judge_clear_trip(const Evidence& e, const DetectorOptions& options,
   } else {
     judgement.state = Verdict::suspected;
     // A suspicion that began on a new chip carries its start forward.
-    judgement.since_run_id = e.previous_suspicion && previous->chip_changed
-                                 ? previous->since_run_id
-                                 : candidate.run_id;
+    judgement.since_run_id =
+        e.previous_suspicion && previous->chip_changed ? previous->since_run_id : candidate.run_id;
     judgement.reason = awaiting_reason(e);
   }
 }
@@ -453,7 +422,8 @@ void judge_untripped(const Evidence& e, PerformanceJudgement& judgement) {
 }  // namespace
 
 PerformanceJudgement judge_performance(const SeriesInput& input, const Baseline& baseline,
-                                       const DetectorOptions& options, double family_record) {
+                                       const FamilyExcursion& family, const Excursion& own,
+                                       const DetectorOptions& options) {
   PerformanceJudgement judgement;
   const SeriesPoint& candidate = *input.candidate;
   if (candidate.status != ResultStatus::passed || !is_timed(candidate)) return judgement;
@@ -461,7 +431,7 @@ PerformanceJudgement judge_performance(const SeriesInput& input, const Baseline&
     judgement.state = Verdict::insufficient_history;
     return judgement;
   }
-  const Evidence evidence = gather_evidence(input, baseline, options, judgement, family_record);
+  const Evidence evidence = gather_evidence(input, baseline, family, own, options, judgement);
   if (judgement.trip.slower) {
     bool run_wide = false;
     const std::string unclear = ambiguity(baseline, candidate, options, &run_wide);
@@ -496,9 +466,8 @@ AccuracyJudgement judge_accuracy(const SeriesInput& input, const Baseline& basel
                             input.rerun->error / baseline.error > options.accuracy_growth;
     if (previous != nullptr && is_suspicion(previous->accuracy_state)) {
       judgement.state = Verdict::confirmed;
-      judgement.since_run_id = previous->accuracy_since_run_id != 0
-                                   ? previous->accuracy_since_run_id
-                                   : previous->run_id;
+      judgement.since_run_id =
+          previous->accuracy_since_run_id != 0 ? previous->accuracy_since_run_id : previous->run_id;
     } else if (input.rerun && std::isfinite(input.rerun->error)) {
       judgement.state = rerun_grew ? Verdict::confirmed : Verdict::outlier;
       judgement.since_run_id = candidate.run_id;

@@ -3,6 +3,8 @@
 // The rule itself is written out in regression.h.
 #pragma once
 
+#include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -24,16 +26,41 @@ std::string percent(double fraction);
 const SeriesPoint* newest_clear(const std::vector<SeriesPoint>& history);
 bool has_open_regression(const std::vector<SeriesPoint>& history);
 
-// Both need input.candidate. `baseline` is compute_baseline(input.history).
+// A level (log) per run id: a run's level as measured today, against today's centers.
+using RunLevels = std::map<int64_t, double>;
+
+// Both need input.candidate. `baseline` is compute_baseline(input.history); `family` is the run's
+// family excursion and `own` the series' own largest excursion (measure_excursions).
 PerformanceJudgement judge_performance(const SeriesInput& input, const Baseline& baseline,
-                                       const DetectorOptions& options, double family_record = 0);
-struct ExcursionRecord {
-  int episodes = 0;
-  double largest = 0;  // in thresholds
-};
-ExcursionRecord excursion_record(const std::vector<SeriesPoint>& history, int64_t before_run,
-                                 double threshold, const std::string& chip);
+                                       const FamilyExcursion& family, const Excursion& own,
+                                       const DetectorOptions& options);
 AccuracyJudgement judge_accuracy(const SeriesInput& input, const Baseline& baseline,
                                  const DetectorOptions& options);
+
+// ---- the family-wise limit (detector_family.cpp)
+// -------------------------------------------------
+
+// The trip threshold, relative: more than both min_change and `spreads` spreads.
+double relative_threshold(const Baseline& baseline, const DetectorOptions& options);
+
+// The largest excursion of a series' history on `chip` that came back: a run slower than the
+// median of the last K runs within the threshold before it (once there are min_baseline_runs of
+// them) by more than `threshold` (relative), then a run back within half of it; looked for
+// forward and backward in time. Each run's level is taken from `levels` (measured today), else
+// the stored one. The ratio is the change in thresholds, 0 when none; the series key is empty.
+Excursion largest_excursion(const std::vector<SeriesPoint>& history, const std::string& chip,
+                            double threshold, const RunLevels& levels,
+                            const DetectorOptions& options);
+
+// Every series' largest excursion in thresholds (one per input, on the chip of its candidate,
+// else of its newest result; none without a usable baseline) and the family excursion: the
+// largest of them in thresholds, and in size.
+struct Excursions {
+  std::vector<Excursion> own;
+  FamilyExcursion family;
+};
+Excursions measure_excursions(const std::vector<SeriesInput>& inputs,
+                              const std::vector<SeriesAnalysis>& series, const RunLevels& levels,
+                              const DetectorOptions& options);
 
 }  // namespace attnbench

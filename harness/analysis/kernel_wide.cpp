@@ -17,10 +17,12 @@ namespace {
 double selected_median(std::vector<double> values) {
   if (values.empty()) return median(std::move(values));
   const size_t below = (values.size() - 1) / 2;
-  std::nth_element(values.begin(), values.begin() + static_cast<std::ptrdiff_t>(below), values.end());
+  std::nth_element(values.begin(), values.begin() + static_cast<std::ptrdiff_t>(below),
+                   values.end());
   const double low = values[below];
   if (values.size() % 2 == 1) return low;
-  const double high = *std::min_element(values.begin() + static_cast<std::ptrdiff_t>(below) + 1, values.end());
+  const double high =
+      *std::min_element(values.begin() + static_cast<std::ptrdiff_t>(below) + 1, values.end());
   return low + 0.5 * (high - low);
 }
 
@@ -45,11 +47,13 @@ std::set<std::string> moved_groups(const std::vector<RunDeviation>& deviations,
   std::vector<std::pair<double, const std::string*>> moves;  // |move|, group
   for (const auto& [group, values] : by_group) {
     const double move = std::fabs(std::exp(selected_median(values) - level) - 1);
-    if (values.size() >= static_cast<size_t>(options.min_series_for_group) && move > options.min_change) {
+    if (values.size() >= static_cast<size_t>(options.min_series_for_group) &&
+        move > options.min_change) {
       moves.emplace_back(move, &group);
     }
   }
-  std::sort(moves.begin(), moves.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  std::sort(moves.begin(), moves.end(),
+            [](const auto& a, const auto& b) { return a.first > b.first; });
   size_t left = deviations.size();
   for (const auto& [move, group] : moves) {
     const size_t size = by_group[*group].size();
@@ -73,13 +77,16 @@ double scatter_around(const std::vector<RunDeviation>& deviations, double level)
   return below.empty() ? 0 : kMadToSigma * median(below);
 }
 
-double level_without(const RunSeries& run, const std::string& group, const DetectorOptions& options) {
+double level_without(const RunSeries& run, const std::string& group,
+                     const DetectorOptions& options) {
   std::vector<double> others;
   others.reserve(run.deviations.size());
   for (const RunDeviation& d : run.deviations) {
     if (*d.group != group && !run.moved.count(*d.group)) others.push_back(d.deviation);
   }
-  return others.size() >= static_cast<size_t>(options.min_series_for_run_level) ? selected_median(std::move(others)) : 0;
+  return others.size() >= static_cast<size_t>(options.min_series_for_run_level)
+             ? selected_median(std::move(others))
+             : 0;
 }
 
 namespace {
@@ -137,7 +144,8 @@ AggregateHistory aggregate_history(const std::vector<GroupMember>& members,
       history.usual_clocks.push_back(member.baseline->usual_clock);
     }
     if (!member.input->history.empty()) {
-      history.previous_run_id = std::max(history.previous_run_id, member.input->history.back().run_id);
+      history.previous_run_id =
+          std::max(history.previous_run_id, member.input->history.back().run_id);
     }
   }
   for (auto run = by_run.rbegin(); run != by_run.rend(); ++run) {
@@ -167,14 +175,17 @@ LoadFit fit_load(const std::vector<double>& levels, const std::vector<double>& a
   for (size_t i = 0; i < levels.size(); ++i) {
     for (size_t j = i + 1; j < levels.size(); ++j) {
       const double gap = levels[j] - levels[i];
-      if (std::fabs(gap) >= options.load_level_gap) slopes.push_back((aggregates[j] - aggregates[i]) / gap);
+      if (std::fabs(gap) >= options.load_level_gap)
+        slopes.push_back((aggregates[j] - aggregates[i]) / gap);
     }
   }
   if (slopes.size() >= static_cast<size_t>(options.min_baseline_runs)) {
-    fit.slope = std::clamp(median(slopes), -options.max_load_sensitivity, options.max_load_sensitivity);
+    fit.slope =
+        std::clamp(median(slopes), -options.max_load_sensitivity, options.max_load_sensitivity);
   }
   std::vector<double> centers;
-  for (size_t k = 0; k < levels.size(); ++k) centers.push_back(aggregates[k] - fit.slope * levels[k]);
+  for (size_t k = 0; k < levels.size(); ++k)
+    centers.push_back(aggregates[k] - fit.slope * levels[k]);
   fit.center = median(centers);
   return fit;
 }
@@ -191,7 +202,8 @@ const SeriesPoint* rerun_of(const GroupMember& member) {
 // The median change of the members `point_of` finds (at least half of them) against what the fit
 // expects at their run's level; an empty trip when too few.
 Trip aggregate_trip(const std::vector<GroupMember>& members, const RunLevels& levels_without_group,
-                    const LoadFit& fit, double spread, const SeriesPoint* (*point_of)(const GroupMember&),
+                    const LoadFit& fit, double spread,
+                    const SeriesPoint* (*point_of)(const GroupMember&),
                     const DetectorOptions& options) {
   std::vector<double> deviations;
   int64_t at_run = 0;
@@ -234,7 +246,8 @@ GroupConditions group_conditions(const std::vector<GroupMember>& members,
     const SeriesPoint& candidate = *member.input->candidate;
     if (std::isfinite(candidate.clock_mhz)) clocks.push_back(candidate.clock_mhz);
     if (!candidate.chip.empty() && !history.chips.empty() &&
-        std::find(history.chips.begin(), history.chips.end(), candidate.chip) == history.chips.end()) {
+        std::find(history.chips.begin(), history.chips.end(), candidate.chip) ==
+            history.chips.end()) {
       ++on_new_chips;
     }
     if (member.input->rerun) any_rerun = &*member.input->rerun;
@@ -282,7 +295,8 @@ void judge_group_trip(const GroupConditions& c, const GroupPrior& prior, GroupAn
     }
   } else if (c.clock_off) {
     group.state = Verdict::ambiguous;
-    group.reason = "SM clock far from the kernel's usual, or the whole run far from its usual level";
+    group.reason =
+        "SM clock far from the kernel's usual, or the whole run far from its usual level";
   } else if (group.chip_changed) {
     group.state = Verdict::suspected;
     group.reason = "on a chip the baseline never ran on: a chip change alone is never confirmed";
@@ -331,9 +345,11 @@ GroupAnalysis judge_group(const std::string& key, const std::vector<GroupMember>
     residuals.push_back(history.aggregates[k] - fit.expected(history.levels[k]));
   }
   group.spread = std::max(kMadToSigma * median_absolute_deviation(residuals), options.spread_floor);
-  group.trip = aggregate_trip(members, levels_without_group, fit, group.spread, candidate_of, options);
+  group.trip =
+      aggregate_trip(members, levels_without_group, fit, group.spread, candidate_of, options);
   group.reference_level = level_at(levels_without_group, members.front().input->candidate->run_id);
-  group.rerun_trip = aggregate_trip(members, levels_without_group, fit, group.spread, rerun_of, options);
+  group.rerun_trip =
+      aggregate_trip(members, levels_without_group, fit, group.spread, rerun_of, options);
   const GroupConditions conditions = group_conditions(members, history, group, options);
 
   if (group.trip.slower) {

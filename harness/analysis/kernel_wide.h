@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "harness/analysis/detector.h"
 #include "harness/analysis/regression.h"
 
 namespace attnbench {
@@ -45,7 +46,8 @@ struct RunSeries {
 // The run's level as a kernel-wide aggregate sees it: from the other kernels' series, less those
 // of kernels that moved as a whole (0 when too few are left, as for any run without enough
 // series).
-double level_without(const RunSeries& run, const std::string& group, const DetectorOptions& options);
+double level_without(const RunSeries& run, const std::string& group,
+                     const DetectorOptions& options);
 
 // A member of a kernel-wide group: a judgeable series and its baseline.
 struct GroupMember {
@@ -53,11 +55,9 @@ struct GroupMember {
   const Baseline* baseline;
 };
 
-// The level of each run (by run id) measured without the group's own series, so a kernel that
-// slowed as a whole cannot carry the level with it and hide part of its own slowdown.
-using RunLevels = std::map<int64_t, double>;
-
-// The kernel-wide aggregate of `members` (every candidate of one run) against its history.
+// The kernel-wide aggregate of `members` (every candidate of one run) against its history, with
+// the level of each run measured without the group's own series (so a kernel that slowed as a
+// whole cannot carry the level with it and hide part of its own slowdown).
 GroupAnalysis judge_group(const std::string& key, const std::vector<GroupMember>& members,
                           const RunLevels& levels_without_group, const GroupPrior& prior,
                           const DetectorOptions& options);

@@ -75,8 +75,7 @@ MannWhitneyResult mann_whitney_u(const std::vector<double>& first,
   result.u = first_rank_sum - size1 * (size1 + 1) / 2;
 
   const double mean_u = size1 * size2 / 2;
-  const double variance =
-      size1 * size2 / 12 * ((total + 1) - tie_term / (total * (total - 1)));
+  const double variance = size1 * size2 / 12 * ((total + 1) - tie_term / (total * (total - 1)));
   if (variance > 0) {
     const double sd = std::sqrt(variance);
     result.z = (result.u - mean_u) / sd;

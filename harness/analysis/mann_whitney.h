@@ -11,8 +11,8 @@
 namespace attnbench {
 
 struct MannWhitneyResult {
-  double u = kNotMeasured;  // pairs (x, y) with x > y, ties counting one half
-  double z = kNotMeasured;  // normal approximation with tie and continuity corrections
+  double u = kNotMeasured;          // pairs (x, y) with x > y, ties counting one half
+  double z = kNotMeasured;          // normal approximation with tie and continuity corrections
   double p_greater = kNotMeasured;  // one-sided: the first sample tends to be larger
   double p_less = kNotMeasured;     // one-sided: the first sample tends to be smaller
   double p_two_sided = kNotMeasured;

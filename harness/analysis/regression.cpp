@@ -2,11 +2,7 @@
 // kernel as a whole (kernel_wide.cpp). The rule is written out in regression.h.
 #include "harness/analysis/regression.h"
 
-#include <algorithm>
 #include <cmath>
-#include <cstdint>
-#include <cstdio>
-#include <cstdlib>
 #include <optional>
 
 #include "harness/analysis/detector.h"
@@ -41,7 +37,8 @@ bool judgeable(const std::optional<SeriesPoint>& point, const Baseline& baseline
   return point && point->status == ResultStatus::passed && is_timed(*point) && baseline.usable;
 }
 
-RunDeviation deviation_of(const SeriesInput& input, const SeriesPoint& point, const Baseline& baseline) {
+RunDeviation deviation_of(const SeriesInput& input, const SeriesPoint& point,
+                          const Baseline& baseline) {
   return {&input.group, std::log(point.median_s) - std::log(baseline.center),
           baseline.spread / baseline.center};
 }
@@ -58,7 +55,8 @@ std::vector<RunDeviation> measure_run_level(std::vector<SeriesInput>& inputs, Ru
   std::vector<RunDeviation> candidates;
   for (size_t i = 0; i < inputs.size(); ++i) {
     const Baseline& baseline = analysis.series[i].baseline;
-    if (!judgeable(inputs[i].candidate, baseline) || has_open_regression(inputs[i].history)) continue;
+    if (!judgeable(inputs[i].candidate, baseline) || has_open_regression(inputs[i].history))
+      continue;
     candidates.push_back(deviation_of(inputs[i], *inputs[i].candidate, baseline));
   }
   moved = moved_groups(candidates, options);
@@ -85,13 +83,15 @@ std::vector<RunDeviation> measure_run_level(std::vector<SeriesInput>& inputs, Ru
 // The rerun's level, from the series it re-measured as controls: not the suspects, which cannot
 // tell a slow moment of the host from their own slowdown, so neither the series that tripped nor
 // those of a kernel that moved as a whole. Returns the controls' deviations.
-std::vector<RunDeviation> measure_rerun_level(std::vector<SeriesInput>& inputs, RunAnalysis& analysis,
+std::vector<RunDeviation> measure_rerun_level(std::vector<SeriesInput>& inputs,
+                                              RunAnalysis& analysis,
                                               const std::set<std::string>& moved,
                                               const DetectorOptions& options) {
   std::vector<RunDeviation> controls;
   for (size_t i = 0; i < inputs.size(); ++i) {
     const Baseline& baseline = analysis.series[i].baseline;
-    if (!judgeable(inputs[i].candidate, baseline) || !judgeable(inputs[i].rerun, baseline)) continue;
+    if (!judgeable(inputs[i].candidate, baseline) || !judgeable(inputs[i].rerun, baseline))
+      continue;
     if (moved.count(inputs[i].group)) continue;
     if (trip(baseline, level_free_log(*inputs[i].candidate), options).slower) continue;
     controls.push_back(deviation_of(inputs[i], *inputs[i].rerun, baseline));
@@ -112,27 +112,13 @@ std::vector<RunDeviation> measure_rerun_level(std::vector<SeriesInput>& inputs, 
   return controls;
 }
 
-// Each series against its own history; returns the judgeable ones by group.
+// Each series against its own history and, a lone one, against the run's excursions; returns the
+// judgeable ones by group.
 std::map<std::string, std::vector<GroupMember>> judge_series(std::vector<SeriesInput>& inputs,
+                                                             const Excursions& excursions,
                                                              RunAnalysis& analysis,
                                                              const DetectorOptions& options) {
   std::map<std::string, std::vector<GroupMember>> groups;
-  double family_record = 0;
-  if (options.family_reference_series < 0) {
-    for (size_t i = 0; i < inputs.size(); ++i) {
-      const Baseline& baseline = analysis.series[i].baseline;
-      if (!baseline.usable || inputs[i].history.empty()) continue;
-      const double threshold = std::max(options.min_change, options.spreads * baseline.spread / baseline.center);
-      const double largest = excursion_record(inputs[i].history, INT64_MAX, threshold, inputs[i].history.back().chip).largest;
-      if (std::getenv("X_DEBUG_FAMILY") && largest > 3) {
-        std::fprintf(stderr, "series %s record %.2f thr %.3f:", inputs[i].key.c_str(), largest, threshold);
-        for (const SeriesPoint& p : inputs[i].history) std::fprintf(stderr, " %+.3f%c", std::exp(level_free_log(p)) / baseline.center - 1, "oiscOaI"[static_cast<int>(p.state)]);
-        std::fprintf(stderr, "\n");
-      }
-      family_record = std::max(family_record, largest);
-    }
-    if (std::getenv("X_DEBUG_FAMILY")) std::fprintf(stderr, "family record %.2f\n", family_record);
-  }
   for (size_t i = 0; i < inputs.size(); ++i) {
     SeriesInput& input = inputs[i];
     SeriesAnalysis& result = analysis.series[i];
@@ -144,14 +130,16 @@ std::map<std::string, std::vector<GroupMember>> judge_series(std::vector<SeriesI
       }
       continue;
     }
-    result.performance = judge_performance(input, result.baseline, options, family_record);
+    result.performance =
+        judge_performance(input, result.baseline, excursions.family, excursions.own[i], options);
     result.accuracy = judge_accuracy(input, result.baseline, options);
     if (previous != nullptr && previous->status == ResultStatus::passed &&
         input.candidate->status != ResultStatus::passed) {
       result.status_change =
           "passed -> " + std::string(result_status_name(input.candidate->status));
     }
-    if (judgeable(input.candidate, result.baseline)) groups[input.group].push_back({&input, &result.baseline});
+    if (judgeable(input.candidate, result.baseline))
+      groups[input.group].push_back({&input, &result.baseline});
   }
   return groups;
 }
@@ -183,32 +171,29 @@ std::map<int64_t, RunSeries> runs_seen(const std::vector<SeriesInput>& inputs,
   return by_run;
 }
 
-}  // namespace
-
-namespace {
-double upper_tail(double z) { return 0.5 * std::erfc(z / std::sqrt(2.0)); }
-double upper_tail_inverse(double p) {
-  double low = 0, high = 40;
-  for (int k = 0; k < 100; ++k) {
-    const double mid = 0.5 * (low + high);
-    (upper_tail(mid) > p ? low : high) = mid;
+// Each earlier run's level as measured today: the median of its series' deviations from today's
+// centers, less the kernels that moved as a whole (absent when too few series), so that an
+// excursion does not depend on what an earlier analysis could see (a device's first runs had
+// no level at all).
+RunLevels levels_today(const std::map<int64_t, RunSeries>& by_run, const DetectorOptions& options) {
+  RunLevels levels;
+  for (const auto& [id, run] : by_run) {
+    std::vector<RunDeviation> kept;
+    for (const RunDeviation& d : run.deviations) {
+      if (!run.moved.count(*d.group)) kept.push_back(d);
+    }
+    if (kept.size() >= static_cast<size_t>(options.min_series_for_run_level)) {
+      levels[id] = median_deviation(kept);
+    }
   }
-  return 0.5 * (low + high);
+  return levels;
 }
-DetectorOptions family_options(const std::vector<SeriesInput>& inputs, DetectorOptions options) {
-  if (options.family_reference_series <= 0) return options;
-  size_t judged = 0;
-  for (const SeriesInput& input : inputs) judged += input.candidate && input.candidate->status == ResultStatus::passed;
-  if (judged <= static_cast<size_t>(options.family_reference_series)) return options;
-  options.spreads = upper_tail_inverse(upper_tail(options.spreads) * options.family_reference_series / static_cast<double>(judged));
-  return options;
-}
+
 }  // namespace
 
 RunAnalysis analyze_run(std::vector<SeriesInput>& inputs,
                         const std::map<std::string, GroupPrior>& group_priors,
-                        const DetectorOptions& run_options) {
-  const DetectorOptions options = family_options(inputs, run_options);
+                        const DetectorOptions& options) {
   RunAnalysis analysis;
   analysis.series.resize(inputs.size());
   for (size_t i = 0; i < inputs.size(); ++i) {
@@ -217,20 +202,25 @@ RunAnalysis analyze_run(std::vector<SeriesInput>& inputs,
   std::set<std::string> moved;
   std::vector<RunDeviation> candidates = measure_run_level(inputs, analysis, moved, options);
   std::vector<RunDeviation> controls = measure_rerun_level(inputs, analysis, moved, options);
-  const std::map<std::string, std::vector<GroupMember>> groups = judge_series(inputs, analysis, options);
+  const std::map<int64_t, RunSeries> by_run =
+      runs_seen(inputs, analysis, std::move(candidates), std::move(controls), options);
+  const Excursions excursions =
+      measure_excursions(inputs, analysis.series, levels_today(by_run, options), options);
+  analysis.family = excursions.family;
+  const std::map<std::string, std::vector<GroupMember>> groups =
+      judge_series(inputs, excursions, analysis, options);
 
   // A kernel-wide aggregate is judged against levels measured without its own series, at every
   // run it compares.
-  const std::map<int64_t, RunSeries> by_run =
-      runs_seen(inputs, analysis, std::move(candidates), std::move(controls), options);
   for (const auto& [key, members] : groups) {
     if (members.size() < static_cast<size_t>(options.min_series_for_group)) continue;
     RunLevels levels_without_group;
-    for (const auto& [id, run] : by_run) levels_without_group[id] = level_without(run, key, options);
+    for (const auto& [id, run] : by_run)
+      levels_without_group[id] = level_without(run, key, options);
     const auto prior = group_priors.find(key);
-    analysis.groups.push_back(judge_group(key, members, levels_without_group,
-                                          prior == group_priors.end() ? GroupPrior{} : prior->second,
-                                          options));
+    analysis.groups.push_back(
+        judge_group(key, members, levels_without_group,
+                    prior == group_priors.end() ? GroupPrior{} : prior->second, options));
   }
   return analysis;
 }
