@@ -1,6 +1,7 @@
 // Software fp16 / bf16 / fp8 conversions that reproduce the host code paths of CUDA 13's
-// cuda_fp16.hpp, cuda_bf16.hpp and cuda_fp8.hpp bit for bit (tests/test_formats_vs_cuda.cpp
-// compares them exhaustively). The behaviours that differ between formats:
+// cuda_fp16.hpp, cuda_bf16.hpp and cuda_fp8.hpp bit for bit
+// (tests/reference/test_formats_vs_cuda.cpp compares them exhaustively). The behaviours that
+// differ between formats:
 //   fp16, bf16  overflow rounds to +-inf; any NaN becomes the positive pattern 0x7fff.
 //   e4m3, e5m2  saturate (__NV_SATFINITE): overflow and +-inf become +-max finite; any NaN
 //               becomes 0x7f; the sign of zero and of underflow is kept.

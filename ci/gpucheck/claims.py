@@ -299,7 +299,7 @@ LAUNCH_COUNT_TEST = "CudaDevice.LaunchCountOfOneKernelIsOne"
 
 
 def suite_tests(evidence: Evidence, kernel: str) -> list[str]:
-    """The ctest suite's tests of a kernel (tests/test_gpu.cpp): `.../cuda_flash2`, or, for a
+    """The ctest suite's tests of a kernel (tests/gpu/test_gpu.cpp): `.../cuda_flash2`, or, for a
     kernel split into shards, every one of `.../cudnn_sdpa_shard1of4` .. `shard4of4` (a shard
     missing from the XML leaves the claim unmeasured, it cannot pass on the others)."""
     base = CTEST_SUITE + re.sub(r"[^A-Za-z0-9]", "_", kernel)
@@ -346,7 +346,7 @@ def judge_tests(evidence: Evidence, names: list[str]) -> Finding:
 
 
 def judge_cuda_device_tests(evidence: Evidence) -> Finding:
-    """Every CudaDevice.* test (tests/test_cuda_executor.cpp) that ctest ran passed."""
+    """Every CudaDevice.* test (tests/gpu/test_cuda_executor.cpp) that ctest ran passed."""
     names = sorted(n for n in evidence.tests if n.startswith("CudaDevice."))
     if not names:
         return unmeasured(tests_absent_why(evidence, ["CudaDevice.*"]))

@@ -37,9 +37,9 @@ L2_FLUSH_TEST_S = 4.0  # 400 probe forwards of ~60 us, in its own process
 CUDA_DEVICE_TESTS_S = 40.0  # the CudaDevice.* executor tests (one process each; calibration)
 ISOLATION_TEST_S = 12.0  # a crash, a fresh worker, four small cases
 CTEST_PARALLEL = 4  # ctest lanes: the tests are host-bound (references, graph builds)
-CUDNN_CTEST_SHARDS = 4  # tests/test_gpu.cpp's kCudnnShards
+CUDNN_CTEST_SHARDS = 4  # tests/gpu/test_gpu.cpp's kCudnnShards
 
-# The figure shapes and the timer's shape (tests/test_gpu.cpp, kTimerShape).
+# The figure shapes and the timer's shape (tests/gpu/test_gpu.cpp, kTimerShape).
 TIMER_SHAPE = "b=4,hq=16,s=4096,d=128,dtype=bf16"
 TIMER_REPETITIONS, TIMER_MAX_CASE_S, TIMER_HOST_LOOP_S = 20, 3.0, 2.0
 
@@ -57,7 +57,7 @@ RACE_SHAPES = [
     "b=1,hq=1,s=80,d=128,dtype=fp16",
 ]
 IN_HOUSE_KERNELS = "cuda.naive,cuda.masked_*,cuda.flash1,cuda.flash2"
-# The timer claims' tests (tests/test_gpu.cpp), run from the test binary in the figures step.
+# The timer claims' tests (tests/gpu/test_gpu.cpp), run from the test binary in the figures step.
 TIMER_TESTS = "test_gpu --gtest_filter=GpuTimer.*"
 
 

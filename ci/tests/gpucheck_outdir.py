@@ -38,7 +38,7 @@ INHOUSE = ("cuda.naive", "cuda.masked_outofplace", "cuda.masked_inplace", "cuda.
            "cuda.flash1")
 GPU_KERNELS = INHOUSE + ("cuda.flash2", "cuda.naive_cublas", "cudnn.sdpa", "cudnn.sdpa_fp8")
 SUITE_TEST = "GpuKernels/GpuCtestSuite.EveryCaseInsideTheTablePasses/"
-CUDNN_SHARDS = 4  # tests/test_gpu.cpp's kCudnnShards
+CUDNN_SHARDS = 4  # tests/gpu/test_gpu.cpp's kCudnnShards
 
 
 def suite_test_names(kernel: str) -> list[str]:
@@ -284,7 +284,7 @@ class OutdirBuilder:
                 output += f"[       OK ] {short} (12 ms)\n"
             else:
                 ElementTree.SubElement(case, "failure", message="Failed")
-                output += (f"/work/main/tests/test_gpu.cpp:167: Failure\n{message}\n"
+                output += (f"/work/main/tests/gpu/test_gpu.cpp:167: Failure\n{message}\n"
                            f"[  FAILED  ] {short} (12 ms)\n")
             ElementTree.SubElement(case, "system-out").text = output
         ElementTree.ElementTree(suite).write(self.outdir / "ctest.xml", encoding="UTF-8",

@@ -1,6 +1,6 @@
 // A probe for the timer, not an attention kernel: one block that spins on the SM's cycle
 // counter and touches no global memory, so its time cannot depend on what the L2 holds. The
-// L2-flush test (tests/test_gpu.cpp, GpuTimer.L2FlushDoesNotBillTheNextKernel) times it with
+// L2-flush test (tests/gpu/test_gpu.cpp, GpuTimer.L2FlushDoesNotBillTheNextKernel) times it with
 // and without the harness's flush before it: a flush that left dirty lines would bill their
 // write-back to it.
 #include <cuda_runtime.h>

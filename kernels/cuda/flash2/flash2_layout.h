@@ -1,6 +1,6 @@
 // Where cuda.flash2 puts each element: the XOR swizzle of its shared-memory tiles, which lane
 // copies which chunk, and which row address each lane hands to ldmatrix. Host and device code:
-// the kernel uses these, and tests/test_flash2_layout.cpp replays one warp's S = Q K^T and
+// the kernel uses these, and tests/kernels/test_flash2_layout.cpp replays one warp's S = Q K^T and
 // O += P V on the CPU through them (with ldmatrix and mma.sync emulated as the PTX ISA
 // specifies), so an index slip shows up without a GPU.
 #pragma once

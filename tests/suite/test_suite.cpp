@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "harness/suite/suite.h"
-#include "result_support.h"
+#include "tests/support/result_support.h"
 
 namespace attnbench {
 namespace {

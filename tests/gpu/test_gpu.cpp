@@ -39,7 +39,7 @@
 #include "harness/store/store.h"
 #include "kernels/registry.h"
 #include "kernels/test_kernels.h"
-#include "command.h"
+#include "tests/support/command.h"
 
 namespace attnbench {
 namespace {

@@ -1,4 +1,4 @@
-// The negative control of tests/test_static_cuda.cpp: built for sm_80 alone (SASS and PTX, no
+// The negative control of tests/gpu/test_static_cuda.cpp: built for sm_80 alone (SASS and PTX, no
 // sm_90a), and with one kernel whose run-time-indexed array lives in local memory, so the
 // static checks must report a missing sm_90a build and a stack frame. Never launched.
 #include <cuda_runtime.h>

@@ -5,8 +5,8 @@
 #include <string>
 #include <vector>
 
-#include "command.h"
 #include "harness/core/shell.h"
+#include "tests/support/command.h"
 
 namespace attnbench {
 namespace {

@@ -1,4 +1,4 @@
-#include "tests/cuda_test_kernels.h"
+#include "tests/gpu/cuda_test_kernels.h"
 
 namespace attnbench::test_kernels {
 namespace {

@@ -14,7 +14,7 @@
 
 #include "harness/suite/case_matrix.h"
 #include "kernels/registry.h"
-#include "result_support.h"
+#include "tests/support/result_support.h"
 
 namespace attnbench {
 namespace {

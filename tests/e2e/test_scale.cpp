@@ -15,7 +15,7 @@
 #include <string>
 
 #include "harness/store/store.h"
-#include "result_support.h"
+#include "tests/support/result_support.h"
 
 namespace attnbench {
 namespace {

@@ -16,7 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "harness/store/store.h"
-#include "command.h"
+#include "tests/support/command.h"
 
 namespace attnbench {
 namespace {

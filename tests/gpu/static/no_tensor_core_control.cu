@@ -1,7 +1,8 @@
-// The negative control of the tensor-core check in tests/test_static_cuda.cpp: a 16 x 16 x 16
-// fp16 tile product written the plain way (shared memory through ordinary loads, fp32 FMAs), built
-// for sm_80 and sm_90a like the kernel library. Its SASS holds no HMMA and no LDSM, so the check
-// that flash2's kernels carry both must report this kernel on both architectures. Never launched.
+// The negative control of the tensor-core check in tests/gpu/test_static_cuda.cpp: a
+// 16 x 16 x 16 fp16 tile product written the plain way (shared memory through ordinary loads,
+// fp32 FMAs), built for sm_80 and sm_90a like the kernel library. Its SASS holds no HMMA and no
+// LDSM, so the check that flash2's kernels carry both must report this kernel on both
+// architectures. Never launched.
 #include <cuda_fp16.h>
 
 namespace attnbench::static_control {

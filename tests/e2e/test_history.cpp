@@ -19,8 +19,8 @@
 
 #include "harness/analysis/regression.h"
 #include "harness/store/store.h"
-#include "command.h"
-#include "result_support.h"
+#include "tests/support/command.h"
+#include "tests/support/result_support.h"
 
 namespace attnbench {
 namespace {

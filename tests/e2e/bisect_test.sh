@@ -6,7 +6,7 @@
 # and expects `ci/bisect.sh good bad` to name the third commit, and usage errors to exit 2.
 # ATTNBENCH_KEEP_SCRATCH=1 keeps the scratch folder (repository, logs, databases) for a look.
 set -euo pipefail
-source_dir="$(cd "$(dirname "$0")/.." && pwd)"
+source_dir="$(cd "$(dirname "$0")/../.." && pwd)"
 scratch="$(mktemp -d /tmp/attnbench-bisect-test.XXXXXX)"
 trap '[ -n "${ATTNBENCH_KEEP_SCRATCH:-}" ] || rm -rf "$scratch"' EXIT
 repo="$scratch/repo"

@@ -21,7 +21,7 @@
 #include "harness/core/shell.h"
 #include "harness/measure/timing.h"
 #include "harness/measure/worker.h"
-#include "result_support.h"
+#include "tests/support/result_support.h"
 
 namespace attnbench {
 namespace {

@@ -1,4 +1,4 @@
-// Test-only kernels for tests/test_cuda_executor.cpp: small enough to reason about, so the
+// Test-only kernels for tests/gpu/test_cuda_executor.cpp: small enough to reason about, so the
 // executor (guards, poison, launch counts, health) is what the tests judge. Plain types only:
 // this header is shared by a C++20 test and a .cu compiled as C++17 (CMake 3.25 has no C++20
 // dialect for nvcc).

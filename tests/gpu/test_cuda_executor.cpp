@@ -1,7 +1,8 @@
-// The CUDA side of the harness (harness/cuda/). CudaDevice.* need a GPU (ctest label gpu) and
-// skip with the reason when there is none; they drive the executor with test plans whose forward
-// is one small kernel (tests/cuda_test_kernels.cu), so what is judged is the executor: inputs on
-// the device, poison, guards, launch counts, scratch, timing with clocks, energy, health.
+// The CUDA side of the harness (harness/measure/cuda/). CudaDevice.* need a GPU (ctest label
+// gpu) and skip with the reason when there is none; they drive the executor with test plans whose
+// forward is one small kernel (tests/gpu/cuda_test_kernels.cu), so what is judged is the
+// executor: inputs on the device, poison, guards, launch counts, scratch, timing with clocks,
+// energy, health.
 // CudaHost.* (label cpu) run everywhere: discovery and the executor without a GPU, the NVML
 // reason decoder, UUID text, version capture.
 #include <gtest/gtest.h>
@@ -16,7 +17,7 @@
 #include "harness/measure/cuda/nvml.h"
 #include "harness/measure/executor.h"
 #include "harness/measure/timing.h"
-#include "tests/cuda_test_kernels.h"
+#include "tests/gpu/cuda_test_kernels.h"
 
 namespace attnbench {
 namespace {

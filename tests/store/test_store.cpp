@@ -32,7 +32,7 @@
 #include "harness/core/series_key.h"
 #include "harness/core/verdict.h"
 #include "harness/store/store.h"
-#include "result_support.h"
+#include "tests/support/result_support.h"
 
 namespace attnbench {
 namespace {

@@ -1,7 +1,7 @@
 // Software number formats (reference/formats.h) and dtype names (reference/dtype.h).
 // Decoders are checked exhaustively against an independent formula; encoders against known bit
 // patterns, by round trip of every finite pattern, and on random floats (within half an ulp,
-// ties to even). Bit-exactness with CUDA's own code is tests/test_formats_vs_cuda.cpp.
+// ties to even). Bit-exactness with CUDA's own code is tests/reference/test_formats_vs_cuda.cpp.
 #include <gtest/gtest.h>
 
 #include <bit>

@@ -7,9 +7,10 @@
 //   - cuda.flash2's kernels run on tensor cores: their SASS for sm_80 and sm_90a holds HMMA
 //     (mma.sync) and LDSM (ldmatrix), counted per kernel with cuobjdump --dump-sass (which needs
 //     nvdisasm, PyPI's nvidia-cuda-nvdisasm).
-// Negative controls prove that the checks can fail: tests/static/sm80_only_control.cu (built for
-// sm_80 alone, with one kernel that needs a stack frame) for the first two, and
-// tests/static/no_tensor_core_control.cu (a tile product without mma or ldmatrix) for the third.
+// Negative controls prove that the checks can fail: tests/gpu/static/sm80_only_control.cu (built
+// for sm_80 alone, with one kernel that needs a stack frame) for the first two, and
+// tests/gpu/static/no_tensor_core_control.cu (a tile product without mma or ldmatrix) for the
+// third.
 #include <cxxabi.h>
 #include <gtest/gtest.h>
 #include <sys/wait.h>
@@ -25,7 +26,7 @@
 #include <string>
 #include <vector>
 
-#include "command.h"
+#include "tests/support/command.h"
 
 namespace attnbench {
 namespace {
