@@ -29,7 +29,9 @@ class Device:
     ordinal: int
     name: str
     uuid: str
-    fields: dict  # every column of its row, for the environment comparison
+    # Every column of its row, for the environment comparison (empty where the test fixtures
+    # make one).
+    fields: dict = field(default_factory=dict)
 
     @property
     def label(self):

@@ -20,6 +20,8 @@ import sqlite3
 import uuid
 from dataclasses import dataclass, field
 
+from reports.db import Device  # the report's own record of a device row
+
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 BUILD = "Release GNU 12.2.0"
 FP8 = ("e4m3", "e5m2")
@@ -81,15 +83,6 @@ class Case:
 
     def series_key(self, device_name):
         return f"{self.kernel}|{self.shape}|{self.distribution}|{device_name}|{BUILD}"
-
-
-@dataclass
-class Device:
-    id: int
-    kind: str
-    ordinal: int
-    name: str
-    uuid: str
 
 
 @dataclass

@@ -15,24 +15,18 @@
 #include "harness/cli/ci_reports.h"
 #include "harness/cli/summary_table.h"
 #include "harness/core/progress.h"
+#include "tests/support/problems.h"
 
 namespace attnbench {
 namespace {
 
 const std::string kHostile = "<script>alert(\"x\" & 'y')</script>\x01\x1f|`a\\b`\r\nline two\ttab";
 
-Problem shape(const std::string& text) {
-  Problem problem;
-  const Status status = parse_shape(text, problem);
-  EXPECT_TRUE(status.ok) << status.message;
-  return problem;
-}
-
 ResultRecord result(const std::string& kernel, ResultStatus status, double median_s,
                     const std::string& message = "") {
   ResultRecord r;
   r.kernel = kernel;
-  r.problem = shape("b=1,hq=2,s=33,d=16");
+  r.problem = parsed_shape("b=1,hq=2,s=33,d=16");
   r.distribution = "normal";
   r.device_name = "cpu model";
   r.status = status;

@@ -15,11 +15,11 @@
 
 #include "harness/cli/runner.h"
 #include "harness/measure/devices.h"
+#include "tests/support/scratch_directory.h"
 
 namespace attnbench {
 namespace {
 
-namespace fs = std::filesystem;
 using json = nlohmann::json;
 
 const std::string kDeviceName = "H200 \"SXM\" \\ \x01\t caf\xc3\xa9";
@@ -50,9 +50,7 @@ json parse_or_fail(const std::string& text, const std::string& what) {
 }
 
 TEST(JsonColumns, AHostileDeviceNameLeavesEveryJsonColumnParseable) {
-  const fs::path dir = fs::temp_directory_path() / ("attnbench_json_columns_" + std::to_string(::getpid()));
-  fs::remove_all(dir);
-  fs::create_directories(dir);
+  const ScratchDirectory dir("attnbench_json_columns");
   Device device = discover_devices().front();  // the CPU, always first
   ASSERT_EQ(device.backend, Backend::cpu);
   device.info.name = kDeviceName;
@@ -66,7 +64,7 @@ TEST(JsonColumns, AHostileDeviceNameLeavesEveryJsonColumnParseable) {
   options.repetitions = 1;
   options.max_case_seconds = 0.05;
   options.seed = 7;
-  options.db_path = (dir / "results.sqlite").string();
+  options.db_path = dir.file("results.sqlite");
   options.command_line = "attnbench run --devices " + kDeviceName;
   options.isolate = false;  // in this process: no attnbench binary needed
   std::ostringstream out, err;
@@ -91,7 +89,6 @@ TEST(JsonColumns, AHostileDeviceNameLeavesEveryJsonColumnParseable) {
   EXPECT_EQ(column(db, "SELECT name FROM devices"), std::vector<std::string>{kDeviceName});
   EXPECT_EQ(column(db, "SELECT DISTINCT device_name FROM results"), std::vector<std::string>{kDeviceName});
   EXPECT_EQ(column(db, "SELECT command FROM runs"), std::vector<std::string>{options.command_line});
-  fs::remove_all(dir);
 }
 
 TEST(JsonColumns, WhatAKernelReportsIsStoredAsAJsonObject) {

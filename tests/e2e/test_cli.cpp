@@ -17,6 +17,8 @@
 
 #include "harness/store/store.h"
 #include "tests/support/command.h"
+#include "tests/support/scratch_directory.h"
+#include "tests/support/stored_runs.h"
 
 namespace attnbench {
 namespace {
@@ -27,28 +29,11 @@ CommandResult run_command(const std::string& arguments) {
   return run_shell(std::string(ATTNBENCH_CLI) + " " + arguments);
 }
 
-// The newest run stored in `db`.
-Result<StoredRun> load_latest_run(const std::string& db) {
-  Result<std::unique_ptr<Store>> store = Store::open(db);
-  if (!store) return store.status();
-  const Result<std::optional<int64_t>> latest = (*store)->latest_run_id();
-  if (!latest) return latest.status();
-  if (!*latest) return Status::Error("no run in " + db);
-  return (*store)->load_run(**latest);
-}
-
 class Cli : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("attnbench_cli_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
   std::string db() const { return (dir_ / "results.sqlite").string(); }
-  fs::path dir_;
+  const ScratchDirectory scratch_{"attnbench_cli"};
+  const fs::path dir_ = scratch_.path();
 };
 
 TEST_F(Cli, ListsKernelsSuitesAndDevices) {

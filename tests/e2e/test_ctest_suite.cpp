@@ -9,6 +9,9 @@
 #include "harness/cli/runner.h"
 #include "harness/store/store.h"
 #include "kernels/registry.h"
+#include "tests/support/kernel_names.h"
+#include "tests/support/scratch_directory.h"
+#include "tests/support/stored_runs.h"
 
 namespace attnbench {
 namespace {
@@ -17,27 +20,19 @@ class CtestSuite : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(CtestSuite, EveryCaseInsideTheTablePasses) {
   const std::string kernel = GetParam();
-  const std::filesystem::path dir =
-      std::filesystem::temp_directory_path() /
-      ("attnbench_ctest_" + kernel + "_" + std::to_string(::getpid()));
-  std::filesystem::remove_all(dir);
+  const ScratchDirectory dir("attnbench_ctest");
   RunOptions options;
   options.suite = "ctest";
   options.kernel_globs = {kernel};
   options.devices = "cpu";
   options.check_only = true;  // fresh random inputs: no --seed
-  options.db_path = (dir / "ctest.sqlite").string();
+  options.db_path = dir.file("ctest.sqlite");
   options.worker_command = {ATTNBENCH_CLI};  // cases run in attnbench worker processes
   std::ostringstream out, err;
   const int code = run_cases(options, out, err);
   EXPECT_EQ(code, kExitClean) << err.str() << out.str();
 
-  const Result<std::unique_ptr<Store>> store = Store::open(options.db_path);
-  ASSERT_TRUE(store) << store.status().message;
-  const Result<std::optional<int64_t>> run_id = (*store)->latest_run_id();
-  ASSERT_TRUE(run_id) << run_id.status().message;
-  ASSERT_TRUE(*run_id);
-  const Result<StoredRun> run = (*store)->load_run(**run_id);
+  const Result<StoredRun> run = load_latest_run(options.db_path);
   ASSERT_TRUE(run) << run.status().message;
   EXPECT_EQ(run->status, "complete");
   int passed = 0;
@@ -50,33 +45,15 @@ TEST_P(CtestSuite, EveryCaseInsideTheTablePasses) {
       EXPECT_TRUE(is_fp8(r.problem.input_dtype)) << r.message;
       continue;
     }
-    EXPECT_EQ(r.status, ResultStatus::passed) << r.message;
-    EXPECT_TRUE(r.check.checked);
-    EXPECT_LE(r.check.max_abs_error, r.check.bound);
-    EXPECT_EQ(r.check.nan_count, 0);
-    EXPECT_TRUE(r.check.canaries_ok);
-    EXPECT_TRUE(r.check.repeatable);
-    EXPECT_GE(r.extra_memory_bytes, 0);
+    expect_passed(r, /*deterministic=*/true);  // as every CPU kernel is
     ++passed;
   }
   EXPECT_GT(passed, 20) << "the ctest suite should give every CPU kernel many cases";
-  std::filesystem::remove_all(dir);
-}
-
-std::vector<std::string> cpu_kernel_names() {
-  std::vector<std::string> names;
-  for (const Kernel& k : all_kernels()) {
-    if (k.backend == Backend::cpu) names.push_back(k.name);
-  }
-  return names;
 }
 
 INSTANTIATE_TEST_SUITE_P(CpuKernels, CtestSuite, ::testing::ValuesIn(cpu_kernel_names()),
                          [](const ::testing::TestParamInfo<std::string>& param_info) {
-                           std::string name = param_info.param;
-                           for (char& c : name)
-                             c = std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
-                           return name;
+                           return test_name_part(param_info.param);
                          });
 
 }  // namespace

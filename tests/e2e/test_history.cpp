@@ -20,7 +20,9 @@
 #include "harness/analysis/regression.h"
 #include "harness/store/store.h"
 #include "tests/support/command.h"
+#include "tests/support/problems.h"
 #include "tests/support/result_support.h"
+#include "tests/support/scratch_directory.h"
 
 namespace attnbench {
 namespace {
@@ -52,12 +54,7 @@ constexpr int kKernels = 3;
 constexpr int kShapes = 4;
 
 Problem shape_number(int shape) {
-  Problem problem;
-  problem.batch = 1;
-  problem.heads_q = problem.heads_kv = 2;
-  problem.seqlen_q = problem.seqlen_k = 64 * (shape + 1);
-  problem.head_dim_qk = problem.head_dim_v = 32;
-  return problem;
+  return make_problem(1, 2, 2, 64 * (shape + 1), 64 * (shape + 1), 32, 32, {});
 }
 
 std::string series_key(int kernel, int shape) {
@@ -70,13 +67,7 @@ class History : public ::testing::Test {
   void SetUp() override {
     seed_ = (uint64_t{std::random_device{}()} << 32) ^ std::random_device{}();
     rng_.seed(seed_);
-    dir_ = fs::temp_directory_path() /
-           ("attnbench_history_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
   }
-  void TearDown() override { fs::remove_all(dir_); }
   std::string db(const std::string& name = "results.sqlite") const { return (dir_ / name).string(); }
   std::string trace() const { return "random seed " + std::to_string(seed_); }
 
@@ -148,7 +139,8 @@ class History : public ::testing::Test {
   uint64_t seed_ = 0;
   std::mt19937_64 rng_;
   int commits_ = 0;
-  fs::path dir_;
+  const ScratchDirectory scratch_{"attnbench_history"};
+  const fs::path dir_ = scratch_.path();
 };
 
 const std::vector<double> kUnchanged = {1, 1, 1};

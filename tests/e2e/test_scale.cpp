@@ -15,7 +15,9 @@
 #include <string>
 
 #include "harness/store/store.h"
+#include "tests/support/problems.h"
 #include "tests/support/result_support.h"
+#include "tests/support/scratch_directory.h"
 
 namespace attnbench {
 namespace {
@@ -34,14 +36,11 @@ Problem shape_number(int index) {
   static const int64_t head_dims[] = {64, 128};
   static const MaskKind masks[] = {MaskKind::none, MaskKind::causal, MaskKind::causal_br,
                                    MaskKind::window, MaskKind::padding};
-  Problem p;
-  p.batch = 1 + index % 2;
-  p.heads_q = 32;
-  p.heads_kv = 8;
-  p.seqlen_q = p.seqlen_k = seqlens[index % 5];
-  p.head_dim_qk = p.head_dim_v = head_dims[(index / 5) % 2];
-  p.input_dtype = p.output_dtype = (index / 10) % 2 == 0 ? DType::bf16 : DType::f16;
-  p.mask.kind = masks[(index / 20) % 5];
+  const int64_t seqlen = seqlens[index % 5];
+  const int64_t head_dim = head_dims[(index / 5) % 2];
+  Problem p =
+      make_problem(1 + index % 2, 32, 8, seqlen, seqlen, head_dim, head_dim,
+                   {masks[(index / 20) % 5]}, (index / 10) % 2 == 0 ? DType::bf16 : DType::f16);
   if (p.mask.kind == MaskKind::window) {
     p.mask.window_left = 256;
     p.mask.window_right = 0;
@@ -54,10 +53,8 @@ TEST(Scale, AYearOfNightlyRunsJudgedInUnderFiveSecondsInUnderOneGiB) {
   SCOPED_TRACE("seed " + std::to_string(seed));
   std::mt19937_64 rng(seed);
   std::normal_distribution<double> noise(0, 1);
-  const fs::path dir = fs::temp_directory_path() / ("attnbench_scale_" + std::to_string(getpid()));
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  const std::string db = (dir / "year.sqlite").string();
+  const ScratchDirectory dir("attnbench_scale");
+  const std::string db = dir.file("year.sqlite");
 
   const auto fill_start = std::chrono::steady_clock::now();
   {
@@ -158,7 +155,7 @@ TEST(Scale, AYearOfNightlyRunsJudgedInUnderFiveSecondsInUnderOneGiB) {
   if (fs::exists(db + "-wal")) bytes += static_cast<double>(fs::file_size(db + "-wal"));
 
   const std::string command = std::string(ATTNBENCH_CLI) + " regressions --run latest --db " + db +
-                              " > " + (dir / "regressions.txt").string() + " 2>&1";
+                              " > " + dir.file("regressions.txt") + " 2>&1";
   const auto start = std::chrono::steady_clock::now();
   const int status = std::system(command.c_str());
   const double seconds =
@@ -172,7 +169,6 @@ TEST(Scale, AYearOfNightlyRunsJudgedInUnderFiveSecondsInUnderOneGiB) {
       kRuns, kKernels * kShapesPerKernel, kSamples, fill_seconds, bytes / (1024.0 * 1024.0), seconds);
   EXPECT_LT(seconds, kMaxSeconds);
   EXPECT_LT(bytes, kMaxBytes);
-  fs::remove_all(dir);
 }
 
 }  // namespace

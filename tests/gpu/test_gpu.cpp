@@ -32,19 +32,20 @@
 #include <string>
 #include <vector>
 
+#include "harness/cli/runner.h"
 #include "harness/measure/devices.h"
 #include "harness/measure/executor.h"
 #include "harness/measure/inputs.h"
-#include "harness/cli/runner.h"
 #include "harness/store/store.h"
 #include "kernels/registry.h"
 #include "kernels/test_kernels.h"
 #include "tests/support/command.h"
+#include "tests/support/kernel_names.h"
+#include "tests/support/scratch_directory.h"
+#include "tests/support/stored_runs.h"
 
 namespace attnbench {
 namespace {
-
-namespace fs = std::filesystem;
 
 std::string cli_path() {
   const char* from_environment = std::getenv("ATTNBENCH_CLI");
@@ -67,40 +68,6 @@ std::vector<Device> gpus(std::string& reason) {
     std::string no_gpu_reason;                                      \
     if (gpus(no_gpu_reason).empty()) GTEST_SKIP() << no_gpu_reason; \
   } while (0)
-
-// A folder of its own per test, removed afterwards.
-class ScratchDirectory {
- public:
-  ScratchDirectory() {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    std::string name = std::string(info->test_suite_name()) + "_" + info->name();
-    std::replace_if(
-        name.begin(), name.end(),
-        [](char c) { return !std::isalnum(static_cast<unsigned char>(c)); }, '_');
-    path_ =
-        fs::temp_directory_path() / ("attnbench_gpu_" + std::to_string(::getpid()) + "_" + name);
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  ~ScratchDirectory() { fs::remove_all(path_); }
-  std::string file(const std::string& name) const { return (path_ / name).string(); }
-
- private:
-  fs::path path_;
-};
-
-std::optional<StoredRun> load_latest_run(const std::string& db_path) {
-  const Result<std::unique_ptr<Store>> store = Store::open(db_path);
-  EXPECT_TRUE(store) << store.status().message;
-  if (!store) return std::nullopt;
-  const Result<std::optional<int64_t>> run_id = (*store)->latest_run_id();
-  EXPECT_TRUE(run_id && *run_id) << "no run in " << db_path << " " << run_id.status().message;
-  if (!run_id || !*run_id) return std::nullopt;
-  Result<StoredRun> run = (*store)->load_run(**run_id);
-  EXPECT_TRUE(run) << run.status().message;
-  if (!run) return std::nullopt;
-  return std::move(*run);
-}
 
 // "sm_90a" or "sm_90" covers a device of compute capability 9.0, "sm_80" one of 8.0.
 bool table_covers_device(const SupportTable& table, int sm_version) {
@@ -146,7 +113,7 @@ TEST_P(GpuCtestSuite, EveryCaseInsideTheTablePasses) {
                  << "'s architectures";
   }
 
-  const ScratchDirectory directory;
+  const ScratchDirectory directory("attnbench_gpu");
   RunOptions options;
   options.suite = "ctest";
   options.kernel_globs = {kernel->name};
@@ -166,8 +133,8 @@ TEST_P(GpuCtestSuite, EveryCaseInsideTheTablePasses) {
   std::ostringstream out, err;
   EXPECT_EQ(run_cases(options, out, err), kExitClean) << err.str() << out.str();
 
-  const std::optional<StoredRun> run = load_latest_run(options.db_path);
-  ASSERT_TRUE(run);
+  const Result<StoredRun> run = load_latest_run(options.db_path);
+  ASSERT_TRUE(run) << run.status().message;
   EXPECT_EQ(run->status, "complete");
   int passed = 0;
   int stated_limits = 0;
@@ -191,15 +158,7 @@ TEST_P(GpuCtestSuite, EveryCaseInsideTheTablePasses) {
       }
       continue;
     }
-    EXPECT_EQ(r.status, ResultStatus::passed) << r.message;
-    EXPECT_TRUE(r.check.checked);
-    EXPECT_LE(r.check.max_abs_error, r.check.bound);
-    EXPECT_EQ(r.check.nan_count, 0);
-    EXPECT_TRUE(r.check.canaries_ok);
-    if (kernel->deterministic) {
-      EXPECT_TRUE(r.check.repeatable);
-    }
-    EXPECT_GE(r.extra_memory_bytes, 0);
+    expect_passed(r, kernel->deterministic);
     ++passed;
   }
   // The FP8 kernel has the fewest: the suite's 17 e4m3 problems, split over its shards.
@@ -225,9 +184,7 @@ GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(GpuCtestSuite);
 INSTANTIATE_TEST_SUITE_P(GpuKernels, GpuCtestSuite, ::testing::ValuesIn(gpu_kernel_shards()),
                          [](const ::testing::TestParamInfo<KernelShard>& param_info) {
                            const KernelShard& shard = param_info.param;
-                           std::string name = shard.kernel;
-                           for (char& c : name)
-                             c = std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
+                           std::string name = test_name_part(shard.kernel);
                            if (shard.shards > 1)
                              name += "_shard" + std::to_string(shard.shard) + "of" +
                                      std::to_string(shard.shards);
@@ -361,7 +318,7 @@ TEST(GpuTimer, HarnessAgreesWithAHostClockLoopWithin5Percent) {
   const Status parsed = parse_shape(kTimerShape, problem);
   ASSERT_TRUE(parsed.ok) << parsed.message;
 
-  const ScratchDirectory directory;
+  const ScratchDirectory directory("attnbench_gpu");
   RunOptions options;
   options.shapes = {kTimerShape};
   options.kernel_globs = {kernel->name};
@@ -373,8 +330,8 @@ TEST(GpuTimer, HarnessAgreesWithAHostClockLoopWithin5Percent) {
   options.worker_command = {cli_path()};
   std::ostringstream out, err;
   ASSERT_EQ(run_cases(options, out, err), kExitClean) << err.str() << out.str();
-  const std::optional<StoredRun> run = load_latest_run(options.db_path);
-  ASSERT_TRUE(run);
+  const Result<StoredRun> run = load_latest_run(options.db_path);
+  ASSERT_TRUE(run) << run.status().message;
   ASSERT_EQ(run->results.size(), 1u);
   const ResultRecord& result = run->results.front();
   ASSERT_EQ(result.status, ResultStatus::passed) << result.message;
@@ -495,7 +452,7 @@ CommandResult run_cli(const std::string& environment, const std::string& argumen
 // crash, on a fresh worker.
 TEST(GpuIsolation, OutOfBoundsWriteIsCrashedAndTheGoodKernelStillPasses) {
   SKIP_WITHOUT_GPU();
-  const ScratchDirectory directory;
+  const ScratchDirectory directory("attnbench_gpu");
   const std::string db = directory.file("isolation.sqlite");
   const CommandResult result =
       run_cli("ATTNBENCH_TEST_KERNELS=1",
@@ -505,8 +462,8 @@ TEST(GpuIsolation, OutOfBoundsWriteIsCrashedAndTheGoodKernelStillPasses) {
                   db + "'");
   EXPECT_EQ(result.exit_code, kExitFailures) << result.output;
 
-  const std::optional<StoredRun> run = load_latest_run(db);
-  ASSERT_TRUE(run);
+  const Result<StoredRun> run = load_latest_run(db);
+  ASSERT_TRUE(run) << run.status().message;
   EXPECT_EQ(run->status, "complete");
   const std::regex names_cuda_error(
       "cudaError[A-Za-z]+|illegal memory access|illegal address|unspecified launch failure");

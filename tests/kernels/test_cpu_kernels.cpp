@@ -18,6 +18,9 @@
 #include "kernels/kernel.h"
 #include "kernels/registry.h"
 #include "reference/formats.h"
+#include "tests/support/kernel_names.h"
+#include "tests/support/masks.h"
+#include "tests/support/problems.h"
 
 namespace attnbench {
 namespace {
@@ -81,20 +84,12 @@ std::string describe(const Case& c) {
          ") layout=" + std::to_string(static_cast<int>(c.layout));
 }
 
+// The CPU kernels write their input dtype and keep P in fp32, whatever the input.
 Problem to_problem(const Case& c) {
-  Problem problem;
-  problem.batch = c.batch;
-  problem.heads_q = c.heads_q;
-  problem.heads_kv = c.heads_kv;
-  problem.seqlen_q = c.seqlen_q;
-  problem.seqlen_k = c.seqlen_k;
-  problem.head_dim_qk = c.head_dim_qk;
-  problem.head_dim_v = c.head_dim_v;
-  problem.input_dtype = c.dtype;
+  Problem problem = make_problem(c.batch, c.heads_q, c.heads_kv, c.seqlen_q, c.seqlen_k,
+                                 c.head_dim_qk, c.head_dim_v, c.mask, c.dtype, c.layout);
   problem.output_dtype = c.dtype;
   problem.p_dtype = DType::f32;
-  problem.mask = c.mask;
-  problem.layout = c.layout;
   return problem;
 }
 
@@ -232,25 +227,7 @@ AttentionParams make_params(Tensors& t) {
   return p;
 }
 
-// ---- the fp64 reference, written from the mask definitions in DESIGN.md -------------------------
-
-bool key_visible(const Case& c, int key_length, int64_t i, int64_t j) {
-  const int64_t offset = c.seqlen_k - c.seqlen_q;
-  switch (c.mask.kind) {
-    case MaskKind::none:
-      return true;
-    case MaskKind::causal:
-      return j <= i;
-    case MaskKind::causal_br:
-      return j <= i + offset;
-    case MaskKind::window:
-      return (c.mask.window_left < 0 || j >= i + offset - c.mask.window_left) &&
-             (c.mask.window_right < 0 || j <= i + offset + c.mask.window_right);
-    case MaskKind::padding:
-      return j < key_length;
-  }
-  return false;
-}
+// ---- the fp64 reference, the masks from their definitions (tests/support/masks.h) ---------------
 
 struct Reference {
   std::vector<double> out;  // indexed like the kernel's output
@@ -270,7 +247,7 @@ Reference reference_attention(const Tensors& t) {
       for (int64_t i = 0; i < c.seqlen_q; ++i) {
         double max = -std::numeric_limits<double>::infinity();
         for (int64_t j = 0; j < c.seqlen_k; ++j) {
-          if (!key_visible(c, t.key_lengths[b], i, j)) continue;
+          if (!mask_keeps(c.mask, c.seqlen_q, c.seqlen_k, t.key_lengths[b], i, j)) continue;
           double dot = 0;
           for (int64_t d = 0; d < c.head_dim_qk; ++d) {
             dot += double{load_element(c.dtype, t.q.data(), t.q_index(b, h, i, d))} *
@@ -283,7 +260,7 @@ Reference reference_attention(const Tensors& t) {
         double sum = 0;
         std::vector<double> row(static_cast<size_t>(c.head_dim_v), 0.0);
         for (int64_t j = 0; j < c.seqlen_k; ++j) {
-          if (!key_visible(c, t.key_lengths[b], i, j)) continue;
+          if (!mask_keeps(c.mask, c.seqlen_q, c.seqlen_k, t.key_lengths[b], i, j)) continue;
           const double weight = std::exp(scores[j] - max);
           sum += weight;
           for (int64_t d = 0; d < c.head_dim_v; ++d) {
@@ -454,19 +431,9 @@ TEST_P(CpuKernelTest, RefusesProblemsOutsideItsTable) {
   EXPECT_NE(message.find("dtype e4m3 not supported"), std::string::npos) << message;
 }
 
-std::vector<std::string> kernel_names() {
-  std::vector<std::string> names;
-  for (const Kernel& kernel : all_kernels()) {
-    if (kernel.backend == Backend::cpu) names.push_back(kernel.name);
-  }
-  return names;
-}
-
-INSTANTIATE_TEST_SUITE_P(Registry, CpuKernelTest, ::testing::ValuesIn(kernel_names()),
+INSTANTIATE_TEST_SUITE_P(Registry, CpuKernelTest, ::testing::ValuesIn(cpu_kernel_names()),
                          [](const ::testing::TestParamInfo<std::string>& param) {
-                           std::string name = param.param;
-                           std::replace(name.begin(), name.end(), '.', '_');
-                           return name;
+                           return test_name_part(param.param);
                          });
 
 // ---- scratch scaling ---------------------------------------------------------------------------
@@ -554,7 +521,7 @@ TEST(CpuKernelSupport, ReasonsNameWhatIsMissing) {
 }
 
 TEST(CpuKernelRegistry, ListsTheFiveCpuKernels) {
-  EXPECT_EQ(kernel_names(),
+  EXPECT_EQ(cpu_kernel_names(),
             (std::vector<std::string>{"cpu.naive", "cpu.masked_outofplace", "cpu.masked_inplace",
                                       "cpu.masked_fused", "cpu.flash"}));
   for (const Kernel& kernel : all_kernels()) {

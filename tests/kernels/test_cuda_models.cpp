@@ -19,28 +19,12 @@
 #include "kernels/cuda/naive_family.h"
 #include "kernels/registry.h"
 #include "reference/flops.h"
+#include "tests/support/problems.h"
 
 namespace attnbench {
 namespace {
 
 using gpu::MaskStep;
-
-Problem make_problem(int64_t batch, int64_t heads_q, int64_t heads_kv, int64_t seqlen_q,
-                     int64_t seqlen_k, int64_t head_dim, DType dtype, Mask mask) {
-  Problem problem;
-  problem.batch = batch;
-  problem.heads_q = heads_q;
-  problem.heads_kv = heads_kv;
-  problem.seqlen_q = seqlen_q;
-  problem.seqlen_k = seqlen_k;
-  problem.head_dim_qk = head_dim;
-  problem.head_dim_v = head_dim;
-  problem.input_dtype = dtype;
-  problem.output_dtype = dtype;
-  problem.p_dtype = default_p_dtype(dtype);
-  problem.mask = mask;
-  return problem;
-}
 
 std::vector<Kernel> tier1_kernels() {
   return {cuda_naive_kernel(), cuda_masked_outofplace_kernel(), cuda_masked_inplace_kernel(),
@@ -86,16 +70,16 @@ TEST(CudaTier1Tables, AcceptEveryCaseInsideTheTable) {
           for (const auto& [sq, sk] : seqlens) {
             for (int64_t heads_kv : {16, 2, 1}) {  // MHA, GQA 8:1, MQA
               for (Layout layout : {Layout::bshd, Layout::bhsd}) {
-                Problem problem = make_problem(2, 16, heads_kv, sq, sk, head_dim, dtype, mask);
-                problem.layout = layout;
+                const Problem problem =
+                    make_problem(2, 16, heads_kv, sq, sk, head_dim, head_dim, mask, dtype, layout);
                 EXPECT_EQ(unsupported_reason(kernel.support, problem), "")
                     << kernel.name << " " << shape_string(problem);
               }
             }
           }
         }
-        Problem packed = make_problem(2, 4, 4, 113, 113, head_dim, dtype, {MaskKind::causal});
-        packed.layout = Layout::qkv_packed;
+        const Problem packed = make_problem(2, 4, 4, 113, 113, head_dim, head_dim,
+                                            {MaskKind::causal}, dtype, Layout::qkv_packed);
         EXPECT_EQ(unsupported_reason(kernel.support, packed), "") << kernel.name;
       }
     }
@@ -103,7 +87,7 @@ TEST(CudaTier1Tables, AcceptEveryCaseInsideTheTable) {
 }
 
 TEST(CudaTier1Tables, RefuseWhatIsOutsideWithAReason) {
-  const Problem base = make_problem(1, 2, 2, 64, 64, 64, DType::bf16, {MaskKind::none});
+  const Problem base = make_problem(1, 2, 2, 64, 64, 64, 64, {MaskKind::none}, DType::bf16);
   for (const Kernel& kernel : tier1_kernels()) {
     SCOPED_TRACE(kernel.name);
     Problem fp32 = base;
@@ -145,7 +129,7 @@ TEST(CudaTier1Tables, AreAllInTheRegistry) {
 //   S   = 8 pairs * 3 * 5 = 120 scores -> 480 B per full pass over S (or P)
 //   visible = (1 + 2 + 3) per (batch, head) * 8 pairs = 48 -> 192 B; masked = 72 -> 288 B
 TEST(NaiveBytesModel, CausalGqaByHand) {
-  const Problem problem = make_problem(2, 4, 2, 3, 5, 64, DType::bf16, {MaskKind::causal});
+  const Problem problem = make_problem(2, 4, 2, 3, 5, 64, 64, {MaskKind::causal}, DType::bf16);
   ASSERT_EQ(visible_pairs(problem) * problem.heads_q, 48);
 
   const gpu::NaiveBytes naive = gpu::naive_bytes(problem, MaskStep::in_scores);
@@ -192,7 +176,7 @@ TEST(NaiveBytesModel, CausalGqaByHand) {
 //   S = 4 pairs * 4 * 6 = 96 scores -> 384 B   lse = 4 B * 4 pairs * 4 rows = 64
 //   visible = 2 heads * 4 rows * (2 + 4) = 48 -> 192 B; masked = 48 -> 192 B
 TEST(NaiveBytesModel, PaddingByHand) {
-  const Problem problem = make_problem(2, 2, 2, 4, 6, 128, DType::f16, {MaskKind::padding});
+  const Problem problem = make_problem(2, 2, 2, 4, 6, 128, 128, {MaskKind::padding}, DType::f16);
   const double base = 4096 + 6144 + 6144 + 4096 + 64;
   EXPECT_EQ(cuda_naive_kernel().bytes_moved(problem), base + 4 * 384);
   EXPECT_EQ(cuda_masked_outofplace_kernel().bytes_moved(problem), base + 6 * 384);
@@ -204,14 +188,14 @@ TEST(NaiveBytesModel, PaddingByHand) {
 // and out of place costs two extra passes over S. The order the study is about holds for every
 // mask: fused <= naive <= in place < out of place.
 TEST(NaiveBytesModel, OrderOfTheVariants) {
-  const Problem open = make_problem(2, 16, 16, 4096, 4096, 128, DType::bf16, {MaskKind::none});
+  const Problem open = make_problem(2, 16, 16, 4096, 4096, 128, 128, {MaskKind::none}, DType::bf16);
   const double naive = cuda_naive_kernel().bytes_moved(open);
   const double scores = 2.0 * 16 * 4096 * 4096 * 4;
   EXPECT_EQ(cuda_masked_inplace_kernel().bytes_moved(open), naive);
   EXPECT_EQ(cuda_masked_fused_kernel().bytes_moved(open), naive);
   EXPECT_EQ(cuda_masked_outofplace_kernel().bytes_moved(open), naive + 2 * scores);
   for (const Mask& mask : kEveryMask) {
-    const Problem problem = make_problem(2, 8, 2, 1000, 1200, 64, DType::f16, mask);
+    const Problem problem = make_problem(2, 8, 2, 1000, 1200, 64, 64, mask, DType::f16);
     const double fused = cuda_masked_fused_kernel().bytes_moved(problem);
     const double base = cuda_naive_kernel().bytes_moved(problem);
     const double inplace = cuda_masked_inplace_kernel().bytes_moved(problem);
@@ -225,7 +209,7 @@ TEST(NaiveBytesModel, OrderOfTheVariants) {
 // ---- scratch and launches -----------------------------------------------------------------------
 
 TEST(CudaTier1Scratch, NaiveIsQuadraticFlash1IsFlatInSeqlenK) {
-  const Problem small = make_problem(2, 8, 2, 1024, 1024, 128, DType::bf16, {MaskKind::none});
+  const Problem small = make_problem(2, 8, 2, 1024, 1024, 128, 128, {MaskKind::none}, DType::bf16);
   Problem twice = small;
   twice.seqlen_q = twice.seqlen_k = 2048;
   const size_t scores = size_t{2} * 8 * 1024 * 1024 * 4;  // b*hq*sq*sk fp32
@@ -244,7 +228,7 @@ TEST(CudaTier1Scratch, NaiveIsQuadraticFlash1IsFlatInSeqlenK) {
 }
 
 TEST(CudaTier1Scratch, Flash1LaunchesOncePerKeyBlock) {
-  Problem problem = make_problem(1, 1, 1, 1, 1, 64, DType::f16, {MaskKind::none});
+  Problem problem = make_problem(1, 1, 1, 1, 1, 64, 64, {MaskKind::none}, DType::f16);
   for (const auto& [seqlen_k, launches] : std::vector<std::pair<int64_t, int64_t>>{
            {1, 1}, {17, 1}, {64, 1}, {65, 2}, {113, 2}, {1023, 16}, {1024, 16}, {8192, 128}}) {
     problem.seqlen_k = seqlen_k;
@@ -281,7 +265,8 @@ TEST(VisibleTiles, HullCoversEveryVisibleKeyOfTheBlock) {
   cases.push_back({{MaskKind::window, 0, 0}, 1, 300, 300});
   cases.push_back({{MaskKind::window, 255, 0}, 1, 1023, 1023});
   for (const TileCase& c : cases) {
-    Problem problem = make_problem(c.batch, 1, 1, c.seqlen_q, c.seqlen_k, 64, DType::f16, c.mask);
+    Problem problem =
+        make_problem(c.batch, 1, 1, c.seqlen_q, c.seqlen_k, 64, 64, c.mask, DType::f16);
     for (int64_t b = 0; b < c.batch; ++b) {
       const int64_t key_length = problem.key_length(b);
       for (int64_t row0 = 0; row0 < c.seqlen_q; row0 += block) {

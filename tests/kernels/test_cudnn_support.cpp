@@ -13,19 +13,13 @@
 #include "kernels/cudnn/cudnn_versions.h"
 #include "reference/mask.h"
 #include "reference/problem.h"
+#include "tests/support/problems.h"
 
 namespace attnbench {
 namespace {
 
 constexpr int kAmpere = 80;
 constexpr int kHopper = 90;
-
-Problem problem(const std::string& shape) {
-  Problem parsed;
-  const Status status = parse_shape(shape, parsed);
-  EXPECT_TRUE(status.ok) << shape << ": " << status.message;
-  return parsed;
-}
 
 // What cuDNN keeps for one of the rows it is given, as its docs define the band: the diagonal
 // of row r is key r (top-left) or r + seqlen_k - rows (bottom-right); the left bound B masks keys
@@ -63,11 +57,7 @@ void check_mapping_reproduces_masks(CudnnVariant variant) {
   for (int64_t sq : {1, 5, 17, 64}) {
     for (int64_t sk : {1, 5, 17, 64}) {
       for (const Mask& mask : every_mask()) {
-        Problem p;
-        p.batch = 3;
-        p.seqlen_q = sq;
-        p.seqlen_k = sk;
-        p.mask = mask;
+        const Problem p = make_problem(3, 1, 1, sq, sk, 64, 64, mask);
         SCOPED_TRACE("sq=" + std::to_string(sq) + " sk=" + std::to_string(sk) +
                      " mask=" + mask_name(mask));
         CudnnMaskMapping mapping;
@@ -126,7 +116,7 @@ TEST(CudnnMaskMapping, WindowLeftBoundCountsTheDiagonal) {
   EXPECT_EQ(cudnn_left_bound(255), 256);
 
   CudnnMaskMapping mapping;
-  EXPECT_EQ(map_mask(problem("b=1,hq=1,s=17,d=64,dtype=bf16,mask=window(8,4)"),
+  EXPECT_EQ(map_mask(parsed_shape("b=1,hq=1,s=17,d=64,dtype=bf16,mask=window(8,4)"),
                      CudnnVariant::fp16_bf16, mapping),
             "");
   EXPECT_EQ(mapping.diagonal, CudnnDiagonal::top_left);  // square: one diagonal
@@ -135,7 +125,7 @@ TEST(CudnnMaskMapping, WindowLeftBoundCountsTheDiagonal) {
   EXPECT_EQ(mapping.skipped_rows, 0);
 
   // Decode against a long cache: the band sits at the bottom-right.
-  EXPECT_EQ(map_mask(problem("b=2,hq=4,hkv=1,sq=1,sk=1023,d=64,dtype=bf16,mask=window(127,0)"),
+  EXPECT_EQ(map_mask(parsed_shape("b=2,hq=4,hkv=1,sq=1,sk=1023,d=64,dtype=bf16,mask=window(127,0)"),
                      CudnnVariant::fp16_bf16, mapping),
             "");
   EXPECT_EQ(mapping.diagonal, CudnnDiagonal::bottom_right);
@@ -146,33 +136,34 @@ TEST(CudnnMaskMapping, WindowLeftBoundCountsTheDiagonal) {
 TEST(CudnnMaskMapping, RowsAboveABottomRightDiagonalAreSlicedOff) {
   CudnnMaskMapping mapping;
   // causal_br with 203 queries on 113 keys: the first 90 rows see nothing.
-  EXPECT_EQ(map_mask(problem("b=2,hq=2,sq=203,sk=113,d=64,dtype=fp16,mask=causal_br"),
+  EXPECT_EQ(map_mask(parsed_shape("b=2,hq=2,sq=203,sk=113,d=64,dtype=fp16,mask=causal_br"),
                      CudnnVariant::fp16_bf16, mapping),
             "");
   EXPECT_EQ(mapping.skipped_rows, 90);
   EXPECT_EQ(mapping.diagonal, CudnnDiagonal::top_left);
   EXPECT_EQ(mapping.right_bound, 0);
-  EXPECT_EQ(batches_without_keys(problem("b=2,hq=2,sq=203,sk=113,d=64,dtype=fp16,mask=causal_br")),
-            0);
+  EXPECT_EQ(
+      batches_without_keys(parsed_shape("b=2,hq=2,sq=203,sk=113,d=64,dtype=fp16,mask=causal_br")),
+      0);
 
   // A left bound with more rows than keys is the one thing cuDNN's band cannot do.
   const std::string reason =
-      map_mask(problem("b=2,hq=2,sq=203,sk=113,d=64,dtype=fp16,mask=window(32,8)"),
+      map_mask(parsed_shape("b=2,hq=2,sq=203,sk=113,d=64,dtype=fp16,mask=window(32,8)"),
                CudnnVariant::fp16_bf16, mapping);
   EXPECT_NE(reason.find("left bound needs seqlen_q <= seqlen_k"), std::string::npos) << reason;
 }
 
 TEST(CudnnMaskMapping, PaddingFindsTheBatchesWithoutKeys) {
   // seqlen 1, batch 2: key lengths 1/3 and 2/3 round to 0.
-  EXPECT_EQ(batches_without_keys(problem("b=2,hq=2,s=1,d=64,dtype=bf16,mask=padding")), 2);
-  EXPECT_EQ(batches_without_keys(problem("b=2,hq=2,s=113,d=64,dtype=bf16,mask=padding")), 0);
-  EXPECT_EQ(batches_without_keys(problem("b=2,hq=2,s=1,d=64,dtype=bf16,mask=causal")), 0);
+  EXPECT_EQ(batches_without_keys(parsed_shape("b=2,hq=2,s=1,d=64,dtype=bf16,mask=padding")), 2);
+  EXPECT_EQ(batches_without_keys(parsed_shape("b=2,hq=2,s=113,d=64,dtype=bf16,mask=padding")), 0);
+  EXPECT_EQ(batches_without_keys(parsed_shape("b=2,hq=2,s=1,d=64,dtype=bf16,mask=causal")), 0);
 }
 
 // The table's generic answer first, then the limits its fields cannot state.
 std::string answer(const Kernel& kernel, CudnnVariant variant, const std::string& shape,
                    int sm_version) {
-  const Problem p = problem(shape);
+  const Problem p = parsed_shape(shape);
   if (std::string reason = unsupported_reason(kernel.support, p); !reason.empty()) return reason;
   return cudnn_limits_reason(p, variant, sm_version);
 }
@@ -256,9 +247,9 @@ TEST(CudnnGraph, FrontendAcceptsTheGraphsInsideTheTables) {
   };
   for (const std::string& shape : half_shapes) {
     for (int sm : {kAmpere, kHopper}) {
-      if (!cudnn_limits_reason(problem(shape), CudnnVariant::fp16_bf16, sm).empty()) continue;
+      if (!cudnn_limits_reason(parsed_shape(shape), CudnnVariant::fp16_bf16, sm).empty()) continue;
       const std::string result =
-          validate_graph_on_host(problem(shape), CudnnVariant::fp16_bf16, sm);
+          validate_graph_on_host(parsed_shape(shape), CudnnVariant::fp16_bf16, sm);
       if (needed_a_gpu(result)) GTEST_SKIP() << "this cudnn-frontend needs a GPU: " << result;
       EXPECT_EQ(result, "") << shape << " on sm_" << sm;
     }
@@ -270,14 +261,14 @@ TEST(CudnnGraph, FrontendAcceptsTheGraphsInsideTheTables) {
       "b=2,hq=4,hkv=1,s=113,d=128,dtype=e4m3,out=e4m3,mask=padding,layout=bhsd",
   };
   for (const std::string& shape : fp8_shapes) {
-    EXPECT_EQ(validate_graph_on_host(problem(shape), CudnnVariant::fp8, kHopper), "") << shape;
+    EXPECT_EQ(validate_graph_on_host(parsed_shape(shape), CudnnVariant::fp8, kHopper), "") << shape;
   }
 }
 
 TEST(CudnnGraph, FrontendRefusesWhatTheTableExcludes) {
   // Head dim 72 is outside the FP8 table (multiples of 16); the frontend says so itself.
   const std::string result = validate_graph_on_host(
-      problem("b=1,hq=2,s=113,d=72,dtype=e4m3,out=e4m3"), CudnnVariant::fp8, kHopper);
+      parsed_shape("b=1,hq=2,s=113,d=72,dtype=e4m3,out=e4m3"), CudnnVariant::fp8, kHopper);
   if (needed_a_gpu(result)) GTEST_SKIP() << "this cudnn-frontend needs a GPU: " << result;
   EXPECT_EQ(result.rfind("cudnn: validate: ", 0), 0u) << result;
   EXPECT_NE(result.find("multiple of 16"), std::string::npos) << result;

@@ -13,6 +13,7 @@
 #include "kernels/registry.h"
 #include "reference/mask.h"
 #include "reference/problem.h"
+#include "tests/support/problems.h"
 
 namespace attnbench {
 namespace {
@@ -195,12 +196,7 @@ TEST(Flash2SupportTable, CoversTheIssueTable) {
   EXPECT_EQ(kernel->backend, Backend::cuda);
   EXPECT_TRUE(kernel->deterministic);
   EXPECT_TRUE(kernel->returns_lse);
-  Problem problem;
-  problem.batch = 2;
-  problem.heads_q = 16;
-  problem.heads_kv = 2;
-  problem.seqlen_q = 113;
-  problem.seqlen_k = 203;
+  Problem problem = make_problem(2, 16, 2, 113, 203, 64, 64, {});
   for (DType dtype : {DType::f16, DType::bf16}) {
     for (int64_t dim : {64, 128, 256}) {
       for (MaskKind mask : {MaskKind::none, MaskKind::causal, MaskKind::causal_br, MaskKind::window,

@@ -9,6 +9,7 @@
 
 #include "harness/measure/case_runner.h"
 #include "harness/measure/executor.h"
+#include "tests/support/problems.h"
 
 namespace attnbench {
 namespace {
@@ -19,8 +20,7 @@ CaseRequest small_case(bool measure_energy) {
   CaseRequest request;
   request.kernel = "cpu.flash";
   request.name = "cpu.flash/b=1,hq=2,s=17,d=16/normal";
-  const Status status = parse_shape("b=1,hq=2,s=17,d=16", request.problem);
-  EXPECT_TRUE(status.ok) << status.message;
+  request.problem = parsed_shape("b=1,hq=2,s=17,d=16");
   request.seed = 11;
   request.repetitions = 2;
   request.max_case_seconds = 0.05;

@@ -7,12 +7,13 @@
 #include <random>
 #include <vector>
 
-#include "harness/measure/checker.h"
-#include "harness/measure/inputs.h"
 #include "harness/measure/case_runner.h"
+#include "harness/measure/checker.h"
 #include "harness/measure/executor.h"
+#include "harness/measure/inputs.h"
 #include "kernels/registry.h"
 #include "reference/formats.h"
+#include "tests/support/problems.h"
 
 namespace attnbench {
 namespace {
@@ -144,8 +145,7 @@ uint64_t fresh_seed() {
 
 Outcome check_kernel_on(const Kernel& kernel, const std::string& shape, Distribution distribution,
                         uint64_t seed) {
-  Problem problem;
-  EXPECT_TRUE(parse_shape(shape, problem).ok) << shape;
+  const Problem problem = parsed_shape(shape);
   SCOPED_TRACE("seed " + std::to_string(seed));
   ProblemInputs inputs;
   EXPECT_TRUE(make_inputs(problem, distribution, seed, inputs).ok);

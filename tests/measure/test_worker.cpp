@@ -21,7 +21,9 @@
 #include "harness/core/shell.h"
 #include "harness/measure/timing.h"
 #include "harness/measure/worker.h"
+#include "tests/support/problems.h"
 #include "tests/support/result_support.h"
+#include "tests/support/same_records.h"
 
 namespace attnbench {
 namespace {
@@ -36,10 +38,9 @@ CaseRequest full_request() {
   CaseRequest r;
   r.name = "cpu.flash/" + kHostile;
   r.kernel = "cpu.flash";
-  const Status status = parse_shape(
-      "b=3,hq=8,hkv=2,sq=17,sk=33,d=64,dv=32,dtype=bf16,out=fp32,mask=window(4,0),layout=bhsd,scale=0.3",
-      r.problem);
-  EXPECT_TRUE(status.ok) << status.message;
+  r.problem = parsed_shape(
+      "b=3,hq=8,hkv=2,sq=17,sk=33,d=64,dv=32,dtype=bf16,out=fp32,mask=window(4,0),layout=bhsd,"
+      "scale=0.3");
   r.distribution = "outliers";
   r.seed = std::numeric_limits<uint64_t>::max() - 12345;
   r.check_only = true;
@@ -92,69 +93,29 @@ CaseOutcome full_outcome() {
   return o;
 }
 
-void expect_same_double(double expected, double actual, const char* what) {
-  if (std::isnan(expected)) {
-    EXPECT_TRUE(std::isnan(actual)) << what << ": " << actual;
-  } else {
-    EXPECT_EQ(expected, actual) << what;  // bit for bit: JSON numbers round-trip doubles
-  }
-}
-
-#define EXPECT_SAME(field) expect_same_double(expected.field, actual.field, #field)
-
 void expect_same_outcome(const CaseOutcome& expected, const CaseOutcome& actual) {
-  EXPECT_EQ(expected.status, actual.status);
-  EXPECT_EQ(expected.message, actual.message);
-  EXPECT_EQ(expected.check.checked, actual.check.checked);
-  EXPECT_SAME(check.max_abs_error);
-  EXPECT_SAME(check.lowp_error);
-  EXPECT_SAME(check.atol);
-  EXPECT_SAME(check.bound);
-  EXPECT_SAME(check.rel_l2);
-  EXPECT_SAME(check.rmse);
-  EXPECT_EQ(expected.check.nan_count, actual.check.nan_count);
-  EXPECT_EQ(expected.check.inf_count, actual.check.inf_count);
-  EXPECT_EQ(expected.check.rows_checked, actual.check.rows_checked);
-  EXPECT_EQ(expected.check.rows_total, actual.check.rows_total);
-  EXPECT_SAME(check.lse_max_error);
-  EXPECT_EQ(expected.check.canaries_ok, actual.check.canaries_ok);
-  EXPECT_EQ(expected.check.repeatable, actual.check.repeatable);
-  ASSERT_EQ(expected.samples.size(), actual.samples.size());
-  for (size_t i = 0; i < expected.samples.size(); ++i) {
-    EXPECT_EQ(expected.samples[i].repetition, actual.samples[i].repetition);
-    EXPECT_SAME(samples[i].time_s);
-    EXPECT_EQ(expected.samples[i].iterations, actual.samples[i].iterations);
-    EXPECT_SAME(samples[i].sm_clock_mhz);
-    EXPECT_EQ(expected.samples[i].clock_reasons, actual.samples[i].clock_reasons);
-  }
+  EXPECT_SAME_FIELD(expected, actual, status);
+  EXPECT_SAME_FIELD(expected, actual, message);
   // The summary is rebuilt from the samples; what the samples cannot tell travels itself.
-  EXPECT_EQ(expected.timing.timed, actual.timing.timed);
-  EXPECT_SAME(timing.median_s);
-  EXPECT_SAME(timing.mean_s);
-  EXPECT_SAME(timing.min_s);
-  EXPECT_SAME(timing.max_s);
-  EXPECT_SAME(timing.stddev_s);
-  EXPECT_SAME(timing.cv);
-  EXPECT_EQ(expected.timing.repetitions, actual.timing.repetitions);
-  EXPECT_EQ(expected.timing.iterations_per_repetition, actual.timing.iterations_per_repetition);
-  EXPECT_EQ(expected.timing.forwards_timed, actual.timing.forwards_timed);
-  EXPECT_SAME(timing.wall_s);
-  EXPECT_EQ(expected.timing.stop, actual.timing.stop);
-  EXPECT_EQ(expected.extra_memory_bytes, actual.extra_memory_bytes);
-  EXPECT_EQ(expected.launches, actual.launches);
-  EXPECT_SAME(energy_j);
-  EXPECT_EQ(expected.details_json, actual.details_json);
-  EXPECT_EQ(expected.timer, actual.timer);
-  EXPECT_EQ(expected.device_unusable, actual.device_unusable);
+  expect_same_measurement(expected, actual);
+  EXPECT_SAME_FIELD(expected, actual, timer);
+  EXPECT_SAME_FIELD(expected, actual, device_unusable);
 }
 
 // ---- round trips ---------------------------------------------------------------------------------
 
+// A message encoded (on one line, as the protocol sends it) and decoded again.
+template <typename Message>
+Result<Message> round_trip(const Message& message, std::string (*encode)(const Message&),
+                           Result<Message> (*decode)(const std::string&)) {
+  const std::string line = encode(message);
+  EXPECT_EQ(line.find('\n'), std::string::npos) << "one line: " << line;
+  return decode(line);
+}
+
 TEST(WorkerProtocol, RequestRoundTripsEveryField) {
   const CaseRequest expected = full_request();
-  const std::string line = encode_request(expected);
-  EXPECT_EQ(line.find('\n'), std::string::npos) << "one line: " << line;
-  const Result<CaseRequest> decoded = decode_request(line);
+  const Result<CaseRequest> decoded = round_trip(expected, encode_request, decode_request);
   ASSERT_TRUE(decoded) << decoded.status().message;
   const CaseRequest& actual = *decoded;
   EXPECT_EQ(expected.name, actual.name);
@@ -180,9 +141,7 @@ TEST(WorkerProtocol, RequestRoundTripsEveryField) {
 
 TEST(WorkerProtocol, OutcomeRoundTripsEveryField) {
   const CaseOutcome expected = full_outcome();
-  const std::string line = encode_outcome(expected);
-  EXPECT_EQ(line.find('\n'), std::string::npos) << "one line: " << line;
-  const Result<CaseOutcome> decoded = decode_outcome(line);
+  const Result<CaseOutcome> decoded = round_trip(expected, encode_outcome, decode_outcome);
   ASSERT_TRUE(decoded) << decoded.status().message;
   const CaseOutcome& actual = *decoded;
   expect_same_outcome(expected, actual);

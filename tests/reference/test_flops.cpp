@@ -9,30 +9,18 @@
 
 #include "reference/flops.h"
 #include "reference/metrics.h"
+#include "tests/support/problems.h"
 
 namespace attnbench {
 namespace {
 
-Problem make_problem(int64_t batch, int64_t heads_q, int64_t heads_kv, int64_t seqlen_q,
-                     int64_t seqlen_k, int64_t head_dim, Mask mask) {
-  Problem problem;
-  problem.batch = batch;
-  problem.heads_q = heads_q;
-  problem.heads_kv = heads_kv;
-  problem.seqlen_q = seqlen_q;
-  problem.seqlen_k = seqlen_k;
-  problem.head_dim_qk = problem.head_dim_v = head_dim;
-  problem.mask = mask;
-  return problem;
-}
-
 Problem one_head(int64_t seqlen_q, int64_t seqlen_k, Mask mask) {
-  return make_problem(1, 1, 1, seqlen_q, seqlen_k, 64, mask);
+  return make_problem(1, 1, 1, seqlen_q, seqlen_k, 64, 64, mask);
 }
 
 TEST(Flops, NoMaskCountsEveryPair) {
   // b=2, sq=4, sk=5: 2 * 4 * 5 = 40 pairs; FLOPs = 2 * (8 + 8) * 3 heads * 40 = 3840.
-  const Problem problem = make_problem(2, 3, 3, 4, 5, 8, {MaskKind::none});
+  const Problem problem = make_problem(2, 3, 3, 4, 5, 8, 8, {MaskKind::none});
   EXPECT_EQ(visible_pairs(problem), 40);
   EXPECT_EQ(attention_flops(problem), 3840.0);
 }
@@ -46,7 +34,7 @@ TEST(Flops, CausalTopLeft) {
   // sq = 3, sk = 5: top-left ignores the extra keys: 1 + 2 + 3 = 6.
   EXPECT_EQ(visible_pairs(one_head(3, 5, {MaskKind::causal})), 6);
   // sq = sk = 1024: 1024 * 1025 / 2 = 524800, about half of 1024^2; four batches 2099200.
-  EXPECT_EQ(visible_pairs(make_problem(4, 2, 1, 1024, 1024, 64, {MaskKind::causal})), 2099200);
+  EXPECT_EQ(visible_pairs(make_problem(4, 2, 1, 1024, 1024, 64, 64, {MaskKind::causal})), 2099200);
 }
 
 TEST(Flops, CausalBottomRight) {
@@ -81,19 +69,19 @@ TEST(Flops, SlidingWindow) {
 TEST(Flops, Padding) {
   // b = 2, sk = 6: key lengths (b + 1) * 6 / 3 = 2 and 4; sq = 3: 3 * 2 + 3 * 4 = 18 pairs.
   // hq = 2, d = 16: FLOPs = 2 * 32 * 2 * 18 = 2304.
-  const Problem problem = make_problem(2, 2, 2, 3, 6, 16, {MaskKind::padding});
+  const Problem problem = make_problem(2, 2, 2, 3, 6, 16, 16, {MaskKind::padding});
   EXPECT_EQ(visible_pairs(problem), 18);
   EXPECT_EQ(attention_flops(problem), 2304.0);
   // b = 3, sk = 1: lengths 1/4, 2/4, 3/4 all round down to 0: nothing visible, no FLOPs.
-  EXPECT_EQ(visible_pairs(make_problem(3, 1, 1, 4, 1, 64, {MaskKind::padding})), 0);
-  EXPECT_EQ(attention_flops(make_problem(3, 1, 1, 4, 1, 64, {MaskKind::padding})), 0.0);
+  EXPECT_EQ(visible_pairs(make_problem(3, 1, 1, 4, 1, 64, 64, {MaskKind::padding})), 0);
+  EXPECT_EQ(attention_flops(make_problem(3, 1, 1, 4, 1, 64, 64, {MaskKind::padding})), 0.0);
 }
 
 TEST(Flops, GqaCountsQueryHeadsForFlopsAndKvHeadsForBytes) {
   // b=1, hq=8, hkv=2, s=16, d=64, fp16: FLOPs = 2 * 128 * 8 * 256 = 524288.
   // Elements: q 16*8*64 = 8192, k 16*2*64 = 2048, v 2048, out 8192.
   // Bytes: 2 * (8192 + 2048 + 2048) + 2 * 8192 = 40960.
-  Problem problem = make_problem(1, 8, 2, 16, 16, 64, {MaskKind::none});
+  Problem problem = make_problem(1, 8, 2, 16, 16, 64, 64, {MaskKind::none});
   problem.input_dtype = problem.output_dtype = DType::f16;
   EXPECT_EQ(attention_flops(problem), 524288.0);
   EXPECT_EQ(attention_bytes(problem), 40960.0);
@@ -106,7 +94,7 @@ TEST(Flops, GqaCountsQueryHeadsForFlopsAndKvHeadsForBytes) {
 TEST(Flops, DifferentQkAndVHeadDims) {
   // dqk = 128, dv = 64, hq = 2, s = 3: 9 pairs; FLOPs = 2 * (128 + 64) * 2 * 9 = 6912.
   // fp32 elements: q 3*2*128 = 768, k 768, v 3*2*64 = 384, out 384; bytes 2304 * 4 = 9216.
-  Problem problem = make_problem(1, 2, 2, 3, 3, 128, {MaskKind::none});
+  Problem problem = make_problem(1, 2, 2, 3, 3, 128, 128, {MaskKind::none});
   problem.head_dim_v = 64;
   EXPECT_EQ(attention_flops(problem), 6912.0);
   EXPECT_EQ(attention_bytes(problem), 9216.0);
@@ -114,7 +102,7 @@ TEST(Flops, DifferentQkAndVHeadDims) {
 
 TEST(Flops, Fp8BytesUseOneByteInputsAndTheOutputDtype) {
   // e4m3 in, bf16 out, s = 128, d = 128: q, k, v 16384 bytes each = 49152; out 16384 * 2 = 32768.
-  Problem problem = make_problem(1, 1, 1, 128, 128, 128, {MaskKind::none});
+  Problem problem = make_problem(1, 1, 1, 128, 128, 128, 128, {MaskKind::none});
   problem.input_dtype = DType::e4m3;
   problem.output_dtype = DType::bf16;
   EXPECT_EQ(attention_bytes(problem), 81920.0);
@@ -134,7 +122,7 @@ TEST(Flops, VisiblePairsMatchesBruteForceOnRandomShapes) {
   std::uniform_int_distribution<int> kind(0, 4);
   for (int trial = 0; trial < 500; ++trial) {
     const Mask mask{static_cast<MaskKind>(kind(rng)), -1, -1};
-    Problem problem = make_problem(length(rng) % 4 + 1, 1, 1, length(rng), length(rng), 8, mask);
+    Problem problem = make_problem(length(rng) % 4 + 1, 1, 1, length(rng), length(rng), 8, 8, mask);
     if (mask.kind == MaskKind::window) {
       problem.mask.window_left = bound(rng);
       problem.mask.window_right = bound(rng);

@@ -11,79 +11,14 @@
 #include <vector>
 
 #include "reference/problem.h"
+#include "tests/support/problems.h"
 
 namespace attnbench {
 namespace {
 
 constexpr int kRandomProblems = 2000;
-constexpr std::array<DType, 5> kAllDTypes = {DType::f32, DType::f16, DType::bf16, DType::e4m3,
-                                             DType::e5m2};
-constexpr std::array<Layout, 3> kAllLayouts = {Layout::bshd, Layout::bhsd, Layout::qkv_packed};
-constexpr std::array<Fp8Scaling, 4> kAllFp8Scalings = {Fp8Scaling::none, Fp8Scaling::per_tensor,
-                                                       Fp8Scaling::per_head, Fp8Scaling::per_block};
 
-template <typename T, size_t N>
-T pick(std::mt19937_64& rng, const std::array<T, N>& choices) {
-  return choices[std::uniform_int_distribution<size_t>(0, N - 1)(rng)];
-}
-
-int64_t random_in(std::mt19937_64& rng, int64_t low, int64_t high) {
-  return std::uniform_int_distribution<int64_t>(low, high)(rng);
-}
-
-Mask random_mask(std::mt19937_64& rng) {
-  switch (random_in(rng, 0, 4)) {
-    case 0:
-      return {MaskKind::none};
-    case 1:
-      return {MaskKind::causal};
-    case 2:
-      return {MaskKind::causal_br};
-    case 3:
-      return {MaskKind::window, random_in(rng, -1, 300), random_in(rng, -1, 300)};
-    default:
-      return {MaskKind::padding};
-  }
-}
-
-// A valid problem with every field random, including values equal to their defaults (so the
-// omitted fields of shape_string get exercised) and scales that need all 17 digits.
-Problem random_problem(std::mt19937_64& rng) {
-  Problem problem;
-  problem.batch = random_in(rng, 1, 64);
-  problem.heads_kv = random_in(rng, 1, 8);
-  problem.heads_q = problem.heads_kv * random_in(rng, 1, 8);
-  problem.seqlen_q = random_in(rng, 1, 5000);
-  problem.seqlen_k = random_in(rng, 0, 1) ? problem.seqlen_q : random_in(rng, 1, 5000);
-  problem.head_dim_qk = random_in(rng, 1, 256);
-  problem.head_dim_v = random_in(rng, 0, 1) ? problem.head_dim_qk : random_in(rng, 1, 256);
-  problem.input_dtype = pick(rng, kAllDTypes);
-  problem.output_dtype =
-      random_in(rng, 0, 1) ? default_output_dtype(problem.input_dtype) : pick(rng, kAllDTypes);
-  problem.p_dtype =
-      random_in(rng, 0, 1) ? default_p_dtype(problem.input_dtype) : pick(rng, kAllDTypes);
-  problem.fp8_scaling = is_fp8(problem.input_dtype) ? pick(rng, kAllFp8Scalings) : Fp8Scaling::none;
-  problem.mask = random_mask(rng);
-  problem.layout = pick(rng, kAllLayouts);
-  if (problem.layout == Layout::qkv_packed) {
-    problem.seqlen_k = problem.seqlen_q;
-    problem.heads_q = problem.heads_kv;
-    problem.head_dim_v = problem.head_dim_qk;
-  }
-  switch (random_in(rng, 0, 2)) {
-    case 0:
-      problem.scale = 0;
-      break;
-    case 1:
-      problem.scale = std::uniform_real_distribution<double>(1e-3, 10)(rng);
-      break;
-    default:
-      problem.scale = 0.125;
-      break;
-  }
-  return problem;
-}
-
+// Random problems from tests/support/problems.h: valid, every field random.
 TEST(Problem, ShapeStringRoundTripsRandomProblems) {
   const auto seed = std::random_device{}();
   SCOPED_TRACE("seed " + std::to_string(seed));
@@ -102,15 +37,7 @@ TEST(Problem, ShapeStringRoundTripsRandomProblems) {
 }
 
 TEST(Problem, ShapeStringIsCanonicalAndOmitsDefaults) {
-  Problem problem;
-  problem.batch = 2;
-  problem.heads_q = 8;
-  problem.heads_kv = 2;
-  problem.seqlen_q = 113;
-  problem.seqlen_k = 203;
-  problem.head_dim_qk = problem.head_dim_v = 64;
-  problem.input_dtype = problem.output_dtype = DType::bf16;
-  problem.mask = {MaskKind::causal_br};
+  Problem problem = make_problem(2, 8, 2, 113, 203, 64, 64, {MaskKind::causal_br}, DType::bf16);
   EXPECT_EQ(shape_string(problem), "b=2,hq=8,hkv=2,sq=113,sk=203,d=64,dtype=bf16,mask=causal_br");
 
   problem.head_dim_v = 32;
@@ -343,15 +270,8 @@ void expect_placement(const char* tensor, const TensorPlacement& placement, int6
 
 TEST(Problem, DescribeLayoutStridesAddressEveryElementOnce) {
   // Small, all dimensions distinct, so a swapped stride cannot go unnoticed.
-  Problem problem;
-  problem.batch = 2;
-  problem.heads_q = 6;
-  problem.heads_kv = 3;
-  problem.seqlen_q = 5;
-  problem.seqlen_k = 7;
-  problem.head_dim_qk = 4;
-  problem.head_dim_v = 3;
   const int64_t b = 2, hq = 6, hkv = 3, sq = 5, sk = 7, dqk = 4, dv = 3;
+  Problem problem = make_problem(b, hq, hkv, sq, sk, dqk, dv, {});
 
   for (Layout layout_kind : {Layout::bshd, Layout::bhsd}) {
     problem.layout = layout_kind;

@@ -15,6 +15,8 @@
 
 #include "reference/attention.h"
 #include "reference/formats.h"
+#include "tests/support/masks.h"
+#include "tests/support/problems.h"
 
 namespace attnbench {
 namespace {
@@ -100,23 +102,9 @@ TestCase make_case(const Problem& problem, std::mt19937_64& rng, float value_sca
   return c;
 }
 
-// mask.h, word for word: query i, key j, offset = sk - sq.
-bool mask_keeps(const Problem& p, int64_t b, int64_t i, int64_t j) {
-  const int64_t offset = p.seqlen_k - p.seqlen_q;
-  const int64_t left = p.mask.window_left, right = p.mask.window_right;
-  switch (p.mask.kind) {
-    case MaskKind::none:
-      return true;
-    case MaskKind::causal:
-      return j <= i;
-    case MaskKind::causal_br:
-      return j <= i + offset;
-    case MaskKind::window:
-      return (left == -1 || i + offset - left <= j) && (right == -1 || j <= i + offset + right);
-    case MaskKind::padding:
-      return j < ((b + 1) * p.seqlen_k) / (p.batch + 1);
-  }
-  return false;
+// Batch b's valid keys under the padding mask, written from mask.h's comment.
+int64_t padded_key_length(const Problem& p, int64_t b) {
+  return ((b + 1) * p.seqlen_k) / (p.batch + 1);
 }
 
 // Whole-matrix attention in long double. out: (batch, heads_q, seqlen_q, head_dim_v);
@@ -146,7 +134,8 @@ ExactAttention independent_attention(const TestCase& c) {
             dot += static_cast<long double>(c.q.at(b, i, h, d)) * c.k.at(b, j, kv_head, d);
           }
           scores[static_cast<size_t>(i * p.seqlen_k + j)] = scale * dot;
-          keep[static_cast<size_t>(i * p.seqlen_k + j)] = mask_keeps(p, b, i, j) ? 1 : 0;
+          keep[static_cast<size_t>(i * p.seqlen_k + j)] =
+              mask_keeps(p.mask, p.seqlen_q, p.seqlen_k, padded_key_length(p, b), i, j) ? 1 : 0;
         }
       }
       for (int64_t i = 0; i < p.seqlen_q; ++i) {
@@ -226,25 +215,6 @@ int64_t expect_reference_matches(const TestCase& c) {
   return exact.fully_masked_rows;
 }
 
-Problem make_problem(int64_t batch, int64_t heads_q, int64_t heads_kv, int64_t seqlen_q,
-                     int64_t seqlen_k, int64_t head_dim_qk, int64_t head_dim_v, Mask mask,
-                     Layout layout = Layout::bshd, DType dtype = DType::f32) {
-  Problem problem;
-  problem.batch = batch;
-  problem.heads_q = heads_q;
-  problem.heads_kv = heads_kv;
-  problem.seqlen_q = seqlen_q;
-  problem.seqlen_k = seqlen_k;
-  problem.head_dim_qk = head_dim_qk;
-  problem.head_dim_v = head_dim_v;
-  problem.mask = mask;
-  problem.layout = layout;
-  problem.input_dtype = dtype;
-  problem.output_dtype = default_output_dtype(dtype);
-  problem.p_dtype = default_p_dtype(dtype);
-  return problem;
-}
-
 const std::vector<Mask> kMasks = {
     {MaskKind::none},         {MaskKind::causal},        {MaskKind::causal_br},
     {MaskKind::window, 2, 1}, {MaskKind::window, 0, -1}, {MaskKind::window, -1, 0},
@@ -277,8 +247,8 @@ TEST_F(ReferenceTest, MatchesIndependentFormulationForEveryMaskShapeAndHeadMappi
       for (const HeadConfig& head : heads) {
         for (const auto& [dqk, dv] : head_dims) {
           for (Layout layout : {Layout::bshd, Layout::bhsd}) {
-            const Problem problem =
-                make_problem(2, head.heads_q, head.heads_kv, sq, sk, dqk, dv, mask, layout);
+            const Problem problem = make_problem(2, head.heads_q, head.heads_kv, sq, sk, dqk, dv,
+                                                 mask, DType::f32, layout);
             ASSERT_TRUE(validate(problem).ok) << validate(problem).message;
             fully_masked_rows += expect_reference_matches(make_case(problem, rng_));
           }
@@ -293,7 +263,8 @@ TEST_F(ReferenceTest, MatchesIndependentFormulationForEveryMaskShapeAndHeadMappi
 TEST_F(ReferenceTest, PackedLayout) {
   SCOPED_TRACE(seed_trace_);
   for (const Mask& mask : kMasks) {
-    const Problem problem = make_problem(2, 3, 3, 9, 9, 16, 16, mask, Layout::qkv_packed);
+    const Problem problem =
+        make_problem(2, 3, 3, 9, 9, 16, 16, mask, DType::f32, Layout::qkv_packed);
     ASSERT_TRUE(validate(problem).ok);
     expect_reference_matches(make_case(problem, rng_));
   }
@@ -305,7 +276,7 @@ TEST_F(ReferenceTest, EveryInputDtype) {
   constexpr float kFp8Descale = 0.125f;
   for (DType dtype : {DType::f16, DType::bf16, DType::e4m3, DType::e5m2}) {
     for (const Mask& mask : {Mask{MaskKind::none}, Mask{MaskKind::causal_br}}) {
-      const Problem problem = make_problem(2, 4, 2, 6, 11, 32, 32, mask, Layout::bshd, dtype);
+      const Problem problem = make_problem(2, 4, 2, 6, 11, 32, 32, mask, dtype);
       expect_reference_matches(make_case(problem, rng_, 1, is_fp8(dtype) ? kFp8Descale : 1));
     }
   }
@@ -357,7 +328,7 @@ TEST_F(ReferenceTest, FullyMaskedRowsGiveZeroAndMinusInfinityNeverNan) {
 
 TEST(TensorView, AtReadsThroughPlacementAndDescale) {
   // A bhsd e4m3 tensor, (batch 2, heads 3, seq 4, dim 5), descale 0.5.
-  Problem problem = make_problem(2, 3, 3, 4, 4, 5, 5, {MaskKind::none}, Layout::bhsd, DType::e4m3);
+  Problem problem = make_problem(2, 3, 3, 4, 4, 5, 5, {MaskKind::none}, DType::e4m3, Layout::bhsd);
   const ProblemLayout layout = describe_layout(problem);
   std::vector<uint8_t> buffer(static_cast<size_t>(layout.q_buffer_elements));
   // Store 1 at (b=1, s=2, h=1, d=3): index ((1 * 3 + 1) * 4 + 2) * 5 + 3 = 93.
@@ -478,7 +449,7 @@ TEST_F(ReferenceTest, LowpIsCloseToTheReferenceAtEachPrecision) {
   };
   for (const Precision& precision : precisions) {
     for (const Mask& mask : {Mask{MaskKind::none}, Mask{MaskKind::causal_br}}) {
-      Problem problem = make_problem(2, 4, 2, 9, 40, 32, 16, mask, Layout::bshd, precision.input);
+      Problem problem = make_problem(2, 4, 2, 9, 40, 32, 16, mask, precision.input);
       problem.output_dtype = precision.output;
       problem.p_dtype = precision.p;
       SCOPED_TRACE(shape_string(problem));
@@ -496,8 +467,7 @@ TEST_F(ReferenceTest, LowpIsCloseToTheReferenceAtEachPrecision) {
 
 TEST_F(ReferenceTest, LowpBf16OutputIsNotBitEqualToTheReference) {
   SCOPED_TRACE(seed_trace_);
-  const Problem problem =
-      make_problem(1, 2, 2, 8, 8, 64, 64, {MaskKind::none}, Layout::bshd, DType::bf16);
+  const Problem problem = make_problem(1, 2, 2, 8, 8, 64, 64, {MaskKind::none}, DType::bf16);
   const TestCase c = make_case(problem, rng_);
   std::vector<double> reference(64);
   std::vector<float> lowp(64);

@@ -32,7 +32,10 @@
 #include "harness/core/series_key.h"
 #include "harness/core/verdict.h"
 #include "harness/store/store.h"
+#include "tests/support/problems.h"
 #include "tests/support/result_support.h"
+#include "tests/support/same_records.h"
+#include "tests/support/scratch_directory.h"
 
 namespace attnbench {
 namespace {
@@ -80,52 +83,12 @@ double random_double(Rng& rng) {
   return (random_bool(rng) ? 1 : -1) * std::ldexp(mantissa, exponent);
 }
 
-template <typename T, size_t N>
-T pick(Rng& rng, const std::array<T, N>& choices) {
-  return choices[std::uniform_int_distribution<size_t>(0, N - 1)(rng)];
-}
-
-constexpr std::array kDTypes = {DType::f32, DType::f16, DType::bf16, DType::e4m3, DType::e5m2};
-constexpr std::array kMaskKinds = {MaskKind::none, MaskKind::causal, MaskKind::causal_br,
-                                   MaskKind::window, MaskKind::padding};
-constexpr std::array kLayouts = {Layout::bshd, Layout::bhsd, Layout::qkv_packed};
-constexpr std::array kFp8Scalings = {Fp8Scaling::per_tensor, Fp8Scaling::per_head,
-                                     Fp8Scaling::per_block};
 constexpr std::array kResultStatuses = {ResultStatus::passed,  ResultStatus::failed,
                                         ResultStatus::skipped, ResultStatus::crashed,
                                         ResultStatus::timeout, ResultStatus::error};
 constexpr std::array<std::string_view, 3> kDistributions = {"normal", "large_logits", "outliers"};
 constexpr std::array<std::string_view, 4> kKernels = {"cpu.naive", "cpu.flash", "cuda.flash2",
                                                       "cudnn.sdpa"};
-
-Problem random_problem(Rng& rng) {
-  auto between = [&](int64_t low, int64_t high) {
-    return std::uniform_int_distribution<int64_t>(low, high)(rng);
-  };
-  constexpr int64_t kMaxSeqlen = 8192;
-  constexpr int64_t kMaxWindow = 512;
-  Problem problem;
-  problem.batch = between(1, 16);
-  problem.heads_kv = between(1, 8);
-  problem.heads_q = problem.heads_kv * between(1, 8);
-  problem.seqlen_q = between(1, kMaxSeqlen);
-  problem.seqlen_k = between(1, kMaxSeqlen);
-  problem.head_dim_qk = pick(rng, std::array<int64_t, 5>{32, 64, 96, 128, 256});
-  problem.head_dim_v = random_bool(rng) ? problem.head_dim_qk : between(1, 256);
-  problem.input_dtype = pick(rng, kDTypes);
-  problem.output_dtype =
-      random_bool(rng) ? default_output_dtype(problem.input_dtype) : pick(rng, kDTypes);
-  problem.p_dtype = random_bool(rng) ? default_p_dtype(problem.input_dtype) : pick(rng, kDTypes);
-  if (is_fp8(problem.input_dtype)) problem.fp8_scaling = pick(rng, kFp8Scalings);
-  problem.mask.kind = pick(rng, kMaskKinds);
-  if (problem.mask.kind == MaskKind::window) {
-    problem.mask.window_left = between(-1, kMaxWindow);
-    problem.mask.window_right = between(-1, kMaxWindow);
-  }
-  problem.layout = pick(rng, kLayouts);
-  problem.scale = random_bool(rng) ? 0 : std::uniform_real_distribution<double>(1e-3, 1)(rng);
-  return problem;
-}
 
 Sample random_sample(Rng& rng, int repetition) {
   Sample sample;
@@ -193,6 +156,7 @@ ResultRecord random_result(Rng& rng, int64_t device_id) {
   result.energy_j = random_double(rng);
   result.predicted_s = random_double(rng);
   result.repro = random_text(rng);
+  result.details_json = random_text(rng);
   return result;
 }
 
@@ -212,6 +176,8 @@ RunInfo random_run_info(Rng& rng) {
   env.cuda_runtime = random_text(rng);
   env.cuda_driver = random_text(rng);
   env.cudnn = random_text(rng);
+  env.cudnn_frontend = random_text(rng);
+  env.cublas = random_text(rng);
   env.blas = random_text(rng);
   env.host = random_text(rng);
   env.cpu = random_text(rng);
@@ -296,18 +262,8 @@ AnalysisRecord random_analysis(Rng& rng, std::string series_key, bool kernel_wid
 
 // ---- comparisons -------------------------------------------------------------------------------
 
-// Doubles must come back bit-exact; NaN (not measured) must come back NaN.
-void expect_same_double(double expected, double actual, const char* field) {
-  if (std::isnan(expected)) {
-    EXPECT_TRUE(std::isnan(actual)) << field << " = " << actual << ", expected NaN";
-  } else {
-    EXPECT_EQ(expected, actual) << field;
-  }
-}
-
-#define EXPECT_SAME_FIELD(expected, actual, field) EXPECT_EQ(expected.field, actual.field) << #field
-#define EXPECT_SAME_DOUBLE(expected, actual, field) \
-  expect_same_double(expected.field, actual.field, #field)
+// EXPECT_SAME_FIELD, EXPECT_SAME_DOUBLE and the comparison of a measurement (check, timing,
+// samples): tests/support/same_records.h, shared with the worker protocol's tests.
 
 void expect_same_run_info(const RunInfo& expected, const RunInfo& actual) {
   EXPECT_SAME_FIELD(expected, actual, uuid);
@@ -323,6 +279,8 @@ void expect_same_run_info(const RunInfo& expected, const RunInfo& actual) {
   EXPECT_SAME_FIELD(expected, actual, env.cuda_runtime);
   EXPECT_SAME_FIELD(expected, actual, env.cuda_driver);
   EXPECT_SAME_FIELD(expected, actual, env.cudnn);
+  EXPECT_SAME_FIELD(expected, actual, env.cudnn_frontend);
+  EXPECT_SAME_FIELD(expected, actual, env.cublas);
   EXPECT_SAME_FIELD(expected, actual, env.blas);
   EXPECT_SAME_FIELD(expected, actual, env.host);
   EXPECT_SAME_FIELD(expected, actual, env.cpu);
@@ -350,14 +308,6 @@ void expect_same_device(const DeviceInfo& expected, const DeviceInfo& actual) {
   EXPECT_SAME_FIELD(expected, actual, extra_json);
 }
 
-void expect_same_sample(const Sample& expected, const Sample& actual) {
-  EXPECT_SAME_FIELD(expected, actual, repetition);
-  EXPECT_SAME_DOUBLE(expected, actual, time_s);
-  EXPECT_SAME_FIELD(expected, actual, iterations);
-  EXPECT_SAME_DOUBLE(expected, actual, sm_clock_mhz);
-  EXPECT_SAME_FIELD(expected, actual, clock_reasons);
-}
-
 void expect_same_result(const ResultRecord& expected, const ResultRecord& actual) {
   EXPECT_SAME_FIELD(expected, actual, kernel);
   EXPECT_TRUE(expected.problem == actual.problem)
@@ -369,48 +319,15 @@ void expect_same_result(const ResultRecord& expected, const ResultRecord& actual
   EXPECT_SAME_FIELD(expected, actual, series_key);
   EXPECT_SAME_FIELD(expected, actual, status);
   EXPECT_SAME_FIELD(expected, actual, message);
-  EXPECT_SAME_FIELD(expected, actual, check.checked);
-  EXPECT_SAME_DOUBLE(expected, actual, check.max_abs_error);
-  EXPECT_SAME_DOUBLE(expected, actual, check.lowp_error);
-  EXPECT_SAME_DOUBLE(expected, actual, check.atol);
-  EXPECT_SAME_DOUBLE(expected, actual, check.bound);
-  EXPECT_SAME_DOUBLE(expected, actual, check.rel_l2);
-  EXPECT_SAME_DOUBLE(expected, actual, check.rmse);
-  EXPECT_SAME_FIELD(expected, actual, check.nan_count);
-  EXPECT_SAME_FIELD(expected, actual, check.inf_count);
-  EXPECT_SAME_FIELD(expected, actual, check.rows_checked);
-  EXPECT_SAME_FIELD(expected, actual, check.rows_total);
-  EXPECT_SAME_DOUBLE(expected, actual, check.lse_max_error);
-  EXPECT_SAME_FIELD(expected, actual, check.canaries_ok);
-  EXPECT_SAME_FIELD(expected, actual, check.repeatable);
-  EXPECT_SAME_FIELD(expected, actual, timing.timed);
-  EXPECT_SAME_DOUBLE(expected, actual, timing.median_s);
-  EXPECT_SAME_DOUBLE(expected, actual, timing.mean_s);
-  EXPECT_SAME_DOUBLE(expected, actual, timing.min_s);
-  EXPECT_SAME_DOUBLE(expected, actual, timing.max_s);
-  EXPECT_SAME_DOUBLE(expected, actual, timing.stddev_s);
-  EXPECT_SAME_DOUBLE(expected, actual, timing.cv);
-  EXPECT_SAME_FIELD(expected, actual, timing.repetitions);
-  EXPECT_SAME_FIELD(expected, actual, timing.iterations_per_repetition);
-  EXPECT_SAME_FIELD(expected, actual, timing.forwards_timed);
-  EXPECT_SAME_DOUBLE(expected, actual, timing.wall_s);
-  EXPECT_SAME_FIELD(expected, actual, timing.stop);
+  expect_same_measurement(expected, actual);
   EXPECT_SAME_DOUBLE(expected, actual, flops);
   EXPECT_SAME_DOUBLE(expected, actual, bytes);
   EXPECT_SAME_DOUBLE(expected, actual, flops_per_s);
   EXPECT_SAME_DOUBLE(expected, actual, bytes_per_s);
   EXPECT_SAME_DOUBLE(expected, actual, fraction_of_peak_flops);
   EXPECT_SAME_DOUBLE(expected, actual, fraction_of_peak_bandwidth);
-  EXPECT_SAME_FIELD(expected, actual, extra_memory_bytes);
-  EXPECT_SAME_FIELD(expected, actual, launches);
-  EXPECT_SAME_DOUBLE(expected, actual, energy_j);
   EXPECT_SAME_DOUBLE(expected, actual, predicted_s);
   EXPECT_SAME_FIELD(expected, actual, repro);
-  ASSERT_EQ(expected.samples.size(), actual.samples.size());
-  for (size_t i = 0; i < expected.samples.size(); ++i) {
-    SCOPED_TRACE("sample " + std::to_string(i));
-    expect_same_sample(expected.samples[i], actual.samples[i]);
-  }
 }
 
 void expect_same_results(const std::vector<ResultRecord>& expected,
@@ -552,15 +469,10 @@ class StoreTest : public ::testing::Test {
   void SetUp() override {
     seed_ = std::random_device{}();
     rng_.seed(seed_);
-    directory_ = fs::temp_directory_path() /
-                 ("attnbench_test_store_" + std::to_string(getpid()) + "_" + std::to_string(seed_));
-    fs::remove_all(directory_);
-    fs::create_directories(directory_);
   }
-  void TearDown() override { fs::remove_all(directory_); }
 
   std::string seed_trace() const { return "random seed " + std::to_string(seed_); }
-  std::string path(const std::string& name) const { return (directory_ / name).string(); }
+  std::string path(const std::string& name) const { return directory_.file(name); }
 
   std::unique_ptr<Store> open_store(const std::string& file) {
     Result<std::unique_ptr<Store>> store = Store::open(file);
@@ -576,7 +488,7 @@ class StoreTest : public ::testing::Test {
 
   uint64_t seed_ = 0;
   Rng rng_;
-  fs::path directory_;
+  const ScratchDirectory directory_{"attnbench_test_store"};
 };
 
 // A forked child reports through its exit code only: gtest's assertions belong to the parent.
@@ -716,6 +628,8 @@ TEST_F(StoreTest, MigrationFromVersion1KeepsDataAndReachesTheCurrentVersion) {
 
   // Rows as attnbench 1 wrote them, through its version-1 columns (later columns default).
   RunInfo info = random_run_info(rng_);
+  info.env.cudnn_frontend.clear();
+  info.env.cublas.clear();
   info.selection.clear();
   info.shard.clear();
   info.merged_from.clear();
@@ -1126,11 +1040,9 @@ ResultRecord timed_result(const std::string& series_key, int64_t device_id, doub
                           double clock_mhz) {
   ResultRecord result;
   result.kernel = "cpu.flash";
-  result.problem.batch = 1;
-  result.problem.heads_q = result.problem.heads_kv = 2;
-  result.problem.seqlen_q = result.problem.seqlen_k = 64;
-  result.problem.head_dim_qk = result.problem.head_dim_v = 32;
-  result.problem.seqlen_k = 64 + static_cast<int64_t>(series_key.size());  // one case per key
+  // One case per key.
+  result.problem =
+      make_problem(1, 2, 2, 64, 64 + static_cast<int64_t>(series_key.size()), 32, 32, {});
   result.distribution = "normal";
   result.device_id = device_id;
   result.device_name = "dev";

@@ -14,6 +14,7 @@
 
 #include "harness/suite/case_matrix.h"
 #include "kernels/registry.h"
+#include "tests/support/problems.h"
 #include "tests/support/result_support.h"
 
 namespace attnbench {
@@ -21,16 +22,9 @@ namespace {
 
 const std::vector<MatrixDevice> kCpu = {{Backend::cpu, "cpu"}};
 
-Problem shape(const std::string& text) {
-  Problem problem;
-  const Status status = parse_shape(text, problem);
-  EXPECT_TRUE(status.ok) << status.message;
-  return problem;
-}
-
 SuiteEntry entry(std::vector<std::string> globs, const std::string& shape_text,
                  const std::string& distribution = "normal") {
-  return SuiteEntry{std::move(globs), shape(shape_text), distribution, 0};
+  return SuiteEntry{std::move(globs), parsed_shape(shape_text), distribution, 0};
 }
 
 Suite suite_of(std::vector<SuiteEntry> entries) {
@@ -131,7 +125,7 @@ TEST(CaseMatrixExpand, EntriesThenKernelsThenDevicesInOrder) {
   EXPECT_EQ(cases[0].group, "cpu|b=1,hq=2,hkv=2,sq=16,sk=16,d=16,dtype=fp32|normal");
   EXPECT_EQ(cases[1].group, "cpu-b|b=1,hq=2,hkv=2,sq=16,sk=16,d=16,dtype=fp32|normal");
   EXPECT_EQ(cases[4].distribution, Distribution::outliers);
-  EXPECT_EQ(cases[4].problem, shape("b=1,hq=2,s=17,d=16"));
+  EXPECT_EQ(cases[4].problem, parsed_shape("b=1,hq=2,s=17,d=16"));
 }
 
 TEST(CaseMatrixExpand, KernelFlagIntersectsTheEntryGlobs) {
@@ -306,7 +300,7 @@ TEST(CaseMatrixShard, ParseAcceptsIOfNAndSaysWhatIsAccepted) {
 TEST(CaseMatrixSelection, ShapeEntryRunsEveryKernelAndNamesABadShape) {
   const SuiteEntry e = value_of(shape_entry("b=1,hq=2,s=33,d=16,mask=causal"));
   EXPECT_EQ(e.kernel_globs, (std::vector<std::string>{"*"}));
-  EXPECT_EQ(e.problem, shape("b=1,hq=2,s=33,d=16,mask=causal"));
+  EXPECT_EQ(e.problem, parsed_shape("b=1,hq=2,s=33,d=16,mask=causal"));
   for (const std::string text : {"b=1,hq=3,hkv=2,s=8,d=16", "b=1,hq=2,s=8,d=16,mask=nope", "b=1,hq=2,s=8,x=3", ""}) {
     const Result<SuiteEntry> refused = shape_entry(text);
     EXPECT_FALSE(refused.ok()) << text;
@@ -320,7 +314,7 @@ TEST(CaseMatrixSelection, CaseEntryIsOneKernelOneShapeOneDistribution) {
   const SuiteEntry e = value_of(
       case_entry("cpu.flash|b=1,hq=2,hkv=2,sq=8,sk=24,d=16,dtype=fp32,mask=window(2,0)|outliers"));
   EXPECT_EQ(e.kernel_globs, (std::vector<std::string>{"cpu.flash"}));
-  EXPECT_EQ(e.problem, shape("b=1,hq=2,sq=8,sk=24,d=16,mask=window(2,0)"));
+  EXPECT_EQ(e.problem, parsed_shape("b=1,hq=2,sq=8,sk=24,d=16,mask=window(2,0)"));
   EXPECT_EQ(e.distribution, "outliers");
   const std::vector<CaseSpec> cases = expand_matrix(suite_of({e}), {}, kCpu);
   ASSERT_EQ(cases.size(), 1u);

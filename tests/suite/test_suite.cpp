@@ -15,7 +15,9 @@
 #include <vector>
 
 #include "harness/suite/suite.h"
+#include "tests/support/problems.h"
 #include "tests/support/result_support.h"
+#include "tests/support/scratch_directory.h"
 
 namespace attnbench {
 namespace {
@@ -38,21 +40,9 @@ std::string parse_error(const std::string& text) {
   return message;
 }
 
-Problem make_problem(int64_t batch, int64_t heads_q, int64_t heads_kv, int64_t seqlen_q,
-                     int64_t seqlen_k, int64_t head_dim, DType dtype, Mask mask) {
-  Problem problem;
-  problem.batch = batch;
-  problem.heads_q = heads_q;
-  problem.heads_kv = heads_kv;
-  problem.seqlen_q = seqlen_q;
-  problem.seqlen_k = seqlen_k;
-  problem.head_dim_qk = head_dim;
-  problem.head_dim_v = head_dim;
-  problem.input_dtype = dtype;
-  problem.output_dtype = default_output_dtype(dtype);
-  problem.p_dtype = default_p_dtype(dtype);
-  problem.mask = mask;
-  return problem;
+// Each text's error message, exactly: {text, message} pairs.
+void expect_errors(const std::vector<std::pair<std::string, std::string>>& cases) {
+  for (const auto& [text, message] : cases) EXPECT_EQ(parse_error(text), message) << text;
 }
 
 // Sets (or unsets) an environment variable for one scope.
@@ -79,33 +69,6 @@ class ScopedEnvironment {
  private:
   const char* name_;
   std::optional<std::string> old_;
-};
-
-// A fresh directory, removed with everything in it at the end of the scope.
-class TemporaryDirectory {
- public:
-  TemporaryDirectory() {
-    std::random_device random;
-    path_ = std::filesystem::temp_directory_path() /
-            ("attnbench_test_suite_" + std::to_string(getpid()) + "_" + std::to_string(random()));
-    std::filesystem::create_directories(path_);
-  }
-  ~TemporaryDirectory() {
-    std::error_code error;
-    std::filesystem::remove_all(path_, error);
-  }
-  TemporaryDirectory(const TemporaryDirectory&) = delete;
-  TemporaryDirectory& operator=(const TemporaryDirectory&) = delete;
-
-  std::string write(const std::string& name, const std::string& text) const {
-    const std::filesystem::path file = path_ / name;
-    std::ofstream(file) << text;
-    return file.string();
-  }
-  std::string path() const { return path_.string(); }
-
- private:
-  std::filesystem::path path_;
 };
 
 // ---- expansion --------------------------------------------------------------------------------
@@ -135,14 +98,14 @@ head_dim = 96
   // (heads_kv, then seqlen, then dtype), not the file's.
   const Mask causal{MaskKind::causal};
   const std::vector<Problem> expected = {
-      make_problem(2, 4, 4, 17, 17, 96, DType::f32, causal),
-      make_problem(2, 4, 4, 17, 17, 96, DType::bf16, causal),
-      make_problem(2, 4, 4, 64, 64, 96, DType::f32, causal),
-      make_problem(2, 4, 4, 64, 64, 96, DType::bf16, causal),
-      make_problem(2, 4, 2, 17, 17, 96, DType::f32, causal),
-      make_problem(2, 4, 2, 17, 17, 96, DType::bf16, causal),
-      make_problem(2, 4, 2, 64, 64, 96, DType::f32, causal),
-      make_problem(2, 4, 2, 64, 64, 96, DType::bf16, causal),
+      make_problem(2, 4, 4, 17, 17, 96, 96, causal, DType::f32),
+      make_problem(2, 4, 4, 17, 17, 96, 96, causal, DType::bf16),
+      make_problem(2, 4, 4, 64, 64, 96, 96, causal, DType::f32),
+      make_problem(2, 4, 4, 64, 64, 96, 96, causal, DType::bf16),
+      make_problem(2, 4, 2, 17, 17, 96, 96, causal, DType::f32),
+      make_problem(2, 4, 2, 17, 17, 96, 96, causal, DType::bf16),
+      make_problem(2, 4, 2, 64, 64, 96, 96, causal, DType::f32),
+      make_problem(2, 4, 2, 64, 64, 96, 96, causal, DType::bf16),
   };
   ASSERT_EQ(suite.entries.size(), expected.size());
   for (size_t i = 0; i < expected.size(); ++i) {
@@ -163,7 +126,7 @@ TEST(SuiteParse, DefaultsFillEverythingButKernelsAndSeqlen) {
   EXPECT_EQ(suite.repetitions, 0);
   EXPECT_EQ(suite.max_case_seconds, 0);
   EXPECT_EQ(entry.kernel_globs, std::vector<std::string>{"cpu.naive"});
-  EXPECT_EQ(entry.problem, make_problem(1, 1, 1, 33, 33, 64, DType::f32, Mask{}));
+  EXPECT_EQ(entry.problem, make_problem(1, 1, 1, 33, 33, 64, 64, Mask{}, DType::f32));
   EXPECT_EQ(entry.problem.layout, Layout::bshd);
   EXPECT_EQ(entry.problem.fp8_scaling, Fp8Scaling::none);
   EXPECT_EQ(entry.problem.scale, 0);
@@ -369,8 +332,9 @@ TEST(SuiteParse, RandomMatrixExpandsToTheProductInAxisOrder) {
               for (const auto& distribution : distributions) {
                 const int64_t hq = std::stoll(heads_q);
                 const int64_t s = std::stoll(seqlen);
-                const Problem problem = make_problem(std::stoll(batch), hq, hq / std::stoll(gqa), s,
-                                                     s, 64, *parse_dtype(dtype), *parse_mask(mask));
+                const Problem problem =
+                    make_problem(std::stoll(batch), hq, hq / std::stoll(gqa), s, s, 64, 64,
+                                 *parse_mask(mask), *parse_dtype(dtype));
                 expected.emplace_back(problem, distribution);
               }
             }
@@ -403,109 +367,119 @@ TEST(SuiteErrors, UnknownMaskListsTheAcceptedMasks) {
 
 TEST(SuiteErrors, UnknownChoicesListTheAcceptedValues) {
   const std::string head = "[[matrix]]\nkernels = \"*\"\nseqlen = 8\n";
-  EXPECT_EQ(
-      parse_error(head + "dtype = \"fp64\"\n"),
-      "suites/x.toml:4: field 'dtype': unknown dtype 'fp64'; accepted: " + accepted_dtype_names());
-  EXPECT_EQ(parse_error(head + "out_dtype = \"half\"\n"),
-            "suites/x.toml:4: field 'out_dtype': unknown dtype 'half'; accepted: " +
-                accepted_dtype_names());
-  EXPECT_EQ(parse_error(head + "layout = \"bsdh\"\n"),
-            "suites/x.toml:4: field 'layout': unknown layout 'bsdh'; accepted: bshd, bhsd, "
-            "qkv_packed");
-  EXPECT_EQ(parse_error(head + "dtype = \"e4m3\"\nfp8_scaling = \"per_row\"\n"),
-            "suites/x.toml:5: field 'fp8_scaling': unknown fp8 scaling 'per_row'; accepted: none, "
-            "per_tensor, per_head, per_block");
-  EXPECT_EQ(parse_error(head + "distribution = [\"normal\",\n  \"uniform\"]\n"),
-            "suites/x.toml:5: field 'distribution': unknown distribution 'uniform'; accepted: "
-            "normal, large_logits, outliers");
+  expect_errors({
+      {head + "dtype = \"fp64\"\n",
+       "suites/x.toml:4: field 'dtype': unknown dtype 'fp64'; accepted: " + accepted_dtype_names()},
+      {head + "out_dtype = \"half\"\n",
+       "suites/x.toml:4: field 'out_dtype': unknown dtype 'half'; accepted: " +
+           accepted_dtype_names()},
+      {head + "layout = \"bsdh\"\n",
+       "suites/x.toml:4: field 'layout': unknown layout 'bsdh'; accepted: bshd, bhsd, "
+       "qkv_packed"},
+      {head + "dtype = \"e4m3\"\nfp8_scaling = \"per_row\"\n",
+       "suites/x.toml:5: field 'fp8_scaling': unknown fp8 scaling 'per_row'; accepted: none, "
+       "per_tensor, per_head, per_block"},
+      {head + "distribution = [\"normal\",\n  \"uniform\"]\n",
+       "suites/x.toml:5: field 'distribution': unknown distribution 'uniform'; accepted: "
+       "normal, large_logits, outliers"},
+  });
 }
 
 TEST(SuiteErrors, UnknownKeysListTheAcceptedKeys) {
-  EXPECT_EQ(parse_error("name = \"x\"\nrepetition = 3\n[[matrix]]\nkernels = \"*\"\nseqlen = 8\n"),
-            "suites/x.toml:2: unknown field 'repetition'; accepted: name, description, "
-            "repetitions, max_case_seconds, energy, matrix");
-  EXPECT_EQ(parse_error("[[matrix]]\nkernels = \"*\"\nseqlens = 8\n"),
-            "suites/x.toml:3: unknown field 'seqlens' in [[matrix]]; accepted: kernels, batch, "
-            "tokens, heads_q, heads_kv, gqa, seqlen, seqlen_q, seqlen_k, head_dim, head_dim_qk, "
-            "head_dim_v, dtype, out_dtype, p_dtype, fp8_scaling, mask, layout, scale, "
-            "distribution");
+  expect_errors({
+      {"name = \"x\"\nrepetition = 3\n[[matrix]]\nkernels = \"*\"\nseqlen = 8\n",
+       "suites/x.toml:2: unknown field 'repetition'; accepted: name, description, "
+       "repetitions, max_case_seconds, energy, matrix"},
+      {"[[matrix]]\nkernels = \"*\"\nseqlens = 8\n",
+       "suites/x.toml:3: unknown field 'seqlens' in [[matrix]]; accepted: kernels, batch, "
+       "tokens, heads_q, heads_kv, gqa, seqlen, seqlen_q, seqlen_k, head_dim, head_dim_qk, "
+       "head_dim_v, dtype, out_dtype, p_dtype, fp8_scaling, mask, layout, scale, "
+       "distribution"},
+  });
 }
 
 TEST(SuiteErrors, WrongTypesNameTheFieldAndTheValue) {
   const std::string head = "[[matrix]]\nkernels = \"*\"\n";
-  EXPECT_EQ(parse_error(head + "seqlen = \"big\"\n"),
-            "suites/x.toml:3: field 'seqlen': expected an integer or an array of integers, got "
-            "string 'big'");
-  EXPECT_EQ(parse_error(head + "seqlen = [128,\n  2.5]\n"),
-            "suites/x.toml:4: field 'seqlen': expected an integer or an array of integers, got "
-            "floating-point 2.5");
-  EXPECT_EQ(parse_error(head + "seqlen = 8\nmask = 1\n"),
-            "suites/x.toml:4: field 'mask': expected a string or an array of strings, got integer "
-            "1");
-  EXPECT_EQ(parse_error(head + "seqlen = 8\nscale = \"auto\"\n"),
-            "suites/x.toml:4: field 'scale': expected a number or an array of numbers, got string "
-            "'auto'");
-  EXPECT_EQ(parse_error("[[matrix]]\nkernels = [\"cpu.*\", 3]\nseqlen = 8\n"),
-            "suites/x.toml:2: field 'kernels': expected a glob or an array of globs (non-empty "
-            "strings), got integer 3");
-  EXPECT_EQ(parse_error("name = 5\n[[matrix]]\nkernels = \"*\"\nseqlen = 8\n"),
-            "suites/x.toml:1: field 'name': expected a string, got integer 5");
-  EXPECT_EQ(parse_error("[matrix]\nkernels = \"*\"\nseqlen = 8\n"),
-            "suites/x.toml:1: field 'matrix': expected [[matrix]] blocks (an array of tables), got "
-            "table");
+  expect_errors({
+      {head + "seqlen = \"big\"\n",
+       "suites/x.toml:3: field 'seqlen': expected an integer or an array of integers, got "
+       "string 'big'"},
+      {head + "seqlen = [128,\n  2.5]\n",
+       "suites/x.toml:4: field 'seqlen': expected an integer or an array of integers, got "
+       "floating-point 2.5"},
+      {head + "seqlen = 8\nmask = 1\n",
+       "suites/x.toml:4: field 'mask': expected a string or an array of strings, got integer "
+       "1"},
+      {head + "seqlen = 8\nscale = \"auto\"\n",
+       "suites/x.toml:4: field 'scale': expected a number or an array of numbers, got string "
+       "'auto'"},
+      {"[[matrix]]\nkernels = [\"cpu.*\", 3]\nseqlen = 8\n",
+       "suites/x.toml:2: field 'kernels': expected a glob or an array of globs (non-empty "
+       "strings), got integer 3"},
+      {"name = 5\n[[matrix]]\nkernels = \"*\"\nseqlen = 8\n",
+       "suites/x.toml:1: field 'name': expected a string, got integer 5"},
+      {"[matrix]\nkernels = \"*\"\nseqlen = 8\n",
+       "suites/x.toml:1: field 'matrix': expected [[matrix]] blocks (an array of tables), got "
+       "table"},
+  });
 }
 
 TEST(SuiteErrors, OutOfRangeValues) {
   const std::string head = "[[matrix]]\nkernels = \"*\"\n";
-  EXPECT_EQ(parse_error(head + "seqlen = [8, 0]\n"),
-            "suites/x.toml:3: field 'seqlen': 0 is out of range; must be at least 1");
-  EXPECT_EQ(parse_error(head + "seqlen = 8\nheads_q = -2\n"),
-            "suites/x.toml:4: field 'heads_q': -2 is out of range; must be at least 1");
-  EXPECT_EQ(parse_error(head + "seqlen = 8\nscale = 0.0\n"),
-            "suites/x.toml:4: field 'scale': floating-point 0.0 is out of range; must be a "
-            "finite number > 0");
-  EXPECT_EQ(parse_error("repetitions = 0\n[[matrix]]\nkernels = \"*\"\nseqlen = 8\n"),
-            "suites/x.toml:1: field 'repetitions': expected an integer of at least 1, got integer "
-            "0");
-  EXPECT_EQ(parse_error("max_case_seconds = -1\n[[matrix]]\nkernels = \"*\"\nseqlen = 8\n"),
-            "suites/x.toml:1: field 'max_case_seconds': expected a number > 0, got integer -1");
+  expect_errors({
+      {head + "seqlen = [8, 0]\n",
+       "suites/x.toml:3: field 'seqlen': 0 is out of range; must be at least 1"},
+      {head + "seqlen = 8\nheads_q = -2\n",
+       "suites/x.toml:4: field 'heads_q': -2 is out of range; must be at least 1"},
+      {head + "seqlen = 8\nscale = 0.0\n",
+       "suites/x.toml:4: field 'scale': floating-point 0.0 is out of range; must be a "
+       "finite number > 0"},
+      {"repetitions = 0\n[[matrix]]\nkernels = \"*\"\nseqlen = 8\n",
+       "suites/x.toml:1: field 'repetitions': expected an integer of at least 1, got integer "
+       "0"},
+      {"max_case_seconds = -1\n[[matrix]]\nkernels = \"*\"\nseqlen = 8\n",
+       "suites/x.toml:1: field 'max_case_seconds': expected a number > 0, got integer -1"},
+  });
 }
 
 TEST(SuiteErrors, EmptyMatrices) {
-  EXPECT_EQ(parse_error("name = \"x\"\n"),
-            "suites/x.toml:1: no [[matrix]] blocks; a suite needs at least one");
-  EXPECT_EQ(parse_error("[[matrix]]\nseqlen = 8\n"),
-            "suites/x.toml:1: [[matrix]] needs field 'kernels' (globs over kernel names)");
-  EXPECT_EQ(parse_error("[[matrix]]\nkernels = []\nseqlen = 8\n"),
-            "suites/x.toml:2: field 'kernels': empty array; an empty axis makes an empty matrix");
-  EXPECT_EQ(parse_error("[[matrix]]\nkernels = [\"\"]\nseqlen = 8\n"),
-            "suites/x.toml:2: field 'kernels': expected a glob or an array of globs (non-empty "
-            "strings), got string ''");
-  EXPECT_EQ(parse_error("[[matrix]]\nkernels = \"*\"\nseqlen = 8\ndtype = []\n"),
-            "suites/x.toml:4: field 'dtype': empty array; an empty axis makes an empty matrix");
-  EXPECT_EQ(parse_error("[[matrix]]\nkernels = \"*\"\nseqlen_q = 8\n"),
-            "suites/x.toml:1: [[matrix]] needs field 'seqlen' (or both 'seqlen_q' and "
-            "'seqlen_k')");
+  expect_errors({
+      {"name = \"x\"\n", "suites/x.toml:1: no [[matrix]] blocks; a suite needs at least one"},
+      {"[[matrix]]\nseqlen = 8\n",
+       "suites/x.toml:1: [[matrix]] needs field 'kernels' (globs over kernel names)"},
+      {"[[matrix]]\nkernels = []\nseqlen = 8\n",
+       "suites/x.toml:2: field 'kernels': empty array; an empty axis makes an empty matrix"},
+      {"[[matrix]]\nkernels = [\"\"]\nseqlen = 8\n",
+       "suites/x.toml:2: field 'kernels': expected a glob or an array of globs (non-empty "
+       "strings), got string ''"},
+      {"[[matrix]]\nkernels = \"*\"\nseqlen = 8\ndtype = []\n",
+       "suites/x.toml:4: field 'dtype': empty array; an empty axis makes an empty matrix"},
+      {"[[matrix]]\nkernels = \"*\"\nseqlen_q = 8\n",
+       "suites/x.toml:1: [[matrix]] needs field 'seqlen' (or both 'seqlen_q' and "
+       "'seqlen_k')"},
+  });
 }
 
 TEST(SuiteErrors, ContradictionsNameBothFields) {
   const std::string head = "[[matrix]]\nkernels = \"*\"\n";
-  EXPECT_EQ(parse_error(head + "batch = 2\nseqlen = 8\ntokens = 64\n"),
-            "suites/x.toml:5: field 'tokens': conflicts with 'batch'; give one of them");
-  EXPECT_EQ(parse_error(head + "tokens = 64\nseqlen = 8\nbatch = 2\n"),
-            "suites/x.toml:5: field 'batch': conflicts with 'tokens'; give one of them");
-  EXPECT_EQ(parse_error(head + "seqlen = 8\nseqlen_q = 4\n"),
-            "suites/x.toml:4: field 'seqlen_q': conflicts with 'seqlen'; give one of them");
-  EXPECT_EQ(parse_error(head + "seqlen = 8\nseqlen_k = 4\n"),
-            "suites/x.toml:4: field 'seqlen_k': conflicts with 'seqlen'; give one of them");
-  EXPECT_EQ(parse_error(head + "seqlen = 8\nhead_dim = 64\nhead_dim_qk = 128\n"),
-            "suites/x.toml:5: field 'head_dim_qk': conflicts with 'head_dim'; give one of them");
-  EXPECT_EQ(parse_error(head + "seqlen = 8\nhead_dim_v = 32\nhead_dim = 64\n"),
-            "suites/x.toml:5: field 'head_dim': conflicts with 'head_dim_v'; give one of them");
-  EXPECT_EQ(parse_error(head + "seqlen = 8\nheads_q = 8\ngqa = 2\nheads_kv = 4\n"),
-            "suites/x.toml:6: field 'heads_kv': conflicts with 'gqa'; give one of them");
-  EXPECT_EQ(parse_error(head + "seqlen = 8\nheads_q = [8, 12]\ngqa = [4,\n 3]\n"),
-            "suites/x.toml:5: field 'gqa': 3 does not divide heads_q 8");
+  expect_errors({
+      {head + "batch = 2\nseqlen = 8\ntokens = 64\n",
+       "suites/x.toml:5: field 'tokens': conflicts with 'batch'; give one of them"},
+      {head + "tokens = 64\nseqlen = 8\nbatch = 2\n",
+       "suites/x.toml:5: field 'batch': conflicts with 'tokens'; give one of them"},
+      {head + "seqlen = 8\nseqlen_q = 4\n",
+       "suites/x.toml:4: field 'seqlen_q': conflicts with 'seqlen'; give one of them"},
+      {head + "seqlen = 8\nseqlen_k = 4\n",
+       "suites/x.toml:4: field 'seqlen_k': conflicts with 'seqlen'; give one of them"},
+      {head + "seqlen = 8\nhead_dim = 64\nhead_dim_qk = 128\n",
+       "suites/x.toml:5: field 'head_dim_qk': conflicts with 'head_dim'; give one of them"},
+      {head + "seqlen = 8\nhead_dim_v = 32\nhead_dim = 64\n",
+       "suites/x.toml:5: field 'head_dim': conflicts with 'head_dim_v'; give one of them"},
+      {head + "seqlen = 8\nheads_q = 8\ngqa = 2\nheads_kv = 4\n",
+       "suites/x.toml:6: field 'heads_kv': conflicts with 'gqa'; give one of them"},
+      {head + "seqlen = 8\nheads_q = [8, 12]\ngqa = [4,\n 3]\n",
+       "suites/x.toml:5: field 'gqa': 3 does not divide heads_q 8"},
+  });
 }
 
 TEST(SuiteErrors, InvalidProblemsNameTheBlockLineAndTheCase) {
@@ -521,7 +495,7 @@ heads_q = 8
 heads_kv = [4, 3]
 seqlen = 8
 )toml";
-  Problem bad = make_problem(1, 8, 3, 8, 8, 64, DType::f32, Mask{});
+  Problem bad = make_problem(1, 8, 3, 8, 8, 64, 64, Mask{}, DType::f32);
   const Status expected = validate(bad);
   ASSERT_FALSE(expected.ok);
   EXPECT_EQ(parse_error(text),
@@ -590,7 +564,7 @@ TEST(SuiteLookup, ByNameByPathAndUnknownNames) {
 }
 
 TEST(SuiteLookup, ErrorsInAFileNameThatFile) {
-  const TemporaryDirectory directory;
+  const ScratchDirectory directory("attnbench_test_suite");
   const std::string path = directory.write(
       "broken.toml", "name = \"broken\"\n[[matrix]]\nkernels = \"*\"\nseqlen = 0\n");
   EXPECT_EQ(load_suite(path).status().message,
@@ -598,14 +572,14 @@ TEST(SuiteLookup, ErrorsInAFileNameThatFile) {
 }
 
 TEST(SuiteLookup, EnvironmentDirectoryIsListedAndSearched) {
-  const TemporaryDirectory directory;
+  const ScratchDirectory directory("attnbench_test_suite");
   directory.write("beta.toml",
                   "description = \"second\"\n[[matrix]]\nkernels = \"*\"\nseqlen = [4, 8]\n");
   directory.write("alpha.toml",
                   "description = \"first\"\n[[matrix]]\nkernels = \"*\"\nseqlen = 4\n");
   directory.write("gamma.toml", "description = \n");
   directory.write("notes.txt", "not a suite");
-  const ScopedEnvironment set(kSuitesVariable, directory.path());
+  const ScopedEnvironment set(kSuitesVariable, directory.path().string());
 
   const auto suites = list_suites();
   ASSERT_EQ(suites.size(), 3u);

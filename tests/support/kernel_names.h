@@ -1,0 +1,22 @@
+// Kernel names as the parameters of tests that run once per kernel (test_name_part makes one a
+// part of the test's name).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "kernels/registry.h"
+#include "tests/support/test_names.h"
+
+namespace attnbench {
+
+// The registry's CPU kernels, in its order.
+inline std::vector<std::string> cpu_kernel_names() {
+  std::vector<std::string> names;
+  for (const Kernel& kernel : all_kernels()) {
+    if (kernel.backend == Backend::cpu) names.push_back(kernel.name);
+  }
+  return names;
+}
+
+}  // namespace attnbench
