@@ -15,6 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "harness/measure/timing.h"
 #include "harness/store/store.h"
 #include "tests/support/command.h"
 #include "tests/support/scratch_directory.h"
@@ -355,8 +356,13 @@ TEST_F(Cli, TheStoredProtocolNamesTheExecutorsTimer) {
   EXPECT_GT(timing.forwards_timed, 0);
   EXPECT_TRUE(timing.stop.has_value());
   EXPECT_GT(timing.wall_s, 0);
-  // The case's wall-clock budget holds, give or take one repetition.
-  EXPECT_LE(timing.wall_s, 0.1 + timing.wall_s / timing.repetitions + 0.05);
+  // The case's wall-clock budget holds, give or take one repetition, unless the minimum number
+  // of repetitions alone outran it (a busy host: CI runs two tests at once on two cores).
+  if (timing.repetitions > kMinRepetitions) {
+    EXPECT_LE(timing.wall_s, 0.1 + timing.wall_s / timing.repetitions + 0.05);
+  } else {
+    EXPECT_EQ(timing.repetitions, kMinRepetitions) << "the budget never stops before the minimum";
+  }
 }
 
 }  // namespace
