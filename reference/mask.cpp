@@ -76,6 +76,13 @@ std::optional<Mask> parse_mask(std::string_view text) {
   return Mask{MaskKind::window, *left, *right};
 }
 
+std::optional<MaskKind> parse_mask_kind(std::string_view text) {
+  for (MaskKind kind : kMaskKinds) {
+    if (text == mask_name(kind)) return kind;
+  }
+  return std::nullopt;
+}
+
 std::string accepted_mask_names() {
   std::string names;
   for (MaskKind kind : kMaskKinds) {

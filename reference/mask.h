@@ -86,6 +86,8 @@ std::string mask_name(const Mask& mask);
 std::string_view mask_name(MaskKind kind);
 // Parses the names above; window also as "window(L,R)" with L, R >= -1.
 std::optional<Mask> parse_mask(std::string_view text);
+// The inverse of mask_name(MaskKind): "window" without bounds; nullopt for any other text.
+std::optional<MaskKind> parse_mask_kind(std::string_view text);
 std::string accepted_mask_names();
 
 }  // namespace attnbench

@@ -10,8 +10,6 @@ namespace attnbench {
 
 namespace {
 
-std::string short_sha(const std::string& sha) { return sha.substr(0, 10); }
-
 const DeviceInfo* first_device_named(const StoredRun& run, const std::string& name) {
   for (const DeviceInfo& device : run.devices) {
     if (device.name == name) return &device;
@@ -26,6 +24,8 @@ std::string number_text(double value) {
 }
 
 }  // namespace
+
+std::string short_sha(const std::string& sha) { return sha.substr(0, 10); }
 
 std::string signed_percent(double fraction) {
   if (!std::isfinite(fraction)) return "-";

@@ -15,6 +15,7 @@ namespace attnbench {
 
 std::string signed_percent(double fraction);  // "+3.1 %", "-" when not finite
 std::string plain_percent(double fraction);   // "3.1 %"
+std::string short_sha(const std::string& sha);  // the first 10 hex digits of a commit
 
 // "cuda.flash2 b=1,...": the kernel and the case of a series key.
 std::string case_name(const std::string& series_key);

@@ -41,12 +41,12 @@ Coverage coverage_of(const std::vector<AnnotationRecord>& annotations, const std
   Coverage coverage;
   for (const AnnotationRecord& a : annotations) {
     if (a.series_key != key || a.from_run_id > run_id) continue;
-    if (a.kind == "ignore") {
+    if (a.kind == kIgnore) {
       coverage.ignore = &a;
-    } else if (a.kind == "expected_change" && a.from_run_id == run_id) {
+    } else if (a.kind == kExpectedChange && a.from_run_id == run_id) {
       coverage.expected_here = &a;
-    } else if (a.kind == "expected_change" || a.kind == "baseline_reset") {
-      if (a.kind == "baseline_reset" && a.from_run_id == run_id) coverage.reset_here = &a;
+    } else if (a.kind == kExpectedChange || a.kind == kBaselineReset) {
+      if (a.kind == kBaselineReset && a.from_run_id == run_id) coverage.reset_here = &a;
       coverage.history_from = std::max(coverage.history_from, a.from_run_id);
     }
   }
@@ -106,20 +106,6 @@ SeriesPoint point_from_history(const HistoryRow& row) {
     point.accuracy_since_run_id = row.accuracy_since;
   }
   return point;
-}
-
-double median_sample_clock(const std::vector<Sample>& samples) {
-  std::vector<double> clocks;
-  for (const Sample& s : samples) {
-    if (std::isfinite(s.sm_clock_mhz)) clocks.push_back(s.sm_clock_mhz);
-  }
-  return clocks.empty() ? kNotMeasured : median(clocks);
-}
-
-std::vector<double> sample_times(const std::vector<Sample>& samples) {
-  std::vector<double> times;
-  for (const Sample& s : samples) times.push_back(s.time_s);
-  return times;
 }
 
 const DeviceInfo* device_of(const StoredRun& run, int64_t device_id) {

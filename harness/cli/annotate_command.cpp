@@ -20,6 +20,7 @@
 #include "harness/core/progress.h"
 #include "harness/core/series_key.h"
 #include "harness/core/statistics.h"
+#include "harness/core/verdict.h"
 #include "harness/measure/devices.h"
 #include "harness/suite/case_matrix.h"
 
@@ -31,10 +32,13 @@ constexpr int64_t kNoRunLimit = std::numeric_limits<int64_t>::max();
 
 int annotate_command(const std::string& db_path, const AnnotateOptions& options,
                      std::ostream& out, std::ostream& err) {
-  static const std::set<std::string> kKinds = {"expected_change", "baseline_reset", "ignore"};
-  if (!kKinds.count(options.kind)) {
-    err << "error: annotate --kind '" << options.kind
-        << "': accepted: expected_change, baseline_reset, ignore\n";
+  if (std::find(std::begin(kAnnotationKinds), std::end(kAnnotationKinds), options.kind) ==
+      std::end(kAnnotationKinds)) {
+    err << "error: annotate --kind '" << options.kind << "': accepted:";
+    for (std::string_view kind : kAnnotationKinds) {
+      err << (kind == kAnnotationKinds[0] ? " " : ", ") << kind;
+    }
+    err << "\n";
     return kExitUsage;
   }
   if (options.reason.empty()) {

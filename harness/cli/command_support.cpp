@@ -40,12 +40,4 @@ std::string scientific(double value) {
   return text;
 }
 
-std::string short_sha(const std::string& sha) { return sha.substr(0, 10); }
-
-std::vector<double> sample_times(const std::vector<Sample>& samples) {
-  std::vector<double> times;
-  for (const Sample& s : samples) times.push_back(s.time_s);
-  return times;
-}
-
 }  // namespace attnbench

@@ -20,7 +20,5 @@ std::unique_ptr<Store> open_store(const std::string& db_path, std::ostream& err)
 std::optional<int64_t> resolve_run(Store& store, const std::string& text, const std::string& what,
                                    std::ostream& err);
 std::string scientific(double value);  // "1.23e-04"
-std::string short_sha(const std::string& sha);
-std::vector<double> sample_times(const std::vector<Sample>& samples);
 
 }  // namespace attnbench

@@ -2,6 +2,9 @@
 
 #include <array>
 
+#include "harness/core/enum_names.h"
+#include "harness/core/statistics.h"
+
 namespace attnbench {
 
 namespace {
@@ -32,10 +35,7 @@ std::string_view result_status_name(ResultStatus status) {
 }
 
 std::optional<ResultStatus> parse_result_status(std::string_view text) {
-  for (ResultStatus status : kResultStatuses) {
-    if (result_status_name(status) == text) return status;
-  }
-  return std::nullopt;
+  return parse_enum_name(kResultStatuses, text, result_status_name);
 }
 
 std::string_view timing_stop_name(TimingStop stop) {
@@ -51,10 +51,7 @@ std::string_view timing_stop_name(TimingStop stop) {
 }
 
 std::optional<TimingStop> parse_timing_stop(std::string_view text) {
-  for (TimingStop stop : kTimingStops) {
-    if (timing_stop_name(stop) == text) return stop;
-  }
-  return std::nullopt;
+  return parse_enum_name(kTimingStops, text, timing_stop_name);
 }
 
 bool parse_distribution(const std::string& text, Distribution& distribution) {
@@ -79,6 +76,20 @@ std::string_view distribution_name(Distribution distribution) {
       return "outliers";
   }
   return "?";
+}
+
+std::vector<double> sample_times(const std::vector<Sample>& samples) {
+  std::vector<double> times;
+  for (const Sample& sample : samples) times.push_back(sample.time_s);
+  return times;
+}
+
+double median_sample_clock(const std::vector<Sample>& samples) {
+  std::vector<double> clocks;
+  for (const Sample& sample : samples) {
+    if (std::isfinite(sample.sm_clock_mhz)) clocks.push_back(sample.sm_clock_mhz);
+  }
+  return clocks.empty() ? kNotMeasured : median(std::move(clocks));
 }
 
 }  // namespace attnbench

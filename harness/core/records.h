@@ -100,6 +100,10 @@ struct Sample {
   double sm_clock_mhz = kNotMeasured;
   std::string clock_reasons;
 };
+// The repetitions' times (seconds), in order.
+std::vector<double> sample_times(const std::vector<Sample>& samples);
+// The median SM clock of the repetitions that recorded one; NaN when none did.
+double median_sample_clock(const std::vector<Sample>& samples);
 
 // Why timing a case stopped: its samples were stable, it took every repetition asked for, or
 // its wall-clock budget was spent (harness/timing.h has the rule).

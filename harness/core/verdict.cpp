@@ -2,18 +2,11 @@
 
 #include <array>
 
+#include "harness/core/enum_names.h"
+
 namespace attnbench {
 
 namespace {
-
-template <typename Enum, size_t N>
-std::optional<Enum> parse_name(const std::array<Enum, N>& values, std::string_view text,
-                               std::string_view (*name)(Enum)) {
-  for (Enum value : values) {
-    if (name(value) == text) return value;
-  }
-  return std::nullopt;
-}
 
 constexpr std::array kVerdicts = {Verdict::ok,        Verdict::improved, Verdict::suspected,
                                   Verdict::confirmed, Verdict::outlier,  Verdict::ambiguous,
@@ -38,7 +31,7 @@ std::string_view verdict_name(Verdict verdict) {
 }
 
 std::optional<Verdict> parse_verdict(std::string_view text) {
-  return parse_name(kVerdicts, text, verdict_name);
+  return parse_enum_name(kVerdicts, text, verdict_name);
 }
 
 std::string_view alert_kind_name(AlertKind kind) {
@@ -53,7 +46,7 @@ std::string_view alert_kind_name(AlertKind kind) {
 }
 
 std::optional<AlertKind> parse_alert_kind(std::string_view text) {
-  return parse_name(kAlertKinds, text, alert_kind_name);
+  return parse_enum_name(kAlertKinds, text, alert_kind_name);
 }
 
 std::string_view severity_name(Severity severity) {
@@ -66,7 +59,7 @@ std::string_view severity_name(Severity severity) {
 }
 
 std::optional<Severity> parse_severity(std::string_view text) {
-  return parse_name(kSeverities, text, severity_name);
+  return parse_enum_name(kSeverities, text, severity_name);
 }
 
 }  // namespace attnbench

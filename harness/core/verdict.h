@@ -32,6 +32,14 @@ enum class Severity : uint8_t { error, warning, info };
 std::string_view severity_name(Severity severity);
 std::optional<Severity> parse_severity(std::string_view text);
 
+// The kinds of annotation, as `annotate --kind` takes them and the store keeps them:
+// expected_change (the change at that run is intended; the baseline restarts there),
+// baseline_reset (the baseline restarts there), ignore (never gates).
+constexpr std::string_view kExpectedChange = "expected_change";
+constexpr std::string_view kBaselineReset = "baseline_reset";
+constexpr std::string_view kIgnore = "ignore";
+constexpr std::string_view kAnnotationKinds[] = {kExpectedChange, kBaselineReset, kIgnore};
+
 // What the detector's rule is, as stored with every analysis row: bump it when a change to
 // harness/analysis/ can change a verdict, so stored rows say which rule wrote them.
 constexpr int kDetectorVersion = 2;

@@ -8,7 +8,6 @@
 #include <optional>
 
 #include "harness/core/series_key.h"
-#include "harness/core/statistics.h"
 #include "harness/core/verdict.h"
 
 namespace attnbench::sql {
@@ -74,17 +73,6 @@ constexpr auto kDeviceFields = std::to_array<Field<DeviceInfo>>({
 
 // ---- cases -------------------------------------------------------------------------------------
 
-// The mask's kind without window bounds ("window", not "window(2,0)": the bounds have columns of
-// their own), as reference/mask.h names it.
-std::optional<MaskKind> parse_mask_kind(std::string_view text) {
-  constexpr std::array kMaskKinds = {MaskKind::none, MaskKind::causal, MaskKind::causal_br,
-                                     MaskKind::window, MaskKind::padding};
-  for (MaskKind kind : kMaskKinds) {
-    if (mask_name(kind) == text) return kind;
-  }
-  return std::nullopt;
-}
-
 constexpr auto kCaseFields = std::to_array<Field<StoredCase>>({
     {"case_key", [](const StoredCase& stored) { return text(case_key(stored)); }},
     value<&StoredCase::kernel>("kernel"),
@@ -110,15 +98,6 @@ constexpr auto kCaseFields = std::to_array<Field<StoredCase>>({
 });
 
 // ---- results and samples -----------------------------------------------------------------------
-
-// The median SM clock of the repetitions that recorded one; NaN when none did.
-double median_clock(const std::vector<Sample>& samples) {
-  std::vector<double> clocks;
-  for (const Sample& sample : samples) {
-    if (std::isfinite(sample.sm_clock_mhz)) clocks.push_back(sample.sm_clock_mhz);
-  }
-  return clocks.empty() ? kNotMeasured : median(std::move(clocks));
-}
 
 Status read_timing_stop(Statement& row, const char* name, ResultRecord& result) {
   result.timing.stop.reset();
@@ -186,7 +165,7 @@ constexpr auto kResultFields = std::to_array<Field<ResultRecord>>({
     value<&ResultRecord::repro>("repro"),
     value<&ResultRecord::details_json>("details_json"),
     // History queries need a result's clock without its samples.
-    {"sm_clock_mhz", [](const ResultRecord& result) { return real(median_clock(result.samples)); }},
+    {"sm_clock_mhz", [](const ResultRecord& result) { return real(median_sample_clock(result.samples)); }},
 });
 
 // result_id leads the row.
