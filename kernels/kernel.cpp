@@ -128,6 +128,11 @@ std::string unsupported_reason(const SupportTable& table, const Problem& problem
   return {};
 }
 
+std::string skip_reason(const Kernel& kernel, const Problem& problem) {
+  if (!kernel.unavailable_reason.empty()) return kernel.unavailable_reason;
+  return unsupported_reason(kernel.support, problem);
+}
+
 std::string describe_support(const SupportTable& table) {
   const auto dtype_text = [](DType dtype) { return std::string(dtype_name(dtype)); };
   std::ostringstream text;

@@ -5,6 +5,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -57,6 +58,10 @@ class Plan {
   // Values the kernel reports about its last run, as a JSON object (FP8 amax outputs, the
   // engine cuDNN chose, ...), stored with the result. Empty when there is nothing to say.
   virtual std::string details() const { return {}; }
+  // The extra memory of the last forward in bytes, where the kernel's memory bypasses the
+  // harness's tracking allocator (a torch kernel on torch's caching allocator); nullopt: the
+  // tracking allocator's high-water mark is the figure; -1: not known (a numpy kernel's).
+  virtual std::optional<int64_t> own_extra_memory_bytes() const { return std::nullopt; }
 };
 
 struct Kernel {
@@ -76,6 +81,16 @@ struct Kernel {
   // scratch could not be had).
   std::function<Result<std::unique_ptr<Plan>>(const Problem& problem, const PlanContext& context)>
       make_plan;
+  // Where a kernel from outside the build comes from ("plugin /abs/libx.so, version 1.2",
+  // "python /abs/mylib.py, sha256 ..."), stored with each of its results; empty when built in.
+  std::string origin;
+  // Set when the kernel is known but cannot run on this host (PyTorch not installed, ...):
+  // `list kernels` shows it and its cases are skipped with it.
+  std::string unavailable_reason;
 };
+
+// Why `kernel` does not run `problem` here: its unavailable_reason, else its table's
+// unsupported_reason; empty when it runs. The one rule run and plan share.
+std::string skip_reason(const Kernel& kernel, const Problem& problem);
 
 }  // namespace attnbench

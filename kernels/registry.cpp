@@ -1,10 +1,15 @@
 // Every kernel attnbench knows, in one list. To add a kernel, add its factory call here.
 #include "kernels/registry.h"
 
+#include <fnmatch.h>
+
+#include <algorithm>
 #include <cstdlib>
 #include <string>
 
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/plugin/plugin_kernels.h"
+#include "kernels/python/python_kernels.h"
 #include "kernels/test_kernels.h"
 #if defined(ATTNBENCH_HAVE_CUDA)
 #include "kernels/cuda/cuda_kernels.h"
@@ -57,18 +62,103 @@ std::vector<Kernel> registered_kernels() {
   return kernels;
 }
 
-}  // namespace
+// Python kernels that ship with attnbench (kernels/python/), under fixed names. They are loaded
+// only when a glob names their namespace ("torch.*", "torch.sdpa_flash"; "*" alone does not),
+// so a host without Python or PyTorch runs everything else untouched.
+struct ShippedPythonKernel {
+  const char* name;
+  const char* target;  // module:function under kernels/python/
+};
+constexpr ShippedPythonKernel kShippedPythonKernels[] = {
+    {"torch.sdpa_flash", "attnbench_torch_peers:sdpa_flash"},
+    {"torch.sdpa_cudnn", "attnbench_torch_peers:sdpa_cudnn"},
+    {"torch.sdpa_efficient", "attnbench_torch_peers:sdpa_efficient"},
+    {"torch.sdpa_math", "attnbench_torch_peers:sdpa_math"},
+    {"torch.naive_outofplace", "attnbench_torch_peers:naive_outofplace"},
+    {"torch.naive_inplace", "attnbench_torch_peers:naive_inplace"},
+};
 
-const std::vector<Kernel>& all_kernels() {
-  static const std::vector<Kernel> kernels = registered_kernels();
+bool asks_for_shipped(const std::string& glob, const std::string& name) {
+  const std::string name_space = name.substr(0, name.find('.') + 1);
+  return glob.rfind(name_space, 0) == 0 && glob_match(glob, name);
+}
+
+std::vector<Kernel>& registry() {
+  static std::vector<Kernel> kernels = registered_kernels();
   return kernels;
 }
 
-const Kernel* find_kernel(std::string_view name) {
+ExternalKernelSources& sources() {
+  static ExternalKernelSources added;
+  return added;
+}
+
+bool contains(const std::vector<std::string>& items, const std::string& item) {
+  return std::find(items.begin(), items.end(), item) != items.end();
+}
+
+Status add_kernels(std::vector<Kernel> kernels) {
+  for (Kernel& kernel : kernels) {
+    if (find_kernel(kernel.name, kernel.backend) != nullptr) {
+      return Status::Error("kernel '" + kernel.name + "' (" + kernel.origin +
+                           ") has the name of a kernel attnbench already has");
+    }
+    registry().push_back(std::move(kernel));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+const std::vector<Kernel>& all_kernels() { return registry(); }
+
+const Kernel* find_kernel(std::string_view name, std::optional<Backend> backend) {
   for (const Kernel& kernel : all_kernels()) {
-    if (kernel.name == name) return &kernel;
+    if (kernel.name == name && (!backend || kernel.backend == *backend)) return &kernel;
   }
   return nullptr;
 }
+
+bool glob_match(const std::string& pattern, const std::string& text) {
+  return fnmatch(pattern.c_str(), text.c_str(), 0) == 0;
+}
+
+bool is_python_kernel_spec(std::string_view name) { return name.rfind("py:", 0) == 0; }
+
+Status add_requested_kernels(const std::vector<std::string>& plugins,
+                             const std::vector<std::string>& kernel_globs) {
+  ExternalKernelSources& added = sources();
+  for (const std::string& path : plugins) {
+    if (contains(added.plugins, path)) continue;
+    Result<std::vector<Kernel>> kernels = load_plugin_kernels(path);
+    if (!kernels) return kernels.status();
+    if (Status s = add_kernels(std::move(*kernels)); !s.ok) return Status::Error("--plugin " + path + ": " + s.message);
+    added.plugins.push_back(path);
+  }
+  for (const std::string& glob : kernel_globs) {
+    if (contains(added.kernel_globs, glob)) continue;
+    if (is_python_kernel_spec(glob)) {
+      Result<std::vector<Kernel>> kernels = load_python_kernels(glob.substr(3), glob);
+      if (!kernels) return Status::Error("kernel '" + glob + "': " + kernels.status().message);
+      if (Status s = add_kernels(std::move(*kernels)); !s.ok) return s;
+      added.kernel_globs.push_back(glob);
+      continue;
+    }
+    bool asked = false;
+    for (const ShippedPythonKernel& shipped : kShippedPythonKernels) {
+      if (!asks_for_shipped(glob, shipped.name) || find_kernel(shipped.name) != nullptr) continue;
+      asked = true;
+      Result<std::vector<Kernel>> kernels = load_python_kernels(shipped.target, shipped.name);
+      if (!kernels) {
+        kernels = unavailable_python_kernels(shipped.name, kernels.status().message);
+      }
+      if (Status s = add_kernels(std::move(*kernels)); !s.ok) return s;
+    }
+    if (asked) added.kernel_globs.push_back(glob);
+  }
+  return Status::Ok();
+}
+
+const ExternalKernelSources& external_kernel_sources() { return sources(); }
 
 }  // namespace attnbench

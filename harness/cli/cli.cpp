@@ -26,6 +26,7 @@
 #include "harness/measure/worker.h"
 #include "harness/store/store.h"
 #include "harness/suite/suite.h"
+#include "kernels/python/python_kernels.h"
 #include "kernels/registry.h"
 
 namespace attnbench {
@@ -67,12 +68,23 @@ int report_command(const std::string& db_path, const std::string& out_dir, const
   return code == 0 ? kExitClean : kExitUsage;  // a report that cannot be built: infrastructure
 }
 
-int list_command(const std::string& what, bool support, const std::string& db_path) {
+int list_command(const std::string& what, bool support, const std::vector<std::string>& plugins,
+                 const std::string& db_path) {
   (void)db_path;
   if (what == "kernels") {
+    // The shipped Python kernels are listed, loaded or with the reason they are absent.
+    if (Status s = add_requested_kernels(plugins, {"torch.*"}); !s.ok) {
+      std::cerr << "error: " << s.message << "\n";
+      return kExitUsage;
+    }
     for (const Kernel& kernel : all_kernels()) {
       std::cout << kernel.name << "  [" << backend_name(kernel.backend) << "]  " << kernel.summary
                 << "\n";
+      if (!kernel.unavailable_reason.empty()) {
+        std::cout << "    unavailable: " << kernel.unavailable_reason << "\n";
+        continue;
+      }
+      if (!kernel.origin.empty()) std::cout << "    from " << kernel.origin << "\n";
       if (support) {
         std::istringstream lines(describe_support(kernel.support));
         std::string line;
@@ -85,9 +97,11 @@ int list_command(const std::string& what, bool support, const std::string& db_pa
     std::cout << "GPU kernels (cuda.*, cudnn.*): not in this build: " << gpu_absence_reason()
               << "\n";
 #endif
-    // The PyTorch peers need libtorch at configure time; no build of attnbench links it yet.
-    std::cout << "PyTorch peers (torch.sdpa_flash, torch.sdpa_efficient, torch.sdpa_cudnn, "
-                 "torch.sdpa_math): not built: this build has no libtorch support\n";
+    if (const std::string absent = python_kernels_unavailable_reason(); !absent.empty()) {
+      std::cout << "Python kernels (py:module:function, torch.*): " << absent << "\n";
+    } else {
+      std::cout << "Python kernels: --kernels py:module:function (see examples/python/)\n";
+    }
     return kExitClean;
   }
   if (what == "suites") {
@@ -298,6 +312,7 @@ Subcommand add_list_command(CLI::App& app, CommonOptions& common) {
   struct Options {
     std::string what;
     bool support = false;
+    std::vector<std::string> plugins;
   };
   auto options = std::make_shared<Options>();
   CLI::App* list = app.add_subcommand("list", "List kernels, suites or devices");
@@ -305,7 +320,10 @@ Subcommand add_list_command(CLI::App& app, CommonOptions& common) {
       ->required()
       ->check(CLI::IsMember({"kernels", "suites", "devices"}));
   list->add_flag("--support", options->support, "With `list kernels`: each kernel's support table");
-  return {list, [options, &common] { return list_command(options->what, options->support, common.db_path); }};
+  list->add_option("--plugin", options->plugins, "With `list kernels`: also this plugin's kernels (repeatable)");
+  return {list, [options, &common] {
+            return list_command(options->what, options->support, options->plugins, common.db_path);
+          }};
 }
 
 // The selection flags `run` and `check` share.
@@ -324,6 +342,9 @@ void add_selection_options(CLI::App* sub, RunFlags& flags, CommonOptions& common
                   "b=2,hq=8,hkv=2,sq=113,sk=203,d=64,dtype=bf16,mask=causal_br (repeatable)");
   sub->add_option("--kernels,-k", flags.kernels,
                   "Comma-separated kernel names or globs, e.g. cpu.flash,cpu.masked_*");
+  sub->add_option("--plugin", o.plugins,
+                  "Shared library of kernels built against kernels/plugin/attnbench_plugin.h "
+                  "(repeatable)");
   sub->add_option("--filter", o.filter, "Regex on case names kernel/shape/distribution");
   sub->add_option("--devices", o.devices, "all | cpu | gpu | GPU ordinals 0,1 (default all)");
   sub->add_option("--dist", o.distribution,
@@ -411,6 +432,7 @@ Subcommand add_plan_command(CLI::App& app) {
   plan->add_option("--suite,-s", o.suite, "Suite name or path to a .toml file");
   plan->add_option("--shape", o.shapes, "Ad-hoc problem (repeatable)");
   plan->add_option("--kernels,-k", options->kernels, "Kernel names or globs, comma-separated");
+  plan->add_option("--plugin", o.plugins, "As `run --plugin` (repeatable)");
   plan->add_option("--filter", o.filter, "Regex on case names kernel/shape/dist");
   plan->add_option("--device-model", o.device_model, "The modeled device (h200)");
   plan->add_flag("--check", o.check_only, "Correctness only, as `attnbench check`");
@@ -462,11 +484,17 @@ Subcommand add_report_command(CLI::App& app, CommonOptions& common) {
 
 // Internal: the worker process the parent starts for each device (harness/measure/worker.h).
 Subcommand add_worker_command(CLI::App& app) {
-  auto device = std::make_shared<std::string>();
+  struct Options {
+    std::string device;
+    std::vector<std::string> plugins, kernel_globs;
+  };
+  auto options = std::make_shared<Options>();
   CLI::App* worker = app.add_subcommand("__worker", "");
   worker->group("");  // hidden from --help
-  worker->add_option("--device", *device)->required();
-  return {worker, [device] { return worker_main(*device); }};
+  worker->add_option("--device", options->device)->required();
+  worker->add_option("--plugin", options->plugins);
+  worker->add_option("--kernels", options->kernel_globs);
+  return {worker, [options] { return worker_main(options->device, options->plugins, options->kernel_globs); }};
 }
 
 int usage_error(const std::string& message) {

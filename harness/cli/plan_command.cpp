@@ -47,7 +47,7 @@ int plan_command(const PlanOptions& options, std::ostream& out, std::ostream& er
     return kExitUsage;
   }
   const Suite& suite = *selection;
-  if (Status s = check_kernel_globs(options.kernel_globs); !s.ok) {
+  if (Status s = load_selected_kernels(suite, options.kernel_globs, options.plugins); !s.ok) {
     err << "error: " << s.message << "\n";
     return kExitUsage;
   }
@@ -69,7 +69,7 @@ int plan_command(const PlanOptions& options, std::ostream& out, std::ostream& er
   std::set<std::string> groups_paid;
   double total_s = device->worker_start_s;
   for (const CaseSpec& spec : cases) {
-    const std::string reason = unsupported_reason(spec.kernel->support, spec.problem);
+    const std::string reason = skip_reason(*spec.kernel, spec.problem);
     json row = {{"name", spec.name},
                 {"kernel", spec.kernel->name},
                 {"shape", shape_string(spec.problem)},

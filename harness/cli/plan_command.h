@@ -12,6 +12,7 @@ struct PlanOptions {
   std::string suite;
   std::vector<std::string> shapes;
   std::vector<std::string> kernel_globs;
+  std::vector<std::string> plugins;  // --plugin, as `run`
   std::string filter;
   std::string device_model = "h200";
   bool check_only = false;

@@ -120,7 +120,7 @@ Result<Suite> load_run_suite(const RunOptions& options) {
 // The case matrix of harness/suite/case_matrix.h, then this runner's shard.
 Result<std::vector<CaseSpec>> select_run_cases(const RunOptions& options, const Suite& suite,
                                                const std::vector<Device>& devices) {
-  if (Status s = check_kernel_globs(options.kernel_globs); !s.ok) return s;
+  if (Status s = load_selected_kernels(suite, options.kernel_globs, options.plugins); !s.ok) return s;
   const Result<std::optional<std::regex>> filter = parse_case_filter(options.filter);
   if (!filter) return filter.status();
   Shard shard;
@@ -347,7 +347,7 @@ class DeviceQueue {
       if (options_.breaker) broken = shared_.breaker.open_reason(spec.kernel->name);
     }
     ResultRecord result = result_identity(spec, device_, run_.device_ids[device_index_], run_);
-    if (std::string reason = unsupported_reason(spec.kernel->support, spec.problem); !reason.empty()) {
+    if (std::string reason = skip_reason(*spec.kernel, spec.problem); !reason.empty()) {
       result.status = ResultStatus::skipped;
       result.message = reason;
     } else if (broken) {
@@ -361,7 +361,7 @@ class DeviceQueue {
         run_.protocol["timers"][device_.label()] = outcome.timer;
       }
     }
-    result.details_json = json_object_column(result.details_json);
+    result.details_json = with_origin(json_object_column(result.details_json), *spec.kernel);
     record(case_index, label, std::move(result));
   }
 
@@ -516,6 +516,13 @@ int resolve_repetitions(int asked, const Suite& suite) {
 double resolve_max_case_seconds(double asked, const Suite& suite) {
   if (asked > 0) return asked;
   return suite.max_case_seconds > 0 ? suite.max_case_seconds : kDefaultMaxCaseSeconds;
+}
+
+std::string with_origin(const std::string& details_json, const Kernel& kernel) {
+  if (kernel.origin.empty()) return details_json;
+  json details = json::parse(details_json);
+  details["origin"] = kernel.origin;
+  return dump_json(details);
 }
 
 std::string json_object_column(const std::string& reported) {

@@ -13,6 +13,7 @@
 #include "harness/core/records.h"
 #include "harness/measure/devices.h"
 #include "harness/suite/suite.h"
+#include "kernels/kernel.h"
 
 namespace attnbench {
 
@@ -30,6 +31,7 @@ struct RunOptions {
   std::string suite;                      // name or path; may be empty when shapes are given
   std::vector<std::string> shapes;        // --shape, ad-hoc problems
   std::vector<std::string> kernel_globs;  // --kernels; empty = the suite's (all for --shape)
+  std::vector<std::string> plugins;       // --plugin: shared libraries of kernels
   std::string filter;                     // --filter / --benchmark_filter, regex on case names
   std::string devices = "all";
   std::string distribution;     // --dist for --shape problems (default normal)
@@ -85,6 +87,9 @@ double resolve_max_case_seconds(double asked, const Suite& suite);
 // from device discovery): the text when it is a JSON object, "{}" when it is empty, else
 // {"unparsed": the text}, so the column always parses whoever produced it.
 std::string json_object_column(const std::string& reported);
+// A result's details (a JSON object column) with "origin" added for a kernel from outside the
+// build (plugin or Python file and version), so each stored result says where its kernel came from.
+std::string with_origin(const std::string& details_json, const Kernel& kernel);
 
 // Runs and stores; returns the exit code. Progress and errors go to `err`, tables to `out`.
 int run_cases(const RunOptions& options, std::ostream& out, std::ostream& err);

@@ -199,7 +199,9 @@ CaseOutcome CaseRunner::run(const CaseRequest& request) {
   NvtxRange case_range(request.name);
   CaseOutcome outcome;
   outcome.timer = executor_.timer_name();
-  const Kernel* kernel = find_kernel(request.kernel);
+  const PlanContext context = executor_.plan_context();
+  const Kernel* kernel =
+      find_kernel(request.kernel, context.device < 0 ? Backend::cpu : Backend::cuda);
   if (kernel == nullptr) {
     outcome.message = "unknown kernel '" + request.kernel + "'";
     return outcome;
@@ -238,7 +240,9 @@ CaseOutcome CaseRunner::run(const CaseRequest& request) {
       outcome.check = check_kernel(*kernel, *plan, executor_, *inputs_, *reference_, outputs, failure, run_status);
     }
     checked_output_kept = true;
-    outcome.extra_memory_bytes = static_cast<int64_t>(executor_.scratch_peak_bytes());
+    // A kernel whose memory bypasses the tracking allocator reports its own (or -1: unknown).
+    outcome.extra_memory_bytes = plan->own_extra_memory_bytes().value_or(
+        static_cast<int64_t>(executor_.scratch_peak_bytes()));
     if (!executor_.healthy()) {
       outcome.status = ResultStatus::crashed;
       outcome.message = failure;

@@ -220,10 +220,15 @@ Result<std::unique_ptr<DeviceExecutor>> make_device_executor(const std::string& 
   return Status::Error("unknown device '" + device + "'; accepted: cpu, cuda:N");
 }
 
-int worker_main(const std::string& device) {
+int worker_main(const std::string& device, const std::vector<std::string>& plugins,
+                const std::vector<std::string>& kernel_globs) {
   // The protocol owns the original stdout; anything a kernel or library prints goes to stderr.
   const int protocol_fd = dup(STDOUT_FILENO);
   dup2(STDERR_FILENO, STDOUT_FILENO);
+  if (Status s = add_requested_kernels(plugins, kernel_globs); !s.ok) {
+    std::cerr << "worker: " << s.message << "\n";
+    return 2;
+  }
   const Result<std::unique_ptr<DeviceExecutor>> executor = make_device_executor(device);
   if (!executor) {
     std::cerr << "worker: " << executor.status().message << "\n";
@@ -256,6 +261,10 @@ Status WorkerProcess::start() {
   }
   std::vector<std::string> arguments = command_;
   arguments.insert(arguments.end(), {"__worker", "--device", device_});
+  // The worker loads the same kernels from outside the build as this process did.
+  const ExternalKernelSources& external = external_kernel_sources();
+  for (const std::string& plugin : external.plugins) arguments.insert(arguments.end(), {"--plugin", plugin});
+  for (const std::string& glob : external.kernel_globs) arguments.insert(arguments.end(), {"--kernels", glob});
   std::vector<char*> argv;
   for (std::string& a : arguments) argv.push_back(a.data());
   argv.push_back(nullptr);

@@ -15,8 +15,10 @@
 
 namespace attnbench {
 
-// The worker's main loop; returns its exit code. `device` is "cpu" or "cuda:N".
-int worker_main(const std::string& device);
+// The worker's main loop; returns its exit code. `device` is "cpu" or "cuda:N"; `plugins` and
+// `kernel_globs` load the kernels from outside the build the parent loaded (registry.h).
+int worker_main(const std::string& device, const std::vector<std::string>& plugins,
+                const std::vector<std::string>& kernel_globs);
 
 // The executor for `device` ("cpu", "cuda:N"), what a worker runs its cases on (and the runner
 // with --no-isolation); the reason when there is none. Host kernels may take half the

@@ -1,7 +1,5 @@
 #include "harness/suite/case_matrix.h"
 
-#include <fnmatch.h>
-
 #include <algorithm>
 #include <cctype>
 #include <charconv>
@@ -13,10 +11,6 @@
 #include "kernels/registry.h"
 
 namespace attnbench {
-
-bool glob_match(const std::string& pattern, const std::string& text) {
-  return fnmatch(pattern.c_str(), text.c_str(), 0) == 0;
-}
 
 // ---- the selection flags -------------------------------------------------------------------------
 
@@ -71,6 +65,16 @@ Status check_kernel_globs(const std::vector<std::string>& globs) {
     }
   }
   return Status::Ok();
+}
+
+Status load_selected_kernels(const Suite& suite, const std::vector<std::string>& kernel_globs,
+                             const std::vector<std::string>& plugins) {
+  std::vector<std::string> globs = kernel_globs;
+  for (const SuiteEntry& entry : suite.entries) {
+    globs.insert(globs.end(), entry.kernel_globs.begin(), entry.kernel_globs.end());
+  }
+  if (Status s = add_requested_kernels(plugins, globs); !s.ok) return s;
+  return check_kernel_globs(kernel_globs);
 }
 
 namespace {

@@ -17,6 +17,7 @@
 #include "harness/core/records.h"
 #include "harness/suite/suite.h"
 #include "kernels/kernel.h"
+#include "kernels/registry.h"
 
 namespace attnbench {
 
@@ -36,9 +37,6 @@ struct CaseSpec {
   std::string group;        // device|shape|distribution: cases sharing inputs on one device
 };
 
-// fnmatch(3) globs without flags: `*`, `?` and `[...]`; the one glob rule of the harness.
-bool glob_match(const std::string& pattern, const std::string& text);
-
 // ---- the selection flags -------------------------------------------------------------------------
 
 // --shape TEXT: a suite entry for every kernel, after parse_shape and validate; the message
@@ -50,6 +48,11 @@ Result<SuiteEntry> case_entry(const std::string& text);
 Result<std::optional<std::regex>> parse_case_filter(const std::string& text);
 // --kernels: every glob must name at least one kernel of the registry.
 Status check_kernel_globs(const std::vector<std::string>& globs);
+// Adds the kernels from outside the build that a selection names (the --plugin libraries, the
+// py:module:function kernels and shipped torch.* peers of --kernels and of the suite's
+// entries) to the registry, then check_kernel_globs(kernel_globs). Before expand_cases.
+Status load_selected_kernels(const Suite& suite, const std::vector<std::string>& kernel_globs,
+                             const std::vector<std::string>& plugins);
 // The registry's kernel names, comma-separated, for messages.
 std::string kernel_names();
 

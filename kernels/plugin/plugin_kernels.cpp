@@ -1,0 +1,291 @@
+#include "kernels/plugin/plugin_kernels.h"
+
+#include <dlfcn.h>
+
+#include <cctype>
+#include <cstdlib>
+#include <filesystem>
+#include <optional>
+
+namespace attnbench {
+namespace {
+
+// The C ABI numbers dtypes and masks as attnbench does, so a value crosses unchanged.
+static_assert(static_cast<int>(DType::f32) == ATTNBENCH_DTYPE_FP32 &&
+              static_cast<int>(DType::f16) == ATTNBENCH_DTYPE_FP16 &&
+              static_cast<int>(DType::bf16) == ATTNBENCH_DTYPE_BF16 &&
+              static_cast<int>(DType::e4m3) == ATTNBENCH_DTYPE_E4M3 &&
+              static_cast<int>(DType::e5m2) == ATTNBENCH_DTYPE_E5M2);
+static_assert(static_cast<int>(MaskKind::none) == ATTNBENCH_MASK_NONE &&
+              static_cast<int>(MaskKind::causal) == ATTNBENCH_MASK_CAUSAL &&
+              static_cast<int>(MaskKind::causal_br) == ATTNBENCH_MASK_CAUSAL_BR &&
+              static_cast<int>(MaskKind::window) == ATTNBENCH_MASK_WINDOW &&
+              static_cast<int>(MaskKind::padding) == ATTNBENCH_MASK_PADDING);
+
+std::vector<std::string> split_names(const char* text) {
+  std::vector<std::string> names;
+  if (text == nullptr) return names;
+  std::string current;
+  for (const char* c = text;; ++c) {
+    if (*c == ',' || *c == '\0') {
+      const size_t first = current.find_first_not_of(' ');
+      const size_t last = current.find_last_not_of(' ');
+      if (first != std::string::npos) names.push_back(current.substr(first, last - first + 1));
+      current.clear();
+      if (*c == '\0') break;
+    } else {
+      current += *c;
+    }
+  }
+  return names;
+}
+
+// Each comma-separated name through `parse`; the error names the field and what is accepted.
+template <typename T, typename Parse>
+Result<std::vector<T>> parse_names(const char* text, const char* field, Parse parse,
+                                   const std::string& accepted) {
+  std::vector<T> values;
+  for (const std::string& name : split_names(text)) {
+    const std::optional<T> value = parse(name);
+    if (!value) {
+      return Status::Error(std::string("support.") + field + ": unknown '" + name + "'; accepted: " +
+                           accepted);
+    }
+    values.push_back(*value);
+  }
+  return values;
+}
+
+Result<SupportTable> support_table(const attnbench_support& c) {
+  SupportTable table;
+  Result<std::vector<DType>> dtypes =
+      parse_names<DType>(c.dtypes, "dtypes", parse_dtype, accepted_dtype_names());
+  if (!dtypes) return dtypes.status();
+  if (dtypes->empty()) return Status::Error("support.dtypes is empty; name at least one, e.g. \"fp32\"");
+  Result<std::vector<MaskKind>> masks =
+      parse_names<MaskKind>(c.masks, "masks", parse_mask_kind, accepted_mask_names());
+  if (!masks) return masks.status();
+  if (masks->empty()) return Status::Error("support.masks is empty; name at least one, e.g. \"none\"");
+  Result<std::vector<Layout>> layouts =
+      parse_names<Layout>(c.layouts, "layouts", parse_layout, "bshd, bhsd, qkv_packed");
+  if (!layouts) return layouts.status();
+  if (layouts->empty()) return Status::Error("support.layouts is empty; name at least one, e.g. \"bshd\"");
+  for (const std::string& dim : split_names(c.head_dims)) {
+    char* end = nullptr;
+    const long value = std::strtol(dim.c_str(), &end, 10);
+    if (*end != '\0' || value <= 0) {
+      return Status::Error("support.head_dims: '" + dim + "' is not a positive whole number");
+    }
+    table.head_dims.push_back(value);
+  }
+  table.input_dtypes = std::move(*dtypes);
+  table.outputs_fp32 = c.outputs_fp32 != 0;
+  table.max_head_dim = c.max_head_dim;
+  table.separate_v_dim = c.separate_v_dim != 0;
+  table.masks = std::move(*masks);
+  table.layouts = std::move(*layouts);
+  table.gqa = c.gqa != 0;
+  table.archs = split_names(c.archs);
+  table.max_flops = c.max_flops;
+  if (c.notes != nullptr) table.notes = c.notes;
+  return table;
+}
+
+// "namespace.kernel" of letters, digits, '_', '-', '.'; a Python kernel's "py:module:function"
+// (its name as --kernels gives it) also has ':'.
+bool valid_kernel_name(const std::string& name) {
+  const bool python = name.rfind("py:", 0) == 0;
+  if (name.empty() || (!python && name.find('.') == std::string::npos)) return false;
+  for (const char c : name) {
+    const bool ok = std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' ||
+                    c == '-' || (python && c == ':');
+    if (!ok) return false;
+  }
+  return true;
+}
+
+attnbench_params to_abi(const AttentionParams& p) {
+  attnbench_params c{};
+  c.q = p.q;
+  c.k = p.k;
+  c.v = p.v;
+  c.out = p.out;
+  c.lse = p.lse;
+  c.q_batch_stride = p.q_batch_stride, c.q_row_stride = p.q_row_stride, c.q_head_stride = p.q_head_stride;
+  c.k_batch_stride = p.k_batch_stride, c.k_row_stride = p.k_row_stride, c.k_head_stride = p.k_head_stride;
+  c.v_batch_stride = p.v_batch_stride, c.v_row_stride = p.v_row_stride, c.v_head_stride = p.v_head_stride;
+  c.out_batch_stride = p.out_batch_stride, c.out_row_stride = p.out_row_stride;
+  c.out_head_stride = p.out_head_stride;
+  c.batch = p.batch, c.heads_q = p.heads_q, c.heads_kv = p.heads_kv;
+  c.seqlen_q = p.seqlen_q, c.seqlen_k = p.seqlen_k;
+  c.head_dim_qk = p.head_dim_qk, c.head_dim_v = p.head_dim_v, c.heads_per_kv = p.heads_per_kv;
+  c.scale = p.scale;
+  c.mask = static_cast<int32_t>(p.mask);
+  c.window_left = p.window_left, c.window_right = p.window_right;
+  c.key_lengths = p.key_lengths;
+  c.input_dtype = static_cast<int32_t>(p.input_dtype);
+  c.output_dtype = static_cast<int32_t>(p.output_dtype);
+  c.q_descale = p.q_descale, c.k_descale = p.k_descale, c.v_descale = p.v_descale;
+  c.out_scale = p.out_scale;
+  return c;
+}
+
+// The problem's shape and strides as a forward's parameters will carry them, pointers null.
+attnbench_params shape_of(const Problem& problem) {
+  const ProblemLayout layout = describe_layout(problem);
+  AttentionParams p{};
+  p.q_batch_stride = layout.q.strides.batch, p.q_row_stride = layout.q.strides.seq;
+  p.q_head_stride = layout.q.strides.head;
+  p.k_batch_stride = layout.k.strides.batch, p.k_row_stride = layout.k.strides.seq;
+  p.k_head_stride = layout.k.strides.head;
+  p.v_batch_stride = layout.v.strides.batch, p.v_row_stride = layout.v.strides.seq;
+  p.v_head_stride = layout.v.strides.head;
+  p.out_batch_stride = layout.out.strides.batch, p.out_row_stride = layout.out.strides.seq;
+  p.out_head_stride = layout.out.strides.head;
+  p.batch = static_cast<int>(problem.batch);
+  p.heads_q = static_cast<int>(problem.heads_q);
+  p.heads_kv = static_cast<int>(problem.heads_kv);
+  p.seqlen_q = static_cast<int>(problem.seqlen_q);
+  p.seqlen_k = static_cast<int>(problem.seqlen_k);
+  p.head_dim_qk = static_cast<int>(problem.head_dim_qk);
+  p.head_dim_v = static_cast<int>(problem.head_dim_v);
+  p.heads_per_kv = static_cast<int>(problem.heads_q / problem.heads_kv);
+  p.scale = static_cast<float>(problem.softmax_scale());
+  p.mask = problem.mask.kind;
+  p.window_left = static_cast<int>(problem.mask.window_left);
+  p.window_right = static_cast<int>(problem.mask.window_right);
+  p.input_dtype = problem.input_dtype;
+  p.output_dtype = problem.output_dtype;
+  p.p_dtype = problem.p_dtype;
+  p.q_descale = p.k_descale = p.v_descale = p.out_scale = 1.0f;
+  return to_abi(p);
+}
+
+std::string reason_or(const char* error, const std::string& fallback) {
+  return error[0] != '\0' ? std::string(error) : fallback;
+}
+
+void* allocate_scratch(void* allocator, size_t bytes) {
+  return static_cast<ScratchAllocator*>(allocator)->allocate(bytes);
+}
+void deallocate_scratch(void* allocator, void* pointer) {
+  static_cast<ScratchAllocator*>(allocator)->deallocate(pointer);
+}
+
+class AbiPlan final : public Plan {
+ public:
+  AbiPlan(const attnbench_kernel& described, attnbench_plan* plan, std::shared_ptr<void> keep_alive)
+      : described_(described), plan_(plan), keep_alive_(std::move(keep_alive)) {}
+  ~AbiPlan() override {
+    if (described_.destroy_plan != nullptr) described_.destroy_plan(plan_);
+  }
+
+  Status run(const AttentionParams& params) override {
+    const attnbench_params arguments = to_abi(params);
+    char error[1024] = "";
+    if (described_.run(plan_, &arguments, error, sizeof error) != 0) {
+      error[sizeof error - 1] = '\0';
+      return Status::Error(reason_or(error, std::string(described_.name) + ": run failed and gave no reason"));
+    }
+    return Status::Ok();
+  }
+
+  std::string details() const override {
+    if (described_.details == nullptr) return {};
+    const char* text = described_.details(plan_);
+    return text == nullptr ? std::string() : std::string(text);
+  }
+
+  std::optional<int64_t> own_extra_memory_bytes() const override {
+    if (described_.extra_memory_bytes == nullptr) return std::nullopt;
+    const int64_t bytes = described_.extra_memory_bytes(plan_);
+    return bytes < 0 ? -1 : bytes;  // -1: not known
+  }
+
+ private:
+  attnbench_kernel described_;
+  attnbench_plan* plan_;
+  std::shared_ptr<void> keep_alive_;
+};
+
+}  // namespace
+
+Result<Kernel> wrap_abi_kernel(const attnbench_kernel& described, std::string origin,
+                               std::shared_ptr<void> keep_alive) {
+  const std::string name = described.name == nullptr ? "" : described.name;
+  if (!valid_kernel_name(name)) {
+    return Status::Error("kernel name '" + name +
+                         "' is not accepted: namespace.kernel of letters, digits, '_', '-', '.'");
+  }
+  if (described.make_plan == nullptr || described.run == nullptr) {
+    return Status::Error(name + ": make_plan and run are required");
+  }
+  if (described.backend != ATTNBENCH_BACKEND_CPU && described.backend != ATTNBENCH_BACKEND_CUDA) {
+    return Status::Error(name + ": backend " + std::to_string(described.backend) +
+                         " is not accepted: 0 (cpu) or 1 (cuda)");
+  }
+  Result<SupportTable> support = support_table(described.support);
+  if (!support) return Status::Error(name + ": " + support.status().message);
+
+  Kernel kernel;
+  kernel.name = name;
+  kernel.summary = described.summary == nullptr ? "" : described.summary;
+  kernel.backend = described.backend == ATTNBENCH_BACKEND_CUDA ? Backend::cuda : Backend::cpu;
+  kernel.deterministic = described.deterministic != 0;
+  kernel.returns_lse = described.returns_lse != 0;
+  kernel.support = std::move(*support);
+  kernel.origin = std::move(origin);
+  kernel.make_plan = [described, keep_alive](const Problem& problem, const PlanContext& context)
+      -> Result<std::unique_ptr<Plan>> {
+    const attnbench_params shape = shape_of(problem);
+    const attnbench_plan_context abi_context{allocate_scratch, deallocate_scratch, &context.scratch,
+                                             context.stream, context.device};
+    attnbench_plan* plan = nullptr;
+    char error[1024] = "";
+    if (described.make_plan(&shape, &abi_context, &plan, error, sizeof error) != 0 || plan == nullptr) {
+      error[sizeof error - 1] = '\0';
+      return Status::Error(reason_or(error, std::string(described.name) + ": make_plan failed and gave no reason"));
+    }
+    return std::unique_ptr<Plan>(std::make_unique<AbiPlan>(described, plan, keep_alive));
+  };
+  return kernel;
+}
+
+Result<std::vector<Kernel>> load_plugin_kernels(const std::string& path) {
+  const std::string where = "--plugin " + path;
+  std::error_code error;
+  if (!std::filesystem::is_regular_file(path, error)) {
+    return Status::Error(where + ": no such file (a shared library built against kernels/plugin/attnbench_plugin.h)");
+  }
+  const std::string absolute = std::filesystem::absolute(path, error).string();
+  // Loaded for the life of the process: a plugin's static state and CUDA registrations are
+  // never unloaded from under a plan.
+  void* library = dlopen(absolute.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (library == nullptr) return Status::Error(where + ": cannot load: " + dlerror());
+  const auto entry =
+      reinterpret_cast<attnbench_plugin_entry_fn>(dlsym(library, ATTNBENCH_PLUGIN_ENTRY_SYMBOL));
+  if (entry == nullptr) {
+    return Status::Error(where + ": exports no " ATTNBENCH_PLUGIN_ENTRY_SYMBOL "() (see kernels/plugin/attnbench_plugin.h)");
+  }
+  const attnbench_plugin* plugin = entry();
+  if (plugin == nullptr) return Status::Error(where + ": " ATTNBENCH_PLUGIN_ENTRY_SYMBOL "() returned null");
+  if (plugin->abi_version != ATTNBENCH_PLUGIN_ABI_VERSION) {
+    return Status::Error(where + ": plugin ABI version " + std::to_string(plugin->abi_version) +
+                         ", this attnbench accepts " + std::to_string(ATTNBENCH_PLUGIN_ABI_VERSION) +
+                         "; rebuild the plugin against this attnbench's kernels/plugin/attnbench_plugin.h");
+  }
+  if (plugin->kernel_count <= 0 || plugin->kernels == nullptr) {
+    return Status::Error(where + ": the plugin lists no kernels");
+  }
+  const std::string origin = "plugin " + absolute + ", version " +
+                             (plugin->version != nullptr ? plugin->version : "(not given)");
+  std::vector<Kernel> kernels;
+  for (int i = 0; i < plugin->kernel_count; ++i) {
+    Result<Kernel> kernel = wrap_abi_kernel(plugin->kernels[i], origin, nullptr);
+    if (!kernel) return Status::Error(where + ": " + kernel.status().message);
+    kernels.push_back(std::move(*kernel));
+  }
+  return kernels;
+}
+
+}  // namespace attnbench

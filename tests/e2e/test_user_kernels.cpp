@@ -1,0 +1,214 @@
+// Users' own kernels as a user brings them: an out-of-tree plugin library (examples/cpu_plugin,
+// built by this project's CMake as the user's would build it) and Python kernels
+// (examples/python, e2e/python_kernels), checked by the same checker in the same run as the
+// built-in kernels; broken ones fail alone with a one-line reason; the shipped PyTorch peers
+// are listed, loaded where PyTorch is installed, skipped with the reason where it is not.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <map>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "tests/support/command.h"
+#include "tests/support/scratch_directory.h"
+#include "tests/support/stored_runs.h"
+
+namespace attnbench {
+namespace {
+
+namespace fs = std::filesystem;
+
+const std::string kPythonPath = std::string("PYTHONPATH=") + ATTNBENCH_SOURCE_DIR +
+                                "/examples/python:" + ATTNBENCH_SOURCE_DIR + "/tests/e2e/python_kernels ";
+
+CommandResult attnbench(const std::string& arguments) {
+  return run_shell(kPythonPath + ATTNBENCH_CLI + " " + arguments);
+}
+
+bool torch_installed() { return run_shell("python3 -c 'import torch'").exit_code == 0; }
+
+bool python_kernels_built() {
+  return fs::exists(fs::path(ATTNBENCH_CLI).parent_path() / "libattnbench_python.so");
+}
+
+int lines_of(const std::string& text) {
+  return static_cast<int>(std::count(text.begin(), text.end(), '\n'));
+}
+
+// Results of the newest run, per kernel.
+std::map<std::string, std::vector<ResultRecord>> results_by_kernel(const std::string& db) {
+  std::map<std::string, std::vector<ResultRecord>> by_kernel;
+  Result<StoredRun> run = load_latest_run(db);
+  EXPECT_TRUE(run) << run.status().message;
+  if (!run) return by_kernel;
+  for (const ResultRecord& r : run->results) by_kernel[r.kernel].push_back(r);
+  return by_kernel;
+}
+
+class UserKernels : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!python_kernels_built()) GTEST_SKIP() << "no Python bridge in this build (no Python 3 development files)";
+  }
+  std::string db() const { return (scratch_.path() / "results.sqlite").string(); }
+  const ScratchDirectory scratch_{"attnbench_user_kernels"};
+};
+
+// Must show: a plugin and a numpy kernel pass the ctest suite inside their tables, beside a
+// built-in kernel, in one run; each result says where its kernel came from.
+TEST_F(UserKernels, APluginAndANumpyKernelPassTheCtestSuiteBesideTheBuiltIns) {
+  const CommandResult checked = attnbench(
+      std::string("check --suite ctest --devices cpu --plugin ") + EXAMPLE_PLUGIN +
+      " --kernels example.online_cpu,py:numpy_attention:attention,cpu.naive --db " + db());
+  ASSERT_EQ(checked.exit_code, 0) << checked.output;
+  const auto by_kernel = results_by_kernel(db());
+  for (const char* kernel : {"example.online_cpu", "py:numpy_attention:attention", "cpu.naive"}) {
+    SCOPED_TRACE(kernel);
+    ASSERT_TRUE(by_kernel.count(kernel)) << checked.output;
+    int passed = 0;
+    for (const ResultRecord& r : by_kernel.at(kernel)) {
+      if (r.status == ResultStatus::skipped) {
+        EXPECT_FALSE(r.message.empty());  // outside the table, with the reason
+        continue;
+      }
+      EXPECT_EQ(r.status, ResultStatus::passed) << r.problem.batch << " " << r.message;
+      EXPECT_TRUE(r.check.checked);
+      EXPECT_LE(r.check.max_abs_error, r.check.bound);
+      ++passed;
+    }
+    EXPECT_GE(passed, 5);
+  }
+  const nlohmann::json plugin = nlohmann::json::parse(by_kernel.at("example.online_cpu").front().details_json);
+  EXPECT_NE(plugin.value("origin", "").find("version example-1.0"), std::string::npos) << plugin.dump();
+  const ResultRecord& numpy_result = by_kernel.at("py:numpy_attention:attention").front();
+  const nlohmann::json numpy_details = nlohmann::json::parse(numpy_result.details_json);
+  EXPECT_NE(numpy_details.value("origin", "").find("numpy_attention.py:attention, sha256 "), std::string::npos)
+      << numpy_details.dump();
+  EXPECT_NE(numpy_details.value("origin", "").find("version 1.0"), std::string::npos);
+  // numpy's allocations bypass the tracking allocator: not measured, and said so.
+  EXPECT_EQ(numpy_result.extra_memory_bytes, -1);
+  EXPECT_NE(numpy_details.dump().find("not measured"), std::string::npos);
+  // The plugin's scratch comes from attnbench's allocator: measured (one row of scores).
+  for (const ResultRecord& r : by_kernel.at("example.online_cpu")) {
+    if (r.status == ResultStatus::passed) {
+      EXPECT_GE(r.extra_memory_bytes, 4 * r.problem.seqlen_k);
+    }
+  }
+}
+
+TEST_F(UserKernels, APluginOfAnotherAbiVersionIsAOneLineError) {
+  const CommandResult checked = attnbench(std::string("check --suite ctest --devices cpu --plugin ") +
+                                          EXAMPLE_WRONG_ABI_PLUGIN + " --db " + db());
+  EXPECT_EQ(checked.exit_code, 2) << checked.output;
+  EXPECT_EQ(lines_of(checked.output), 1) << checked.output;
+  EXPECT_NE(checked.output.find("plugin ABI version 999, this attnbench accepts 1"), std::string::npos)
+      << checked.output;
+  EXPECT_FALSE(fs::exists(db()));  // nothing stored for a run that never started
+  const CommandResult missing = attnbench("check --suite ctest --plugin /no/such/lib.so --db " + db());
+  EXPECT_EQ(missing.exit_code, 2);
+  EXPECT_EQ(lines_of(missing.output), 1) << missing.output;
+  EXPECT_NE(missing.output.find("--plugin /no/such/lib.so: no such file"), std::string::npos) << missing.output;
+}
+
+// Must show: a kernel that raises and one that returns the wrong shape fail their cases with the
+// traceback's last line; the built-in kernel's results in the same run stand.
+TEST_F(UserKernels, BrokenPythonKernelsFailAloneWithTheTracebacksLastLine) {
+  const CommandResult checked = attnbench(
+      "check --devices cpu --shape b=2,hq=4,hkv=2,s=33,d=16 --shape b=1,hq=2,s=17,d=8,mask=causal "
+      "--kernels py:attnbench_test_kernels:raises,py:attnbench_test_kernels:wrong_shape,cpu.naive "
+      "--db " + db());
+  EXPECT_EQ(checked.exit_code, 1) << checked.output;  // failures, not an infrastructure error
+  const auto by_kernel = results_by_kernel(db());
+  ASSERT_EQ(by_kernel.at("py:attnbench_test_kernels:raises").size(), 2u) << checked.output;
+  for (const ResultRecord& r : by_kernel.at("py:attnbench_test_kernels:raises")) {
+    EXPECT_NE(r.status, ResultStatus::passed);
+    EXPECT_NE(r.message.find("ValueError: planted failure (attnbench_test_kernels.py:"), std::string::npos)
+        << r.message;
+    EXPECT_NE(r.message.find(" in raises)"), std::string::npos) << r.message;
+  }
+  for (const ResultRecord& r : by_kernel.at("py:attnbench_test_kernels:wrong_shape")) {
+    EXPECT_NE(r.status, ResultStatus::passed);
+    EXPECT_NE(r.message.find("returned an output of shape ("), std::string::npos) << r.message;
+    EXPECT_NE(r.message.find("(batch, seqlen_q, heads_q, head_dim_v)"), std::string::npos) << r.message;
+  }
+  ASSERT_EQ(by_kernel.at("cpu.naive").size(), 2u);
+  for (const ResultRecord& r : by_kernel.at("cpu.naive")) expect_passed(r, true);
+}
+
+TEST_F(UserKernels, APythonKernelThatCannotBeLoadedIsAOneLineError) {
+  const std::map<std::string, std::string> expected = {
+      {"py:attnbench_test_kernels:no_table", "no_table declares no support table"},
+      {"py:attnbench_test_kernels:bad_table", "masks: unknown 'diagonal'; accepted: none, causal"},
+      {"py:attnbench_test_kernels:missing", "has no function missing"},
+      {"py:no_such_module:f", "import no_such_module: ModuleNotFoundError"},
+      {"py:numpy_attention", "is not module:function"},
+  };
+  for (const auto& [kernel, message] : expected) {
+    SCOPED_TRACE(kernel);
+    const CommandResult checked =
+        attnbench("check --devices cpu --shape b=1,hq=1,s=8,d=8 --kernels " + kernel + " --db " + db());
+    EXPECT_EQ(checked.exit_code, 2) << checked.output;
+    EXPECT_EQ(lines_of(checked.output), 1) << checked.output;
+    EXPECT_NE(checked.output.find(message), std::string::npos) << checked.output;
+  }
+}
+
+// The shipped PyTorch peers: loaded only when named, listed with the reason where PyTorch is
+// absent, and their cases skipped with it (the rest of the run measured).
+TEST_F(UserKernels, TorchPeersAreListedAndSkippedWithTheReasonWithoutPyTorch) {
+  const CommandResult listed = attnbench("list kernels");
+  ASSERT_EQ(listed.exit_code, 0) << listed.output;
+  for (const char* name : {"torch.sdpa_flash", "torch.sdpa_cudnn", "torch.sdpa_efficient",
+                           "torch.sdpa_math", "torch.naive_outofplace", "torch.naive_inplace"}) {
+    EXPECT_NE(listed.output.find(name), std::string::npos) << name;
+  }
+  if (torch_installed()) GTEST_SKIP() << "PyTorch is installed here: TorchPeersPassTheCtestSuite covers it";
+  EXPECT_NE(listed.output.find("unavailable: import attnbench_torch_peers: ModuleNotFoundError: No module named 'torch'"),
+            std::string::npos)
+      << listed.output;
+  const CommandResult checked = attnbench(
+      "check --devices cpu --shape b=1,hq=2,s=16,d=8 --kernels 'torch.sdpa_*,cpu.naive' --db " + db());
+  EXPECT_EQ(checked.exit_code, 0) << checked.output;
+  const auto by_kernel = results_by_kernel(db());
+  ASSERT_TRUE(by_kernel.count("torch.sdpa_flash")) << checked.output;
+  EXPECT_EQ(by_kernel.at("torch.sdpa_flash").front().status, ResultStatus::skipped);
+  EXPECT_NE(by_kernel.at("torch.sdpa_flash").front().message.find("No module named 'torch'"), std::string::npos);
+  expect_passed(by_kernel.at("cpu.naive").front(), true);
+}
+
+// Must show, where PyTorch is installed: the torch.* peers pass the ctest suite inside their
+// tables on the CPU (a backend that declines a problem skips it with PyTorch's reason).
+TEST_F(UserKernels, TorchPeersPassTheCtestSuite) {
+  if (!torch_installed()) GTEST_SKIP() << "PyTorch is not installed (pip install torch)";
+  const CommandResult checked =
+      attnbench("check --suite ctest --devices cpu --kernels 'torch.*' --db " + db());
+  ASSERT_EQ(checked.exit_code, 0) << checked.output;
+  const auto by_kernel = results_by_kernel(db());
+  // PyTorch has no CPU kernel for these two backends: every case skipped with PyTorch's reason.
+  for (const char* name : {"torch.sdpa_efficient", "torch.sdpa_cudnn"}) {
+    SCOPED_TRACE(name);
+    ASSERT_TRUE(by_kernel.count(name)) << checked.output;
+    for (const ResultRecord& r : by_kernel.at(name)) {
+      EXPECT_EQ(r.status, ResultStatus::skipped);
+      EXPECT_FALSE(r.message.empty());
+    }
+  }
+  for (const char* name : {"torch.sdpa_flash", "torch.sdpa_math", "torch.naive_outofplace",
+                           "torch.naive_inplace"}) {
+    SCOPED_TRACE(name);
+    ASSERT_TRUE(by_kernel.count(name)) << checked.output;
+    int passed = 0;
+    for (const ResultRecord& r : by_kernel.at(name)) {
+      if (r.status == ResultStatus::skipped) continue;
+      EXPECT_EQ(r.status, ResultStatus::passed) << r.message;
+      ++passed;
+    }
+    EXPECT_GE(passed, 30);
+  }
+}
+
+}  // namespace
+}  // namespace attnbench
