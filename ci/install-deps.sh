@@ -47,6 +47,14 @@ wheels=(
   nvidia-cuda-cuobjdump==13.4.92
   nvidia-cuda-nvdisasm==13.4.92
 )
+#   numpy                  the example Python kernel (examples/python/numpy_attention.py) that
+#                          tests the Python-kernel mechanism in CI.
+#   torch                  only with ATTNBENCH_WITH_TORCH=1 (CI sets it): the PyTorch peers
+#                          (torch.*). PyPI's build is the CUDA one: 5.2 GB, 94 s to install here.
+wheels+=(numpy==2.4.6)
+if [ "${ATTNBENCH_WITH_TORCH:-0}" = 1 ]; then
+  wheels+=(torch==2.15.0)
+fi
 # The HTML report's pins (matplotlib, jinja2, pytest for its tests): reports/requirements.txt.
 while read -r pin; do
   wheels+=("$pin")

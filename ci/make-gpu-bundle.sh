@@ -129,6 +129,20 @@ for binary in attnbench $binaries; do
   [ -z "$unexpected" ] || die "$binary links dynamically against: $(paste -sd" " <<<"$unexpected") (expected only glibc, cuBLAS, NVRTC, cuDNN)"
 done
 
+# ---- Python kernels: the bridge (stable ABI, no libpython linked: it loads the host's) and the
+# Python side it imports, beside the binaries where attnbench looks for them (bin/python/).
+if [ -f "$build/bin/libattnbench_python.so" ]; then
+  cp "$build/bin/libattnbench_python.so" "$stage/bin/"
+  strip --strip-unneeded "$stage/bin/libattnbench_python.so"
+  unexpected=$(readelf -d "$stage/bin/libattnbench_python.so" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' |
+               grep -Ev "$allowed|^(libstdc\+\+|libgcc_s)\.so" || true)
+  [ -z "$unexpected" ] || die "libattnbench_python.so links dynamically against: $(paste -sd" " <<<"$unexpected")"
+  mkdir -p "$stage/bin/python"
+  cp "$root"/kernels/python/*.py "$stage/bin/python/"
+else
+  say "no Python bridge in the build (no Python headers): the torch.* peers will read unavailable"
+fi
+
 # ---- what was built, for the summary of a GPU run --------------------------------------------------
 # MANIFEST: the git blob id of every source file the binaries were built from (gpucheck.setup's
 # SOURCE_PATHS, as the working tree holds them); gpu-check refuses a bundle whose manifest does

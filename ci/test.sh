@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Set up, build, test: the command CI runs (.ci/run) and a new user runs first.
 # Installs what is missing, configures build/ (Release, warnings are errors), builds, runs ctest
-# without the `slow` label. GPU tests skip with their reason on a machine without a GPU.
+# without the `slow` label (PyTorch's tests skip with their reason unless `pip install torch` was
+# done), then builds the example plugin outside the tree and checks it. GPU tests skip with their
+# reason on a machine without a GPU.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 start=$(date +%s)
@@ -10,5 +12,14 @@ ci/install-deps.sh
 cmake --preset ci
 cmake --build build --parallel "$(nproc)"
 ctest --test-dir build --label-exclude slow --output-on-failure --parallel "$(nproc)" --timeout 900
+
+# A user's plugin, built outside the tree as README's "Benchmark your own kernel" says, checked
+# over the ctest suite beside a built-in kernel.
+plugin_build=build/example-cpu-plugin
+cmake -S examples/cpu_plugin -B "$plugin_build" -DATTNBENCH_DIR="$PWD" -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build "$plugin_build" >/dev/null
+rm -f "$plugin_build/check.sqlite"
+build/bin/attnbench check --suite ctest --devices cpu --plugin "$plugin_build/libexample_cpu_plugin.so" \
+  --kernels 'example.*,cpu.naive' --db "$plugin_build/check.sqlite"
 
 echo "ci/test.sh: passed in $(( $(date +%s) - start )) s"

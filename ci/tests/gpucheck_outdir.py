@@ -75,7 +75,8 @@ class Scenario:
     cudnn_tflops: float = 650.0
     fp8_tflops: float = 950.0
     flash2_tflops: float = 470.0
-    torch_tflops: float | None = 500.0  # None: no torch.sdpa_flash result (before issue 13)
+    torch_tflops: float | None = 500.0  # None: no torch.sdpa_flash result (no PyTorch peers)
+    torch_cudnn_tflops: float | None = 550.0  # None: no torch.sdpa_cudnn result
     gpu_name: str = "NVIDIA H200"
     schema_version: int | None = None  # None: every migration, with schema 5's timing columns
     steps: dict = field(default_factory=dict)  # step name -> result replacing 'pass'
@@ -197,7 +198,8 @@ class OutdirBuilder:
         kernels = {"cudnn.sdpa": ("bf16", s.cudnn_tflops),
                    "cudnn.sdpa_fp8": ("e4m3", s.fp8_tflops),
                    "cuda.flash2": ("bf16", s.flash2_tflops),
-                   "torch.sdpa_flash": ("bf16", s.torch_tflops)}
+                   "torch.sdpa_flash": ("bf16", s.torch_tflops),
+                   "torch.sdpa_cudnn": ("bf16", s.torch_cudnn_tflops)}
         for kernel, (dtype, tflops) in kernels.items():
             if tflops is None:
                 continue

@@ -50,7 +50,7 @@ def test_every_step_has_a_prediction_and_the_figures_only_the_claimed_kernels():
     planned = plan.attnbench_plan(CLI, ["--suite", "gpu-figures"], "h200")
     kernels = {c["kernel"] for c in planned["cases"] if c["supported"]}
     # cuda.flash2's claim is relative to torch.sdpa_flash, listed for when the peer exists.
-    assert kernels <= {"cudnn.sdpa", "cudnn.sdpa_fp8", "cuda.flash2", "torch.sdpa_flash"}
+    assert kernels <= {"cudnn.sdpa", "cudnn.sdpa_fp8", "cuda.flash2", "torch.sdpa_flash", "torch.sdpa_cudnn"}
     assert {"cudnn.sdpa", "cudnn.sdpa_fp8", "cuda.flash2"} <= kernels
     assert figures.calls[1].cases == len(kernels)
 
