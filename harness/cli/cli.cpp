@@ -14,6 +14,7 @@
 #include <memory>
 #include <sstream>
 
+#include "harness/cli/command_support.h"
 #include "harness/cli/history_cli.h"
 #include "harness/cli/plan_command.h"
 #include "harness/cli/runner.h"
@@ -134,26 +135,10 @@ int show_command(const std::string& run_text, const std::string& db_path) {
     return kExitUsage;
   }
   Store& store = **opened;
-  int64_t run_id = 0;
-  if (run_text == "latest") {
-    const Result<std::optional<int64_t>> latest = store.latest_run_id();
-    if (!latest || !*latest) {
-      std::cerr << "error: " << (latest ? "no run stored in " + db_path : latest.status().message)
-                << "\n";
-      return kExitUsage;
-    }
-    run_id = **latest;
-  } else {
-    try {
-      size_t used = 0;
-      run_id = std::stoll(run_text, &used);
-      if (used != run_text.size() || run_id <= 0) throw std::invalid_argument(run_text);
-    } catch (const std::exception&) {
-      std::cerr << "error: show: run '" << run_text
-                << "' is not a run id; accepted: a positive integer or 'latest'\n";
-      return kExitUsage;
-    }
-  }
+  // "latest" as every command reads it: the latest nightly's own run, not its rerun of suspects.
+  const std::optional<int64_t> resolved = resolve_run(store, run_text, "show: run", std::cerr);
+  if (!resolved) return kExitUsage;
+  const int64_t run_id = *resolved;
   const Result<StoredRun> run = store.load_run(run_id);
   if (!run) {
     std::cerr << "error: " << run.status().message << "\n";
@@ -168,7 +153,11 @@ int show_command(const std::string& run_text, const std::string& db_path) {
     std::cout << "device " << d.kind << ":" << d.ordinal << "  " << d.name << "  " << d.threads
               << " threads\n";
   }
-  std::cout << "command " << run->info.command << "\n\n";
+  std::cout << "command " << run->info.command << "\n";
+  if (const Result<std::optional<int64_t>> rerun = store.latest_rerun_of(run_id); rerun && *rerun) {
+    std::cout << "rerun of its suspects: run " << **rerun << " (attnbench show " << **rerun << ")\n";
+  }
+  std::cout << "\n";
   print_summary_table(run->results, std::cout);
   return kExitClean;
 }

@@ -114,6 +114,9 @@ Result<std::vector<Kernel>> load_python_kernels(const std::string& target, const
     if (!kernel) return kernel.status();
     kernels.push_back(std::move(*kernel));
   }
+  if (kernels.empty()) {
+    return Status::Error(target + " runs on CUDA GPUs only (its table's devices), and this build has no CUDA backend");
+  }
   return kernels;
 }
 

@@ -499,6 +499,11 @@ TEST_F(History, RerunOfSuspectsConfirmsARealSlowdownWithMannWhitney) {
   EXPECT_EQ(value_of(store->load_run(12)).info.rerun_of, 11);
   EXPECT_EQ(value_of(store->latest_primary_run_id()), 11);
   store.reset();
+  // `show latest` reads `latest` as `regressions latest` does, and points at the rerun.
+  const CommandResult shown = attnbench("show latest --db " + db());
+  EXPECT_EQ(shown.output.rfind("run 11 ", 0), 0u) << shown.output;
+  EXPECT_NE(shown.output.find("rerun of its suspects: run 12 (attnbench show 12)"), std::string::npos)
+      << shown.output;
 
   // The next run, and its rerun: confirmed since run 11.
   ASSERT_EQ(attnbench("run " + selection + " --db " + db()).exit_code, 0);

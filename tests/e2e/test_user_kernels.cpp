@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <string>
 
@@ -97,6 +98,29 @@ TEST_F(UserKernels, APluginAndANumpyKernelPassTheCtestSuiteBesideTheBuiltIns) {
       EXPECT_GE(r.extra_memory_bytes, 4 * r.problem.seqlen_k);
     }
   }
+}
+
+// Suite files name Python kernels as --kernels does.
+TEST_F(UserKernels, ASuiteFileNamesAPythonKernel) {
+  const fs::path suite = scratch_.path() / "mine.toml";
+  std::ofstream(suite) << "name = \"mine\"\n"
+                          "description = \"a user's suite\"\n"
+                          "[[matrix]]\n"
+                          "kernels = [\"py:numpy_attention:attention\", \"cpu.flash\"]\n"
+                          "batch = 2\nheads_q = 4\nheads_kv = 2\nseqlen = 48\nhead_dim = 32\n"
+                          "dtype = [\"fp32\", \"fp16\"]\nmask = [\"none\", \"causal\"]\n";
+  const CommandResult ran = attnbench("run --devices cpu --repetitions 3 --suite " + suite.string() +
+                                      " --db " + db());
+  ASSERT_EQ(ran.exit_code, 0) << ran.output;
+  const auto by_kernel = results_by_kernel(db());
+  ASSERT_EQ(by_kernel.at("py:numpy_attention:attention").size(), 4u) << ran.output;
+  for (const ResultRecord& r : by_kernel.at("py:numpy_attention:attention")) {
+    EXPECT_EQ(r.status, ResultStatus::passed) << r.message;
+    EXPECT_GT(r.timing.median_s, 0.0);  // timed by the same protocol
+    EXPECT_GE(r.samples.size(), 1u);
+    EXPECT_LE(r.samples.size(), 3u);
+  }
+  EXPECT_EQ(by_kernel.at("cpu.flash").size(), 4u);
 }
 
 TEST_F(UserKernels, APluginOfAnotherAbiVersionIsAOneLineError) {
