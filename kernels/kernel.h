@@ -89,6 +89,11 @@ struct Kernel {
   std::string unavailable_reason;
 };
 
+// The parameters of `problem` without buffers: shapes, strides of its layout, scales, mask and
+// dtypes; every pointer null, descales 1. The harness adds the buffers (make_params); a plugin's
+// plan sees exactly this.
+AttentionParams shape_params(const Problem& problem);
+
 // Why `kernel` does not run `problem` here: its unavailable_reason, else its table's
 // unsupported_reason; empty when it runs. The one rule run and plan share.
 std::string skip_reason(const Kernel& kernel, const Problem& problem);

@@ -8,6 +8,7 @@
 #include <random>
 
 #include "harness/core/random.h"
+#include "kernels/kernel.h"
 #include "reference/formats.h"
 
 namespace attnbench {
@@ -197,43 +198,13 @@ AttentionParams make_params(const ProblemInputs& inputs, const InputPointers& po
     return static_cast<const void*>(static_cast<const unsigned char*>(base) +
                                     static_cast<size_t>(offset) * element);
   };
-  AttentionParams params{};
+  AttentionParams params = shape_params(p);
   params.q = at_offset(pointers.q_buffer, layout.q.offset);
   params.k = at_offset(pointers.k_buffer, layout.k.offset);
   params.v = at_offset(pointers.v_buffer, layout.v.offset);
   params.out = out;
   params.lse = lse;
-  params.q_batch_stride = layout.q.strides.batch;
-  params.q_row_stride = layout.q.strides.seq;
-  params.q_head_stride = layout.q.strides.head;
-  params.k_batch_stride = layout.k.strides.batch;
-  params.k_row_stride = layout.k.strides.seq;
-  params.k_head_stride = layout.k.strides.head;
-  params.v_batch_stride = layout.v.strides.batch;
-  params.v_row_stride = layout.v.strides.seq;
-  params.v_head_stride = layout.v.strides.head;
-  params.out_batch_stride = layout.out.strides.batch;
-  params.out_row_stride = layout.out.strides.seq;
-  params.out_head_stride = layout.out.strides.head;
-  params.batch = static_cast<int>(p.batch);
-  params.heads_q = static_cast<int>(p.heads_q);
-  params.heads_kv = static_cast<int>(p.heads_kv);
-  params.seqlen_q = static_cast<int>(p.seqlen_q);
-  params.seqlen_k = static_cast<int>(p.seqlen_k);
-  params.head_dim_qk = static_cast<int>(p.head_dim_qk);
-  params.head_dim_v = static_cast<int>(p.head_dim_v);
-  params.heads_per_kv = static_cast<int>(p.heads_q / p.heads_kv);
-  const double scale = p.softmax_scale();
-  constexpr double kLog2e = 1.4426950408889634;
-  params.scale = static_cast<float>(scale);
-  params.scale_log2 = static_cast<float>(scale * kLog2e);
-  params.mask = p.mask.kind;
-  params.window_left = static_cast<int>(p.mask.window_left);
-  params.window_right = static_cast<int>(p.mask.window_right);
   params.key_lengths = p.mask.kind == MaskKind::padding ? pointers.key_lengths : nullptr;
-  params.input_dtype = p.input_dtype;
-  params.output_dtype = p.output_dtype;
-  params.p_dtype = p.p_dtype;
   params.q_descale = inputs.q_descale;
   params.k_descale = inputs.k_descale;
   params.v_descale = inputs.v_descale;

@@ -130,37 +130,6 @@ attnbench_params to_abi(const AttentionParams& p) {
   return c;
 }
 
-// The problem's shape and strides as a forward's parameters will carry them, pointers null.
-attnbench_params shape_of(const Problem& problem) {
-  const ProblemLayout layout = describe_layout(problem);
-  AttentionParams p{};
-  p.q_batch_stride = layout.q.strides.batch, p.q_row_stride = layout.q.strides.seq;
-  p.q_head_stride = layout.q.strides.head;
-  p.k_batch_stride = layout.k.strides.batch, p.k_row_stride = layout.k.strides.seq;
-  p.k_head_stride = layout.k.strides.head;
-  p.v_batch_stride = layout.v.strides.batch, p.v_row_stride = layout.v.strides.seq;
-  p.v_head_stride = layout.v.strides.head;
-  p.out_batch_stride = layout.out.strides.batch, p.out_row_stride = layout.out.strides.seq;
-  p.out_head_stride = layout.out.strides.head;
-  p.batch = static_cast<int>(problem.batch);
-  p.heads_q = static_cast<int>(problem.heads_q);
-  p.heads_kv = static_cast<int>(problem.heads_kv);
-  p.seqlen_q = static_cast<int>(problem.seqlen_q);
-  p.seqlen_k = static_cast<int>(problem.seqlen_k);
-  p.head_dim_qk = static_cast<int>(problem.head_dim_qk);
-  p.head_dim_v = static_cast<int>(problem.head_dim_v);
-  p.heads_per_kv = static_cast<int>(problem.heads_q / problem.heads_kv);
-  p.scale = static_cast<float>(problem.softmax_scale());
-  p.mask = problem.mask.kind;
-  p.window_left = static_cast<int>(problem.mask.window_left);
-  p.window_right = static_cast<int>(problem.mask.window_right);
-  p.input_dtype = problem.input_dtype;
-  p.output_dtype = problem.output_dtype;
-  p.p_dtype = problem.p_dtype;
-  p.q_descale = p.k_descale = p.v_descale = p.out_scale = 1.0f;
-  return to_abi(p);
-}
-
 std::string reason_or(const char* error, const std::string& fallback) {
   return error[0] != '\0' ? std::string(error) : fallback;
 }
@@ -237,7 +206,7 @@ Result<Kernel> wrap_abi_kernel(const attnbench_kernel& described, std::string or
   kernel.origin = std::move(origin);
   kernel.make_plan = [described, keep_alive](const Problem& problem, const PlanContext& context)
       -> Result<std::unique_ptr<Plan>> {
-    const attnbench_params shape = shape_of(problem);
+    const attnbench_params shape = to_abi(shape_params(problem));
     const attnbench_plan_context abi_context{allocate_scratch, deallocate_scratch, &context.scratch,
                                              context.stream, context.device};
     attnbench_plan* plan = nullptr;
