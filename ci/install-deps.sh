@@ -13,6 +13,7 @@ packages=(
   libbenchmark-dev         # Google Benchmark drives the timing
   libgtest-dev             # the tests
   nlohmann-json3-dev       # the parent <-> worker protocol
+  libboost-context-dev     # the emulated device's fibers (kernels/emu/)
   chromium                 # headless, for the report's browser test (reports/tests/test_browser.py)
 )
 
