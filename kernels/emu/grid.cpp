@@ -1,0 +1,64 @@
+#include "kernels/emu/grid.h"
+
+#include <algorithm>
+#include <exception>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace attnbench::emu {
+
+namespace {
+
+// A block's seed: the launch's seed and the block's index, mixed (splitmix64's finalizer).
+uint64_t block_seed(uint64_t seed, uint64_t block) {
+  uint64_t z = seed + 0x9e3779b97f4a7c15ull * (block + 1);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+Dim3 block_index(const Dim3& grid, unsigned linear) {
+  return {linear % grid.x, (linear / grid.x) % grid.y, linear / (grid.x * grid.y)};
+}
+
+}  // namespace
+
+void launch_grid(const Launch& launch, const std::function<void()>& body) {
+  const unsigned blocks = launch.grid_dim.count();
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  const unsigned workers = std::min(blocks, launch.workers > 0 ? launch.workers : cores);
+  std::atomic<unsigned> next{0};
+  std::atomic<bool> failed{false};
+  std::mutex first_error_mutex;
+  std::exception_ptr first_error;
+  auto work = [&] {
+    for (unsigned b; !failed && (b = next++) < blocks;) {
+      Block::Shape shape{launch.block_dim, block_index(launch.grid_dim, b), launch.grid_dim,
+                         launch.dynamic_shared_bytes};
+      try {
+        Block block(shape, block_seed(launch.seed, b));
+        block.run(body);
+      } catch (const EmuError& e) {
+        const Dim3 at = shape.block_index;
+        std::lock_guard<std::mutex> lock(first_error_mutex);
+        if (!failed.exchange(true)) {
+          first_error = std::make_exception_ptr(EmuError(
+              "block (" + std::to_string(at.x) + "," + std::to_string(at.y) + "," +
+              std::to_string(at.z) + "): " + e.what()));
+        }
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(first_error_mutex);
+        if (!failed.exchange(true)) first_error = std::current_exception();
+      }
+    }
+  };
+  std::vector<std::thread> pool;
+  for (unsigned w = 1; w < workers; ++w) pool.emplace_back(work);
+  work();
+  for (std::thread& t : pool) t.join();
+  if (first_error) std::rethrow_exception(first_error);
+}
+
+}  // namespace attnbench::emu
