@@ -51,12 +51,13 @@ struct Block::Thread {
   std::unique_ptr<Fiber> fiber;
   Wait wait = Wait::running;
   Site site;
-  unsigned mask = 0;         // a warp wait's mask
-  bool shuffle = false;      // a warp wait that moves a value (else __syncwarp)
-  int lane_mask = 0;         // shuffles: the xor
-  int width = kWarpSize;     // shuffles: the segment width
-  uint64_t deposit = 0;      // shuffles: this lane's value
-  uint64_t received = 0;     // shuffles: the value it reads
+  unsigned mask = 0;                          // a warp wait's mask
+  Collective collective = Collective::sync_warp;  // which warp collective it waits in
+  Shuffle mode = Shuffle::xor_lane;           // shuffles: how the source lane is found
+  int arg = 0;                                // shuffles: the xor mask, index or delta
+  int width = kWarpSize;                      // shuffles: the segment width
+  uint64_t deposit = 0;                       // this lane's value (shuffle) or predicate (ballot)
+  uint64_t received = 0;                      // what the collective gives it back
 };
 
 Block::Block(const Shape& shape, uint64_t seed) : shape_(shape), rng_state_(seed) {
@@ -134,26 +135,42 @@ void Block::wait(Wait kind, Site site, unsigned mask) {
 void Block::sync_threads(Site site) { wait(Wait::barrier, site, 0); }
 
 void Block::sync_warp(unsigned mask, Site site) {
-  if ((mask & (1u << lane())) == 0) {
-    throw EmuError("__syncwarp(" + hex_mask(mask) + ") at " + site.text() + ": thread " +
-                   std::to_string(running_) + " (lane " + std::to_string(lane()) +
-                   ") is not in its own mask");
-  }
-  threads_[running_]->shuffle = false;
-  wait(Wait::warp, site, mask);
+  collective(Collective::sync_warp, Shuffle::xor_lane, mask, 0, 0, kWarpSize, site);
 }
 
-uint64_t Block::shuffle_word(unsigned mask, uint64_t word, int lane_mask, int width, Site site) {
-  if ((mask & (1u << lane())) == 0) {
-    throw EmuError("__shfl_xor_sync(" + hex_mask(mask) + ") at " + site.text() + ": thread " +
-                   std::to_string(running_) + " (lane " + std::to_string(lane()) +
-                   ") is not in its own mask");
+unsigned Block::ballot(unsigned mask, bool predicate, Site site) {
+  return static_cast<unsigned>(
+      collective(Collective::ballot, Shuffle::xor_lane, mask, predicate ? 1 : 0, 0, kWarpSize, site));
+}
+
+std::string Block::collective_name(const Thread& thread) const {
+  switch (thread.collective) {
+    case Collective::sync_warp: return "__syncwarp";
+    case Collective::ballot: return "__ballot_sync";
+    case Collective::shuffle: break;
   }
+  switch (thread.mode) {
+    case Shuffle::xor_lane: return "__shfl_xor_sync";
+    case Shuffle::index: return "__shfl_sync";
+    case Shuffle::up: return "__shfl_up_sync";
+    case Shuffle::down: return "__shfl_down_sync";
+  }
+  return "?";
+}
+
+uint64_t Block::collective(Collective kind, Shuffle mode, unsigned mask, uint64_t word, int arg,
+                           int width, Site site) {
   Thread& self = *threads_[running_];
-  self.shuffle = true;
-  self.lane_mask = lane_mask;
+  self.collective = kind;
+  self.mode = mode;
+  self.arg = arg;
   self.width = width;
   self.deposit = word;
+  if ((mask & (1u << lane())) == 0) {
+    throw EmuError(collective_name(self) + "(" + hex_mask(mask) + ") at " + site.text() +
+                   ": thread " + std::to_string(running_) + " (lane " + std::to_string(lane()) +
+                   ") is not in its own mask");
+  }
   const unsigned me = running_;
   wait(Wait::warp, site, mask);
   return threads_[me]->received;
@@ -199,6 +216,22 @@ bool Block::release_barrier() {
   return true;
 }
 
+// The lane a shuffle of `member` (at `lane`) reads, as CUDA defines each mode: a source outside
+// the lane's segment of `width` lanes gives the lane its own value.
+unsigned Block::source_lane(const Thread& member, unsigned lane) {
+  const auto width = static_cast<unsigned>(member.width);
+  const unsigned segment = lane - lane % width;
+  const auto arg = static_cast<unsigned>(member.arg);
+  unsigned source = lane;
+  switch (member.mode) {
+    case Shuffle::xor_lane: source = lane ^ arg; break;
+    case Shuffle::index: return segment + arg % width;
+    case Shuffle::up: source = lane - arg; break;  // wraps below the segment: own value
+    case Shuffle::down: source = lane + arg; break;
+  }
+  return source < segment || source >= segment + width ? lane : source;
+}
+
 // Releases every group of lanes of warp `w` whose collective is complete: each lane its mask
 // names waits in a warp collective with the same mask.
 bool Block::release_warp(unsigned w) {
@@ -214,31 +247,37 @@ bool Block::release_warp(unsigned w) {
       if ((mask & (1u << lane)) == 0) continue;
       const unsigned other = first + lane;
       if (other >= last || threads_[other]->wait == Wait::finished) {
-        throw EmuError(std::string(leader.shuffle ? "__shfl_xor_sync" : "__syncwarp") + "(" +
-                       hex_mask(mask) + ") at " + leader.site.text() + ": lane " +
-                       std::to_string(lane) + " of warp " + std::to_string(w) +
-                       " is in the mask but returned without reaching it");
+        throw EmuError(collective_name(leader) + "(" + hex_mask(mask) + ") at " +
+                       leader.site.text() + ": lane " + std::to_string(lane) + " of warp " +
+                       std::to_string(w) + " is in the mask but returned without reaching it");
       }
       const Thread& peer = *threads_[other];
       complete = peer.wait == Wait::warp && peer.mask == mask;
     }
     if (!complete) continue;
+    unsigned votes = 0;
+    for (unsigned lane = 0; lane < kWarpSize; ++lane) {
+      if ((mask & (1u << lane)) == 0) continue;
+      const Thread& member = *threads_[first + lane];
+      if (member.collective != leader.collective || member.mode != leader.mode) {
+        throw EmuError("lanes of warp " + std::to_string(w) + " with mask " + hex_mask(mask) +
+                       " reach different collectives: " + collective_name(leader) + " at " +
+                       leader.site.text() + " and " + collective_name(member) + " at " +
+                       member.site.text());
+      }
+      if (member.deposit != 0) votes |= 1u << lane;
+    }
     for (unsigned lane = 0; lane < kWarpSize; ++lane) {
       if ((mask & (1u << lane)) == 0) continue;
       Thread& member = *threads_[first + lane];
-      if (member.shuffle != leader.shuffle) {
-        throw EmuError("lanes of warp " + std::to_string(w) + " with mask " + hex_mask(mask) +
-                       " reach different collectives: " + leader.site.text() + " and " +
-                       member.site.text());
-      }
-      if (!member.shuffle) continue;
-      const unsigned segment = lane - lane % static_cast<unsigned>(member.width);
-      unsigned source = lane ^ static_cast<unsigned>(member.lane_mask);
-      if (source < segment || source >= segment + static_cast<unsigned>(member.width)) source = lane;
+      if (member.collective == Collective::ballot) member.received = votes;
+      if (member.collective != Collective::shuffle) continue;
+      const unsigned source = source_lane(member, lane);
       if ((mask & (1u << source)) == 0) {
-        throw EmuError("__shfl_xor_sync(" + hex_mask(mask) + ") at " + member.site.text() +
-                       ": lane " + std::to_string(lane) + " of warp " + std::to_string(w) +
-                       " reads lane " + std::to_string(source) + ", which the mask leaves out");
+        throw EmuError(collective_name(member) + "(" + hex_mask(mask) + ") at " +
+                       member.site.text() + ": lane " + std::to_string(lane) + " of warp " +
+                       std::to_string(w) + " reads lane " + std::to_string(source) +
+                       ", which the mask leaves out");
       }
       member.received = threads_[first + source]->deposit;
     }
@@ -257,8 +296,7 @@ void Block::report_stuck() {
     switch (thread.wait) {
       case Wait::barrier: by_wait["__syncthreads at " + thread.site.text()].push_back(t); break;
       case Wait::warp:
-        by_wait[std::string(thread.shuffle ? "__shfl_xor_sync(" : "__syncwarp(") +
-                hex_mask(thread.mask) + ") at " + thread.site.text()]
+        by_wait[collective_name(thread) + "(" + hex_mask(thread.mask) + ") at " + thread.site.text()]
             .push_back(t);
         break;
       case Wait::finished: by_wait["returned"].push_back(t); break;

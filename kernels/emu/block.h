@@ -5,7 +5,7 @@
 // reports them instead of hanging or guessing (issue 14, item 5):
 //   - a __syncthreads reached by part of the block only (others returned or wait elsewhere),
 //     or from different call sites;
-//   - a warp collective (__syncwarp, __shfl_*_sync) whose mask names a lane that never arrives,
+//   - a warp collective (__syncwarp, __shfl*_sync, __ballot_sync) whose mask names a lane that never arrives,
 //     that leaves out a lane it reads from, or that lanes call with different masks;
 //   - a deadlock: every live thread waits and no wait can be released.
 // A report is an EmuError whose one-line message names the threads and the source lines.
@@ -81,9 +81,20 @@ class Block {
 
   void sync_threads(Site site);
   void sync_warp(unsigned mask, Site site);
-  // __shfl_xor_sync: the value of lane (lane ^ lane_mask) within segments of `width` lanes.
+  // The __shfl*_sync family: the value of the source lane within segments of `width` lanes.
+  // xor_lane: lane ^ arg; index: arg; up: lane - arg; down: lane + arg (a source outside the
+  // lane's segment gives its own value, as CUDA defines it).
+  enum class Shuffle : uint8_t { xor_lane, index, up, down };
   template <typename T>
-  T shfl_xor(unsigned mask, T value, int lane_mask, int width, Site site);
+  T shfl(Shuffle mode, unsigned mask, T value, int arg, int width, Site site);
+  template <typename T>
+  T shfl_xor(unsigned mask, T value, int lane_mask, int width, Site site) {
+    return shfl(Shuffle::xor_lane, mask, value, lane_mask, width, site);
+  }
+  // __ballot_sync, __any_sync, __all_sync over the lanes of `mask`.
+  unsigned ballot(unsigned mask, bool predicate, Site site);
+  bool any(unsigned mask, bool predicate, Site site) { return ballot(mask, predicate, site) != 0; }
+  bool all(unsigned mask, bool predicate, Site site) { return ballot(mask, predicate, site) == mask; }
 
  private:
   enum class Wait : uint8_t { running, barrier, warp, finished };
@@ -94,7 +105,11 @@ class Block {
   bool release_barrier();
   bool release_warp(unsigned warp);
   [[noreturn]] void report_stuck();
-  uint64_t shuffle_word(unsigned mask, uint64_t word, int lane_mask, int width, Site site);
+  enum class Collective : uint8_t { sync_warp, shuffle, ballot };
+  uint64_t collective(Collective kind, Shuffle mode, unsigned mask, uint64_t word, int arg, int width,
+                      Site site);
+  std::string collective_name(const Thread& thread) const;
+  static unsigned source_lane(const Thread& member, unsigned lane);
   void wait(Wait kind, Site site, unsigned mask);
   std::string threads_text(const std::vector<unsigned>& threads) const;
 
@@ -109,12 +124,12 @@ class Block {
 };
 
 template <typename T>
-T Block::shfl_xor(unsigned mask, T value, int lane_mask, int width, Site site) {
+T Block::shfl(Shuffle mode, unsigned mask, T value, int arg, int width, Site site) {
   static_assert(std::is_trivially_copyable_v<T> && sizeof(T) <= sizeof(uint64_t),
                 "shuffles move values of up to 8 bytes");
   uint64_t word = 0;
   std::memcpy(&word, &value, sizeof(T));
-  word = shuffle_word(mask, word, lane_mask, width, site);
+  word = collective(Collective::shuffle, mode, mask, word, arg, width, site);
   T result;
   std::memcpy(&result, &word, sizeof(T));
   return result;

@@ -118,6 +118,70 @@ TEST(EmuBlock, ButterflyShufflesSumTheWarp) {
   }
 }
 
+// Each mode reads the lane CUDA names: __shfl_sync (index within the segment), __shfl_up_sync
+// and __shfl_down_sync (own value where the source leaves the segment).
+TEST(EmuBlock, ShufflesOfEveryModeReadTheirSourceLane) {
+  std::mt19937 rng(std::random_device{}());
+  const int base = static_cast<int>(rng() % 1000);
+  const int index = static_cast<int>(rng() % 8), up = 1 + static_cast<int>(rng() % 7),
+            down = 1 + static_cast<int>(rng() % 15);
+  std::vector<int> by_index(64), by_up(64), by_down(64);
+  Block block(block_of(64), fresh_seed());
+  block.run([&] {
+    Block& b = Block::current();
+    const unsigned t = b.linear_thread();
+    const int mine = base + static_cast<int>(t);
+    by_index[t] = b.shfl(Block::Shuffle::index, kFullMask, mine, index, 8, HERE);
+    by_up[t] = b.shfl(Block::Shuffle::up, kFullMask, mine, up, 16, HERE);
+    by_down[t] = b.shfl(Block::Shuffle::down, kFullMask, mine, down, 32, HERE);
+  });
+  for (int t = 0; t < 64; ++t) {
+    const int lane = t % 32;
+    EXPECT_EQ(by_index[t], base + (t - lane % 8) + index) << t;
+    EXPECT_EQ(by_up[t], base + (lane % 16 >= up ? t - up : t)) << t;
+    EXPECT_EQ(by_down[t], base + (lane + down < 32 ? t + down : t)) << t;
+  }
+}
+
+TEST(EmuBlock, BallotAnyAndAllCountTheLanesOfTheMask) {
+  std::mt19937 rng(std::random_device{}());
+  const unsigned modulus = 2 + rng() % 5;
+  unsigned expected = 0;
+  for (unsigned lane = 0; lane < 32; ++lane) expected |= (lane % modulus == 0 ? 1u : 0u) << lane;
+  std::vector<unsigned> ballots(32);
+  std::vector<int> anys(32), alls(32), half_alls(32);
+  Block block(block_of(32), fresh_seed());
+  block.run([&] {
+    Block& b = Block::current();
+    const unsigned lane = b.lane();
+    ballots[lane] = b.ballot(kFullMask, lane % modulus == 0, HERE);
+    anys[lane] = b.any(kFullMask, lane == 31, HERE);
+    alls[lane] = b.all(kFullMask, lane != 7, HERE);
+    const unsigned half = lane < 16 ? 0x0000ffffu : 0xffff0000u;
+    half_alls[lane] = b.all(half, lane < 16 || lane == 20, HERE);
+  });
+  for (unsigned lane = 0; lane < 32; ++lane) {
+    EXPECT_EQ(ballots[lane], expected) << lane;
+    EXPECT_TRUE(anys[lane]);
+    EXPECT_FALSE(alls[lane]);
+    EXPECT_EQ(half_alls[lane] != 0, lane < 16) << lane;
+  }
+}
+
+TEST(EmuBlock, LanesInDifferentCollectivesAreReported) {
+  const std::string report = report_of(32, [] {
+    Block& b = Block::current();
+    if (b.lane() < 16) {
+      b.sync_warp(kFullMask, HERE);
+    } else {
+      (void)b.ballot(kFullMask, true, HERE);
+    }
+  });
+  EXPECT_NE(report.find("reach different collectives: "), std::string::npos) << report;
+  EXPECT_NE(report.find("__syncwarp at test_emu_block.cpp:"), std::string::npos) << report;
+  EXPECT_NE(report.find("__ballot_sync at test_emu_block.cpp:"), std::string::npos) << report;
+}
+
 TEST(EmuBlock, AShuffleMaskThatLeavesOutALaneItReadsIsReported) {
   const std::string report = report_of(32, [] {
     Block& b = Block::current();
