@@ -39,7 +39,7 @@ void visible_keys(const attnbench_params& p, int b, int i, int& first, int& last
   }
 }
 
-int make_plan(const attnbench_params* shape, const attnbench_plan_context* context,
+int make_plan(void*, const attnbench_params* shape, const attnbench_plan_context* context,
               attnbench_plan** plan, char* error, size_t error_size) {
   auto* made = new ExamplePlan{*context, nullptr};
   made->row = static_cast<float*>(context->allocate(context->allocator, sizeof(float) * shape->seqlen_k));
@@ -119,6 +119,7 @@ const attnbench_kernel kKernels[] = {{
     destroy_plan,
     /*details=*/nullptr,
     /*extra_memory_bytes=*/nullptr,
+    /*kernel_data=*/nullptr,
 }};
 
 const attnbench_plugin kPlugin = {EXAMPLE_ABI_VERSION, "example-1.0", 1, kKernels};

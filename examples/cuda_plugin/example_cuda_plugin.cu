@@ -44,7 +44,7 @@ struct ExamplePlan {
   cudaStream_t stream;
 };
 
-int make_plan(const attnbench_params*, const attnbench_plan_context* context, attnbench_plan** plan,
+int make_plan(void*, const attnbench_params*, const attnbench_plan_context* context, attnbench_plan** plan,
               char*, size_t) {
   *plan = reinterpret_cast<attnbench_plan*>(new ExamplePlan{static_cast<cudaStream_t>(context->stream)});
   return 0;
@@ -79,6 +79,7 @@ const attnbench_kernel kKernels[] = {{
     destroy_plan,
     /*details=*/nullptr,
     /*extra_memory_bytes=*/nullptr,
+    /*kernel_data=*/nullptr,
 }};
 
 const attnbench_plugin kPlugin = {ATTNBENCH_PLUGIN_ABI_VERSION, "example-1.0", 1, kKernels};

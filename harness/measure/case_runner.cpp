@@ -219,7 +219,7 @@ CaseOutcome CaseRunner::run(const CaseRequest& request) {
     {
       NvtxRange range("plan");
       Result<std::unique_ptr<Plan>> made =
-          kernel->make_plan(request.problem, executor_.plan_context());
+          kernel->make_plan(request.problem, context);
       if (!made || *made == nullptr) {
         const std::string why = made ? "the kernel made no plan" : made.status().message;
         outcome.status = plan_failure_is_skip(why) ? ResultStatus::skipped : ResultStatus::error;

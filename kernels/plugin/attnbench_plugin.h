@@ -111,10 +111,12 @@ typedef struct {
   int32_t deterministic; /* 1: two runs give identical bytes (attnbench checks it) */
   int32_t returns_lse;   /* 1: writes params->lse */
   attnbench_support support;
-  /* Builds a plan for the problem in `shape` (its pointers are null). Returns 0 and sets *plan,
-   * or nonzero with a one-line reason in `error`. */
-  int (*make_plan)(const attnbench_params* shape, const attnbench_plan_context* context,
-                   attnbench_plan** plan, char* error, size_t error_size);
+  /* Builds a plan for the problem in `shape` (its pointers are null). `kernel_data` is this
+   * description's own field below, handed back. Returns 0 and sets *plan, or nonzero with a
+   * one-line reason in `error`. */
+  int (*make_plan)(void* kernel_data, const attnbench_params* shape,
+                   const attnbench_plan_context* context, attnbench_plan** plan, char* error,
+                   size_t error_size);
   /* One forward. Returns 0, or nonzero with a one-line reason in `error`. */
   int (*run)(attnbench_plan* plan, const attnbench_params* params, char* error, size_t error_size);
   void (*destroy_plan)(attnbench_plan* plan);
@@ -124,6 +126,9 @@ typedef struct {
   /* Optional (null): the extra memory of the last forward in bytes, for a plan whose memory
    * bypasses the context's allocator (a caching allocator of its own); -1 when not known. */
   int64_t (*extra_memory_bytes)(attnbench_plan* plan);
+  /* Optional: the plugin's own state for this kernel, passed to make_plan (one make_plan can
+   * serve many kernels). */
+  void* kernel_data;
 } attnbench_kernel;
 
 typedef struct {

@@ -211,7 +211,7 @@ Result<Kernel> wrap_abi_kernel(const attnbench_kernel& described, std::string or
                                              context.stream, context.device};
     attnbench_plan* plan = nullptr;
     char error[1024] = "";
-    if (described.make_plan(&shape, &abi_context, &plan, error, sizeof error) != 0 || plan == nullptr) {
+    if (described.make_plan(described.kernel_data, &shape, &abi_context, &plan, error, sizeof error) != 0 || plan == nullptr) {
       error[sizeof error - 1] = '\0';
       return Status::Error(reason_or(error, std::string(described.name) + ": make_plan failed and gave no reason"));
     }

@@ -9,13 +9,11 @@
 #define Py_LIMITED_API 0x030A0000
 #include <Python.h>
 
-#include <array>
 #include <cstdio>
 #include <cstring>
 #include <deque>
 #include <mutex>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include <unistd.h>
@@ -259,23 +257,15 @@ int make_python_plan(const PythonKernel& kernel, const attnbench_params* shape,
   return 0;
 }
 
-// One trampoline per kernel slot: the C ABI's make_plan has no user pointer, so slot i calls
-// make_python_plan on kernels()[i]. 64 Python kernels per process is far beyond any suite.
-constexpr int kMaxPythonKernels = 64;
-template <int Slot>
-int make_plan_slot(const attnbench_params* shape, const attnbench_plan_context* context,
-                   attnbench_plan** plan, char* error, size_t error_size) {
-  return make_python_plan(kernels()[Slot], shape, context, plan, error, error_size);
+// The C ABI's make_plan: `kernel_data` is the PythonKernel the description was made from.
+int make_plan(void* kernel_data, const attnbench_params* shape, const attnbench_plan_context* context,
+              attnbench_plan** plan, char* error, size_t error_size) {
+  return make_python_plan(*static_cast<const PythonKernel*>(kernel_data), shape, context, plan, error,
+                          error_size);
 }
-template <int... Slots>
-constexpr auto slot_table(std::integer_sequence<int, Slots...>) {
-  using Fn = int (*)(const attnbench_params*, const attnbench_plan_context*, attnbench_plan**, char*, size_t);
-  return std::array<Fn, sizeof...(Slots)>{&make_plan_slot<Slots>...};
-}
-const auto kMakePlanSlots = slot_table(std::make_integer_sequence<int, kMaxPythonKernels>{});
 
 // Fills a PythonKernel's description from attnbench_bridge.describe()'s JSON.
-void describe_kernel(PythonKernel& kernel, const json& d, size_t slot) {
+void describe_kernel(PythonKernel& kernel, const json& d) {
   kernel.summary = d.value("summary", "");
   kernel.dtypes = d.value("dtypes", "");
   kernel.head_dims = d.value("head_dims", "");
@@ -300,7 +290,8 @@ void describe_kernel(PythonKernel& kernel, const json& d, size_t slot) {
   c.support.archs = kernel.archs.c_str();
   c.support.max_flops = d.value("max_flops", 0.0);
   c.support.notes = kernel.notes.c_str();
-  c.make_plan = kMakePlanSlots[slot];
+  c.make_plan = make_plan;
+  c.kernel_data = &kernel;
   c.run = run_plan;
   c.destroy_plan = destroy_plan;
   c.details = plan_details;
@@ -344,17 +335,12 @@ extern "C" __attribute__((visibility("default"))) int attnbench_python_kernels(
   }
   std::vector<attnbench_kernel> listed;
   for (const std::string& device : description.value("devices", std::vector<std::string>{"cpu"})) {
-    if (kernels().size() >= static_cast<size_t>(kMaxPythonKernels)) {
-      write_text(error, error_size, "more than 64 Python kernels in one process");
-      Py_DECREF(described);
-      return 1;
-    }
     PythonKernel& kernel = kernels().emplace_back();
     kernel.function = function;
     Py_INCREF(function);
     kernel.name = name;
     kernel.device_kind = device == "cuda" ? ATTNBENCH_BACKEND_CUDA : ATTNBENCH_BACKEND_CPU;
-    describe_kernel(kernel, description, kernels().size() - 1);
+    describe_kernel(kernel, description);
     listed.push_back(kernel.described);
   }
   Py_DECREF(described);
