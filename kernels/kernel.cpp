@@ -78,6 +78,8 @@ std::string_view backend_name(Backend backend) {
       return "cpu";
     case Backend::cuda:
       return "cuda";
+    case Backend::emu:
+      return "emu";
   }
   return "?";
 }

@@ -16,7 +16,9 @@
 
 namespace attnbench {
 
-enum class Backend : uint8_t { cpu, cuda };
+// cpu: host code; cuda: a CUDA GPU; emu: the in-house CUDA kernels' own source on the emulated
+// device (kernels/emu/), a correctness device that measures no time.
+enum class Backend : uint8_t { cpu, cuda, emu };
 std::string_view backend_name(Backend backend);
 
 struct SupportTable {

@@ -8,6 +8,8 @@
 #include <string>
 
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/emu/emu_kernels.h"
+#include "kernels/emu/planted/planted_kernels.h"
 #include "kernels/plugin/plugin_kernels.h"
 #include "kernels/python/python_kernels.h"
 #include "kernels/test_kernels.h"
@@ -40,6 +42,8 @@ std::vector<Kernel> registered_kernels() {
       cudnn_sdpa_fp8_kernel(),
 #endif
   };
+  // ---- the emulated device: the in-house CUDA kernels' own source on the CPU ------------------
+  for (Kernel& kernel : emulated_kernels()) kernels.push_back(std::move(kernel));
 #if defined(ATTNBENCH_INJECT_SLOWDOWN)
   // Test builds only (CMake -DATTNBENCH_INJECT_SLOWDOWN=kernel:percent): that kernel runs
   // slower by the given percent, so the regression gate can be shown to catch it.
@@ -58,6 +62,7 @@ std::vector<Kernel> registered_kernels() {
   const char* test_kernels = std::getenv("ATTNBENCH_TEST_KERNELS");
   if (test_kernels != nullptr && std::string(test_kernels) == "1") {
     for (Kernel& kernel : isolation_test_kernels()) kernels.push_back(std::move(kernel));
+    for (Kernel& kernel : planted_flash2_kernels()) kernels.push_back(std::move(kernel));
   }
   return kernels;
 }

@@ -295,6 +295,7 @@ CTEST_SUITE = "GpuKernels/GpuCtestSuite.EveryCaseInsideTheTablePasses/"
 TIMER_TEST = "GpuTimer.HarnessAgreesWithAHostClockLoopWithin5Percent"
 L2_FLUSH_TEST = "GpuTimer.L2FlushDoesNotBillTheNextKernel"
 ISOLATION_TEST = "GpuIsolation.OutOfBoundsWriteIsCrashedAndTheGoodKernelStillPasses"
+PTX_CONFORMANCE_TEST = "PtxConformance.EveryWrappedInstructionMatchesTheHardware"
 LAUNCH_COUNT_TEST = "CudaDevice.LaunchCountOfOneKernelIsOne"
 
 
@@ -660,6 +661,11 @@ def calibrate_dtypes(evidence: Evidence) -> Finding:
 @judge("isolation-oob", "the test passes", steps=(CTEST,))
 def isolation_oob(evidence: Evidence) -> Finding:
     return judge_tests(evidence, [ISOLATION_TEST])
+
+
+@judge("ptx-conformance", "identical bits (ex2.approx: 2 ulp)", steps=(CTEST,))
+def ptx_conformance(evidence: Evidence) -> Finding:
+    return judge_tests(evidence, [PTX_CONFORMANCE_TEST])
 
 
 @judge("naive-cublas-correct", "ctest suite passes", steps=(CTEST,))

@@ -36,6 +36,9 @@ SANITIZER_SLOWDOWN = 50.0  # a sanitized forward against a plain one (memcheck; 
 L2_FLUSH_TEST_S = 4.0  # 400 probe forwards of ~60 us, in its own process
 CUDA_DEVICE_TESTS_S = 40.0  # the CudaDevice.* executor tests (one process each; calibration)
 ISOLATION_TEST_S = 12.0  # a crash, a fresh worker, four small cases
+# Every ptx.cuh wrapper on the GPU and emulated (2 x 20,000 mma cases emulated: about 20 s on
+# the 2-core build host, less on the GPU host's 16), inputs and outputs written to OUTDIR.
+PTX_CONFORMANCE_S = 30.0
 CTEST_PARALLEL = 4  # ctest lanes: the tests are host-bound (references, graph builds)
 CUDNN_CTEST_SHARDS = 4  # tests/gpu/test_gpu.cpp's kCudnnShards
 
@@ -161,9 +164,10 @@ def predict_ctest(cli, device_model, environment=None):
         durations += [planned["total_s"] / shards + CUDA_PROCESS_S] * shards
         rows.append((f"GpuCtestSuite {kernel}: {supported} cases checked"
                      + (f", {shards} shards" if shards > 1 else ""), planned["total_s"]))
-    durations += [CUDA_DEVICE_TESTS_S, ISOLATION_TEST_S]
+    durations += [CUDA_DEVICE_TESTS_S, ISOLATION_TEST_S, PTX_CONFORMANCE_S]
     rows += [("CudaDevice.* executor tests", CUDA_DEVICE_TESTS_S),
-             ("GpuIsolation out-of-bounds test", ISOLATION_TEST_S)]
+             ("GpuIsolation out-of-bounds test", ISOLATION_TEST_S),
+             ("PtxConformance: every ptx.cuh wrapper, GPU against emu", PTX_CONFORMANCE_S)]
     return lanes_makespan(durations, CTEST_PARALLEL), cases, rows
 
 

@@ -271,7 +271,9 @@ def step_figures(check, step):
 def step_ctest(check, step):
     timeout = check.left()
     per_test = max(10, min(int(timeout), 140))
-    environment = dict(check.environment, ATTNBENCH_GPU_TEST_CASE_TIMEOUT=str(plan.CASE_TIMEOUT_S))
+    # The PTX conformance test writes every input and both outputs there (issue 14, item 7).
+    environment = dict(check.environment, ATTNBENCH_GPU_TEST_CASE_TIMEOUT=str(plan.CASE_TIMEOUT_S),
+                       ATTNBENCH_CONFORMANCE_DIR=str(check.outdir / "ptx-conformance"))
     junit = check.outdir / "ctest.xml"
     code = check.run([check.setup_tool("ctest"), "--test-dir", check.bundle.ctest_dir,
                       "--label-regex", "^gpu$", "--exclude-regex", r"GpuTimer\.",

@@ -335,7 +335,7 @@ void add_selection_options(CLI::App* sub, RunFlags& flags, CommonOptions& common
                   "Shared library of kernels built against kernels/plugin/attnbench_plugin.h "
                   "(repeatable)");
   sub->add_option("--filter", o.filter, "Regex on case names kernel/shape/distribution");
-  sub->add_option("--devices", o.devices, "all | cpu | gpu | GPU ordinals 0,1 (default all)");
+  sub->add_option("--devices", o.devices, "all | cpu | emu | gpu | GPU ordinals 0,1 (default all; emu: the emulated device, never in all)");
   sub->add_option("--dist", o.distribution,
                   "Input distribution for --shape: normal | large_logits | outliers");
   sub->add_option("--dump", o.dump_dir, "Write q, k, v, out, ref (.npy) and repro.txt of every case here");

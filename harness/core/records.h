@@ -39,8 +39,11 @@ struct EnvironmentInfo {
   std::string os;
 };
 
+// The emulated device's kind (harness/measure/devices.cpp): a correctness device, never timed.
+inline constexpr const char* kEmuDeviceKind = "emu";
+
 struct DeviceInfo {
-  std::string kind;  // "cpu" or "cuda"
+  std::string kind;  // "cpu", "cuda" or kEmuDeviceKind
   int ordinal = 0;
   std::string name;  // "Intel(R) Xeon(R) Processor", "NVIDIA H200"
   std::string uuid;  // the chip (GPU UUID); for a CPU, host name + model

@@ -8,6 +8,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include <nlohmann/json.hpp>
+
 #include "harness/measure/npy.h"
 #include "harness/core/nvtx.h"
 #include "harness/measure/timing.h"
@@ -15,6 +17,16 @@
 
 namespace attnbench {
 namespace {
+
+// The kernel's details and the device's, as one JSON object (either may be empty).
+std::string merged_details(const std::string& kernel_details, const std::string& device_details) {
+  if (device_details.empty()) return kernel_details;
+  if (kernel_details.empty()) return device_details;
+  nlohmann::json merged = nlohmann::json::parse(kernel_details, nullptr, false);
+  if (!merged.is_object()) return kernel_details;
+  merged.update(nlohmann::json::parse(device_details));
+  return merged.dump();
+}
 
 Status dump_case(const std::string& directory, const ProblemInputs& inputs,
                  const KernelOutputs* outputs, const ReferenceRows* reference,
@@ -201,7 +213,7 @@ CaseOutcome CaseRunner::run(const CaseRequest& request) {
   outcome.timer = executor_.timer_name();
   const PlanContext context = executor_.plan_context();
   const Kernel* kernel =
-      find_kernel(request.kernel, context.device < 0 ? Backend::cpu : Backend::cuda);
+      find_kernel(request.kernel, executor_.backend());
   if (kernel == nullptr) {
     outcome.message = "unknown kernel '" + request.kernel + "'";
     return outcome;
@@ -251,10 +263,10 @@ CaseOutcome CaseRunner::run(const CaseRequest& request) {
       outcome.status = failure.empty() ? ResultStatus::passed : ResultStatus::failed;
       outcome.message = failure;
     }
-    if (outcome.status == ResultStatus::passed && !request.check_only) {
+    if (outcome.status == ResultStatus::passed && !request.check_only && executor_.measures_time()) {
       measure_performance(*kernel, *plan, request, outcome);
     }
-    outcome.details_json = plan->details();
+    outcome.details_json = merged_details(plan->details(), executor_.run_details());
   } catch (const std::exception& e) {
     outcome.status = executor_.healthy() ? ResultStatus::error : ResultStatus::crashed;
     outcome.device_unusable = !executor_.healthy();

@@ -49,6 +49,7 @@ class CpuExecutor final : public DeviceExecutor {
     return kNotMeasured;
   }
   std::string timer_name() const override { return "host steady_clock around one forward"; }
+  Backend backend() const override { return Backend::cpu; }
 
  private:
   AttentionParams params_for(KernelOutputs& outputs) const {

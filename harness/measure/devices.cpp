@@ -14,7 +14,12 @@
 namespace attnbench {
 
 std::string Device::label() const {
-  return backend == Backend::cpu ? "cpu" : "cuda:" + std::to_string(info.ordinal);
+  switch (backend) {
+    case Backend::cpu: return "cpu";
+    case Backend::emu: return "emu";
+    case Backend::cuda: break;
+  }
+  return "cuda:" + std::to_string(info.ordinal);
 }
 
 std::vector<Device> discover_devices() {
@@ -32,7 +37,14 @@ std::vector<Device> discover_devices() {
   const long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
   cpu.info.l2_bytes = l2 > 0 ? l2 : 0;
   cpu.info.extra_json = "{}";  // a CPU has nothing beyond the columns; the column stays JSON
-  std::vector<Device> devices = {cpu};
+  // The emulated device: the in-house CUDA kernels' own source on this CPU (kernels/emu/).
+  Device emu;
+  emu.backend = Backend::emu;
+  emu.info = cpu.info;
+  emu.info.kind = kEmuDeviceKind;
+  emu.info.name = "attnbench emu (CUDA sm_90 rules, correctness only) on " + cpu.info.name;
+  emu.info.uuid = std::string("emu:") + host.data();
+  std::vector<Device> devices = {cpu, emu};
 #if defined(ATTNBENCH_HAVE_CUDA)
   std::string reason;
   for (Device& gpu : discover_cuda_devices(reason)) devices.push_back(std::move(gpu));
@@ -66,7 +78,14 @@ Result<std::vector<Device>> select_devices(const std::string& spec,
   std::string item;
   while (std::getline(stream, item, ',')) {
     if (item == "all") {
-      for (const Device& d : found) add(d);
+      // Every device that measures: the emulated one checks correctness only and is asked by name.
+      for (const Device& d : found) {
+        if (d.backend != Backend::emu) add(d);
+      }
+    } else if (item == "emu") {
+      for (const Device& d : found) {
+        if (d.backend == Backend::emu) add(d);
+      }
     } else if (item == "cpu") {
       for (const Device& d : found) {
         if (d.backend == Backend::cpu) add(d);
@@ -88,7 +107,7 @@ Result<std::vector<Device>> select_devices(const std::string& spec,
       }
       if (!matched) {
         return Status::Error("--devices: unknown device '" + item +
-                             "'; accepted: all, cpu, gpu, or GPU ordinals; found: " + found_labels);
+                             "'; accepted: all, cpu, emu, gpu, or GPU ordinals; found: " + found_labels);
       }
     }
   }

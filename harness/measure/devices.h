@@ -13,13 +13,13 @@ namespace attnbench {
 struct Device {
   Backend backend = Backend::cpu;
   DeviceInfo info;
-  std::string label() const;  // "cpu", "cuda:0"
+  std::string label() const;  // "cpu", "emu", "cuda:0"
 };
 
 std::vector<Device> discover_devices();
 
-// spec: "all" (every device found), "cpu", "gpu" (every GPU), or GPU ordinals "0,1", and
-// "cpu,0" mixes. An unknown device is an error naming what was found.
+// spec: "all" (every device found that measures: not emu), "cpu", "emu" (the emulated device),
+// "gpu" (every GPU), or GPU ordinals "0,1", and "cpu,0" mixes. An unknown device is an error naming what was found.
 Result<std::vector<Device>> select_devices(const std::string& spec,
                                            const std::vector<Device>& found);
 

@@ -55,6 +55,14 @@ class DeviceExecutor {
 
   virtual std::string timer_name() const = 0;  // "host steady_clock", "cudaEvent (L2 flushed)"
 
+  // Which kernels run here (a kernel's Backend), and whether this device times them: the
+  // emulated device checks correctness only, so its cases store no samples.
+  virtual Backend backend() const = 0;
+  virtual bool measures_time() const { return true; }
+  // What the device adds to a result's details (a JSON object; empty for nothing): the
+  // emulated device's schedule seeds, so a failing schedule can be replayed.
+  virtual std::string run_details() const { return {}; }
+
   // False after an error that leaves the device unusable (a sticky CUDA error: illegal address,
   // launch failure). The worker reports the case as crashed and exits; the parent starts a
   // fresh worker for the next case.
@@ -64,6 +72,8 @@ class DeviceExecutor {
 constexpr double kEnergyLoopSeconds = 1.0;
 
 std::unique_ptr<DeviceExecutor> make_cpu_executor(size_t scratch_limit_bytes);
+// kernels/emu/: the in-house CUDA kernels on the CPU; ATTNBENCH_EMU_SEED sets the schedules' seed.
+std::unique_ptr<DeviceExecutor> make_emu_executor(size_t scratch_limit_bytes);
 
 #if defined(ATTNBENCH_HAVE_CUDA)
 // harness/cuda/: binds the calling process to `device` (cudaSetDevice) and makes its stream.

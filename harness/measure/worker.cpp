@@ -197,6 +197,11 @@ Result<std::unique_ptr<DeviceExecutor>> make_device_executor(const std::string& 
         static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGESIZE));
     return make_cpu_executor(static_cast<size_t>(kHostScratchFraction * memory));
   }
+  if (device == "emu") {
+    const double memory =
+        static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGESIZE));
+    return make_emu_executor(static_cast<size_t>(kHostScratchFraction * memory));
+  }
   if (device.rfind("cuda:", 0) == 0) {
 #if defined(ATTNBENCH_HAVE_CUDA)
     int ordinal = -1;
@@ -217,7 +222,7 @@ Result<std::unique_ptr<DeviceExecutor>> make_device_executor(const std::string& 
     return Status::Error("device " + device + " needs the CUDA backend, which this build lacks");
 #endif
   }
-  return Status::Error("unknown device '" + device + "'; accepted: cpu, cuda:N");
+  return Status::Error("unknown device '" + device + "'; accepted: cpu, emu, cuda:N");
 }
 
 int worker_main(const std::string& device, const std::vector<std::string>& plugins,

@@ -1,9 +1,11 @@
 // The in-house CUDA kernels, one factory each; the registry lists them.
 #pragma once
 
+#include "kernels/cuda/common/kernel_backend.h"
 #include "kernels/kernel.h"
 
 namespace attnbench {
+inline namespace ATTNBENCH_TARGET {
 
 // cuda.naive_cublas: attention as eager framework code computes it — scores and output through
 // cuBLAS batched GEMMs, a softmax kernel between them, the whole score matrix in memory.
@@ -26,4 +28,5 @@ Kernel cuda_flash1_kernel();
 // cp.async pipeline, swizzled shared memory), head dims 64/128/256 (kernels/cuda/flash2/).
 Kernel cuda_flash2_kernel();
 
+}  // namespace ATTNBENCH_TARGET
 }  // namespace attnbench

@@ -3,7 +3,9 @@
 #include <limits>
 #include <string>
 
+#include "kernels/cuda/common/cuda_api.h"
 #include "kernels/cuda/common/cuda_check.h"
+#include "kernels/cuda/common/launch.cuh"
 #include "kernels/cuda/empty_rows.h"
 
 namespace attnbench::gpu {
@@ -55,7 +57,7 @@ Status fill_empty_rows(const EmptyRows& rows, const OutputView& output, cudaStre
     return Status::Error("fill_empty_rows: " + std::to_string(items) +
                          " heads to clear exceed one launch's grid");
   }
-  clear_rows<<<static_cast<unsigned>(items), kThreads, 0, stream>>>(params);
+  launch_kernel(clear_rows, static_cast<unsigned>(items), kThreads, 0, stream, params);
   ATTNBENCH_CUDA_TRY_LAUNCH();
   return Status::Ok();
 }

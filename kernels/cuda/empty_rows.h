@@ -5,11 +5,10 @@
 // empty_rows.cu.
 #pragma once
 
-#include <cuda_runtime_api.h>
-
 #include <cstddef>
 #include <cstdint>
 
+#include "kernels/cuda/common/cuda_api.h"
 #include "reference/status.h"
 
 namespace attnbench::gpu {

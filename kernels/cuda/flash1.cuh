@@ -25,20 +25,20 @@
 // aligned (every layout the harness builds is); seqlen_k / 64 launches per forward.
 #pragma once
 
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
-#include <cuda_runtime.h>
-
 #include <cstdint>
 #include <limits>
 #include <string>
 
+#include "kernels/cuda/common/cuda_api.h"
 #include "kernels/cuda/common/cuda_check.h"
+#include "kernels/cuda/common/launch.cuh"
+#include "kernels/cuda/common/shared.cuh"
 #include "kernels/cuda/common/visible_tiles.h"
 #include "kernels/cuda/flash1.h"
 #include "reference/mask.h"
 
 namespace attnbench::gpu::flash1 {
+inline namespace ATTNBENCH_TARGET {
 namespace detail {
 
 // ---- traits -------------------------------------------------------------------------------------
@@ -165,7 +165,7 @@ __global__ void __launch_bounds__(Traits<kHeadDim, kInput>::kThreads,
   using ElementPair = typename T::ElementPair;
   constexpr int kSide = T::kThreadsPerSide;
 
-  extern __shared__ __align__(16) unsigned char shared_bytes[];
+  ATTNBENCH_DYNAMIC_SHARED(shared_bytes, 16);
   Element* q_tile = reinterpret_cast<Element*>(shared_bytes);  // (kBlockQ, kRowStride)
   Element* k_tile = q_tile + kBlockQ * T::kRowStride;          // (kBlockK, kRowStride)
   Element* v_tile = k_tile + kBlockK * T::kRowStride;          // (kBlockK, kRowStride)
@@ -358,9 +358,8 @@ template <int kHeadDim, DType kInput>
 Status Instance<kHeadDim, kInput>::configure() {
   using T = detail::Traits<kHeadDim, kInput>;
   if (T::kSharedBytes > detail::kDefaultSharedBytes) {
-    ATTNBENCH_CUDA_TRY(cudaFuncSetAttribute(detail::flash1_kv_block_kernel<kHeadDim, kInput>,
-                                            cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                            T::kSharedBytes));
+    ATTNBENCH_CUDA_TRY(
+        allow_dynamic_shared(detail::flash1_kv_block_kernel<kHeadDim, kInput>, T::kSharedBytes));
   }
   return Status::Ok();
 }
@@ -375,11 +374,11 @@ Status Instance<kHeadDim, kInput>::launch(const AttentionParams& params, const S
     return Status::Error("cuda.flash1: " + std::to_string(blocks) +
                          " blocks exceed one launch's grid");
   }
-  detail::flash1_kv_block_kernel<kHeadDim, kInput>
-      <<<static_cast<unsigned>(blocks), T::kThreads, T::kSharedBytes, stream>>>(
-          params, state, static_cast<int>(kv_block));
+  launch_kernel(detail::flash1_kv_block_kernel<kHeadDim, kInput>, static_cast<unsigned>(blocks),
+                T::kThreads, T::kSharedBytes, stream, params, state, static_cast<int>(kv_block));
   ATTNBENCH_CUDA_TRY_LAUNCH();
   return Status::Ok();
 }
 
+}  // namespace ATTNBENCH_TARGET
 }  // namespace attnbench::gpu::flash1

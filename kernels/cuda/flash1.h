@@ -4,11 +4,10 @@
 // this; the CPU tests pin the launch count and scratch size to hand-computed values.
 #pragma once
 
-#include <cuda_runtime_api.h>
-
 #include <cstddef>
 #include <cstdint>
 
+#include "kernels/cuda/common/cuda_api.h"
 #include "kernels/cuda/common/visible_tiles.h"
 #include "kernels/kernel.h"
 
@@ -51,6 +50,8 @@ inline size_t scratch_bytes(const Problem& problem) {
   return state_elements(problem) * sizeof(float);
 }
 
+inline namespace ATTNBENCH_TARGET {
+
 // One instantiation per head dim and input dtype (the output dtype is the input's).
 template <int kHeadDim, DType kInput>
 struct Instance {
@@ -66,5 +67,7 @@ extern template struct Instance<64, DType::f16>;
 extern template struct Instance<64, DType::bf16>;
 extern template struct Instance<128, DType::f16>;
 extern template struct Instance<128, DType::bf16>;
+
+}  // namespace ATTNBENCH_TARGET
 
 }  // namespace attnbench::gpu::flash1

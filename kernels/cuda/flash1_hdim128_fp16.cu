@@ -3,7 +3,9 @@
 #include "kernels/cuda/flash1.cuh"
 
 namespace attnbench::gpu::flash1 {
+inline namespace ATTNBENCH_TARGET {
 
 template struct Instance<128, DType::f16>;
 
+}  // namespace ATTNBENCH_TARGET
 }  // namespace attnbench::gpu::flash1

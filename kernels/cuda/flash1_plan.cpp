@@ -1,8 +1,6 @@
 // cuda.flash1's plan and Kernel entry: picks the instantiation (head dim x dtype) at plan time,
 // takes FA1's state (O, l, m) from the harness's scratch, and runs one launch per K/V block
 // (flash1.h, launch_count). The kernel and its description are in flash1.cuh.
-#include <cuda_runtime.h>
-
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -13,6 +11,7 @@
 #include "kernels/cuda/naive_family.h"
 
 namespace attnbench::gpu::flash1 {
+inline namespace ATTNBENCH_TARGET {
 namespace {
 
 constexpr int kMinimumSm = 80;
@@ -100,9 +99,11 @@ class Flash1Plan final : public Plan {
 };
 
 }  // namespace
+}  // namespace ATTNBENCH_TARGET
 }  // namespace attnbench::gpu::flash1
 
 namespace attnbench {
+inline namespace ATTNBENCH_TARGET {
 
 Kernel cuda_flash1_kernel() {
   Kernel kernel;
@@ -110,7 +111,7 @@ Kernel cuda_flash1_kernel() {
   kernel.summary =
       "FlashAttention-1 on CUDA cores: one launch per K/V block, O, l and m kept in device "
       "memory between blocks";
-  kernel.backend = Backend::cuda;
+  kernel.backend = kKernelBackend;
   kernel.deterministic = true;
   kernel.returns_lse = true;
   kernel.support = gpu::tier1_support_table(
@@ -129,4 +130,5 @@ Kernel cuda_flash1_kernel() {
   return kernel;
 }
 
+}  // namespace ATTNBENCH_TARGET
 }  // namespace attnbench

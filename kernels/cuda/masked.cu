@@ -19,17 +19,18 @@
 // Scratch: S, plus the masked copy for outofplace, each (batch, heads_q, seqlen_q, seqlen_k) fp32.
 // Performance: not yet measured on a GPU.
 // Limits: cuda.naive's; a row with no visible key is all -inf after masking and gets P = 0.
-#include <cuda_runtime.h>
-
 #include <cstdint>
 #include <limits>
 #include <string>
 
+#include "kernels/cuda/common/cuda_api.h"
 #include "kernels/cuda/common/cuda_check.h"
+#include "kernels/cuda/common/launch.cuh"
 #include "kernels/cuda/naive_steps.h"
 #include "reference/mask.h"
 
 namespace attnbench::gpu::naive_steps {
+inline namespace ATTNBENCH_TARGET {
 namespace {
 
 // ---- traits -------------------------------------------------------------------------------------
@@ -100,7 +101,7 @@ Status launch_mask_copy(const AttentionParams& params, const float* scores, floa
                         cudaStream_t stream) {
   unsigned rows = 0;
   if (Status status = score_rows(params, rows); !status) return status;
-  mask_copy_kernel<<<rows, kRowThreads, 0, stream>>>(params, scores, masked_scores);
+  launch_kernel(mask_copy_kernel, rows, kRowThreads, 0, stream, params, scores, masked_scores);
   ATTNBENCH_CUDA_TRY_LAUNCH();
   return Status::Ok();
 }
@@ -108,9 +109,10 @@ Status launch_mask_copy(const AttentionParams& params, const float* scores, floa
 Status launch_mask_fill(const AttentionParams& params, float* scores, cudaStream_t stream) {
   unsigned rows = 0;
   if (Status status = score_rows(params, rows); !status) return status;
-  mask_fill_kernel<<<rows, kRowThreads, 0, stream>>>(params, scores);
+  launch_kernel(mask_fill_kernel, rows, kRowThreads, 0, stream, params, scores);
   ATTNBENCH_CUDA_TRY_LAUNCH();
   return Status::Ok();
 }
 
+}  // namespace ATTNBENCH_TARGET
 }  // namespace attnbench::gpu::naive_steps

@@ -20,20 +20,20 @@
 // Limits: fp16/bf16 in, the same dtype out; head dims multiples of 64 (the table has 64 and 128);
 // masked scores are computed anyway, as eager code does; every row reads every key in the
 // output product. A row with no visible key gets P = 0, so O = 0 and LSE -inf.
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
-#include <cuda_runtime.h>
-
 #include <cstdint>
 #include <limits>
 #include <string>
 
+#include "kernels/cuda/common/cuda_api.h"
 #include "kernels/cuda/common/cuda_check.h"
+#include "kernels/cuda/common/launch.cuh"
+#include "kernels/cuda/common/shared.cuh"
 #include "kernels/cuda/common/visible_tiles.h"
 #include "kernels/cuda/naive_steps.h"
 #include "reference/mask.h"
 
 namespace attnbench::gpu::naive_steps {
+inline namespace ATTNBENCH_TARGET {
 namespace {
 
 // ---- traits -------------------------------------------------------------------------------------
@@ -147,7 +147,8 @@ __device__ RowStats block_row_stats(RowStats local) {
                          __shfl_xor_sync(kFullWarp, local.sum, offset)};
     local = merge(local, other);
   }
-  __shared__ RowStats warp_stats[kSoftmaxWarps];
+  using WarpStats = RowStats[kSoftmaxWarps];
+  ATTNBENCH_SHARED(WarpStats, warp_stats, alignof(RowStats));
   const int warp = static_cast<int>(threadIdx.x) / kWarpSize;
   if (threadIdx.x % kWarpSize == 0) warp_stats[warp] = local;
   __syncthreads();
@@ -164,8 +165,9 @@ template <typename Element>
 __global__ void __launch_bounds__(kTileThreads)
     scores_kernel(const __grid_constant__ AttentionParams p, float* __restrict__ scores,
                   bool mask_keys) {
-  __shared__ float q_chunk[kTile][kChunkStride];  // (query rows, head-dim chunk)
-  __shared__ float k_chunk[kTile][kChunkStride];  // (keys, head-dim chunk)
+  using Chunk = float[kTile][kChunkStride];
+  ATTNBENCH_SHARED(Chunk, q_chunk, alignof(float));  // (query rows, head-dim chunk)
+  ATTNBENCH_SHARED(Chunk, k_chunk, alignof(float));  // (keys, head-dim chunk)
 
   const int64_t sq = p.seqlen_q;
   const int64_t sk = p.seqlen_k;
@@ -282,8 +284,10 @@ template <typename Element>
 __global__ void __launch_bounds__(kTileThreads)
     output_kernel(const __grid_constant__ AttentionParams p,
                   const float* __restrict__ probabilities) {
-  __shared__ float p_chunk[kTile][kChunkStride];          // (query rows, key chunk)
-  __shared__ __align__(16) float v_chunk[kChunk][kTile];  // (key chunk, output columns)
+  using ProbabilityChunk = float[kTile][kChunkStride];
+  using ValueChunk = float[kChunk][kTile];
+  ATTNBENCH_SHARED(ProbabilityChunk, p_chunk, alignof(float));  // (query rows, key chunk)
+  ATTNBENCH_SHARED(ValueChunk, v_chunk, 16);                    // (key chunk, output columns)
 
   const int64_t sq = p.seqlen_q;
   const int64_t sk = p.seqlen_k;
@@ -371,9 +375,10 @@ Status launch_scores(const AttentionParams& params, bool mask_keys, float* score
   if (Status status = check_grid(blocks, "scores"); !status) return status;
   const auto grid = static_cast<unsigned>(blocks);
   if (params.input_dtype == DType::bf16) {
-    scores_kernel<__nv_bfloat16><<<grid, kTileThreads, 0, stream>>>(params, scores, mask_keys);
+    launch_kernel(scores_kernel<__nv_bfloat16>, grid, kTileThreads, 0, stream, params, scores,
+                  mask_keys);
   } else {
-    scores_kernel<__half><<<grid, kTileThreads, 0, stream>>>(params, scores, mask_keys);
+    launch_kernel(scores_kernel<__half>, grid, kTileThreads, 0, stream, params, scores, mask_keys);
   }
   ATTNBENCH_CUDA_TRY_LAUNCH();
   return Status::Ok();
@@ -383,8 +388,8 @@ Status launch_softmax(const AttentionParams& params, bool mask_inside, float* sc
                       cudaStream_t stream) {
   const int64_t rows = pair_count(params) * params.seqlen_q;
   if (Status status = check_grid(rows, "softmax"); !status) return status;
-  softmax_kernel<<<static_cast<unsigned>(rows), kSoftmaxThreads, 0, stream>>>(params, scores,
-                                                                              mask_inside);
+  launch_kernel(softmax_kernel, static_cast<unsigned>(rows), kSoftmaxThreads, 0, stream, params,
+                scores, mask_inside);
   ATTNBENCH_CUDA_TRY_LAUNCH();
   return Status::Ok();
 }
@@ -396,12 +401,14 @@ Status launch_output(const AttentionParams& params, const float* probabilities,
   if (Status status = check_grid(blocks, "output"); !status) return status;
   const auto grid = static_cast<unsigned>(blocks);
   if (params.input_dtype == DType::bf16) {
-    output_kernel<__nv_bfloat16><<<grid, kTileThreads, 0, stream>>>(params, probabilities);
+    launch_kernel(output_kernel<__nv_bfloat16>, grid, kTileThreads, 0, stream, params,
+                  probabilities);
   } else {
-    output_kernel<__half><<<grid, kTileThreads, 0, stream>>>(params, probabilities);
+    launch_kernel(output_kernel<__half>, grid, kTileThreads, 0, stream, params, probabilities);
   }
   ATTNBENCH_CUDA_TRY_LAUNCH();
   return Status::Ok();
 }
 
+}  // namespace ATTNBENCH_TARGET
 }  // namespace attnbench::gpu::naive_steps

@@ -19,9 +19,6 @@
 // alignment); every mask (masked scores are computed, then dropped, as eager code does); bshd,
 // bhsd and packed QKV; GQA/MQA; sm_80 and newer. A row with no visible key gives 0 and LSE -inf.
 #include <cublas_v2.h>
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
-#include <cuda_runtime.h>
 
 #include <cmath>
 #include <cstdint>
@@ -32,8 +29,11 @@
 #include <unordered_map>
 
 #include "kernels/cuda/common/cublas_check.h"
+#include "kernels/cuda/common/cuda_api.h"
 #include "kernels/cuda/common/cuda_check.h"
+#include "kernels/cuda/common/launch.cuh"
 #include "kernels/cuda/common/plan_helpers.h"
+#include "kernels/cuda/common/shared.cuh"
 #include "kernels/cuda/cuda_kernels.h"
 #include "reference/mask.h"
 
@@ -105,7 +105,8 @@ __device__ RowStats block_row_stats(RowStats local) {
                          __shfl_xor_sync(kFullWarp, local.sum, offset)};
     local = merge(local, other);
   }
-  __shared__ RowStats warp_stats[kSoftmaxWarps];
+  using WarpStats = RowStats[kSoftmaxWarps];
+  ATTNBENCH_SHARED(WarpStats, warp_stats, alignof(RowStats));
   const int warp = static_cast<int>(threadIdx.x) / kWarpSize;
   if (threadIdx.x % kWarpSize == 0) warp_stats[warp] = local;
   __syncthreads();
@@ -311,9 +312,9 @@ class NaiveCublasPlan final : public Plan {
     softmax.window_right = params.window_right;
     const unsigned rows = static_cast<unsigned>(pairs_ * sq);
     if (params.input_dtype == DType::bf16) {
-      masked_softmax_rows<__nv_bfloat16><<<rows, kSoftmaxThreads, 0, stream_>>>(softmax);
+      launch_kernel(masked_softmax_rows<__nv_bfloat16>, rows, kSoftmaxThreads, 0, stream_, softmax);
     } else {
-      masked_softmax_rows<__half><<<rows, kSoftmaxThreads, 0, stream_>>>(softmax);
+      launch_kernel(masked_softmax_rows<__half>, rows, kSoftmaxThreads, 0, stream_, softmax);
     }
     ATTNBENCH_CUDA_TRY_LAUNCH();
 
@@ -361,7 +362,7 @@ class NaiveCublasPlan final : public Plan {
     pointers.pairs = static_cast<int>(pairs_);
     pointers.arrays = pointers_.as<void*>();
     const unsigned blocks = static_cast<unsigned>((pairs_ + kPointerThreads - 1) / kPointerThreads);
-    build_matrix_pointers<<<blocks, kPointerThreads, 0, stream_>>>(pointers);
+    launch_kernel(build_matrix_pointers, blocks, kPointerThreads, 0, stream_, pointers);
     ATTNBENCH_CUDA_TRY_LAUNCH();
     built_for_q_ = params.q;
     built_for_k_ = params.k;
@@ -401,6 +402,8 @@ SupportTable naive_cublas_support_table() {
 
 }  // namespace
 
+inline namespace ATTNBENCH_TARGET {
+
 Kernel cuda_naive_cublas_kernel() {
   Kernel kernel;
   kernel.name = "cuda.naive_cublas";
@@ -420,4 +423,5 @@ Kernel cuda_naive_cublas_kernel() {
   return kernel;
 }
 
+}  // namespace ATTNBENCH_TARGET
 }  // namespace attnbench

@@ -30,8 +30,6 @@
 // No mask tensor is read: DESIGN's masks are predicates of the indices.
 #include "kernels/cuda/naive_family.h"
 
-#include <cuda_runtime.h>
-
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -43,6 +41,7 @@
 #include "reference/flops.h"
 
 namespace attnbench::gpu {
+inline namespace ATTNBENCH_TARGET {
 namespace {
 
 constexpr int kMinimumSm = 80;  // bf16 conversions and the archs built
@@ -250,7 +249,7 @@ Kernel naive_family_kernel(MaskStep step) {
   Kernel kernel;
   kernel.name = kernel_name(step);
   kernel.summary = kernel_summary(step);
-  kernel.backend = Backend::cuda;
+  kernel.backend = kKernelBackend;
   kernel.deterministic = true;
   kernel.returns_lse = true;
   kernel.support = tier1_support_table(
@@ -273,9 +272,11 @@ Kernel naive_family_kernel(MaskStep step) {
   return kernel;
 }
 
+}  // namespace ATTNBENCH_TARGET
 }  // namespace attnbench::gpu
 
 namespace attnbench {
+inline namespace ATTNBENCH_TARGET {
 
 Kernel cuda_naive_kernel() { return gpu::naive_family_kernel(gpu::MaskStep::in_scores); }
 Kernel cuda_masked_outofplace_kernel() {
@@ -284,4 +285,5 @@ Kernel cuda_masked_outofplace_kernel() {
 Kernel cuda_masked_inplace_kernel() { return gpu::naive_family_kernel(gpu::MaskStep::in_place); }
 Kernel cuda_masked_fused_kernel() { return gpu::naive_family_kernel(gpu::MaskStep::fused); }
 
+}  // namespace ATTNBENCH_TARGET
 }  // namespace attnbench

@@ -7,9 +7,11 @@
 #include <cstddef>
 #include <string>
 
+#include "kernels/cuda/common/cuda_api.h"
 #include "kernels/kernel.h"
 
 namespace attnbench::gpu {
+inline namespace ATTNBENCH_TARGET {
 
 enum class MaskStep : uint8_t {
   in_scores,     // cuda.naive: the scores kernel writes -inf at masked keys
@@ -55,4 +57,5 @@ Kernel naive_family_kernel(MaskStep step);
 // 64 and 128 and 16 bytes; an error (not a skip) names the first offender otherwise.
 Status check_alignment(const AttentionParams& params, size_t alignment, const std::string& kernel);
 
+}  // namespace ATTNBENCH_TARGET
 }  // namespace attnbench::gpu

@@ -9,14 +9,14 @@
 // from the plan's scratch. Each returns the launch error (ATTNBENCH_CUDA_TRY_LAUNCH).
 #pragma once
 
-#include <cuda_runtime_api.h>
-
 #include <cstdint>
 
+#include "kernels/cuda/common/cuda_api.h"
 #include "kernels/params.h"
 #include "reference/status.h"
 
 namespace attnbench::gpu::naive_steps {
+inline namespace ATTNBENCH_TARGET {
 
 // The scores kernel stages the head dim in chunks of 32, the output kernel writes 64 output
 // columns per block: head dims must be multiples of 64 (the family's table has 64 and 128).
@@ -47,4 +47,5 @@ Status launch_mask_copy(const AttentionParams& params, const float* scores, floa
                         cudaStream_t stream);
 Status launch_mask_fill(const AttentionParams& params, float* scores, cudaStream_t stream);
 
+}  // namespace ATTNBENCH_TARGET
 }  // namespace attnbench::gpu::naive_steps

@@ -3,11 +3,11 @@
 // L2-flush test (tests/gpu/test_gpu.cpp, GpuTimer.L2FlushDoesNotBillTheNextKernel) times it with
 // and without the harness's flush before it: a flush that left dirty lines would bill their
 // write-back to it.
-#include <cuda_runtime.h>
-
 #include <memory>
 
+#include "kernels/cuda/common/cuda_api.h"
 #include "kernels/cuda/common/cuda_check.h"
+#include "kernels/cuda/common/launch.cuh"
 #include "kernels/test_kernels.h"
 
 namespace attnbench {
@@ -23,7 +23,7 @@ class ClockSpinPlan final : public Plan {
  public:
   ClockSpinPlan(long long cycles, cudaStream_t stream) : cycles_(cycles), stream_(stream) {}
   Status run(const AttentionParams&) override {
-    spin_for_cycles<<<1, 1, 0, stream_>>>(cycles_);
+    launch_kernel(spin_for_cycles, 1, 1, 0, stream_, cycles_);
     ATTNBENCH_CUDA_TRY_LAUNCH();
     return Status::Ok();
   }

@@ -3,12 +3,12 @@
 // context of the worker process; the harness must record the case as crashed and go on with a
 // fresh worker. Test-only: the registry lists it only under ATTNBENCH_TEST_KERNELS=1.
 // Limits: fp32/fp16/bf16 (it never reads its inputs), any shape, mask and layout, sm_80 and newer.
-#include <cuda_runtime.h>
-
 #include <cstdint>
 #include <memory>
 
+#include "kernels/cuda/common/cuda_api.h"
 #include "kernels/cuda/common/cuda_check.h"
+#include "kernels/cuda/common/launch.cuh"
 #include "kernels/test_kernels.h"
 
 namespace attnbench {
@@ -29,7 +29,7 @@ class OutOfBoundsPlan final : public Plan {
  public:
   explicit OutOfBoundsPlan(cudaStream_t stream) : stream_(stream) {}
   Status run(const AttentionParams& params) override {
-    write_past_end<<<1, 1, 0, stream_>>>(static_cast<unsigned char*>(params.out));
+    launch_kernel(write_past_end, 1, 1, 0, stream_, static_cast<unsigned char*>(params.out));
     ATTNBENCH_CUDA_TRY_LAUNCH();
     return Status::Ok();
   }

@@ -5,15 +5,18 @@
 // reports them instead of hanging or guessing (issue 14, item 5):
 //   - a __syncthreads reached by part of the block only (others returned or wait elsewhere),
 //     or from different call sites;
-//   - a warp collective (__syncwarp, __shfl*_sync, __ballot_sync) whose mask names a lane that never arrives,
+//   - a warp collective (__syncwarp, __shfl*_sync, __ballot_sync) whose mask names a lane that
+//   never arrives,
 //     that leaves out a lane it reads from, or that lanes call with different masks;
 //   - a deadlock: every live thread waits and no wait can be released.
 // A report is an EmuError whose one-line message names the threads and the source lines.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <stdexcept>
@@ -28,6 +31,14 @@ namespace attnbench::emu {
 struct Dim3 {
   unsigned x = 1, y = 1, z = 1;
   unsigned count() const { return x * y * z; }
+};
+
+// A buffer of the case a launch may read and write ("device memory"): the emulated instructions
+// that read global memory (cp.async) check their bytes lie inside one.
+struct Allocation {
+  const void* begin = nullptr;
+  size_t bytes = 0;
+  std::string name;  // "q", "out", ...
 };
 
 // Where a thread waits: a source line, as the caller's __builtin_FILE/__builtin_LINE give it.
@@ -47,6 +58,12 @@ class EmuError : public std::runtime_error {
 
 constexpr unsigned kWarpSize = 32;
 constexpr unsigned kFullMask = 0xffffffffu;
+// What one lane gives a full-warp exchange (ldmatrix: an address; mma: its A and B fragments).
+constexpr size_t kLanePayloadBytes = 32;
+using LanePayload = std::array<unsigned char, kLanePayloadBytes>;
+using WarpPayloads = std::array<LanePayload, kWarpSize>;
+// Static __shared__ variables of one block together: CUDA's limit without opt-in.
+constexpr size_t kStaticSharedBytes = 48 * 1024;
 
 class Block {
  public:
@@ -55,6 +72,7 @@ class Block {
     Dim3 block_index;
     Dim3 grid_dim;
     size_t dynamic_shared_bytes = 0;
+    const std::vector<Allocation>* global_memory = nullptr;  // null or empty: unchecked
   };
   Block(const Shape& shape, uint64_t seed);
   ~Block();
@@ -93,8 +111,34 @@ class Block {
   }
   // __ballot_sync, __any_sync, __all_sync over the lanes of `mask`.
   unsigned ballot(unsigned mask, bool predicate, Site site);
+  // The .sync.aligned warp instructions (ldmatrix, mma): every lane of the warp gives
+  // `bytes` (<= kLanePayloadBytes) and gets back every lane's, indexed by lane. Valid until the
+  // warp's next exchange, which no lane reaches before this one's readers are done.
+  const WarpPayloads& exchange(const char* instruction, const void* value, size_t bytes, Site site);
+
+  // Static __shared__ storage: one slot per `tag` (the address of a function-scope static of
+  // the declaring code) and block, made by the first thread that reaches it, filled with NaN
+  // bytes as uninitialized shared memory may hold anything.
+  void* static_shared(const void* tag, size_t bytes, size_t alignment, Site site);
+  // The shared state space as 32-bit addresses (cvta.to.shared), checked against the block's
+  // shared memory: a pointer outside it, or an access of `bytes` reaching past it, is reported.
+  uint32_t shared_address(const void* pointer, Site site) const;
+  unsigned char* shared_pointer(uint32_t address, size_t bytes, Site site) const;
+
+  // cp.async for the running thread: the destination is NaN from issue; the data lands at a
+  // seeded synchronization point of the issuing thread, and at the latest at the wait_group
+  // that completes its group (or when the thread returns).
+  void async_copy(uint32_t shared_destination, const void* source, size_t bytes, bool read_source,
+                  Site site);
+  void async_commit();
+  // Reports a read of global memory that does not lie inside one of the launch's buffers.
+  void check_global_read(const void* source, size_t bytes, const char* instruction,
+                         Site site) const;
+  void async_wait(unsigned pending_groups);
   bool any(unsigned mask, bool predicate, Site site) { return ballot(mask, predicate, site) != 0; }
-  bool all(unsigned mask, bool predicate, Site site) { return ballot(mask, predicate, site) == mask; }
+  bool all(unsigned mask, bool predicate, Site site) {
+    return ballot(mask, predicate, site) == mask;
+  }
 
  private:
   enum class Wait : uint8_t { running, barrier, warp, finished };
@@ -105,9 +149,10 @@ class Block {
   bool release_barrier();
   bool release_warp(unsigned warp);
   [[noreturn]] void report_stuck();
-  enum class Collective : uint8_t { sync_warp, shuffle, ballot };
-  uint64_t collective(Collective kind, Shuffle mode, unsigned mask, uint64_t word, int arg, int width,
-                      Site site);
+  enum class Collective : uint8_t { sync_warp, shuffle, ballot, exchange };
+  void land_async_copies(Thread& thread, size_t keep_pending, bool seeded);
+  uint64_t collective(Collective kind, Shuffle mode, unsigned mask, uint64_t word, int arg,
+                      int width, Site site);
   std::string collective_name(const Thread& thread) const;
   static unsigned source_lane(const Thread& member, unsigned lane);
   void wait(Wait kind, Site site, unsigned mask);
@@ -118,8 +163,13 @@ class Block {
   uint64_t schedule_hash_ = 0;
   std::vector<std::unique_ptr<Thread>> threads_;
   unsigned running_ = 0;
-  std::vector<unsigned char> shared_storage_;
+  std::vector<unsigned char> shared_storage_;  // [pad][dynamic][static], NaN-filled
+  unsigned char* shared_window_ = nullptr;     // shared address 0
   void* dynamic_shared_ = nullptr;
+  unsigned char* static_begin_ = nullptr;
+  size_t static_used_ = 0;
+  std::vector<std::pair<const void*, void*>> static_slots_;
+  std::vector<WarpPayloads> warp_payloads_;
   const std::function<void()>* body_ = nullptr;
 };
 

@@ -25,7 +25,7 @@ Dim3 block_index(const Dim3& grid, unsigned linear) {
 
 }  // namespace
 
-void launch_grid(const Launch& launch, const std::function<void()>& body) {
+uint64_t launch_grid(const Launch& launch, const std::function<void()>& body) {
   const unsigned blocks = launch.grid_dim.count();
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   const unsigned workers = std::min(blocks, launch.workers > 0 ? launch.workers : cores);
@@ -33,20 +33,22 @@ void launch_grid(const Launch& launch, const std::function<void()>& body) {
   std::atomic<bool> failed{false};
   std::mutex first_error_mutex;
   std::exception_ptr first_error;
+  std::atomic<uint64_t> schedules{0};  // blocks' hashes, combined independently of their order
   auto work = [&] {
     for (unsigned b; !failed && (b = next++) < blocks;) {
       Block::Shape shape{launch.block_dim, block_index(launch.grid_dim, b), launch.grid_dim,
-                         launch.dynamic_shared_bytes};
+                         launch.dynamic_shared_bytes, launch.global_memory};
       try {
         Block block(shape, block_seed(launch.seed, b));
         block.run(body);
+        schedules.fetch_xor(block_seed(block.schedule_hash(), b));
       } catch (const EmuError& e) {
         const Dim3 at = shape.block_index;
         std::lock_guard<std::mutex> lock(first_error_mutex);
         if (!failed.exchange(true)) {
-          first_error = std::make_exception_ptr(EmuError(
-              "block (" + std::to_string(at.x) + "," + std::to_string(at.y) + "," +
-              std::to_string(at.z) + "): " + e.what()));
+          first_error = std::make_exception_ptr(EmuError("block (" + std::to_string(at.x) + "," +
+                                                         std::to_string(at.y) + "," +
+                                                         std::to_string(at.z) + "): " + e.what()));
         }
       } catch (...) {
         std::lock_guard<std::mutex> lock(first_error_mutex);
@@ -59,6 +61,7 @@ void launch_grid(const Launch& launch, const std::function<void()>& body) {
   work();
   for (std::thread& t : pool) t.join();
   if (first_error) std::rethrow_exception(first_error);
+  return schedules.load();
 }
 
 }  // namespace attnbench::emu

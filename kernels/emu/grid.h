@@ -17,11 +17,13 @@ struct Launch {
   size_t dynamic_shared_bytes = 0;
   uint64_t seed = 0;     // stored with the result: a schedule is replayed by its seed
   unsigned workers = 0;  // OS threads; 0: the host's cores
+  const std::vector<Allocation>* global_memory = nullptr;  // the case's buffers; null: unchecked
 };
 
 // Runs `body` as every thread of every block. The first report (EmuError) of any block stops
 // the launch and is rethrown, prefixed with its block: "block (3,0,0): __syncthreads at ...".
-void launch_grid(const Launch& launch, const std::function<void()>& body);
+// Returns a hash of the orders the blocks' threads ran in (equal seeds, equal hash).
+uint64_t launch_grid(const Launch& launch, const std::function<void()>& body);
 
 // atomicAdd: atomic across the blocks' OS threads (a block's own threads never run at once).
 template <typename T>

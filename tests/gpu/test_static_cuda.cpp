@@ -242,7 +242,7 @@ const std::vector<std::string> kTensorCoreOpcodes = {"HMMA", "LDSM"};
 
 // One line per kernel whose demangled name contains `kernel_name` and whose SASS for a required
 // arch lacks one of `opcodes` (or lacks that arch), e.g. "flash2_hdim64_fp16.cu.o:
-// void attnbench::flash2::flash2_forward<64, __half>(...): no HMMA in its sm_80 SASS".
+// void attnbench::flash2::on_gpu::flash2_forward<64, __half>(...): no HMMA in its sm_80 SASS".
 // `matched` counts the kernels the name selected.
 std::vector<std::string> missing_opcodes(const SassCode& code, const std::string& kernel_name,
                                          const std::vector<std::string>& opcodes,
@@ -339,10 +339,10 @@ constexpr const char* kNoMmaControlLibrary = "";
 #endif
 
 // cuda.flash2's kernels, by demangled name: head dims 64, 128, 256 x fp16, bf16.
-constexpr const char* kFlash2Kernel = "attnbench::flash2::flash2_forward<";
+constexpr const char* kFlash2Kernel = "attnbench::flash2::on_gpu::flash2_forward<";
 constexpr int kFlash2Instantiations = 6;
 // cuda.flash1's kernels, by demangled name: head dims 64, 128 x fp16, bf16.
-constexpr const char* kFlash1Kernel = "flash1::detail::flash1_kv_block_kernel<";
+constexpr const char* kFlash1Kernel = "flash1::on_gpu::detail::flash1_kv_block_kernel<";
 constexpr int kFlash1Instantiations = 4;
 // The kernels the spill test names on their own (the stack-frame test covers every kernel too).
 const std::vector<std::string> kFlashKernelNames = {"flash1", "flash2"};

@@ -63,6 +63,7 @@ class FailingParts final : public DeviceExecutor {
     return kNotMeasured;  // neither a value nor a reason
   }
   std::string timer_name() const override { return "test timer \"quoted\""; }
+  Backend backend() const override { return inner_->backend(); }
 
  private:
   std::unique_ptr<DeviceExecutor> inner_;

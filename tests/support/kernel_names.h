@@ -19,4 +19,15 @@ inline std::vector<std::string> cpu_kernel_names() {
   return names;
 }
 
+// The in-house CUDA kernels the emulated device runs (backend emu, not listed as unavailable).
+inline std::vector<std::string> emulated_kernel_names() {
+  std::vector<std::string> names;
+  for (const Kernel& kernel : all_kernels()) {
+    if (kernel.backend == Backend::emu && kernel.unavailable_reason.empty()) {
+      names.push_back(kernel.name);
+    }
+  }
+  return names;
+}
+
 }  // namespace attnbench

@@ -243,6 +243,7 @@ class CudaExecutor final : public DeviceExecutor {
     return "cudaEvent on a dedicated stream, L2 flushed by reading 2x L2 before each forward";
   }
 
+  Backend backend() const override { return Backend::cuda; }
   bool healthy() const override { return healthy_; }
 
  private:

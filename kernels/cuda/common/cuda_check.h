@@ -3,13 +3,14 @@
 // the parent then replaces).
 #pragma once
 
-#include <cuda_runtime.h>
+#include "kernels/cuda/common/cuda_api.h"
 
 #include <string>
 
 #include "reference/status.h"
 
 namespace attnbench {
+inline namespace ATTNBENCH_TARGET {
 
 inline Status cuda_status(cudaError_t error, const char* call, const char* file, int line) {
   if (error == cudaSuccess) return Status::Ok();
@@ -17,6 +18,7 @@ inline Status cuda_status(cudaError_t error, const char* call, const char* file,
                        cudaGetErrorName(error) + " (" + cudaGetErrorString(error) + ")");
 }
 
+}  // namespace ATTNBENCH_TARGET
 }  // namespace attnbench
 
 // Returns the failure as a Status from the enclosing function.

@@ -1,12 +1,11 @@
 #include "kernels/cuda/common/plan_helpers.h"
 
-#include <cuda_runtime.h>
-
 #include <string>
 
 #include "kernels/cuda/common/cuda_check.h"
 
 namespace attnbench::gpu {
+inline namespace ATTNBENCH_TARGET {
 
 namespace {
 
@@ -64,4 +63,5 @@ Status check_params_match(const Problem& planned, const AttentionParams& params)
                        shape_string(planned) + ")");
 }
 
+}  // namespace ATTNBENCH_TARGET
 }  // namespace attnbench::gpu

@@ -7,9 +7,11 @@
 #include <cstddef>
 #include <string_view>
 
+#include "kernels/cuda/common/cuda_api.h"
 #include "kernels/kernel.h"
 
 namespace attnbench::gpu {
+inline namespace ATTNBENCH_TARGET {
 
 // One device scratch allocation from the harness's tracking allocator, or
 // "out of memory: <what> needs <N> MiB". Zero bytes succeeds with an empty buffer (cudaMalloc of
@@ -24,4 +26,5 @@ Status sm_version(int device, int& version);
 // (the plan's graphs, pointer arrays and scratch were sized for it).
 Status check_params_match(const Problem& planned, const AttentionParams& params);
 
+}  // namespace ATTNBENCH_TARGET
 }  // namespace attnbench::gpu

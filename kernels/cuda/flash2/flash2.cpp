@@ -1,11 +1,13 @@
 // cuda.flash2's plan: the support table, what a launch needs checked on the host (the device's
 // architecture and shared memory, 16-byte aligned rows), and the dispatch to the instantiation
 // of the problem's head dim and dtype. The kernel itself is flash2_kernel.cuh.
-#include <cuda_runtime_api.h>
-
+#include <algorithm>
 #include <cstdint>
+#include <iterator>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "kernels/cuda/common/cuda_check.h"
 #include "kernels/cuda/common/plan_helpers.h"
@@ -13,36 +15,29 @@
 #include "kernels/cuda/flash2/flash2_launch.h"
 #include "kernels/cuda/flash2/flash2_traits.h"
 
-namespace attnbench {
+namespace attnbench::flash2 {
+inline namespace ATTNBENCH_TARGET {
 namespace {
 
 constexpr int kMinimumSm = 80;  // mma.sync with bf16, ldmatrix, cp.async
 constexpr size_t kKiB = 1024;
 // cp.async and the output stores move 16 bytes: every row must start on a 16-byte boundary.
-constexpr uintptr_t kRowAlignmentBytes = flash2::kChunkBytes;
-constexpr int64_t kRowAlignmentElements = flash2::kChunkElements;
-
-using LaunchFunction = Status (*)(const AttentionParams&, cudaStream_t);
-
-struct Instantiation {
-  int64_t head_dim;
-  DType dtype;
-  LaunchFunction launch;
-  size_t shared_bytes;
-};
+constexpr uintptr_t kRowAlignmentBytes = kChunkBytes;
+constexpr int64_t kRowAlignmentElements = kChunkElements;
 
 // One row per translation unit flash2_hdim<D>_<dtype>.cu.
 constexpr Instantiation kInstantiations[] = {
-    {64, DType::f16, &flash2::launch_flash2<64, DType::f16>, flash2::Traits<64>::kSharedBytes},
-    {64, DType::bf16, &flash2::launch_flash2<64, DType::bf16>, flash2::Traits<64>::kSharedBytes},
-    {128, DType::f16, &flash2::launch_flash2<128, DType::f16>, flash2::Traits<128>::kSharedBytes},
-    {128, DType::bf16, &flash2::launch_flash2<128, DType::bf16>, flash2::Traits<128>::kSharedBytes},
-    {256, DType::f16, &flash2::launch_flash2<256, DType::f16>, flash2::Traits<256>::kSharedBytes},
-    {256, DType::bf16, &flash2::launch_flash2<256, DType::bf16>, flash2::Traits<256>::kSharedBytes},
+    {64, DType::f16, &launch_flash2<64, DType::f16>, Traits<64>::kSharedBytes},
+    {64, DType::bf16, &launch_flash2<64, DType::bf16>, Traits<64>::kSharedBytes},
+    {128, DType::f16, &launch_flash2<128, DType::f16>, Traits<128>::kSharedBytes},
+    {128, DType::bf16, &launch_flash2<128, DType::bf16>, Traits<128>::kSharedBytes},
+    {256, DType::f16, &launch_flash2<256, DType::f16>, Traits<256>::kSharedBytes},
+    {256, DType::bf16, &launch_flash2<256, DType::bf16>, Traits<256>::kSharedBytes},
 };
 
-const Instantiation* find_instantiation(int64_t head_dim, DType dtype) {
-  for (const Instantiation& instantiation : kInstantiations) {
+const Instantiation* find_instantiation(const std::vector<Instantiation>& instantiations,
+                                        int64_t head_dim, DType dtype) {
+  for (const Instantiation& instantiation : instantiations) {
     if (instantiation.head_dim == head_dim && instantiation.dtype == dtype) return &instantiation;
   }
   return nullptr;
@@ -59,38 +54,40 @@ bool aligned_strides(int64_t batch, int64_t row, int64_t head) {
 
 // Every layout the harness builds (bshd, bhsd, packed QKV of head dims 64/128/256 in buffers from
 // cudaMalloc) passes; a caller handing over offset views would not.
-Status check_alignment(const AttentionParams& p) {
+Status check_alignment(const AttentionParams& p, const std::string& name) {
   const bool pointers = aligned(p.q) && aligned(p.k) && aligned(p.v) && aligned(p.out);
   const bool strides = aligned_strides(p.q_batch_stride, p.q_row_stride, p.q_head_stride) &&
                        aligned_strides(p.k_batch_stride, p.k_row_stride, p.k_head_stride) &&
                        aligned_strides(p.v_batch_stride, p.v_row_stride, p.v_head_stride) &&
                        aligned_strides(p.out_batch_stride, p.out_row_stride, p.out_head_stride);
   if (pointers && strides) return Status::Ok();
-  return Status::Error(
-      "cuda.flash2: q, k, v and out rows must start on 16-byte boundaries "
-      "(pointers 16-byte aligned, strides multiples of 8 elements)");
+  return Status::Error(name +
+                       ": q, k, v and out rows must start on 16-byte boundaries "
+                       "(pointers 16-byte aligned, strides multiples of 8 elements)");
 }
 
 class Flash2Plan final : public Plan {
  public:
-  Flash2Plan(const Problem& problem, const PlanContext& context, const Instantiation& kernel)
+  Flash2Plan(const Problem& problem, const PlanContext& context, const Instantiation& kernel,
+             std::string name)
       : problem_(problem),
         stream_(static_cast<cudaStream_t>(context.stream)),
         device_(context.device),
-        kernel_(kernel) {}
+        kernel_(kernel),
+        name_(std::move(name)) {}
 
   Status build() {
     int sm = 0;
     if (Status status = gpu::sm_version(device_, sm); !status) return status;
     if (sm < kMinimumSm) {
-      return Status::Error("unsupported: cuda.flash2 needs sm_80 or newer; device is sm_" +
+      return Status::Error("unsupported: " + name_ + " needs sm_80 or newer; device is sm_" +
                            std::to_string(sm));
     }
     int shared_limit = 0;
     ATTNBENCH_CUDA_TRY(
         cudaDeviceGetAttribute(&shared_limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device_));
     if (static_cast<size_t>(shared_limit) < kernel_.shared_bytes) {
-      return Status::Error("unsupported: cuda.flash2 at head dim " +
+      return Status::Error("unsupported: " + name_ + " at head dim " +
                            std::to_string(kernel_.head_dim) + " needs " +
                            std::to_string(kernel_.shared_bytes / kKiB) +
                            " KiB of shared memory per block; the device offers " +
@@ -101,7 +98,7 @@ class Flash2Plan final : public Plan {
 
   Status run(const AttentionParams& params) override {
     if (Status status = gpu::check_params_match(problem_, params); !status) return status;
-    if (Status status = check_alignment(params); !status) return status;
+    if (Status status = check_alignment(params, name_); !status) return status;
     return kernel_.launch(params, stream_);
   }
 
@@ -110,12 +107,22 @@ class Flash2Plan final : public Plan {
   cudaStream_t stream_;
   int device_;
   Instantiation kernel_;
+  std::string name_;
 };
 
-SupportTable flash2_support_table() {
+// The table of `instantiations`: their dtypes and head dims, everything else as the kernel is.
+SupportTable flash2_support_table(const std::vector<Instantiation>& instantiations) {
   SupportTable table;
-  table.input_dtypes = {DType::f16, DType::bf16};
-  table.head_dims = {64, 128, 256};
+  for (const Instantiation& instantiation : instantiations) {
+    if (std::find(table.input_dtypes.begin(), table.input_dtypes.end(), instantiation.dtype) ==
+        table.input_dtypes.end()) {
+      table.input_dtypes.push_back(instantiation.dtype);
+    }
+    if (std::find(table.head_dims.begin(), table.head_dims.end(), instantiation.head_dim) ==
+        table.head_dims.end()) {
+      table.head_dims.push_back(instantiation.head_dim);
+    }
+  }
   table.separate_v_dim = false;
   table.masks = {MaskKind::none, MaskKind::causal, MaskKind::causal_br, MaskKind::window,
                  MaskKind::padding};
@@ -130,28 +137,44 @@ SupportTable flash2_support_table() {
 
 }  // namespace
 
-Kernel cuda_flash2_kernel() {
+Kernel flash2_kernel_entry(std::string name, std::string summary,
+                           std::vector<Instantiation> instantiations) {
   Kernel kernel;
-  kernel.name = "cuda.flash2";
-  kernel.summary =
-      "FlashAttention-2 on tensor cores: mma.sync m16n8k16, ldmatrix, cp.async pipeline, "
-      "swizzled shared memory, masked tiles skipped";
-  kernel.backend = Backend::cuda;
+  kernel.name = std::move(name);
+  kernel.summary = std::move(summary);
+  kernel.backend = kKernelBackend;
   kernel.deterministic = true;
   kernel.returns_lse = true;
-  kernel.support = flash2_support_table();
-  kernel.make_plan = [](const Problem& problem,
-                        const PlanContext& context) -> Result<std::unique_ptr<Plan>> {
+  kernel.support = flash2_support_table(instantiations);
+  kernel.make_plan = [name = kernel.name, instantiations = std::move(instantiations)](
+                         const Problem& problem,
+                         const PlanContext& context) -> Result<std::unique_ptr<Plan>> {
     const Instantiation* instantiation =
-        find_instantiation(problem.head_dim_qk, problem.input_dtype);
+        find_instantiation(instantiations, problem.head_dim_qk, problem.input_dtype);
     if (instantiation == nullptr || problem.head_dim_v != problem.head_dim_qk) {
-      return Status::Error("cuda.flash2: no instantiation for " + shape_string(problem));
+      return Status::Error(name + ": no instantiation for " + shape_string(problem));
     }
-    auto plan = std::make_unique<Flash2Plan>(problem, context, *instantiation);
+    auto plan = std::make_unique<Flash2Plan>(problem, context, *instantiation, name);
     if (Status status = plan->build(); !status) return status;
     return plan;
   };
   return kernel;
 }
 
+}  // namespace ATTNBENCH_TARGET
+}  // namespace attnbench::flash2
+
+namespace attnbench {
+inline namespace ATTNBENCH_TARGET {
+
+Kernel cuda_flash2_kernel() {
+  return flash2::flash2_kernel_entry(
+      "cuda.flash2",
+      "FlashAttention-2 on tensor cores: mma.sync m16n8k16, ldmatrix, cp.async pipeline, "
+      "swizzled shared memory, masked tiles skipped",
+      std::vector<flash2::Instantiation>(std::begin(flash2::kInstantiations),
+                                         std::end(flash2::kInstantiations)));
+}
+
+}  // namespace ATTNBENCH_TARGET
 }  // namespace attnbench

@@ -2,5 +2,7 @@
 #include "kernels/cuda/flash2/flash2_kernel.cuh"
 
 namespace attnbench::flash2 {
+inline namespace ATTNBENCH_TARGET {
 template Status launch_flash2<128, DType::f16>(const AttentionParams&, cudaStream_t);
+}  // namespace ATTNBENCH_TARGET
 }  // namespace attnbench::flash2

@@ -34,17 +34,17 @@
 // instruction: on Hopper it runs at a fraction of wgmma's rate (FlashAttention-3's territory).
 #pragma once
 
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
-#include <cuda_runtime.h>
-
 #include <climits>
 #include <cstdint>
 #include <cstring>
 #include <limits>
 #include <string>
 
+#include "kernels/cuda/common/cuda_api.h"
 #include "kernels/cuda/common/cuda_check.h"
+#include "kernels/cuda/common/launch.cuh"
+#include "kernels/cuda/common/ptx.cuh"
+#include "kernels/cuda/common/shared.cuh"
 #include "kernels/cuda/flash2/flash2_launch.h"
 #include "kernels/cuda/flash2/flash2_layout.h"
 #include "kernels/cuda/flash2/flash2_traits.h"
@@ -52,6 +52,7 @@
 #include "reference/mask.h"
 
 namespace attnbench::flash2 {
+inline namespace ATTNBENCH_TARGET {
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 constexpr unsigned kFullWarp = 0xffffffffu;
@@ -72,71 +73,7 @@ struct ElementOf<DType::bf16> {
   using type = __nv_bfloat16;
 };
 
-// ---- device helpers: PTX wrappers ---------------------------------------------------------------
-
-__device__ __forceinline__ uint32_t shared_address(const void* pointer) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(pointer));
-}
-
-// 16 bytes global -> shared, asynchronously, bypassing L1 (.cg). With `valid` false no byte is
-// read and the 16 bytes are zero-filled (src-size 0): the tails' predicated load.
-__device__ __forceinline__ void copy_chunk_async(uint32_t shared, const void* global, bool valid) {
-  const int source_bytes = valid ? kChunkBytes : 0;
-  asm volatile("cp.async.cg.shared.global [%0], [%1], %2, %3;\n" ::"r"(shared), "l"(global),
-               "n"(kChunkBytes), "r"(source_bytes)
-               : "memory");
-}
-
-__device__ __forceinline__ void commit_copies() {
-  asm volatile("cp.async.commit_group;\n" ::: "memory");
-}
-
-// Waits until at most `kPending` of this thread's committed groups are still in flight.
-template <int kPending>
-__device__ __forceinline__ void wait_copies() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
-}
-
-// Four 8x8 b16 matrices; lane l gives the row address of matrix l / 8, row l % 8, and receives
-// from matrix i, in register i, row lane / 4, elements 2 * (lane % 4) and + 1.
-__device__ __forceinline__ void load_matrix_x4(uint32_t (&fragment)[4], uint32_t address) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(fragment[0]), "=r"(fragment[1]), "=r"(fragment[2]), "=r"(fragment[3])
-               : "r"(address)
-               : "memory");
-}
-
-// The same, transposed: lane receives column lane / 4, rows 2 * (lane % 4) and + 1.
-__device__ __forceinline__ void load_matrix_x4_transposed(uint32_t (&fragment)[4],
-                                                          uint32_t address) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(fragment[0]), "=r"(fragment[1]), "=r"(fragment[2]), "=r"(fragment[3])
-               : "r"(address)
-               : "memory");
-}
-
-// D += A B for one 16x8x16 tile; A row-major (4 registers), B column-major (2), D fp32 (4).
-template <typename Element>
-__device__ __forceinline__ void mma_16x8x16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
-                                            uint32_t b1);
-template <>
-__device__ __forceinline__ void mma_16x8x16<__half>(float (&d)[4], const uint32_t (&a)[4],
-                                                    uint32_t b0, uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
-      "{%8, %9}, {%0, %1, %2, %3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-template <>
-__device__ __forceinline__ void mma_16x8x16<__nv_bfloat16>(float (&d)[4], const uint32_t (&a)[4],
-                                                           uint32_t b0, uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
-      "{%8, %9}, {%0, %1, %2, %3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
+// ---- device helpers: registers --------------------------------------------------------------
 
 // Two floats rounded to the element type, `low` in the low 16 bits: the order of an MMA
 // fragment register (its lower column first).
@@ -155,13 +92,6 @@ __device__ __forceinline__ uint32_t pack_pair<__nv_bfloat16>(float low, float hi
   uint32_t bits;
   memcpy(&bits, &pair, sizeof bits);
   return bits;
-}
-
-// 2^x on the special-function unit; exp2(-inf) = +0, which is what masked scores need.
-__device__ __forceinline__ float exp2_approx(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
-  return y;
 }
 
 __device__ __forceinline__ float quad_max(float value) {
@@ -218,7 +148,7 @@ struct TileCopy {
     if (first_row + Rows <= row_limit) {
 #pragma unroll
       for (int pass = 0; pass < kPasses; ++pass) {
-        copy_chunk_async(destination + pass * kPassBytes, source + pass * pass_stride, true);
+        ptx::copy_async_16(destination + pass * kPassBytes, source + pass * pass_stride, true);
       }
     } else {
       const int row = first_row + thread_row;
@@ -226,8 +156,8 @@ struct TileCopy {
       for (int pass = 0; pass < kPasses; ++pass) {
         const bool valid = row + pass * kRowStep < row_limit;
         // An invalid chunk reads nothing, but its address must still be a readable one.
-        copy_chunk_async(destination + pass * kPassBytes,
-                         valid ? source + pass * pass_stride : matrix, valid);
+        ptx::copy_async_16(destination + pass * kPassBytes,
+                           valid ? source + pass * pass_stride : matrix, valid);
       }
     }
   }
@@ -255,13 +185,13 @@ template <int HeadDim, typename Element>
 __global__ void __launch_bounds__(Traits<HeadDim>::kThreads, Traits<HeadDim>::kMinBlocksPerSm)
     flash2_forward(const __grid_constant__ AttentionParams p) {
   using T = Traits<HeadDim>;
-  extern __shared__ __align__(kChunkBytes) unsigned char shared_bytes[];
+  ATTNBENCH_DYNAMIC_SHARED(shared_bytes, kChunkBytes);
   Element* q_tile = reinterpret_cast<Element*>(shared_bytes);  // (kBlockQ, HeadDim) swizzled
   Element* k_tiles = q_tile + T::kQTileElements;  // (kStages, kBlockK, HeadDim) swizzled
   Element* v_tiles = k_tiles + T::kStages * T::kKvTileElements;  // (kStages, kBlockK, HeadDim)
-  const uint32_t q_tile_address = shared_address(q_tile);
-  const uint32_t k_tiles_address = shared_address(k_tiles);
-  const uint32_t v_tiles_address = shared_address(v_tiles);
+  const uint32_t q_tile_address = ptx::shared_address(q_tile);
+  const uint32_t k_tiles_address = ptx::shared_address(k_tiles);
+  const uint32_t v_tiles_address = ptx::shared_address(v_tiles);
   constexpr uint32_t kKvTileBytes = T::kKvTileElements * kElementBytes;
 
   // Which block of which (batch, head) pair.
@@ -317,7 +247,7 @@ __global__ void __launch_bounds__(Traits<HeadDim>::kThreads, Traits<HeadDim>::kM
   const TileCopy<T::kBlockK, HeadDim, T::kThreads, Element> k_copy(k, p.k_row_stride);
   const TileCopy<T::kBlockK, HeadDim, T::kThreads, Element> v_copy(v, p.v_row_stride);
   q_copy.start(q_tile_address, first_row, p.seqlen_q);
-  commit_copies();
+  ptx::commit_copies();
 #pragma unroll
   for (int stage = 0; stage < T::kStages - 1; ++stage) {
     const int first_key = first_tile_key + stage * T::kBlockK;
@@ -325,7 +255,7 @@ __global__ void __launch_bounds__(Traits<HeadDim>::kThreads, Traits<HeadDim>::kM
       k_copy.start(k_tiles_address + stage * kKvTileBytes, first_key, p.seqlen_k);
       v_copy.start(v_tiles_address + stage * kKvTileBytes, first_key, p.seqlen_k);
     }
-    commit_copies();
+    ptx::commit_copies();
   }
 
   // ---- per-lane ldmatrix addressing ------------------------------------------------------------
@@ -344,12 +274,12 @@ __global__ void __launch_bounds__(Traits<HeadDim>::kThreads, Traits<HeadDim>::kM
   uint32_t q_fragments[kQFragmentSteps][4];
   if constexpr (T::kQInRegisters) {
     if (tile_count > 0) {
-      wait_copies<T::kPendingWhenQReady>();
+      ptx::wait_copies<T::kPendingWhenQReady>();
       __syncthreads();
       if (warp_has_rows) {
 #pragma unroll
         for (int step = 0; step < T::kDimSteps; ++step) {
-          load_matrix_x4(q_fragments[step], q_tile_address + q_lane.bytes(0, step));
+          ptx::load_matrix_x4(q_fragments[step], q_tile_address + q_lane.bytes(0, step));
         }
       }
     }
@@ -366,7 +296,7 @@ __global__ void __launch_bounds__(Traits<HeadDim>::kThreads, Traits<HeadDim>::kM
     const uint32_t k_address = k_tiles_address + stage * kKvTileBytes;
     const uint32_t v_address = v_tiles_address + stage * kKvTileBytes;
 
-    wait_copies<T::kPendingWhenTileReady>();
+    ptx::wait_copies<T::kPendingWhenTileReady>();
     __syncthreads();
     {
       const int refill = iteration + T::kStages - 1;
@@ -376,7 +306,7 @@ __global__ void __launch_bounds__(Traits<HeadDim>::kThreads, Traits<HeadDim>::kM
         k_copy.start(k_tiles_address + refill_stage * kKvTileBytes, refill_key, p.seqlen_k);
         v_copy.start(v_tiles_address + refill_stage * kKvTileBytes, refill_key, p.seqlen_k);
       }
-      commit_copies();
+      ptx::commit_copies();
     }
 
     if (warp_has_rows) {
@@ -386,14 +316,14 @@ __global__ void __launch_bounds__(Traits<HeadDim>::kThreads, Traits<HeadDim>::kM
       for (int step = 0; step < T::kDimSteps; ++step) {
         const int q_step = T::kQInRegisters ? step : 0;
         if constexpr (!T::kQInRegisters) {
-          load_matrix_x4(q_fragments[0], q_tile_address + q_lane.bytes(0, step));
+          ptx::load_matrix_x4(q_fragments[0], q_tile_address + q_lane.bytes(0, step));
         }
 #pragma unroll
         for (int pair_tile = 0; pair_tile < T::kKeyTiles / 2; ++pair_tile) {
           uint32_t b[4];
-          load_matrix_x4(b, k_address + k_lane.bytes(pair_tile * 2 * kMmaN, step));
-          mma_16x8x16<Element>(s[2 * pair_tile], q_fragments[q_step], b[0], b[1]);
-          mma_16x8x16<Element>(s[2 * pair_tile + 1], q_fragments[q_step], b[2], b[3]);
+          ptx::load_matrix_x4(b, k_address + k_lane.bytes(pair_tile * 2 * kMmaN, step));
+          ptx::mma_16x8x16<Element>(s[2 * pair_tile], q_fragments[q_step], b[0], b[1]);
+          ptx::mma_16x8x16<Element>(s[2 * pair_tile + 1], q_fragments[q_step], b[2], b[3]);
         }
       }
 
@@ -424,14 +354,15 @@ __global__ void __launch_bounds__(Traits<HeadDim>::kThreads, Traits<HeadDim>::kM
         // A row that has seen no key yet keeps max -inf: exponents are taken against 0 instead,
         // so exp2(-inf - 0) = 0 rather than exp2(-inf + inf) = NaN.
         const float base = new_max == kNegInf ? 0.0f : new_max * p.scale_log2;
-        const float rescale = exp2_approx(row_max[r] * p.scale_log2 - base);
+        const float rescale = ptx::exp2_approx(row_max[r] * p.scale_log2 - base);
         row_max[r] = new_max;
         float sum = 0.0f;
 #pragma unroll
         for (int tile = 0; tile < T::kKeyTiles; ++tile) {
 #pragma unroll
           for (int e = 0; e < 2; ++e) {
-            const float probability = exp2_approx(fmaf(s[tile][2 * r + e], p.scale_log2, -base));
+            const float probability =
+                ptx::exp2_approx(fmaf(s[tile][2 * r + e], p.scale_log2, -base));
             s[tile][2 * r + e] = probability;
             sum += probability;
           }
@@ -456,9 +387,9 @@ __global__ void __launch_bounds__(Traits<HeadDim>::kThreads, Traits<HeadDim>::kM
 #pragma unroll
         for (int pair_tile = 0; pair_tile < T::kDimTiles / 2; ++pair_tile) {
           uint32_t b[4];
-          load_matrix_x4_transposed(b, v_address + v_lane.bytes(step * kMmaK, pair_tile));
-          mma_16x8x16<Element>(o[2 * pair_tile], a, b[0], b[1]);
-          mma_16x8x16<Element>(o[2 * pair_tile + 1], a, b[2], b[3]);
+          ptx::load_matrix_x4_transposed(b, v_address + v_lane.bytes(step * kMmaK, pair_tile));
+          ptx::mma_16x8x16<Element>(o[2 * pair_tile], a, b[0], b[1]);
+          ptx::mma_16x8x16<Element>(o[2 * pair_tile + 1], a, b[2], b[3]);
         }
       }
     }
@@ -466,7 +397,7 @@ __global__ void __launch_bounds__(Traits<HeadDim>::kThreads, Traits<HeadDim>::kM
 
   // ---- epilogue: O / l through this warp's rows of the Q tile, 16-byte stores ------------------
   // No copy may still be writing shared memory (a block with no visible tile never waited for Q).
-  wait_copies<0>();
+  ptx::wait_copies<0>();
   __syncthreads();
   float inverse_sum[kRowsPerThread];
 #pragma unroll
@@ -531,11 +462,11 @@ Status launch_flash2(const AttentionParams& params, cudaStream_t stream) {
                          " query blocks exceed one launch's grid");
   }
   const auto kernel = flash2_forward<HeadDim, Element>;
-  ATTNBENCH_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                          static_cast<int>(T::kSharedBytes)));
-  kernel<<<static_cast<unsigned>(ctas), T::kThreads, T::kSharedBytes, stream>>>(params);
+  ATTNBENCH_CUDA_TRY(allow_dynamic_shared(kernel, static_cast<int>(T::kSharedBytes)));
+  launch_kernel(kernel, static_cast<unsigned>(ctas), T::kThreads, T::kSharedBytes, stream, params);
   ATTNBENCH_CUDA_TRY_LAUNCH();
   return Status::Ok();
 }
 
+}  // namespace ATTNBENCH_TARGET
 }  // namespace attnbench::flash2

@@ -3,12 +3,18 @@
 // parallel. Host code (the plan in flash2.cpp) includes this header without any device code.
 #pragma once
 
-#include <cuda_runtime_api.h>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
 
+#include "kernels/cuda/common/cuda_api.h"
+#include "kernels/kernel.h"
 #include "kernels/params.h"
 #include "reference/status.h"
 
 namespace attnbench::flash2 {
+inline namespace ATTNBENCH_TARGET {
 
 // One forward on `stream`: grid, dynamic shared memory attribute, launch, launch check. The
 // params must describe fp16/bf16 tensors of head dim HeadDim with 16-byte aligned rows.
@@ -22,4 +28,21 @@ extern template Status launch_flash2<128, DType::bf16>(const AttentionParams&, c
 extern template Status launch_flash2<256, DType::f16>(const AttentionParams&, cudaStream_t);
 extern template Status launch_flash2<256, DType::bf16>(const AttentionParams&, cudaStream_t);
 
+// One compiled (head dim, dtype) of the kernel, as the plan dispatches to it.
+using LaunchFunction = Status (*)(const AttentionParams&, cudaStream_t);
+struct Instantiation {
+  int64_t head_dim;
+  DType dtype;
+  LaunchFunction launch;
+  size_t shared_bytes;
+};
+
+// The Kernel entry of cuda.flash2 over `instantiations`: cuda_flash2_kernel() passes the six
+// above; the planted-bug variants of tests/emu/planted/ (edited copies of flash2_kernel.cuh)
+// pass theirs under their own names. The support table keeps the instantiated head dims and
+// dtypes only.
+Kernel flash2_kernel_entry(std::string name, std::string summary,
+                           std::vector<Instantiation> instantiations);
+
+}  // namespace ATTNBENCH_TARGET
 }  // namespace attnbench::flash2

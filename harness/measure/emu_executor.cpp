@@ -1,0 +1,118 @@
+// The emulated device's executor: host buffers and the tracking host allocator, as the CPU's,
+// plus the emulated stream the in-house CUDA kernels launch on (kernels/emu/launch.h). It times
+// nothing: an emulated forward says whether the kernel is right, not how fast it is. Each
+// checked run draws a new schedule seed, so the checker's two runs (its determinism check) run
+// the threads in two different orders; the seeds are stored with the result.
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "harness/measure/executor.h"
+#include "harness/measure/tracking_allocator.h"
+#include "kernels/emu/launch.h"
+
+namespace attnbench {
+namespace {
+
+constexpr uint64_t kDefaultSeed = 0x5eed;
+
+uint64_t mix(uint64_t seed, uint64_t run) {
+  uint64_t z = seed + 0x9e3779b97f4a7c15ull * (run + 1);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+class EmuExecutor final : public DeviceExecutor {
+ public:
+  EmuExecutor(size_t scratch_limit, uint64_t seed) : scratch_(scratch_limit), seed_(seed) {}
+
+  Status load_inputs(const ProblemInputs& inputs) override {
+    inputs_ = &inputs;
+    seeds_.clear();
+    schedule_hashes_.clear();
+    return Status::Ok();
+  }
+
+  // The case's buffers as the emulated instructions may read them: the inputs, the key lengths
+  // and the outputs (their canaries outside).
+  void register_buffers(KernelOutputs& outputs) {
+    std::vector<emu::Allocation>& memory = stream_.global_memory;
+    memory.clear();
+    memory.push_back({inputs_->q_buffer.data(), inputs_->q_buffer.bytes(), "q"});
+    if (inputs_->k_buffer.bytes() > 0)
+      memory.push_back({inputs_->k_buffer.data(), inputs_->k_buffer.bytes(), "k"});
+    if (inputs_->v_buffer.bytes() > 0)
+      memory.push_back({inputs_->v_buffer.data(), inputs_->v_buffer.bytes(), "v"});
+    memory.push_back(
+        {inputs_->key_lengths.data(), inputs_->key_lengths.size() * sizeof(int), "key_lengths"});
+    memory.push_back({outputs.out.data(), outputs.out.bytes(), "out"});
+    if (outputs.has_lse) memory.push_back({outputs.lse.data(), outputs.lse.bytes(), "lse"});
+  }
+
+  ScratchAllocator& scratch() override { return scratch_; }
+  void reset_scratch_peak() override { scratch_.reset_peak(); }
+  size_t scratch_peak_bytes() const override { return scratch_.peak_bytes(); }
+  PlanContext plan_context() override { return PlanContext{scratch_, &stream_, 0}; }
+  Backend backend() const override { return Backend::emu; }
+  bool measures_time() const override { return false; }
+
+  Status run_checked(Plan& plan, KernelOutputs& outputs) override {
+    outputs.out.poison(inputs_->problem.output_dtype);
+    if (outputs.has_lse) outputs.lse.poison(DType::f32);
+    stream_.seed = mix(seed_, runs_++);
+    stream_.launches = 0;
+    stream_.schedule_hash = 0;
+    seeds_.push_back(stream_.seed);
+    register_buffers(outputs);
+    const Status status = plan.run(
+        make_params(*inputs_, host_pointers(*inputs_), outputs.out.data(),
+                    outputs.has_lse ? static_cast<float*>(outputs.lse.data()) : nullptr, 1.0f));
+    schedule_hashes_.push_back(stream_.schedule_hash);
+    return status;
+  }
+
+  TimedForward timed_forward(Plan&, KernelOutputs&) override {
+    return [](std::string& error) -> double {
+      error = "the emulated device measures no time";
+      return -1;
+    };
+  }
+  void annotate_sample(Sample&) override {}
+  int count_launches(Plan&, KernelOutputs&, Status& status) override {
+    status = Status::Error("the emulated device counts no launches");
+    return -1;
+  }
+  double energy_per_forward(Plan&, KernelOutputs&, Status& status) override {
+    status = Status::Error("the emulated device measures no energy");
+    return kNotMeasured;
+  }
+  std::string timer_name() const override { return "none (emulated device: correctness only)"; }
+
+  std::string run_details() const override {
+    nlohmann::json details;
+    details["emu_schedule_seeds"] = seeds_;
+    details["emu_schedule_hashes"] = schedule_hashes_;
+    return details.dump();
+  }
+
+ private:
+  TrackingHostAllocator scratch_;
+  emu::Stream stream_;
+  uint64_t seed_;
+  uint64_t runs_ = 0;
+  std::vector<uint64_t> seeds_;            // of this case's checked runs
+  std::vector<uint64_t> schedule_hashes_;  // the orders the threads ran in, per checked run
+  const ProblemInputs* inputs_ = nullptr;
+};
+
+}  // namespace
+
+std::unique_ptr<DeviceExecutor> make_emu_executor(size_t scratch_limit_bytes) {
+  uint64_t seed = kDefaultSeed;
+  if (const char* text = std::getenv("ATTNBENCH_EMU_SEED"); text != nullptr && *text != '\0') {
+    seed = std::strtoull(text, nullptr, 0);
+  }
+  return std::make_unique<EmuExecutor>(scratch_limit_bytes, seed);
+}
+
+}  // namespace attnbench

@@ -1,0 +1,32 @@
+// The emulated bodies of the PTX instructions the in-house kernels use; the kernels reach them
+// only through kernels/cuda/common/ptx.cuh, whose device bodies are the inline PTX. Each follows
+// the PTX ISA's fragment layouts; what the ISA leaves to the hardware (the tensor cores'
+// accumulation order and rounding, ex2.approx's error) is modeled as stated here and settled by
+// the conformance test on a GPU (issue 14, item 7).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/emu/block.h"
+
+namespace attnbench::emu {
+
+// ldmatrix.sync.aligned.m8n8.x{1,2,4}[.trans].shared.b16: lane l gives the 16-byte row address
+// of row l % 8 of matrix l / 8 (matrices < `matrices`); register i of lane l receives matrix i's
+// row l / 4, elements 2 (l % 4) and + 1 (with .trans: column l / 4, rows 2 (l % 4) and + 1).
+void ldmatrix(unsigned matrices, bool transposed, uint32_t address, uint32_t* fragment, Site site);
+
+// mma.sync.aligned.m16n8k16.row.col.f32.{f16,bf16}.{f16,bf16}.f32, D = A B + C in place.
+// The model: the 16 products are exact, summed with C exactly (in double) and rounded once to
+// fp32 (round to nearest even). The hardware truncates the aligned sum instead; which bits it
+// keeps the conformance test measures.
+enum class MmaInput : uint8_t { f16, bf16 };
+void mma_m16n8k16(MmaInput input, float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1,
+                  Site site);
+
+// ex2.approx.ftz.f32: a subnormal input counts as zero and a subnormal result is flushed to
+// +0; otherwise the host's exp2f (the GPU's is within 2 ulp of it).
+float ex2_approx_ftz(float x);
+
+}  // namespace attnbench::emu

@@ -1,0 +1,165 @@
+// The emulated device `emu` as a user meets it (issue 14): the in-house CUDA kernels' own source
+// run on the CPU by `attnbench check|run --devices emu`, over the `ctest` suite's awkward shapes
+// with the same checker as every device; the kernels built on cuBLAS/cuDNN listed as skipped
+// with the reason; no timing stored and nothing in the regression history.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cmath>
+#include <sstream>
+#include <string>
+
+#include "harness/cli/runner.h"
+#include "harness/measure/devices.h"
+#include "harness/store/store.h"
+#include "tests/support/command.h"
+#include "tests/support/kernel_names.h"
+#include "tests/support/scratch_directory.h"
+#include "tests/support/stored_runs.h"
+
+namespace attnbench {
+namespace {
+
+CommandResult attnbench(const std::string& arguments) {
+  return run_shell(std::string(ATTNBENCH_CLI) + " " + arguments);
+}
+
+// ---- the matrix: every emulated kernel over the ctest suite -----------------------------------
+
+class EmuMatrix : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(EmuMatrix, EveryCaseInsideTheTablePasses) {
+  const std::string kernel = GetParam();
+  const ScratchDirectory dir("attnbench_emu_matrix");
+  RunOptions options;
+  options.suite = "ctest";
+  options.kernel_globs = {kernel};
+  options.devices = "emu";
+  options.check_only = true;  // fresh random inputs, and a fresh schedule seed per checked run
+  options.db_path = dir.file("emu.sqlite");
+  options.worker_command = {ATTNBENCH_CLI};
+  std::ostringstream out, err;
+  EXPECT_EQ(run_cases(options, out, err), kExitClean) << err.str() << out.str();
+
+  const Result<StoredRun> run = load_latest_run(options.db_path);
+  ASSERT_TRUE(run) << run.status().message;
+  EXPECT_EQ(run->status, "complete");
+  int passed = 0;
+  for (const ResultRecord& r : run->results) {
+    SCOPED_TRACE(r.kernel + " " + shape_string(r.problem) + " " + r.distribution);
+    if (r.status == ResultStatus::skipped) {
+      // Only what the table excludes: fp32 or FP8 inputs, head dims not instantiated.
+      const bool outside_table = r.message.find("not supported") != std::string::npos ||
+                                 r.message.find("not instantiated") != std::string::npos;
+      EXPECT_TRUE(outside_table) << r.message;
+      continue;
+    }
+    // Deterministic: the checker's two runs used two schedule seeds (stored with the result),
+    // so bit-for-bit repeatability here is independence from the threads' order.
+    expect_passed(r, /*deterministic=*/true);
+    EXPECT_NE(r.details_json.find("emu_schedule_seeds"), std::string::npos) << r.details_json;
+    EXPECT_TRUE(r.samples.empty()) << "the emulated device times nothing";
+    ++passed;
+  }
+  EXPECT_GE(passed, 100) << "the ctest suite gives each in-house kernel about 100 bf16/fp16 cases";
+}
+
+INSTANTIATE_TEST_SUITE_P(InHouseCudaKernels, EmuMatrix,
+                         ::testing::ValuesIn(emulated_kernel_names()),
+                         [](const ::testing::TestParamInfo<std::string>& param_info) {
+                           return test_name_part(param_info.param);
+                         });
+
+TEST(EmuDevice, SixInHouseKernelsAreEmulated) {
+  EXPECT_EQ(emulated_kernel_names(),
+            (std::vector<std::string>{"cuda.naive", "cuda.masked_outofplace", "cuda.masked_inplace",
+                                      "cuda.masked_fused", "cuda.flash1", "cuda.flash2"}));
+}
+
+// ---- the device ---------------------------------------------------------------------------------
+
+TEST(EmuDevice, IsListedAndSelectedOnlyByName) {
+  const CommandResult listed = attnbench("list devices");
+  EXPECT_EQ(listed.exit_code, 0) << listed.output;
+  EXPECT_NE(listed.output.find("emu  attnbench emu"), std::string::npos) << listed.output;
+
+  const std::vector<Device> found = discover_devices();
+  const Result<std::vector<Device>> all = select_devices("all", found);
+  ASSERT_TRUE(all) << all.status().message;
+  for (const Device& d : *all) EXPECT_NE(d.label(), "emu") << "--devices all must not emulate";
+  const Result<std::vector<Device>> emu = select_devices("emu", found);
+  ASSERT_TRUE(emu) << emu.status().message;
+  ASSERT_EQ(emu->size(), 1u);
+  EXPECT_EQ((*emu)[0].label(), "emu");
+  EXPECT_EQ((*emu)[0].info.kind, kEmuDeviceKind);
+}
+
+// ---- the issue's commands, as a new user types them
+// ----------------------------------------------
+
+TEST(EmuDevice, Flash2AtSeqlen256HeadDim128ChecksInUnder30Seconds) {
+  const ScratchDirectory dir("attnbench_emu_flash2");
+  const auto start = std::chrono::steady_clock::now();
+  const CommandResult checked = attnbench(
+      "check --devices emu --kernels cuda.flash2 --shape b=1,hq=2,s=256,d=128,dtype=bf16 --db " +
+      dir.file("emu.sqlite"));
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_EQ(checked.exit_code, 0) << checked.output;
+  EXPECT_NE(checked.output.find("1 passed"), std::string::npos) << checked.output;
+  std::printf("emu: cuda.flash2 b=1,hq=2,s=256,d=128,bf16 checked in %.2f s\n", seconds);
+  EXPECT_LT(seconds, 30.0);
+}
+
+TEST(EmuDevice, EveryInHouseKernelPassesTheGqaTailShapeAndCublasIsSkippedWithItsReason) {
+  const ScratchDirectory dir("attnbench_emu_gqa");
+  const CommandResult checked = attnbench(
+      "check --devices emu --kernels 'cuda.*' --shape "
+      "b=2,hq=8,hkv=2,sq=113,sk=203,d=64,dtype=bf16,mask=causal_br --db " +
+      dir.file("emu.sqlite"));
+  EXPECT_EQ(checked.exit_code, 0) << checked.output;
+  EXPECT_NE(checked.output.find("6 passed, 1 skipped"), std::string::npos) << checked.output;
+  const Result<StoredRun> run = load_latest_run(dir.file("emu.sqlite"));
+  ASSERT_TRUE(run) << run.status().message;
+  for (const ResultRecord& r : run->results) {
+    SCOPED_TRACE(r.kernel);
+    if (r.kernel == "cuda.naive_cublas") {
+      EXPECT_EQ(r.status, ResultStatus::skipped);
+      EXPECT_NE(r.message.find("cuBLAS/cuDNN"), std::string::npos) << r.message;
+    } else {
+      expect_passed(r, /*deterministic=*/true);
+    }
+  }
+}
+
+// Like a `check` run's, an emulated result enters the analysis by its status only (a pass turning
+// into a failure is a status change), never with a time.
+TEST(EmuDevice, ARunStoresNoTimesAndTheAnalysisJudgesItsStatusOnly) {
+  const ScratchDirectory dir("attnbench_emu_run");
+  const std::string db = dir.file("emu.sqlite");
+  for (int night = 0; night < 2; ++night) {
+    const CommandResult ran = attnbench(
+        "run --devices emu --kernels cuda.masked_fused --shape b=1,hq=2,s=64,d=64,dtype=fp16 "
+        "--db " +
+        db);
+    ASSERT_EQ(ran.exit_code, 0) << ran.output;
+  }
+  const CommandResult judged = attnbench("regressions --db " + db);
+  EXPECT_EQ(judged.exit_code, 0) << judged.output;
+  const Result<StoredRun> run = load_latest_run(db);
+  ASSERT_TRUE(run) << run.status().message;
+  ASSERT_EQ(run->results.size(), 1u);
+  EXPECT_EQ(run->results[0].status, ResultStatus::passed);
+  EXPECT_TRUE(run->results[0].samples.empty()) << "the emulated device times nothing";
+  Result<std::unique_ptr<Store>> store = Store::open(db);
+  ASSERT_TRUE(store) << store.status().message;
+  const Result<std::vector<AnalysisRecord>> analysis = (*store)->run_analysis(run->id);
+  ASSERT_TRUE(analysis) << analysis.status().message;
+  for (const AnalysisRecord& a : *analysis) {
+    EXPECT_FALSE(std::isfinite(a.center_s) && a.center_s > 0) << "no time may enter the history";
+    EXPECT_FALSE(std::isfinite(a.change)) << "no change in time can be judged";
+  }
+}
+
+}  // namespace
+}  // namespace attnbench

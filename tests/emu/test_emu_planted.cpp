@@ -1,0 +1,96 @@
+// Planted bugs (issue 14, "Must show"): each a test-only variant of cuda.flash2 made from the
+// real kernel source with one edit (kernels/emu/planted/planted_bugs.cmake, which refuses an
+// edit that does not match), run on the emulated device through `attnbench check` as a user
+// runs it. Each must fail with its named reason on a case cuda.flash2 itself passes, so none
+// can pass vacuously; the order-dependent one is caught under several schedule seeds, and two
+// seeds record different schedules.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <set>
+#include <string>
+
+#include "tests/support/command.h"
+#include "tests/support/scratch_directory.h"
+#include "tests/support/stored_runs.h"
+
+namespace attnbench {
+namespace {
+
+// Two query blocks (the second holds 2 rows: its warps past seqlen_q have no rows), 8 key tiles
+// (the pipeline refills stages), one kv head (the row past seqlen_k is past the end of k).
+constexpr const char* kShape = "b=1,hq=2,hkv=1,sq=130,sk=511,d=64,dtype=bf16";
+
+ResultRecord check_once(const std::string& kernel, const ScratchDirectory& dir,
+                        const std::string& seed = "") {
+  const std::string db = dir.file("planted.sqlite");
+  const std::string environment =
+      "ATTNBENCH_TEST_KERNELS=1 " + (seed.empty() ? "" : "ATTNBENCH_EMU_SEED=" + seed + " ");
+  const CommandResult checked =
+      run_shell(environment + ATTNBENCH_CLI + " check --devices emu --kernels " + kernel +
+                " --shape " + kShape + " --db " + db);
+  EXPECT_NE(checked.exit_code, -1) << checked.output;
+  const Result<StoredRun> run = load_latest_run(db);
+  EXPECT_TRUE(run) << run.status().message << "\n" << checked.output;
+  if (!run || run->results.size() != 1) return {};
+  return run->results[0];
+}
+
+struct PlantedBug {
+  const char* name;
+  ResultStatus status;  // failed: wrong output; error: the emulator's report
+  const char* reason;   // what the result's message must say
+};
+
+class PlantedFlash2Bug : public ::testing::TestWithParam<PlantedBug> {};
+
+TEST_P(PlantedFlash2Bug, FailsWithItsReasonWhereTheKernelPasses) {
+  const PlantedBug bug = GetParam();
+  const ScratchDirectory dir("attnbench_planted");
+  const ResultRecord clean = check_once("cuda.flash2", dir);
+  expect_passed(clean, /*deterministic=*/true);
+  const ResultRecord planted = check_once(std::string("test.flash2_") + bug.name, dir);
+  EXPECT_EQ(planted.kernel, std::string("test.flash2_") + bug.name);
+  EXPECT_EQ(planted.status, bug.status) << planted.message;
+  EXPECT_NE(planted.message.find(bug.reason), std::string::npos) << planted.message;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Emu, PlantedFlash2Bug,
+    ::testing::Values(
+        // The refill lands on a stage a slower warp still reads: NaN (in flight) or the next tile.
+        PlantedBug{"refill_before_barrier", ResultStatus::failed, "NaN"},
+        PlantedBug{"unswizzled_read", ResultStatus::failed, "max|out-ref|"},
+        PlantedBug{"short_wait", ResultStatus::failed, "NaN"},
+        PlantedBug{"v_not_transposed", ResultStatus::failed, "max|out-ref|"},
+        PlantedBug{"tail_guard_off_by_one", ResultStatus::failed,
+                   "reads 16 bytes outside every buffer of the case"},
+        // Lanes read rows of the tile their neighbours have not written yet.
+        PlantedBug{"missing_syncwarp", ResultStatus::failed, "max|out-ref|"},
+        PlantedBug{"shuffle_mask_drops_lane", ResultStatus::failed,
+                   "(lane 0) is not in its own mask"},
+        PlantedBug{"barrier_in_branch", ResultStatus::failed, "returned before it"}),
+    [](const ::testing::TestParamInfo<PlantedBug>& param_info) {
+      return std::string(param_info.param.name);
+    });
+
+TEST(PlantedFlash2Bug, TheOrderDependentBugIsFoundUnderEightSeedsWithDifferentSchedules) {
+  const ScratchDirectory dir("attnbench_planted_seeds");
+  int caught = 0;
+  std::set<uint64_t> schedules;
+  for (int seed = 1; seed <= 8; ++seed) {
+    const ResultRecord r =
+        check_once("test.flash2_refill_before_barrier", dir, std::to_string(seed));
+    caught += r.status == ResultStatus::failed;
+    const nlohmann::json details = nlohmann::json::parse(r.details_json, nullptr, false);
+    ASSERT_TRUE(details.contains("emu_schedule_hashes")) << r.details_json;
+    for (const auto& hash : details["emu_schedule_hashes"]) schedules.insert(hash.get<uint64_t>());
+  }
+  std::printf("refill before the barrier: caught under %d of 8 seeds, %zu distinct schedules\n",
+              caught, schedules.size());
+  EXPECT_GE(caught, 1);
+  EXPECT_GE(schedules.size(), 2u);
+}
+
+}  // namespace
+}  // namespace attnbench

@@ -1,0 +1,104 @@
+// The conformance kernels on the GPU: device copies in, one launch, copies out.
+#include <string>
+#include <vector>
+
+#include "tests/gpu/conformance/conformance.h"
+#include "tests/gpu/conformance/conformance_kernels.cuh"
+
+namespace attnbench::conformance {
+namespace {
+
+constexpr unsigned kBlocks = 264;  // two per SM of an H200
+constexpr unsigned kThreads = 256;
+
+// A device copy of a host vector, freed at scope end.
+template <typename T>
+class DeviceVector {
+ public:
+  explicit DeviceVector(const std::vector<T>& host) : bytes_(host.size() * sizeof(T)) {
+    if (cudaMalloc(&data_, bytes_ == 0 ? 1 : bytes_) != cudaSuccess) data_ = nullptr;
+    if (data_ != nullptr) cudaMemcpy(data_, host.data(), bytes_, cudaMemcpyHostToDevice);
+  }
+  ~DeviceVector() { cudaFree(data_); }
+  DeviceVector(const DeviceVector&) = delete;
+  DeviceVector& operator=(const DeviceVector&) = delete;
+  T* get() const { return data_; }
+  void copy_to(std::vector<T>& host) const {
+    cudaMemcpy(host.data(), data_, bytes_, cudaMemcpyDeviceToHost);
+  }
+
+ private:
+  T* data_ = nullptr;
+  size_t bytes_;
+};
+
+std::string finish() {
+  cudaError_t error = cudaGetLastError();
+  if (error == cudaSuccess) error = cudaDeviceSynchronize();
+  return error == cudaSuccess
+             ? ""
+             : std::string(cudaGetErrorName(error)) + ": " + cudaGetErrorString(error);
+}
+
+std::string mma(bool bf16, const MmaCases& cases, std::vector<float>& d) {
+  const DeviceVector<uint32_t> a(cases.a), b(cases.b);
+  const DeviceVector<float> c(cases.c);
+  DeviceVector<float> out(cases.c);
+  if (bf16) {
+    launch_kernel(mma_kernel<__nv_bfloat16>, kBlocks, kLanes, 0, nullptr, a.get(), b.get(), c.get(),
+                  out.get(), cases.cases);
+  } else {
+    launch_kernel(mma_kernel<__half>, kBlocks, kLanes, 0, nullptr, a.get(), b.get(), c.get(),
+                  out.get(), cases.cases);
+  }
+  const std::string error = finish();
+  d.assign(cases.c.size(), 0.0f);
+  out.copy_to(d);
+  return error;
+}
+
+std::string ex2(const std::vector<float>& x, std::vector<float>& y) {
+  const DeviceVector<float> in(x);
+  DeviceVector<float> out(x);
+  launch_kernel(ex2_kernel, kBlocks, kThreads, 0, nullptr, in.get(), out.get(),
+                static_cast<int>(x.size()));
+  const std::string error = finish();
+  y.assign(x.size(), 0.0f);
+  out.copy_to(y);
+  return error;
+}
+
+std::string pack(bool bf16, const std::vector<float>& x, std::vector<uint32_t>& packed) {
+  const int pairs = static_cast<int>(x.size() / 2);
+  packed.assign(static_cast<size_t>(pairs), 0);
+  const DeviceVector<float> in(x);
+  DeviceVector<uint32_t> out(packed);
+  if (bf16) {
+    launch_kernel(pack_kernel<true>, kBlocks, kThreads, 0, nullptr, in.get(), out.get(), pairs);
+  } else {
+    launch_kernel(pack_kernel<false>, kBlocks, kThreads, 0, nullptr, in.get(), out.get(), pairs);
+  }
+  const std::string error = finish();
+  out.copy_to(packed);
+  return error;
+}
+
+std::string ldmatrix(int form, const std::vector<uint16_t>& tiles,
+                     const std::vector<uint32_t>& rows, std::vector<uint32_t>& out) {
+  const int cases = static_cast<int>(rows.size() / kLanes);
+  out.assign(rows.size() * 4, 0);
+  const DeviceVector<uint16_t> in(tiles);
+  const DeviceVector<uint32_t> lane_rows(rows);
+  DeviceVector<uint32_t> fragments(out);
+  launch_kernel(ldmatrix_kernel, kBlocks, kLanes, kTileRows * 16, nullptr, in.get(),
+                lane_rows.get(), fragments.get(), form, cases);
+  const std::string error = finish();
+  fragments.copy_to(out);
+  return error;
+}
+
+}  // namespace
+
+Side device_side() { return {&mma, &ex2, &pack, &ldmatrix}; }
+
+}  // namespace attnbench::conformance

@@ -1,0 +1,305 @@
+// The emulator checked against the hardware (issue 14, item 7): every wrapper of
+// kernels/cuda/common/ptx.cuh runs on the GPU and on the emulated device over distinguishing
+// vectors (cancellation, subnormals, large exponent gaps, rounding ties, NaN and infinities)
+// and 10^5 random ones, and the bits must agree (ex2.approx: within 2 ulp, the PTX ISA's bound
+// for the approximation). Every input and both outputs are written to ATTNBENCH_CONFORMANCE_DIR
+// (default ./ptx-conformance) with a manifest, so a mismatch can be studied and the emulated
+// body fixed without the GPU. Label gpu (ci/gpu-check.sh's ctest step); the emulated side alone
+// also runs here on every machine (label cpu), so the vectors and files are never first made on
+// a GPU.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "harness/measure/devices.h"
+#include "reference/formats.h"
+#include "tests/gpu/conformance/conformance.h"
+
+namespace attnbench::conformance {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr int kRandomCases = 100000;
+constexpr int kMmaRandomCases = 4000;  // each 32 lanes x (8 + 4) inputs: 1.5 M inputs per format
+
+fs::path output_directory() {
+  const char* dir = std::getenv("ATTNBENCH_CONFORMANCE_DIR");
+  fs::path path =
+      dir != nullptr && *dir != '\0' ? fs::path(dir) : fs::current_path() / "ptx-conformance";
+  fs::create_directories(path);
+  return path;
+}
+
+template <typename T>
+void write_vector(const fs::path& file, const std::vector<T>& values) {
+  std::ofstream out(file, std::ios::binary);
+  out.write(reinterpret_cast<const char*>(values.data()),
+            static_cast<std::streamsize>(values.size() * sizeof(T)));
+}
+
+uint32_t bits_of(float value) {
+  uint32_t bits;
+  std::memcpy(&bits, &value, sizeof bits);
+  return bits;
+}
+
+// ---- test vectors -------------------------------------------------------------------------------
+
+// fp32 values that separate rounding modes and special cases: ties at both 16-bit formats'
+// rounding points, subnormals of fp32 and of fp16, NaN (quiet, signalling, payloads), infinities,
+// the largest finite values and their neighbours, then random bits and random normals.
+std::vector<float> distinguishing_floats(std::mt19937& rng, int random_count) {
+  std::vector<float> x = {0.0f,
+                          -0.0f,
+                          1.0f,
+                          -1.0f,
+                          0.5f,
+                          65504.0f,
+                          65520.0f,
+                          65536.0f,
+                          std::numeric_limits<float>::infinity(),
+                          -std::numeric_limits<float>::infinity(),
+                          std::numeric_limits<float>::quiet_NaN(),
+                          std::numeric_limits<float>::max(),
+                          std::numeric_limits<float>::min(),
+                          std::numeric_limits<float>::denorm_min(),
+                          5.96046448e-08f,
+                          2.98023224e-08f,
+                          6.09755516e-05f,
+                          -126.0f,
+                          -127.0f,
+                          -149.0f,
+                          -150.0f,
+                          127.9f,
+                          128.0f,
+                          1e-40f,
+                          -1e-40f};
+  for (uint32_t mantissa :
+       {0x00008000u, 0x00018000u, 0x00007fffu, 0x00010000u, 0x00001000u, 0x00003000u}) {
+    for (uint32_t exponent : {0x3f800000u, 0x47000000u, 0x33800000u, 0x00000000u}) {
+      for (uint32_t sign : {0u, 0x80000000u}) {
+        float value;
+        const uint32_t bits = sign | exponent | mantissa;
+        std::memcpy(&value, &bits, sizeof value);
+        x.push_back(value);
+      }
+    }
+  }
+  for (uint32_t nan : {0x7fc00001u, 0x7f800001u, 0xffc12345u}) {
+    float value;
+    std::memcpy(&value, &nan, sizeof value);
+    x.push_back(value);
+  }
+  std::uniform_int_distribution<uint32_t> any_bits;
+  std::normal_distribution<float> normal(0.0f, 4.0f);
+  for (int i = 0; i < random_count; ++i) {
+    uint32_t bits = any_bits(rng);
+    float value;
+    std::memcpy(&value, &bits, sizeof value);
+    x.push_back(i % 2 == 0 ? value : normal(rng));
+  }
+  return x;
+}
+
+uint16_t to_bits(bool bf16, float value) {
+  return bf16 ? float_to_bf16_bits(value) : float_to_fp16_bits(value);
+}
+
+// mma cases: per lane the A (4) and B (2) fragment registers and C (4). Kinds: small integers
+// (exact), cancellation (+x and -x products with a small remainder), exponent gaps (C large
+// against small products, and the reverse), subnormal inputs, random normals.
+MmaCases mma_cases(bool bf16, std::mt19937& rng) {
+  MmaCases cases;
+  std::uniform_int_distribution<int> kind_of(0, 4);
+  std::uniform_int_distribution<int> small(-4, 4);
+  std::uniform_int_distribution<int> exponent(-20, 20);
+  std::uniform_int_distribution<uint16_t> subnormal(1, 0x3ff);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  cases.cases = kMmaRandomCases;
+  for (int k = 0; k < cases.cases; ++k) {
+    const int kind = kind_of(rng);
+    const int gap = exponent(rng);
+    auto element = [&](int index) -> uint16_t {
+      switch (kind) {
+        case 0:
+          return to_bits(bf16, static_cast<float>(small(rng)));
+        case 1:
+          return to_bits(bf16,
+                         (index % 2 == 0 ? 1.0f : -1.0f) * std::ldexp(1.0f, gap) + 0.0f * index);
+        case 2:
+          return to_bits(bf16, std::ldexp(normal(rng), -gap / 2));
+        case 3:
+          return bf16 ? to_bits(true, std::ldexp(normal(rng), -130)) : subnormal(rng);
+        default:
+          return to_bits(bf16, normal(rng));
+      }
+    };
+    for (int lane = 0; lane < 32; ++lane) {
+      for (int r = 0; r < 4; ++r)
+        cases.a.push_back(uint32_t{element(2 * r)} | (uint32_t{element(2 * r + 1)} << 16));
+      for (int r = 0; r < 2; ++r)
+        cases.b.push_back(uint32_t{element(r)} | (uint32_t{element(r + 1)} << 16));
+      for (int r = 0; r < 4; ++r) {
+        cases.c.push_back(kind == 2   ? std::ldexp(1.0f, gap + 10)
+                          : kind == 1 ? std::ldexp(0.75f, -gap)
+                                      : normal(rng));
+      }
+    }
+  }
+  return cases;
+}
+
+// ldmatrix: random tiles; lanes give a random permutation of the 32 row addresses.
+void ldmatrix_cases(std::mt19937& rng, int count, std::vector<uint16_t>& tiles,
+                    std::vector<uint32_t>& rows) {
+  std::uniform_int_distribution<uint32_t> any;
+  for (int k = 0; k < count; ++k) {
+    for (int i = 0; i < 32 * 8; ++i) tiles.push_back(static_cast<uint16_t>(any(rng)));
+    std::vector<uint32_t> order(32);
+    for (uint32_t i = 0; i < 32; ++i) order[i] = i;
+    std::shuffle(order.begin(), order.end(), rng);
+    rows.insert(rows.end(), order.begin(), order.end());
+  }
+}
+
+// ---- comparisons --------------------------------------------------------------------------------
+
+// ulps between two floats of the same sign; NaN equals NaN; infinity only equals itself.
+int64_t ulp_distance(float a, float b) {
+  if (std::isnan(a) || std::isnan(b))
+    return std::isnan(a) && std::isnan(b) ? 0 : std::numeric_limits<int64_t>::max();
+  if (std::signbit(a) != std::signbit(b)) return a == b ? 0 : std::numeric_limits<int64_t>::max();
+  return std::llabs(static_cast<int64_t>(bits_of(a)) - static_cast<int64_t>(bits_of(b)));
+}
+
+struct Report {
+  nlohmann::json manifest;
+  fs::path directory;
+  void record(const std::string& name, size_t values, size_t mismatches, const std::string& first) {
+    manifest[name] = {{"values", values}, {"mismatches", mismatches}, {"first_mismatch", first}};
+  }
+  ~Report() {
+    if (manifest.is_null()) manifest = nlohmann::json::object();  // the emulated side alone
+    std::ofstream(directory / "manifest.json") << manifest.dump(2) << "\n";
+  }
+};
+
+// Runs every instruction on `side`, and on `other` when given, comparing them.
+void run_conformance(const Side& side, const Side* other, Report& report) {
+  std::mt19937 rng(std::random_device{}());
+  const fs::path& dir = report.directory;
+  const std::vector<float> x = distinguishing_floats(rng, kRandomCases);
+  write_vector(dir / "ex2_input_f32.bin", x);
+  std::vector<float> y, y_other;
+  ASSERT_EQ(side.ex2(x, y), "");
+  write_vector(dir / (other ? "ex2_emulated_f32.bin" : "ex2_emulated_only_f32.bin"), y);
+  if (other) {
+    ASSERT_EQ(other->ex2(x, y_other), "");
+    write_vector(dir / "ex2_device_f32.bin", y_other);
+    size_t mismatches = 0;
+    std::string first;
+    for (size_t i = 0; i < x.size(); ++i) {
+      if (ulp_distance(y[i], y_other[i]) <= 2) continue;
+      if (mismatches++ == 0)
+        first = "ex2(" + std::to_string(x[i]) + "): emulated " + std::to_string(y[i]) +
+                ", device " + std::to_string(y_other[i]);
+    }
+    report.record("ex2.approx.ftz.f32 (2 ulp)", x.size(), mismatches, first);
+    EXPECT_EQ(mismatches, 0u) << first;
+  }
+  for (const bool bf16 : {false, true}) {
+    const std::string format = bf16 ? "bf16" : "f16";
+    std::vector<uint32_t> packed, packed_other;
+    ASSERT_EQ(side.pack(bf16, x, packed), "");
+    write_vector(dir / ("pack_" + format + "_emulated_u32.bin"), packed);
+    const MmaCases cases = mma_cases(bf16, rng);
+    write_vector(dir / ("mma_" + format + "_a_u32.bin"), cases.a);
+    write_vector(dir / ("mma_" + format + "_b_u32.bin"), cases.b);
+    write_vector(dir / ("mma_" + format + "_c_f32.bin"), cases.c);
+    std::vector<float> d, d_other;
+    ASSERT_EQ(side.mma(bf16, cases, d), "");
+    write_vector(dir / ("mma_" + format + "_d_emulated_f32.bin"), d);
+    if (!other) continue;
+    ASSERT_EQ(other->pack(bf16, x, packed_other), "");
+    write_vector(dir / ("pack_" + format + "_device_u32.bin"), packed_other);
+    size_t pack_mismatches = 0;
+    for (size_t i = 0; i < packed.size(); ++i) pack_mismatches += packed[i] != packed_other[i];
+    report.record("cvt.rn." + format + "x2.f32", packed.size(), pack_mismatches, "");
+    EXPECT_EQ(pack_mismatches, 0u) << format;
+    ASSERT_EQ(other->mma(bf16, cases, d_other), "");
+    write_vector(dir / ("mma_" + format + "_d_device_f32.bin"), d_other);
+    size_t mma_mismatches = 0;
+    std::string first;
+    for (size_t i = 0; i < d.size(); ++i) {
+      if (bits_of(d[i]) == bits_of(d_other[i]) || (std::isnan(d[i]) && std::isnan(d_other[i])))
+        continue;
+      if (mma_mismatches++ == 0) {
+        first = "case " + std::to_string(i / 128) + " lane " + std::to_string(i % 128 / 4) + " D[" +
+                std::to_string(i % 4) + "]: emulated " + std::to_string(d[i]) + ", device " +
+                std::to_string(d_other[i]);
+      }
+    }
+    report.record("mma.sync.m16n8k16." + format, d.size(), mma_mismatches, first);
+    EXPECT_EQ(mma_mismatches, 0u) << first;
+  }
+  std::vector<uint16_t> tiles;
+  std::vector<uint32_t> rows;
+  ldmatrix_cases(rng, 2000, tiles, rows);
+  write_vector(dir / "ldmatrix_tiles_u16.bin", tiles);
+  write_vector(dir / "ldmatrix_rows_u32.bin", rows);
+  for (int form = 0; form < 6; ++form) {
+    std::vector<uint32_t> out, out_other;
+    ASSERT_EQ(side.ldmatrix(form, tiles, rows, out), "");
+    const std::string name = "ldmatrix_form" + std::to_string(form);
+    write_vector(dir / (name + "_emulated_u32.bin"), out);
+    if (!other) continue;
+    ASSERT_EQ(other->ldmatrix(form, tiles, rows, out_other), "");
+    write_vector(dir / (name + "_device_u32.bin"), out_other);
+    size_t mismatches = 0;
+    for (size_t i = 0; i < out.size(); ++i) mismatches += out[i] != out_other[i];
+    report.record(name + " (x1, x2, x4, x1.trans, x2.trans, x4.trans)", out.size(), mismatches, "");
+    EXPECT_EQ(mismatches, 0u) << name;
+  }
+}
+
+TEST(PtxConformance, EmulatedSideRunsEveryVectorAndWritesItsFiles) {
+  const fs::path directory =
+      fs::temp_directory_path() / ("attnbench-ptx-conformance-" + std::to_string(::getpid()));
+  fs::create_directories(directory);
+  {
+    Report report{{}, directory};
+    const Side emulated = emulated_side();
+    run_conformance(emulated, nullptr, report);
+  }
+  EXPECT_TRUE(fs::exists(directory / "mma_bf16_d_emulated_f32.bin"));
+  EXPECT_TRUE(fs::exists(directory / "manifest.json"));
+  EXPECT_GT(fs::file_size(directory / "ex2_input_f32.bin"), kRandomCases * sizeof(float));
+  fs::remove_all(directory);
+}
+
+TEST(PtxConformance, EveryWrappedInstructionMatchesTheHardware) {
+  bool any_gpu = false;
+  for (const Device& device : discover_devices())
+    any_gpu = any_gpu || device.backend == Backend::cuda;
+  if (!any_gpu) GTEST_SKIP() << "no GPU: " << gpu_absence_reason();
+  Report report{{}, output_directory()};
+  const Side emulated = emulated_side();
+  const Side device = device_side();
+  run_conformance(emulated, &device, report);
+  std::printf("ptx conformance: inputs, outputs and manifest.json in %s\n",
+              report.directory.c_str());
+}
+
+}  // namespace
+}  // namespace attnbench::conformance
