@@ -126,9 +126,18 @@ class Check:
         with open(self.logs / log, "a") as out:
             out.write(f"\n$ {' '.join(map(str, command))}\n")
             out.flush()
-            self.child = subprocess.Popen([str(c) for c in command], stdout=out,
-                                          stderr=subprocess.STDOUT, start_new_session=True,
-                                          env=environment or self.environment, cwd=self.outdir)
+            # SIGTERM/SIGINT wait until the child is known, so the handler can stop it: a signal
+            # between the start and the assignment would leave the command running on its own.
+            signals = {signal.SIGTERM, signal.SIGINT}
+            signal.pthread_sigmask(signal.SIG_BLOCK, signals)
+            try:
+                self.child = subprocess.Popen(
+                    [str(c) for c in command], stdout=out, stderr=subprocess.STDOUT,
+                    start_new_session=True, env=environment or self.environment, cwd=self.outdir,
+                    # the command itself starts with the signals unblocked
+                    preexec_fn=lambda: signal.pthread_sigmask(signal.SIG_UNBLOCK, signals))
+            finally:
+                signal.pthread_sigmask(signal.SIG_UNBLOCK, signals)
             try:
                 return self.child.wait(timeout=max(1.0, timeout_s))
             except subprocess.TimeoutExpired:

@@ -164,6 +164,40 @@ void Block::wait(Wait kind, Site site, unsigned mask) {
 
 void Block::sync_threads(Site site) { wait(Wait::barrier, site, 0); }
 
+bool Block::count_into_named_barrier(const char* instruction, unsigned id, unsigned count,
+                                     Site site) {
+  const auto threads = static_cast<unsigned>(threads_.size());
+  if (id >= kNamedBarriers || count == 0 || count % kWarpSize != 0 || count > threads) {
+    throw EmuError(std::string(instruction) + " " + std::to_string(id) + ", " +
+                   std::to_string(count) + " at " + site.text() +
+                   ": the id must be 0-15 and the count a multiple of 32 up to the block's " +
+                   std::to_string(threads) + " threads");
+  }
+  if (named_expected_[id] != 0 && named_expected_[id] != count) {
+    throw EmuError(std::string(instruction) + " " + std::to_string(id) + ", " +
+                   std::to_string(count) + " at " + site.text() + ": thread " +
+                   std::to_string(running_) + " counts to " + std::to_string(count) +
+                   " while the barrier counts to " + std::to_string(named_expected_[id]));
+  }
+  named_expected_[id] = count;
+  if (++named_reached_[id] < count) return false;
+  for (const auto& thread : threads_) {  // complete: its waiters go on, the next phase starts
+    if (thread->wait == Wait::named && thread->mask == id) thread->wait = Wait::running;
+  }
+  named_expected_[id] = 0;
+  named_reached_[id] = 0;
+  return true;
+}
+
+void Block::named_barrier_sync(unsigned id, unsigned count, Site site) {
+  if (count_into_named_barrier("bar.sync", id, count, site)) return;
+  wait(Wait::named, site, id);  // the mask field holds the barrier's id
+}
+
+void Block::named_barrier_arrive(unsigned id, unsigned count, Site site) {
+  count_into_named_barrier("bar.arrive", id, count, site);
+}
+
 void Block::sync_warp(unsigned mask, Site site) {
   collective(Collective::sync_warp, Shuffle::xor_lane, mask, 0, 0, kWarpSize, site);
 }
@@ -480,6 +514,10 @@ void Block::report_stuck() {
     switch (thread.wait) {
       case Wait::barrier:
         by_wait["__syncthreads at " + thread.site.text()].push_back(t);
+        break;
+      case Wait::named:
+        by_wait["bar.sync " + std::to_string(thread.mask) + " at " + thread.site.text()].push_back(
+            t);
         break;
       case Wait::warp:
         by_wait[collective_name(thread) + "(" + hex_mask(thread.mask) + ") at " +

@@ -98,6 +98,12 @@ class Block {
   void* dynamic_shared() const { return dynamic_shared_; }
 
   void sync_threads(Site site);
+  // Named barriers (bar.sync / bar.arrive id, count): barrier `id` (0-15) completes when
+  // `count` threads (a multiple of 32) have reached it, waiting (sync) or not (arrive); the
+  // waiters then go on. A count that differs from the one the barrier is counting to, or a
+  // barrier that never completes (a deadlock), is reported.
+  void named_barrier_sync(unsigned id, unsigned count, Site site);
+  void named_barrier_arrive(unsigned id, unsigned count, Site site);
   void sync_warp(unsigned mask, Site site);
   // The __shfl*_sync family: the value of the source lane within segments of `width` lanes.
   // xor_lane: lane ^ arg; index: arg; up: lane - arg; down: lane + arg (a source outside the
@@ -141,7 +147,7 @@ class Block {
   }
 
  private:
-  enum class Wait : uint8_t { running, barrier, warp, finished };
+  enum class Wait : uint8_t { running, barrier, named, warp, finished };
   struct Thread;
 
   void schedule();
@@ -151,6 +157,8 @@ class Block {
   [[noreturn]] void report_stuck();
   enum class Collective : uint8_t { sync_warp, shuffle, ballot, exchange };
   void land_async_copies(Thread& thread, size_t keep_pending, bool seeded);
+  // Counts the running thread into named barrier `id`; true when that completed the barrier.
+  bool count_into_named_barrier(const char* instruction, unsigned id, unsigned count, Site site);
   uint64_t collective(Collective kind, Shuffle mode, unsigned mask, uint64_t word, int arg,
                       int width, Site site);
   std::string collective_name(const Thread& thread) const;
@@ -170,6 +178,9 @@ class Block {
   size_t static_used_ = 0;
   std::vector<std::pair<const void*, void*>> static_slots_;
   std::vector<WarpPayloads> warp_payloads_;
+  static constexpr unsigned kNamedBarriers = 16;
+  std::array<unsigned, kNamedBarriers> named_expected_{};  // 0: the barrier is not counting
+  std::array<unsigned, kNamedBarriers> named_reached_{};   // threads counted in this phase
   const std::function<void()>* body_ = nullptr;
 };
 

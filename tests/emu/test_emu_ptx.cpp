@@ -198,5 +198,65 @@ TEST(EmuPtx, AMisalignedLdmatrixRowIsReported) {
   }
 }
 
+emu::Launch one_block(unsigned threads, uint64_t seed) {
+  emu::Launch launch = one_warp(seed);
+  launch.block_dim = {threads, 1, 1};
+  return launch;
+}
+
+TEST(EmuPtx, NamedBarriersSyncTheirOwnThreadsOnly) {
+  // Two halves of a block, each its own barrier: each half sums what its threads wrote.
+  std::array<int, 256> sums{};
+  for (uint64_t seed = 1; seed <= 4; ++seed) {
+    emu::launch_grid(one_block(256, seed), [&] {
+      using Values = int[256];
+      ATTNBENCH_SHARED(Values, values, alignof(int));
+      const unsigned t = threadIdx.x;
+      const unsigned half = t / 128;
+      values[t] = static_cast<int>(t);
+      ptx::named_barrier_sync(1 + half, 128);
+      int sum = 0;
+      for (unsigned i = 0; i < 128; ++i) sum += values[half * 128 + i];
+      sums[t] = sum;
+    });
+    EXPECT_EQ(sums[0], 127 * 128 / 2);
+    EXPECT_EQ(sums[255], 128 * 128 + 127 * 128 / 2);
+  }
+}
+
+TEST(EmuPtx, AProducerArrivesAndItsConsumersSync) {
+  // Warp 0 fills a slot, arrives on barrier 1; warps 1-3 sync on it, read, then arrive on
+  // barrier 2, which the producer syncs on before refilling: four rounds through one slot.
+  std::array<int, 4> seen_by_thread_96{};
+  emu::launch_grid(one_block(128, 9), [&] {
+    ATTNBENCH_SHARED(int, slot, alignof(int));
+    const unsigned t = threadIdx.x;
+    for (int round = 0; round < 4; ++round) {
+      if (t < 32) {
+        if (t == 0) slot = 100 + round;
+        ptx::named_barrier_arrive(1, 128);
+        ptx::named_barrier_sync(2, 128);
+      } else {
+        ptx::named_barrier_sync(1, 128);
+        if (t == 96) seen_by_thread_96[static_cast<size_t>(round)] = slot;
+        ptx::named_barrier_arrive(2, 128);
+      }
+    }
+  });
+  EXPECT_EQ(seen_by_thread_96, (std::array<int, 4>{100, 101, 102, 103}));
+}
+
+TEST(EmuPtx, ANamedBarrierThatNeverCompletesIsReportedAsADeadlock) {
+  try {
+    emu::launch_grid(one_block(128, 3), [&] {
+      if (threadIdx.x < 96) ptx::named_barrier_sync(1, 128);  // only 96 of 128 ever come
+    });
+    FAIL() << "a named barrier short of its count must be reported";
+  } catch (const emu::EmuError& report) {
+    EXPECT_NE(std::string(report.what()).find("deadlock"), std::string::npos) << report.what();
+    EXPECT_NE(std::string(report.what()).find("bar.sync 1 at"), std::string::npos) << report.what();
+  }
+}
+
 }  // namespace
 }  // namespace attnbench

@@ -8,6 +8,7 @@
 //   load_matrix_x{1,2,4}[_transposed]   ldmatrix.sync.aligned.m8n8.x{1,2,4}[.trans].shared.b16
 //   mma_16x8x16<Element> mma.sync.aligned.m16n8k16.row.col.f32.{f16,bf16}.{f16,bf16}.f32
 //   exp2_approx          ex2.approx.ftz.f32
+//   named_barrier_sync / named_barrier_arrive   bar.sync / bar.arrive id, count
 // Conversions with their rounding (__floats2half2_rn, ...) are CUDA's intrinsics on the GPU and
 // bit-exact copies of them under emu (kernels/emu/cuda_subset.h).
 #pragma once
@@ -127,6 +128,16 @@ __device__ __forceinline__ float exp2_approx(float x) {
   return y;
 }
 
+// Named barrier `id` (0-15; 0 is __syncthreads') over `count` threads, a multiple of 32: sync
+// waits until `count` threads have reached it, arrive counts the caller in and goes on (a
+// producer signalling its consumers).
+__device__ __forceinline__ void named_barrier_sync(unsigned id, unsigned count) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(count) : "memory");
+}
+__device__ __forceinline__ void named_barrier_arrive(unsigned id, unsigned count) {
+  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(count) : "memory");
+}
+
 #else  // ATTNBENCH_EMU: the same instructions, emulated
 
 inline uint32_t shared_address(const void* pointer, ATTNBENCH_PTX_CALLER) {
@@ -176,6 +187,13 @@ void mma_16x8x16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1
 }
 
 inline float exp2_approx(float x) { return emu::ex2_approx_ftz(x); }
+
+inline void named_barrier_sync(unsigned id, unsigned count, ATTNBENCH_PTX_CALLER) {
+  emu::Block::current().named_barrier_sync(id, count, ATTNBENCH_PTX_SITE);
+}
+inline void named_barrier_arrive(unsigned id, unsigned count, ATTNBENCH_PTX_CALLER) {
+  emu::Block::current().named_barrier_arrive(id, count, ATTNBENCH_PTX_SITE);
+}
 
 #endif
 
