@@ -4,7 +4,10 @@
 // checked run draws a new schedule seed, so the checker's two runs (its determinism check) run
 // the threads in two different orders; the seeds are stored with the result.
 #include <nlohmann/json.hpp>
+#include <cstdint>
+#include <cstdlib>
 #include <string>
+#include <vector>
 
 #include "harness/measure/executor.h"
 #include "harness/measure/tracking_allocator.h"

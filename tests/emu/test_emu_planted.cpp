@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
+#include <ostream>
 #include <set>
 #include <string>
 
@@ -41,6 +42,9 @@ struct PlantedBug {
   ResultStatus status;  // failed: wrong output; error: the emulator's report
   const char* reason;   // what the result's message must say
 };
+
+// ctest's test names show the bug, not the struct's bytes.
+void PrintTo(const PlantedBug& bug, std::ostream* out) { *out << "test.flash2_" << bug.name; }
 
 class PlantedFlash2Bug : public ::testing::TestWithParam<PlantedBug> {};
 
