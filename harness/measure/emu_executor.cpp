@@ -3,20 +3,46 @@
 // nothing: an emulated forward says whether the kernel is right, not how fast it is. Each
 // checked run draws a new schedule seed, so the checker's two runs (its determinism check) run
 // the threads in two different orders; the seeds are stored with the result.
-#include <nlohmann/json.hpp>
 #include <cstdint>
 #include <cstdlib>
+#include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "harness/measure/executor.h"
 #include "harness/measure/tracking_allocator.h"
 #include "kernels/emu/launch.h"
+#include "kernels/emu/sanitizer.h"
 
 namespace attnbench {
 namespace {
 
 constexpr uint64_t kDefaultSeed = 0x5eed;
+
+// The bounds build (AddressSanitizer): the guard regions of the case's buffers are poisoned
+// while the kernel runs, so a plain load or store into one is reported where it happens.
+class PoisonedGuards {
+ public:
+  explicit PoisonedGuards(std::vector<const GuardedBuffer*> buffers)
+      : buffers_(std::move(buffers)) {
+    for (const GuardedBuffer* buffer : buffers_) {
+      emu::sanitizer::poison(buffer->guard_before(), GuardedBuffer::kCanaryBytes);
+      emu::sanitizer::poison(buffer->guard_after(), GuardedBuffer::kCanaryBytes);
+    }
+  }
+  ~PoisonedGuards() {
+    for (const GuardedBuffer* buffer : buffers_) {
+      emu::sanitizer::unpoison(buffer->guard_before(), GuardedBuffer::kCanaryBytes);
+      emu::sanitizer::unpoison(buffer->guard_after(), GuardedBuffer::kCanaryBytes);
+    }
+  }
+  PoisonedGuards(const PoisonedGuards&) = delete;
+  PoisonedGuards& operator=(const PoisonedGuards&) = delete;
+
+ private:
+  std::vector<const GuardedBuffer*> buffers_;
+};
 
 uint64_t mix(uint64_t seed, uint64_t run) {
   uint64_t z = seed + 0x9e3779b97f4a7c15ull * (run + 1);
@@ -33,6 +59,7 @@ class EmuExecutor final : public DeviceExecutor {
     inputs_ = &inputs;
     seeds_.clear();
     schedule_hashes_.clear();
+    sanitizer_report_.clear();
     return Status::Ok();
   }
 
@@ -67,11 +94,22 @@ class EmuExecutor final : public DeviceExecutor {
     stream_.schedule_hash = 0;
     seeds_.push_back(stream_.seed);
     register_buffers(outputs);
+    stream_.sanitizer_report.clear();
+    const PoisonedGuards guards(guarded_buffers(outputs));
     const Status status = plan.run(
         make_params(*inputs_, host_pointers(*inputs_), outputs.out.data(),
                     outputs.has_lse ? static_cast<float*>(outputs.lse.data()) : nullptr, 1.0f));
     schedule_hashes_.push_back(stream_.schedule_hash);
+    if (!stream_.sanitizer_report.empty()) sanitizer_report_ = stream_.sanitizer_report;
     return status;
+  }
+
+  std::vector<const GuardedBuffer*> guarded_buffers(const KernelOutputs& outputs) const {
+    std::vector<const GuardedBuffer*> buffers = {&inputs_->q_buffer, &inputs_->k_buffer,
+                                                 &inputs_->v_buffer, &outputs.out};
+    if (outputs.has_lse) buffers.push_back(&outputs.lse);
+    std::erase_if(buffers, [](const GuardedBuffer* b) { return b->guard_before() == nullptr; });
+    return buffers;
   }
 
   TimedForward timed_forward(Plan&, KernelOutputs&) override {
@@ -95,6 +133,8 @@ class EmuExecutor final : public DeviceExecutor {
     nlohmann::json details;
     details["emu_schedule_seeds"] = seeds_;
     details["emu_schedule_hashes"] = schedule_hashes_;
+    details["emu_build"] = emu::sanitizer_build_name();
+    if (!sanitizer_report_.empty()) details["emu_sanitizer_report"] = sanitizer_report_;
     return details.dump();
   }
 
@@ -105,6 +145,7 @@ class EmuExecutor final : public DeviceExecutor {
   uint64_t runs_ = 0;
   std::vector<uint64_t> seeds_;            // of this case's checked runs
   std::vector<uint64_t> schedule_hashes_;  // the orders the threads ran in, per checked run
+  std::string sanitizer_report_;           // the whole text of this case's report, if any
   const ProblemInputs* inputs_ = nullptr;
 };
 

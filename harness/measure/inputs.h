@@ -7,10 +7,10 @@
 #include <string>
 #include <vector>
 
+#include "harness/core/records.h"
 #include "kernels/params.h"
 #include "reference/attention.h"
 #include "reference/problem.h"
-#include "harness/core/records.h"
 #include "reference/status.h"
 
 namespace attnbench {
@@ -28,6 +28,12 @@ class GuardedBuffer {
   const void* data() const { return storage_.data() + kCanaryBytes; }
   size_t bytes() const { return bytes_; }
   bool canaries_intact() const;
+  // The guard regions (kCanaryBytes each; null when empty), for a sanitizer to poison while a
+  // kernel runs.
+  const unsigned char* guard_before() const { return storage_.empty() ? nullptr : storage_.data(); }
+  const unsigned char* guard_after() const {
+    return storage_.empty() ? nullptr : storage_.data() + kCanaryBytes + bytes_;
+  }
   // Fills every element with the dtype's NaN (poison): unwritten elements stay NaN.
   void poison(DType dtype);
 

@@ -1,6 +1,7 @@
 #include "kernels/emu/block.h"
 
 #include <algorithm>
+#include <bit>
 #include <cstdio>
 #include <map>
 #include <utility>
@@ -23,6 +24,15 @@ std::string hex_mask(unsigned mask) {
   std::snprintf(text, sizeof text, "0x%08x", mask);
   return text;
 }
+
+// Releases the launch's end for the sanitizer as an emulated thread ends, returning or unwinding:
+// whatever it did is ordered before what the host does after the launch.
+struct ReleaseLaunchEnd {
+  const void* launch_end;
+  ~ReleaseLaunchEnd() {
+    if (launch_end != nullptr) sanitizer::release(launch_end);
+  }
+};
 
 // Makes `g_current` the running block for a scope.
 class CurrentBlock {
@@ -56,11 +66,33 @@ struct PendingCopy {
   std::array<unsigned char, 16> data{};
   size_t bytes = 0;
 };
-using CopyGroup = std::vector<PendingCopy>;
 
 constexpr unsigned char kNaNByte = 0xff;  // 0xffff.. is NaN as fp32, fp16 and bf16 alike
 
+std::string dim_text(const Dim3& d) {
+  std::string text = "(";
+  text += std::to_string(d.x);
+  text += ',';
+  text += std::to_string(d.y);
+  text += ',';
+  text += std::to_string(d.z);
+  text += ')';
+  return text;
+}
+
 }  // namespace
+
+// A committed group of cp.async: landed once its data is in shared memory. Where in its window
+// it lands is drawn at commit: half the groups at the issuing thread's k-th synchronization
+// point after the commit (k < kLandingSpread), half only at the wait that completes them, so a
+// wait that is short by one group reads NaN about every other time.
+struct Block::CopyGroup {
+  static constexpr int kLandsAtCompletion = -1;
+  static constexpr uint64_t kLandingSpread = 16;
+  std::vector<PendingCopy> copies;
+  int syncs_before_landing = kLandsAtCompletion;
+  bool landed = false;
+};
 
 struct Block::Thread {
   std::unique_ptr<Fiber> fiber;
@@ -75,7 +107,7 @@ struct Block::Thread {
   uint64_t received = 0;                   // what the collective gives it back
   const char* instruction = "";            // exchanges: the warp instruction's name
   LanePayload payload{};                   // exchanges: this lane's part
-  CopyGroup open_copies;                   // cp.async issued since the last commit
+  std::vector<PendingCopy> open_copies;    // cp.async issued since the last commit
   std::deque<CopyGroup> committed_copies;  // committed groups in flight, oldest first
 };
 
@@ -89,10 +121,36 @@ Block::Block(const Shape& shape, uint64_t seed) : shape_(shape), rng_state_(seed
   shared_window_ = reinterpret_cast<unsigned char*>(aligned);
   dynamic_shared_ = shared_window_ + offset;
   static_begin_ = shared_window_ + offset + dynamic_bytes;
-  warp_payloads_.resize((shape.block_dim.count() + kWarpSize - 1) / kWarpSize);
+  const size_t warps = (shape.block_dim.count() + kWarpSize - 1) / kWarpSize;
+  warp_payloads_.resize(warps);
+  warp_phase_.assign(warps * kWarpSize, 0);
+  edges_.assign(kPhaseRing * (1 + kNamedBarriers + warps * kWarpSize), 0);
+  // Only the dynamic shared memory and, as they are made, the static slots are the kernel's.
+  sanitizer::poison(shared_storage_.data(), shared_storage_.size());
+  sanitizer::unpoison(dynamic_shared_, dynamic_bytes);
 }
 
-Block::~Block() = default;
+Block::~Block() {
+  cancel_suspended_threads();
+  sanitizer::unpoison(shared_storage_.data(), shared_storage_.size());
+}
+
+// A block that stopped on a report leaves threads suspended at their synchronization points;
+// each is resumed once more to unwind its fiber through its own code (Cancelled), so the
+// sanitizers see every stack switch in pairs.
+void Block::cancel_suspended_threads() noexcept {
+  cancelling_ = true;
+  for (unsigned t = 0; t < threads_.size(); ++t) {
+    Fiber& fiber = *threads_[t]->fiber;
+    if (fiber.finished()) continue;
+    running_ = t;
+    try {
+      while (fiber.resume()) {
+      }
+    } catch (...) {  // Cancelled, or whatever the unwinding thread threw instead
+    }
+  }
+}
 
 Block& Block::current() {
   if (g_current == nullptr)
@@ -100,22 +158,52 @@ Block& Block::current() {
   return *g_current;
 }
 
+std::string Block::running_thread_name() {
+  if (g_current == nullptr) return {};
+  std::string name = "block ";
+  name += dim_text(g_current->block_index());
+  name += " thread ";
+  name += std::to_string(g_current->running_);
+  return name;
+}
+
 Dim3 Block::thread_index() const {
   const Dim3& d = shape_.block_dim;
   return {running_ % d.x, (running_ / d.x) % d.y, running_ / (d.x * d.y)};
 }
 
-void Block::run(const std::function<void()>& body) {
+void Block::run(const std::function<void()>& body, const void* launch_end) {
   CurrentBlock current(this);
   body_ = &body;
+  launch_end_ = launch_end;
   threads_.clear();
   const unsigned count = shape_.block_dim.count();
+  const std::string name = "block " + dim_text(shape_.block_index) + " thread ";
   for (unsigned t = 0; t < count; ++t) {
     auto thread = std::make_unique<Thread>();
-    thread->fiber = std::make_unique<Fiber>([this](Fiber&) { (*body_)(); });
+    thread->fiber = std::make_unique<Fiber>(
+        [this](Fiber&) {
+          sanitizer::acquire(&block_start_);  // ordered after the host's past, as at a launch
+          const ReleaseLaunchEnd at_end{launch_end_};  // also when the thread stops on a report
+          (*body_)();
+          finish_thread();
+        },
+        name + std::to_string(t));
     threads_.push_back(std::move(thread));
   }
+  sanitizer::release(&block_start_);
   schedule();
+}
+
+// The running thread returns: its copies in flight land (they outlive it).
+void Block::finish_thread() {
+  Thread& self = *threads_[running_];
+  self.committed_copies.push_back(CopyGroup{std::move(self.open_copies)});
+  self.open_copies.clear();
+  completed_copies_.clear();
+  complete_async_copies(self, 0);
+  for (const CopyTarget& copy : completed_copies_)
+    sanitizer::note_write(copy.destination, copy.bytes);
 }
 
 // Runs the runnable threads in a seeded order until each waits or returns; then releases
@@ -141,28 +229,49 @@ void Block::schedule() {
     for (const unsigned t : order) {
       running_ = t;
       schedule_hash_ = (schedule_hash_ ^ t) * 0x100000001b3ull;
-      if (!threads_[t]->fiber->resume()) {
-        Thread& done = *threads_[t];
-        done.wait = Wait::finished;
-        done.committed_copies.push_back(std::move(done.open_copies));  // copies outlive a thread
-        land_async_copies(done, 0, false);
-      }
+      if (!threads_[t]->fiber->resume()) threads_[t]->wait = Wait::finished;
     }
   }
 }
 
 void Block::wait(Wait kind, Site site, unsigned mask) {
+  if (sanitizer::report_printed()) {
+    throw EmuError("stopped at " + site.text() + " after a report of the sanitizer");
+  }
   Thread& self = *threads_[running_];
-  land_async_copies(self, self.committed_copies.size(), true);
+  land_some_async_copies(self);
   self.wait = kind;
   self.site = site;
   self.mask = mask;
   const unsigned me = running_;
-  while (threads_[me]->wait != Wait::running) threads_[me]->fiber->yield();
+  while (threads_[me]->wait != Wait::running && !cancelling_) threads_[me]->fiber->yield();
+  if (cancelling_) throw Cancelled{};
   running_ = me;
 }
 
-void Block::sync_threads(Site site) { wait(Wait::barrier, site, 0); }
+void Block::sync_threads(Site site) {
+  const void* edge = barrier_edge();
+  sanitizer::release(edge);
+  wait(Wait::barrier, site, 0);
+  sanitizer::acquire(edge);
+}
+
+const void* Block::barrier_edge() const { return &edges_[barrier_phase_ % kPhaseRing]; }
+
+const void* Block::named_edge(unsigned id) const {
+  return &edges_[kPhaseRing * (1 + id) + named_phase_[id] % kPhaseRing];
+}
+
+// A warp collective's edges belong to its warp and the lowest lane of its mask: the halves of a
+// warp syncing apart do not order each other.
+unsigned Block::warp_edge_slot(unsigned warp, unsigned mask) const {
+  return warp * kWarpSize + static_cast<unsigned>(std::countr_zero(mask));
+}
+
+const void* Block::warp_edge(unsigned warp, unsigned mask) const {
+  const unsigned slot = warp_edge_slot(warp, mask);
+  return &edges_[kPhaseRing * (1 + kNamedBarriers + slot) + warp_phase_[slot] % kPhaseRing];
+}
 
 bool Block::count_into_named_barrier(const char* instruction, unsigned id, unsigned count,
                                      Site site) {
@@ -186,15 +295,21 @@ bool Block::count_into_named_barrier(const char* instruction, unsigned id, unsig
   }
   named_expected_[id] = 0;
   named_reached_[id] = 0;
+  ++named_phase_[id];
   return true;
 }
 
 void Block::named_barrier_sync(unsigned id, unsigned count, Site site) {
-  if (count_into_named_barrier("bar.sync", id, count, site)) return;
-  wait(Wait::named, site, id);  // the mask field holds the barrier's id
+  const void* edge = id < kNamedBarriers ? named_edge(id) : nullptr;  // else reported below
+  if (edge != nullptr) sanitizer::release(edge);
+  if (!count_into_named_barrier("bar.sync", id, count, site)) {
+    wait(Wait::named, site, id);  // the mask field holds the barrier's id
+  }
+  if (edge != nullptr) sanitizer::acquire(edge);
 }
 
 void Block::named_barrier_arrive(unsigned id, unsigned count, Site site) {
+  if (id < kNamedBarriers) sanitizer::release(named_edge(id));
   count_into_named_barrier("bar.arrive", id, count, site);
 }
 
@@ -244,8 +359,12 @@ uint64_t Block::collective(Collective kind, Shuffle mode, unsigned mask, uint64_
                    ": thread " + std::to_string(running_) + " (lane " + std::to_string(lane()) +
                    ") is not in its own mask");
   }
+  // ldmatrix and mma exchange registers, not memory: no ordering (CUDA promises none).
+  const void* edge = kind == Collective::exchange ? nullptr : warp_edge(running_ / kWarpSize, mask);
+  if (edge != nullptr) sanitizer::release(edge);
   const unsigned me = running_;
   wait(Wait::warp, site, mask);
+  if (edge != nullptr) sanitizer::acquire(edge);
   return threads_[me]->received;
 }
 
@@ -272,6 +391,7 @@ void* Block::static_shared(const void* tag, size_t bytes, size_t alignment, Site
   }
   static_used_ = start + bytes;
   void* slot = static_begin_ + start;
+  sanitizer::unpoison(slot, bytes);
   static_slots_.emplace_back(tag, slot);
   return slot;
 }
@@ -297,8 +417,8 @@ unsigned char* Block::shared_pointer(uint32_t address, size_t bytes, Site site) 
   return p;
 }
 
-void Block::async_copy(uint32_t shared_destination, const void* source, size_t bytes,
-                       bool read_source, Site site) {
+unsigned char* Block::async_copy(uint32_t shared_destination, const void* source, size_t bytes,
+                                 bool read_source, Site site) {
   PendingCopy copy;
   copy.bytes = bytes;
   copy.destination = shared_pointer(shared_destination, bytes, site);
@@ -313,6 +433,7 @@ void Block::async_copy(uint32_t shared_destination, const void* source, size_t b
   }  // else zero-filled: nothing is read
   std::memset(copy.destination, kNaNByte, bytes);
   threads_[running_]->open_copies.push_back(copy);
+  return copy.destination;
 }
 
 void Block::check_global_read(const void* source, size_t bytes, const char* instruction,
@@ -351,28 +472,45 @@ void Block::check_global_read(const void* source, size_t bytes, const char* inst
 
 void Block::async_commit() {
   Thread& self = *threads_[running_];
-  self.committed_copies.push_back(std::move(self.open_copies));
+  CopyGroup group{std::move(self.open_copies)};
+  const uint64_t draw = splitmix64(rng_state_) % (2 * CopyGroup::kLandingSpread);
+  if (draw < CopyGroup::kLandingSpread) group.syncs_before_landing = static_cast<int>(draw);
+  self.committed_copies.push_back(std::move(group));
   self.open_copies.clear();
 }
 
-void Block::async_wait(unsigned pending_groups) {
-  Thread& self = *threads_[running_];
-  land_async_copies(self, pending_groups, false);
+const std::vector<Block::CopyTarget>& Block::async_wait(unsigned pending_groups) {
+  completed_copies_.clear();
+  complete_async_copies(*threads_[running_], pending_groups);
+  return completed_copies_;
 }
 
-// Lands the oldest committed groups of `thread` until `keep_pending` remain; with `seeded`, each
-// of those remaining may land too, by the block's seed (a copy completes whenever it likes).
-void Block::land_async_copies(Thread& thread, size_t keep_pending, bool seeded) {
-  auto land = [](const CopyGroup& group) {
-    for (const PendingCopy& copy : group)
-      std::memcpy(copy.destination, copy.data.data(), copy.bytes);
-  };
-  while (thread.committed_copies.size() > keep_pending) {
-    land(thread.committed_copies.front());
-    thread.committed_copies.pop_front();
+namespace {
+
+void land(std::vector<PendingCopy>& copies, bool& landed) {
+  if (landed) return;
+  for (const PendingCopy& copy : copies)
+    std::memcpy(copy.destination, copy.data.data(), copy.bytes);
+  landed = true;
+}
+
+}  // namespace
+
+void Block::land_some_async_copies(Thread& thread) {
+  for (CopyGroup& group : thread.committed_copies) {
+    if (group.landed || group.syncs_before_landing == CopyGroup::kLandsAtCompletion) continue;
+    if (group.syncs_before_landing-- == 0) land(group.copies, group.landed);
   }
-  while (seeded && !thread.committed_copies.empty() && splitmix64(rng_state_) % 2 == 0) {
-    land(thread.committed_copies.front());
+}
+
+void Block::complete_async_copies(Thread& thread, size_t keep_pending) {
+  while (thread.committed_copies.size() > keep_pending) {
+    CopyGroup& group = thread.committed_copies.front();
+    land(group.copies, group.landed);
+    if constexpr (kSanitizer == Sanitizer::thread) {
+      for (const PendingCopy& copy : group.copies)
+        completed_copies_.push_back({copy.destination, copy.bytes});
+    }
     thread.committed_copies.pop_front();
   }
 }
@@ -421,6 +559,7 @@ bool Block::release_barrier() {
                    " returned before it");
   }
   for (const unsigned t : waiting) threads_[t]->wait = Wait::running;
+  ++barrier_phase_;
   return true;
 }
 
@@ -502,6 +641,7 @@ bool Block::release_warp(unsigned w) {
     for (unsigned lane = 0; lane < kWarpSize; ++lane) {
       if ((mask & (1u << lane)) != 0) threads_[first + lane]->wait = Wait::running;
     }
+    ++warp_phase_[warp_edge_slot(w, mask)];
     released = true;
   }
   return released;

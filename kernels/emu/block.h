@@ -10,6 +10,10 @@
 //     that leaves out a lane it reads from, or that lanes call with different masks;
 //   - a deadlock: every live thread waits and no wait can be released.
 // A report is an EmuError whose one-line message names the threads and the source lines.
+// Under a sanitizer build (sanitizer.h) the block also draws CUDA's happens-before edges for
+// ThreadSanitizer (each barrier, named barrier and warp collective: a release by every thread
+// that reaches it, an acquire by every thread it releases) and poisons the shared memory outside
+// what the kernel was given for AddressSanitizer.
 #pragma once
 
 #include <array>
@@ -80,13 +84,17 @@ class Block {
   Block& operator=(const Block&) = delete;
 
   // Runs `body` as every thread of the block to its end, or throws EmuError with the report.
-  void run(const std::function<void()>& body);
+  // Each thread, as it returns, releases `launch_end` (sanitizer.h): whoever acquires it after
+  // the launch is ordered after everything the block did.
+  void run(const std::function<void()>& body, const void* launch_end = nullptr);
 
   // A hash of the order the threads ran in: equal for equal seeds, different for most others.
   uint64_t schedule_hash() const { return schedule_hash_; }
 
   // ---- from inside a thread of the running block (current()) ------------------------------
   static Block& current();
+  // "block (1,0,0) thread 37" for the thread running on this OS thread; "" outside a block.
+  static std::string running_thread_name();
   Dim3 thread_index() const;
   Dim3 block_index() const { return shape_.block_index; }
   Dim3 block_dim() const { return shape_.block_dim; }
@@ -134,13 +142,20 @@ class Block {
   // cp.async for the running thread: the destination is NaN from issue; the data lands at a
   // seeded synchronization point of the issuing thread, and at the latest at the wait_group
   // that completes its group (or when the thread returns).
-  void async_copy(uint32_t shared_destination, const void* source, size_t bytes, bool read_source,
-                  Site site);
+  // Returns the destination (the caller notes the write for the race build).
+  unsigned char* async_copy(uint32_t shared_destination, const void* source, size_t bytes,
+                            bool read_source, Site site);
   void async_commit();
   // Reports a read of global memory that does not lie inside one of the launch's buffers.
   void check_global_read(const void* source, size_t bytes, const char* instruction,
                          Site site) const;
-  void async_wait(unsigned pending_groups);
+  // Completes the oldest groups until `pending_groups` remain. Returns the destinations of the
+  // copies it completed (filled in the race build only, where the caller notes them as written).
+  struct CopyTarget {
+    unsigned char* destination;
+    size_t bytes;
+  };
+  const std::vector<CopyTarget>& async_wait(unsigned pending_groups);
   bool any(unsigned mask, bool predicate, Site site) { return ballot(mask, predicate, site) != 0; }
   bool all(unsigned mask, bool predicate, Site site) {
     return ballot(mask, predicate, site) == mask;
@@ -149,6 +164,9 @@ class Block {
  private:
   enum class Wait : uint8_t { running, barrier, named, warp, finished };
   struct Thread;
+  struct CopyGroup;
+  // Thrown into a suspended thread's fiber to unwind it when the block stops on a report.
+  struct Cancelled {};
 
   void schedule();
   void release_ready_waits();
@@ -156,7 +174,19 @@ class Block {
   bool release_warp(unsigned warp);
   [[noreturn]] void report_stuck();
   enum class Collective : uint8_t { sync_warp, shuffle, ballot, exchange };
-  void land_async_copies(Thread& thread, size_t keep_pending, bool seeded);
+  // cp.async groups of `thread`: at a synchronization point those whose drawn point it is land;
+  // at the completing wait the oldest land until `keep_pending` remain (their destinations
+  // noted as written again for the race build: written from issue to that wait).
+  void land_some_async_copies(Thread& thread);
+  void complete_async_copies(Thread& thread, size_t keep_pending);
+  void finish_thread();
+  void cancel_suspended_threads() noexcept;
+  // The sync objects of the happens-before edges: for each barrier a ring of phases, so a thread
+  // acquires the phase it waited in, not a later one that faster threads already release into.
+  const void* barrier_edge() const;
+  const void* named_edge(unsigned id) const;
+  unsigned warp_edge_slot(unsigned warp, unsigned mask) const;
+  const void* warp_edge(unsigned warp, unsigned mask) const;
   // Counts the running thread into named barrier `id`; true when that completed the barrier.
   bool count_into_named_barrier(const char* instruction, unsigned id, unsigned count, Site site);
   uint64_t collective(Collective kind, Shuffle mode, unsigned mask, uint64_t word, int arg,
@@ -182,6 +212,15 @@ class Block {
   std::array<unsigned, kNamedBarriers> named_expected_{};  // 0: the barrier is not counting
   std::array<unsigned, kNamedBarriers> named_reached_{};   // threads counted in this phase
   const std::function<void()>* body_ = nullptr;
+  const void* launch_end_ = nullptr;
+  char block_start_ = 0;  // the host releases it as the block starts, each thread acquires it
+  bool cancelling_ = false;
+  static constexpr unsigned kPhaseRing = 4;
+  unsigned barrier_phase_ = 0;
+  std::array<unsigned, kNamedBarriers> named_phase_{};
+  std::vector<unsigned> warp_phase_;  // per (warp, lowest lane of the collective's mask)
+  std::vector<char> edges_;           // the sync objects: [barrier | named | warp slots][ring]
+  std::vector<CopyTarget> completed_copies_;  // of the last async_wait (race build)
 };
 
 template <typename T>

@@ -7,6 +7,8 @@
 #include <thread>
 #include <vector>
 
+#include "kernels/emu/sanitizer.h"
+
 namespace attnbench::emu {
 
 namespace {
@@ -34,13 +36,14 @@ uint64_t launch_grid(const Launch& launch, const std::function<void()>& body) {
   std::mutex first_error_mutex;
   std::exception_ptr first_error;
   std::atomic<uint64_t> schedules{0};  // blocks' hashes, combined independently of their order
+  const char launch_end = 0;  // every emulated thread releases it as it returns (sanitizer.h)
   auto work = [&] {
     for (unsigned b; !failed && (b = next++) < blocks;) {
       Block::Shape shape{launch.block_dim, block_index(launch.grid_dim, b), launch.grid_dim,
                          launch.dynamic_shared_bytes, launch.global_memory};
       try {
         Block block(shape, block_seed(launch.seed, b));
-        block.run(body);
+        block.run(body, &launch_end);
         schedules.fetch_xor(block_seed(block.schedule_hash(), b));
       } catch (const EmuError& e) {
         const Dim3 at = shape.block_index;
@@ -60,6 +63,7 @@ uint64_t launch_grid(const Launch& launch, const std::function<void()>& body) {
   for (unsigned w = 1; w < workers; ++w) pool.emplace_back(work);
   work();
   for (std::thread& t : pool) t.join();
+  sanitizer::acquire(&launch_end);  // the next launch sees all of this one, as on a GPU
   if (first_error) std::rethrow_exception(first_error);
   return schedules.load();
 }

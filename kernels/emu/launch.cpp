@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "kernels/emu/grid.h"
+#include "kernels/emu/sanitizer.h"
 
 namespace attnbench::emu {
 
@@ -69,14 +70,21 @@ bool launch_kernel(Stream* stream, const void* kernel, Dim3 grid, Dim3 block, si
   launch.seed = stream->seed ^ (0x9e3779b97f4a7c15ull * ++stream->launches);
   launch.workers = stream->workers;
   launch.global_memory = &stream->global_memory;
+  std::string report;
   try {
     stream->schedule_hash =
         (stream->schedule_hash ^ launch_grid(launch, thread_body)) * 0x100000001b3ull;
-  } catch (const EmuError& report) {
-    set_last_error(ErrorCode::launch_failure, std::string("emu: ") + report.what());
-    return false;
+  } catch (const EmuError& error) {
+    report = std::string("emu: ") + error.what();
   }
-  return true;
+  // A sanitizer's report outranks the emulator's: the block may only have stopped because of it.
+  if (std::string line = sanitizer::take_report(&stream->global_memory); !line.empty()) {
+    report = "emu (" + std::string(sanitizer_build_name()) + " build): " + line;
+    stream->sanitizer_report = sanitizer::last_report_text();
+  }
+  if (report.empty()) return true;
+  set_last_error(ErrorCode::launch_failure, std::move(report));
+  return false;
 }
 
 bool set_max_dynamic_shared(const void* kernel, int bytes) {

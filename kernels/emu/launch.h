@@ -29,6 +29,7 @@ struct Stream {
   unsigned workers = 0;                   // OS threads for the blocks; 0: the host's cores
   std::vector<Allocation> global_memory;  // the case's buffers, for the bounds checks
   uint64_t schedule_hash = 0;             // of every launch since the seed was set
+  std::string sanitizer_report;           // the whole text of the last report (sanitizer.h)
 };
 
 // Runs `thread_body` as every thread of a grid now; `kernel` identifies the kernel for its

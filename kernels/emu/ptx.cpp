@@ -32,7 +32,8 @@ struct MmaOperands {
 
 }  // namespace
 
-void ldmatrix(unsigned matrices, bool transposed, uint32_t address, uint32_t* fragment, Site site) {
+RowsRead ldmatrix(unsigned matrices, bool transposed, uint32_t address, uint32_t* fragment,
+                  Site site) {
   Block& block = Block::current();
   const char* name = transposed ? "ldmatrix.trans" : "ldmatrix";
   if (address % kRowBytes != 0 && block.lane() < matrices * kMatrixRows) {
@@ -42,10 +43,13 @@ void ldmatrix(unsigned matrices, bool transposed, uint32_t address, uint32_t* fr
   }
   const WarpPayloads& rows = block.exchange(name, &address, sizeof address, site);
   const unsigned lane = block.lane();
+  RowsRead read;
   auto row_address = [&](unsigned matrix, unsigned row) {
     uint32_t value;
     std::memcpy(&value, rows[matrix * kMatrixRows + row].data(), sizeof value);
-    return block.shared_pointer(value, kRowBytes, site);
+    const unsigned char* row_pointer = block.shared_pointer(value, kRowBytes, site);
+    read.rows[read.count++] = row_pointer;
+    return row_pointer;
   };
   for (unsigned matrix = 0; matrix < matrices; ++matrix) {
     if (transposed) {
@@ -59,6 +63,7 @@ void ldmatrix(unsigned matrices, bool transposed, uint32_t address, uint32_t* fr
       fragment[matrix] = pack_b16(load_b16(row + 2 * column), load_b16(row + 2 * column + 2));
     }
   }
+  return read;
 }
 
 void mma_m16n8k16(MmaInput input, float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1,

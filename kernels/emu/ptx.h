@@ -5,6 +5,7 @@
 // the conformance test on a GPU (issue 14, item 7).
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 
@@ -15,7 +16,14 @@ namespace attnbench::emu {
 // ldmatrix.sync.aligned.m8n8.x{1,2,4}[.trans].shared.b16: lane l gives the 16-byte row address
 // of row l % 8 of matrix l / 8 (matrices < `matrices`); register i of lane l receives matrix i's
 // row l / 4, elements 2 (l % 4) and + 1 (with .trans: column l / 4, rows 2 (l % 4) and + 1).
-void ldmatrix(unsigned matrices, bool transposed, uint32_t address, uint32_t* fragment, Site site);
+// Returns the rows of shared memory this lane's registers came from (for the race build).
+struct RowsRead {
+  static constexpr size_t kRowBytes = 16;
+  std::array<const unsigned char*, 8> rows{};
+  unsigned count = 0;
+};
+RowsRead ldmatrix(unsigned matrices, bool transposed, uint32_t address, uint32_t* fragment,
+                  Site site);
 
 // mma.sync.aligned.m16n8k16.row.col.f32.{f16,bf16}.{f16,bf16}.f32, D = A B + C in place.
 // The model: the 16 products are exact, summed with C exactly (in double) and rounded once to

@@ -144,37 +144,49 @@ inline uint32_t shared_address(const void* pointer, ATTNBENCH_PTX_CALLER) {
   return emu::Block::current().shared_address(pointer, ATTNBENCH_PTX_SITE);
 }
 
+// The race build is told of the memory the emulator touches for the kernel here, in the kernel's
+// own translation unit, so its reports name the kernel's line (kernels/emu/sanitizer.h).
 inline void copy_async_16(uint32_t shared, const void* global, bool valid, ATTNBENCH_PTX_CALLER) {
-  emu::Block::current().async_copy(shared, global, kCopyBytes, valid, ATTNBENCH_PTX_SITE);
+  const unsigned char* destination =
+      emu::Block::current().async_copy(shared, global, kCopyBytes, valid, ATTNBENCH_PTX_SITE);
+  if (valid) emu::sanitizer::note_read(global, kCopyBytes);
+  emu::sanitizer::note_write(destination, kCopyBytes);  // in flight from issue (NaN)
 }
 
 inline void commit_copies() { emu::Block::current().async_commit(); }
 
 template <int kPending>
 inline void wait_copies() {
-  emu::Block::current().async_wait(kPending);
+  for (const auto& copy : emu::Block::current().async_wait(kPending)) {
+    emu::sanitizer::note_write(copy.destination, copy.bytes);  // and written until it completes
+  }
+}
+
+inline void note_rows_read(const emu::RowsRead& read) {
+  for (unsigned i = 0; i < read.count; ++i)
+    emu::sanitizer::note_read(read.rows[i], emu::RowsRead::kRowBytes);
 }
 
 inline void load_matrix_x1(uint32_t (&fragment)[1], uint32_t address, ATTNBENCH_PTX_CALLER) {
-  emu::ldmatrix(1, false, address, fragment, ATTNBENCH_PTX_SITE);
+  note_rows_read(emu::ldmatrix(1, false, address, fragment, ATTNBENCH_PTX_SITE));
 }
 inline void load_matrix_x2(uint32_t (&fragment)[2], uint32_t address, ATTNBENCH_PTX_CALLER) {
-  emu::ldmatrix(2, false, address, fragment, ATTNBENCH_PTX_SITE);
+  note_rows_read(emu::ldmatrix(2, false, address, fragment, ATTNBENCH_PTX_SITE));
 }
 inline void load_matrix_x4(uint32_t (&fragment)[4], uint32_t address, ATTNBENCH_PTX_CALLER) {
-  emu::ldmatrix(4, false, address, fragment, ATTNBENCH_PTX_SITE);
+  note_rows_read(emu::ldmatrix(4, false, address, fragment, ATTNBENCH_PTX_SITE));
 }
 inline void load_matrix_x1_transposed(uint32_t (&fragment)[1], uint32_t address,
                                       ATTNBENCH_PTX_CALLER) {
-  emu::ldmatrix(1, true, address, fragment, ATTNBENCH_PTX_SITE);
+  note_rows_read(emu::ldmatrix(1, true, address, fragment, ATTNBENCH_PTX_SITE));
 }
 inline void load_matrix_x2_transposed(uint32_t (&fragment)[2], uint32_t address,
                                       ATTNBENCH_PTX_CALLER) {
-  emu::ldmatrix(2, true, address, fragment, ATTNBENCH_PTX_SITE);
+  note_rows_read(emu::ldmatrix(2, true, address, fragment, ATTNBENCH_PTX_SITE));
 }
 inline void load_matrix_x4_transposed(uint32_t (&fragment)[4], uint32_t address,
                                       ATTNBENCH_PTX_CALLER) {
-  emu::ldmatrix(4, true, address, fragment, ATTNBENCH_PTX_SITE);
+  note_rows_read(emu::ldmatrix(4, true, address, fragment, ATTNBENCH_PTX_SITE));
 }
 
 template <typename Element>

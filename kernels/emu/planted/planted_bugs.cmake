@@ -111,6 +111,15 @@ attnbench_plant_flash2_bug(barrier_in_branch "epilogue __syncthreads only in war
   ptx::wait_copies<0>();
   if (warp_has_rows) __syncthreads();]=])
 
+# 9. An off-by-one guard on the output store: the row at seqlen_q is written, past the end of out
+#    for the last batch (a plain store, which only the canaries or the bounds build see).
+attnbench_plant_flash2_bug(store_guard_off_by_one "output store guard <= instead of <"
+  [=[
+    if (query < p.seqlen_q) {
+      const uint4 value =]=] [=[
+    if (query <= p.seqlen_q) {
+      const uint4 value =]=])
+
 # The list the registry reads (kernels/emu/planted/planted_kernels.h).
 set(declarations "")
 set(calls "")

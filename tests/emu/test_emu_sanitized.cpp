@@ -1,0 +1,137 @@
+// The emulated device under a sanitizer (issue 14, item 5), built only in the race build
+// (ATTNBENCH_EMU_SANITIZE=thread, label emu-race) or the bounds build (=address, emu-bounds):
+//   - every in-house CUDA kernel passes a representative subset of the ctest suite's shapes (GQA,
+//     causal from the bottom right, tails, head dims 64 and 128, fp16 and bf16) with the
+//     sanitizer watching: no report on a correct kernel;
+//   - race build: the planted races of cuda.flash2 (a refill before its barrier, a cp.async wait
+//   one
+//     group short, the epilogue's __syncwarp removed) fail as data races naming the two threads
+//     and the kernel's source lines, under every seed tried (ThreadSanitizer sees the unordered
+//     pair whether or not this schedule read a wrong value);
+//   - bounds build: a plain store past the end of `out` fails at its line, naming the buffer.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "kernels/emu/sanitizer.h"
+#include "tests/support/command.h"
+#include "tests/support/scratch_directory.h"
+#include "tests/support/stored_runs.h"
+
+namespace attnbench {
+namespace {
+
+using emu::Sanitizer;
+
+// The subset: GQA with causal_br and tails in both sequences (d=64, bf16); one query row tail
+// and a longer key side at d=128, fp16; two batches with a query side past one tile.
+const char* const kSubset[] = {
+    "b=1,hq=2,hkv=1,sq=70,sk=130,d=64,dtype=bf16,mask=causal_br",
+    "b=1,hq=1,sq=17,sk=113,d=128,dtype=fp16",
+    "b=2,hq=1,sq=65,sk=65,d=64,dtype=fp16,mask=causal",
+};
+
+// The planted bugs' case (tests/emu/test_emu_planted.cpp): two query blocks, eight key tiles.
+constexpr const char* kPlantedShape = "b=1,hq=2,hkv=1,sq=130,sk=511,d=64,dtype=bf16";
+
+std::string build_name() { return emu::sanitizer_build_name(); }
+
+Result<StoredRun> check(const std::string& kernels, const std::string& shapes,
+                        const ScratchDirectory& dir, const std::string& seed = "") {
+  const std::string db = dir.file("sanitized.sqlite");
+  const std::string environment =
+      "ATTNBENCH_TEST_KERNELS=1 " + (seed.empty() ? "" : "ATTNBENCH_EMU_SEED=" + seed + " ");
+  const CommandResult checked = run_shell(environment + ATTNBENCH_CLI +
+                                          " check --devices emu --case-timeout 300 --kernels '" +
+                                          kernels + "' " + shapes + " --db " + db);
+  EXPECT_NE(checked.exit_code, -1) << checked.output;
+  Result<StoredRun> run = load_latest_run(db);
+  EXPECT_TRUE(run) << run.status().message << "\n" << checked.output;
+  return run;
+}
+
+TEST(SanitizedEmu, EveryInHouseKernelPassesTheSubsetWithNoReport) {
+  ASSERT_NE(emu::kSanitizer, Sanitizer::none) << "built only in a sanitizer build";
+  const ScratchDirectory dir("attnbench_emu_sanitized");
+  std::string shapes;
+  for (const char* shape : kSubset) shapes += std::string(" --shape ") + shape;
+  const Result<StoredRun> run = check("cuda.*", shapes, dir);
+  ASSERT_TRUE(run);
+  int passed = 0;
+  for (const ResultRecord& r : run->results) {
+    SCOPED_TRACE(r.kernel + " " + r.series_key);
+    if (r.kernel == "cuda.naive_cublas") {
+      EXPECT_EQ(r.status, ResultStatus::skipped) << r.message;
+      continue;
+    }
+    expect_passed(r, /*deterministic=*/true);
+    const nlohmann::json details = nlohmann::json::parse(r.details_json, nullptr, false);
+    EXPECT_EQ(details.value("emu_build", ""), build_name()) << r.details_json;
+    EXPECT_FALSE(details.contains("emu_sanitizer_report")) << r.details_json;
+    passed += r.status == ResultStatus::passed;
+  }
+  constexpr int kInHouseKernels = 6;
+  EXPECT_EQ(passed, kInHouseKernels * static_cast<int>(std::size(kSubset)));
+}
+
+struct PlantedReport {
+  const char* bug;
+  Sanitizer sanitizer;  // the build that reports it this way
+  const char* kind;     // the report's kind, first in the message
+  const char* detail;   // what else the message must say
+};
+void PrintTo(const PlantedReport& p, std::ostream* out) { *out << "test.flash2_" << p.bug; }
+
+class PlantedUnderSanitizer : public ::testing::TestWithParam<PlantedReport> {};
+
+TEST_P(PlantedUnderSanitizer, FailsWithTheSanitizersReportAtTheKernelsLine) {
+  const PlantedReport planted = GetParam();
+  const ScratchDirectory dir("attnbench_emu_sanitized_planted");
+  // Three seeds, three schedules: the sanitizer sees the bug in each, not only when it bites.
+  for (const char* seed : {"1", "2", "3"}) {
+    SCOPED_TRACE(std::string("seed ") + seed);
+    const Result<StoredRun> run = check(std::string("test.flash2_") + planted.bug,
+                                        std::string("--shape ") + kPlantedShape, dir, seed);
+    ASSERT_TRUE(run);
+    ASSERT_EQ(run->results.size(), 1u);
+    const ResultRecord& r = run->results[0];
+    EXPECT_EQ(r.status, ResultStatus::failed) << r.message;
+    const std::string prefix = "emu (" + build_name() + " build): " + planted.kind;
+    EXPECT_NE(r.message.find(prefix), std::string::npos) << r.message;
+    // The kernel's own line (the variant's generated source), not the emulator's.
+    EXPECT_NE(r.message.find(std::string("flash2_") + planted.bug + ".cuh:"), std::string::npos)
+        << r.message;
+    EXPECT_NE(r.message.find(planted.detail), std::string::npos) << r.message;
+    EXPECT_NE(r.message.find("block ("), std::string::npos) << r.message;  // the emulated thread
+    const nlohmann::json details = nlohmann::json::parse(r.details_json, nullptr, false);
+    EXPECT_TRUE(details.contains("emu_sanitizer_report")) << r.details_json;  // the whole text
+  }
+}
+
+constexpr const char* kUnordered = "and no barrier or warp sync orders the two";
+
+// The planted bugs this build's sanitizer reports (the other build's are not instantiated here).
+std::vector<PlantedReport> planted_for_this_build() {
+  const std::vector<PlantedReport> all = {
+      {"refill_before_barrier", Sanitizer::thread, "data race: ", kUnordered},
+      {"short_wait", Sanitizer::thread, "data race: ", kUnordered},
+      {"missing_syncwarp", Sanitizer::thread, "data race: ", kUnordered},
+      {"store_guard_off_by_one", Sanitizer::address, "out-of-bounds write", "past the end of out"},
+  };
+  std::vector<PlantedReport> mine;
+  for (const PlantedReport& p : all) {
+    if (p.sanitizer == emu::kSanitizer) mine.push_back(p);
+  }
+  return mine;
+}
+
+INSTANTIATE_TEST_SUITE_P(Emu, PlantedUnderSanitizer, ::testing::ValuesIn(planted_for_this_build()),
+                         [](const ::testing::TestParamInfo<PlantedReport>& param_info) {
+                           return std::string(param_info.param.bug);
+                         });
+
+}  // namespace
+}  // namespace attnbench
