@@ -43,11 +43,21 @@ if [ "$code" != 2 ] || ! grep -q "GOOD 'nosuchcommit' is not a commit" "$scratch
   fail "an unknown GOOD commit exits $code: $(cat "$scratch/usage.log")"
 fi
 
+# Bisects and says whether it named the slow commit. A 30 % slowdown measured on a shared 2-core
+# host can drown once in the host's noise (CI saw BAD timed at 2.7x GOOD, the slow commit then
+# judged good), so a miss is measured once more (the builds are kept) and both attempts are
+# printed.
+bisect_finds_slow() {
+  OMP_NUM_THREADS=1 ci/bisect.sh "$good" "$bad" --kernel cpu.flash --shape "$shape" > "$scratch/bisect.out" 2>&1 ||
+    fail "ci/bisect.sh exited $?: $(tail -20 "$scratch/bisect.out")"
+  grep '^bisect:' "$scratch/bisect.out"
+  grep -q "^bisect: first slow commit for cpu.flash on $shape: ${slow}[0-9a-f]* (cpu.flash 30 % slower)$" "$scratch/bisect.out"
+}
+
 start=$(date +%s)
-OMP_NUM_THREADS=1 ci/bisect.sh "$good" "$bad" --kernel cpu.flash --shape "$shape" > "$scratch/bisect.out" 2>&1 ||
-  fail "ci/bisect.sh exited $?: $(tail -20 "$scratch/bisect.out")"
-grep '^bisect:' "$scratch/bisect.out"
-grep -q "^bisect: first slow commit for cpu.flash on $shape: ${slow}[0-9a-f]* (cpu.flash 30 % slower)$" "$scratch/bisect.out" ||
-  fail "expected the first slow commit $slow (good $good, bad $bad): $(tail -5 "$scratch/bisect.out")"
+if ! bisect_finds_slow; then
+  echo "bisect_test: the first bisection missed $slow (host noise?); measuring once more"
+  bisect_finds_slow || fail "expected the first slow commit $slow (good $good, bad $bad): $(tail -5 "$scratch/bisect.out")"
+fi
 if git worktree list | grep -qv "^$repo "; then fail "the scratch worktree was left behind"; fi
 echo "bisect_test: passed in $(( $(date +%s) - start )) s: found $slow between $good and $bad"
