@@ -8,7 +8,7 @@
 #include <set>
 #include <sstream>
 
-#include "harness/core/random.h"
+#include "reference/random.h"
 #include "reference/formats.h"
 #include "reference/metrics.h"
 

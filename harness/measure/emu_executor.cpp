@@ -44,13 +44,6 @@ class PoisonedGuards {
   std::vector<const GuardedBuffer*> buffers_;
 };
 
-uint64_t mix(uint64_t seed, uint64_t run) {
-  uint64_t z = seed + 0x9e3779b97f4a7c15ull * (run + 1);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-
 class EmuExecutor final : public DeviceExecutor {
  public:
   EmuExecutor(size_t scratch_limit, uint64_t seed) : scratch_(scratch_limit), seed_(seed) {}
@@ -89,7 +82,7 @@ class EmuExecutor final : public DeviceExecutor {
   Status run_checked(Plan& plan, KernelOutputs& outputs) override {
     outputs.out.poison(inputs_->problem.output_dtype);
     if (outputs.has_lse) outputs.lse.poison(DType::f32);
-    stream_.seed = mix(seed_, runs_++);
+    stream_.seed = mix_seed(seed_, runs_++);
     stream_.launches = 0;
     stream_.schedule_hash = 0;
     seeds_.push_back(stream_.seed);

@@ -7,7 +7,7 @@
 #include <cstring>
 #include <random>
 
-#include "harness/core/random.h"
+#include "reference/random.h"
 #include "kernels/kernel.h"
 #include "reference/formats.h"
 
@@ -116,12 +116,6 @@ void GuardedBuffer::poison(DType dtype) {
       break;
     }
   }
-}
-
-uint64_t mix_seed(uint64_t seed, uint64_t salt) {
-  uint64_t state = seed ^ (salt * 0xD1B54A32D192ED03ull);
-  splitmix64(state);
-  return splitmix64(state);
 }
 
 uint64_t hash_string(const std::string& text) {

@@ -11,6 +11,7 @@
 #include "kernels/params.h"
 #include "reference/attention.h"
 #include "reference/problem.h"
+#include "reference/random.h"  // mix_seed
 #include "reference/status.h"
 
 namespace attnbench {
@@ -68,8 +69,6 @@ InputPointers host_pointers(const ProblemInputs& inputs);
 AttentionParams make_params(const ProblemInputs& inputs, const InputPointers& pointers, void* out,
                             float* lse, float out_scale);
 
-// splitmix64: derives independent seeds (per case, per tensor) from one run seed.
-uint64_t mix_seed(uint64_t seed, uint64_t salt);
 uint64_t hash_string(const std::string& text);
 
 }  // namespace attnbench

@@ -6,18 +6,13 @@
 #include <map>
 #include <utility>
 
+#include "reference/random.h"
+
 namespace attnbench::emu {
 
 namespace {
 
 thread_local Block* g_current = nullptr;
-
-uint64_t splitmix64(uint64_t& state) {
-  uint64_t z = (state += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
 
 std::string hex_mask(unsigned mask) {
   char text[16];

@@ -8,18 +8,11 @@
 #include <vector>
 
 #include "kernels/emu/sanitizer.h"
+#include "reference/random.h"
 
 namespace attnbench::emu {
 
 namespace {
-
-// A block's seed: the launch's seed and the block's index, mixed (splitmix64's finalizer).
-uint64_t block_seed(uint64_t seed, uint64_t block) {
-  uint64_t z = seed + 0x9e3779b97f4a7c15ull * (block + 1);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
 
 Dim3 block_index(const Dim3& grid, unsigned linear) {
   return {linear % grid.x, (linear / grid.x) % grid.y, linear / (grid.x * grid.y)};
@@ -42,9 +35,9 @@ uint64_t launch_grid(const Launch& launch, const std::function<void()>& body) {
       Block::Shape shape{launch.block_dim, block_index(launch.grid_dim, b), launch.grid_dim,
                          launch.dynamic_shared_bytes, launch.global_memory};
       try {
-        Block block(shape, block_seed(launch.seed, b));
+        Block block(shape, mix_seed(launch.seed, b));
         block.run(body, &launch_end);
-        schedules.fetch_xor(block_seed(block.schedule_hash(), b));
+        schedules.fetch_xor(mix_seed(block.schedule_hash(), b));
       } catch (const EmuError& e) {
         const Dim3 at = shape.block_index;
         std::lock_guard<std::mutex> lock(first_error_mutex);

@@ -6,6 +6,7 @@
 
 #include "kernels/emu/grid.h"
 #include "kernels/emu/sanitizer.h"
+#include "reference/random.h"
 
 namespace attnbench::emu {
 
@@ -67,7 +68,7 @@ bool launch_kernel(Stream* stream, const void* kernel, Dim3 grid, Dim3 block, si
   launch.grid_dim = grid;
   launch.block_dim = block;
   launch.dynamic_shared_bytes = shared_bytes;
-  launch.seed = stream->seed ^ (0x9e3779b97f4a7c15ull * ++stream->launches);
+  launch.seed = mix_seed(stream->seed, ++stream->launches);
   launch.workers = stream->workers;
   launch.global_memory = &stream->global_memory;
   std::string report;

@@ -1,5 +1,7 @@
-// A small, fast, seedable generator (xoshiro256**), so every row of a tensor can have its own
-// stream: inputs are then identical however many threads generate them.
+// Seeds and the generator behind every random choice of attnbench: splitmix64 and mix_seed derive
+// independent seeds (per case, per tensor row, per emulated launch and block) from one seed; a
+// small, fast, seedable generator (xoshiro256**) gives every row of a tensor its own stream, so
+// inputs are identical however many threads generate them.
 #pragma once
 
 #include <cstdint>
@@ -12,6 +14,13 @@ constexpr uint64_t splitmix64(uint64_t& state) {
   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
   z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
   return z ^ (z >> 31);
+}
+
+// An independent seed for `salt` (a row, a run, a block) under `seed`.
+constexpr uint64_t mix_seed(uint64_t seed, uint64_t salt) {
+  uint64_t state = seed ^ (salt * 0xD1B54A32D192ED03ull);
+  splitmix64(state);
+  return splitmix64(state);
 }
 
 class Xoshiro256 {
