@@ -8,9 +8,9 @@
 #include <set>
 #include <sstream>
 
-#include "reference/random.h"
 #include "reference/formats.h"
 #include "reference/metrics.h"
+#include "reference/random.h"
 
 namespace attnbench {
 namespace {
@@ -62,8 +62,9 @@ double fp32_noise_scale(const Problem& p, const AttentionInputs& view,
       max_key_norm[static_cast<size_t>(g)] =
           std::max(max_key_norm[static_cast<size_t>(g)], norm(view.k, p.head_dim_qk, b, s, hk));
       for (int64_t d = 0; d < p.head_dim_v; ++d) {
-        max_value[static_cast<size_t>(g)] = std::max(
-            max_value[static_cast<size_t>(g)], std::fabs(static_cast<double>(view.v.at(b, s, hk, d))));
+        max_value[static_cast<size_t>(g)] =
+            std::max(max_value[static_cast<size_t>(g)],
+                     std::fabs(static_cast<double>(view.v.at(b, s, hk, d))));
       }
     }
   }

@@ -7,9 +7,9 @@
 #include <cstring>
 #include <random>
 
-#include "reference/random.h"
 #include "kernels/kernel.h"
 #include "reference/formats.h"
+#include "reference/random.h"
 
 namespace attnbench {
 namespace {
