@@ -6,6 +6,7 @@
 #include <map>
 #include <utility>
 
+#include "kernels/emu/block_thread.h"
 #include "reference/random.h"
 
 namespace attnbench::emu {
@@ -54,16 +55,6 @@ std::string Site::text() const {
 
 namespace {
 
-// One cp.async in flight: what lands where (the source is read at issue, as the copy may read
-// it at any time after).
-struct PendingCopy {
-  unsigned char* destination = nullptr;
-  std::array<unsigned char, 16> data{};
-  size_t bytes = 0;
-};
-
-constexpr unsigned char kNaNByte = 0xff;  // 0xffff.. is NaN as fp32, fp16 and bf16 alike
-
 std::string dim_text(const Dim3& d) {
   std::string text = "(";
   text += std::to_string(d.x);
@@ -76,35 +67,6 @@ std::string dim_text(const Dim3& d) {
 }
 
 }  // namespace
-
-// A committed group of cp.async: landed once its data is in shared memory. Where in its window
-// it lands is drawn at commit: half the groups at the issuing thread's k-th synchronization
-// point after the commit (k < kLandingSpread), half only at the wait that completes them, so a
-// wait that is short by one group reads NaN about every other time.
-struct Block::CopyGroup {
-  static constexpr int kLandsAtCompletion = -1;
-  static constexpr uint64_t kLandingSpread = 16;
-  std::vector<PendingCopy> copies;
-  int syncs_before_landing = kLandsAtCompletion;
-  bool landed = false;
-};
-
-struct Block::Thread {
-  std::unique_ptr<Fiber> fiber;
-  Wait wait = Wait::running;
-  Site site;
-  unsigned mask = 0;                              // a warp wait's mask
-  Collective collective = Collective::sync_warp;  // which warp collective it waits in
-  Shuffle mode = Shuffle::xor_lane;               // shuffles: how the source lane is found
-  int arg = 0;                                    // shuffles: the xor mask, index or delta
-  int width = kWarpSize;                          // shuffles: the segment width
-  uint64_t deposit = 0;                    // this lane's value (shuffle) or predicate (ballot)
-  uint64_t received = 0;                   // what the collective gives it back
-  const char* instruction = "";            // exchanges: the warp instruction's name
-  LanePayload payload{};                   // exchanges: this lane's part
-  std::vector<PendingCopy> open_copies;    // cp.async issued since the last commit
-  std::deque<CopyGroup> committed_copies;  // committed groups in flight, oldest first
-};
 
 Block::Block(const Shape& shape, uint64_t seed) : shape_(shape), rng_state_(seed) {
   constexpr size_t kPage = 1024;
@@ -214,7 +176,11 @@ void Block::schedule() {
       const bool all_finished = std::all_of(threads_.begin(), threads_.end(), [](const auto& t) {
         return t->wait == Wait::finished;
       });
-      if (all_finished) return;
+      if (all_finished) {
+        while (land_any_bulk_copy()) {
+        }  // boxes still in flight land: the copy engine outlives the threads
+        return;
+      }
       release_ready_waits();
       continue;
     }
@@ -224,7 +190,7 @@ void Block::schedule() {
     for (const unsigned t : order) {
       running_ = t;
       schedule_hash_ = (schedule_hash_ ^ t) * 0x100000001b3ull;
-      if (!threads_[t]->fiber->resume()) threads_[t]->wait = Wait::finished;
+      if (!threads_[t]->fiber->resume()) finish_thread(t);
     }
   }
 }
@@ -234,14 +200,27 @@ void Block::wait(Wait kind, Site site, unsigned mask) {
     throw EmuError("stopped at " + site.text() + " after a report of the sanitizer");
   }
   Thread& self = *threads_[running_];
-  land_some_async_copies(self);
   self.wait = kind;
   self.site = site;
   self.mask = mask;
+  // After the wait is set: a box landing here may complete the very phase this thread waits for.
+  land_some_async_copies(self);
+  land_due_bulk_copies(running_);
   const unsigned me = running_;
   while (threads_[me]->wait != Wait::running && !cancelling_) threads_[me]->fiber->yield();
   if (cancelling_) throw Cancelled{};
   running_ = me;
+}
+
+void Block::finish_thread(unsigned t) {
+  Thread& thread = *threads_[t];
+  thread.wait = Wait::finished;
+  if (!thread.wgmma.committed.empty() || !thread.wgmma.open.empty()) {
+    throw EmuError("thread " + std::to_string(t) + " returned with wgmma.mma_async in flight (" +
+                   std::to_string(thread.wgmma.committed.size()) + " committed groups, " +
+                   std::to_string(thread.wgmma.open.size()) +
+                   " uncommitted): its accumulators were never completed");
+  }
 }
 
 void Block::sync_threads(Site site) {
@@ -325,6 +304,8 @@ std::string Block::collective_name(const Thread& thread) const {
       return "__ballot_sync";
     case Collective::exchange:
       return thread.instruction;
+    case Collective::elect:
+      return "elect.sync";
     case Collective::shuffle:
       break;
   }
@@ -412,104 +393,6 @@ unsigned char* Block::shared_pointer(uint32_t address, size_t bytes, Site site) 
   return p;
 }
 
-unsigned char* Block::async_copy(uint32_t shared_destination, const void* source, size_t bytes,
-                                 bool read_source, Site site) {
-  PendingCopy copy;
-  copy.bytes = bytes;
-  copy.destination = shared_pointer(shared_destination, bytes, site);
-  if (shared_destination % bytes != 0) {
-    throw EmuError("cp.async at " + site.text() + ": shared destination " +
-                   std::to_string(shared_destination) + " is not " + std::to_string(bytes) +
-                   "-byte aligned");
-  }
-  if (read_source) {
-    check_global_read(source, bytes, "cp.async", site);
-    std::memcpy(copy.data.data(), source, bytes);
-  }  // else zero-filled: nothing is read
-  std::memset(copy.destination, kNaNByte, bytes);
-  threads_[running_]->open_copies.push_back(copy);
-  return copy.destination;
-}
-
-void Block::check_global_read(const void* source, size_t bytes, const char* instruction,
-                              Site site) const {
-  const std::vector<Allocation>* memory = shape_.global_memory;
-  if (memory == nullptr || memory->empty()) return;
-  const auto* begin = static_cast<const unsigned char*>(source);
-  const Allocation* nearest = nullptr;
-  ptrdiff_t nearest_past_end = 0;
-  for (const Allocation& allocation : *memory) {
-    const auto* start = static_cast<const unsigned char*>(allocation.begin);
-    if (begin >= start && begin + bytes <= start + allocation.bytes) return;
-    const ptrdiff_t past_end = begin + bytes - (start + allocation.bytes);
-    if (begin >= start && (nearest == nullptr || past_end < nearest_past_end)) {
-      nearest = &allocation;
-      nearest_past_end = past_end;
-    }
-  }
-  std::string message = instruction;
-  message += " at ";
-  message += site.text();
-  message += ": thread ";
-  message += std::to_string(running_);
-  message += " reads ";
-  message += std::to_string(bytes);
-  message += " bytes outside every buffer of the case";
-  if (nearest != nullptr) {
-    message += " (ending ";
-    message += std::to_string(nearest_past_end);
-    message += " bytes past the end of ";
-    message += nearest->name;
-    message += ")";
-  }
-  throw EmuError(message);
-}
-
-void Block::async_commit() {
-  Thread& self = *threads_[running_];
-  CopyGroup group{std::move(self.open_copies)};
-  const uint64_t draw = splitmix64(rng_state_) % (2 * CopyGroup::kLandingSpread);
-  if (draw < CopyGroup::kLandingSpread) group.syncs_before_landing = static_cast<int>(draw);
-  self.committed_copies.push_back(std::move(group));
-  self.open_copies.clear();
-}
-
-const std::vector<Block::CopyTarget>& Block::async_wait(unsigned pending_groups) {
-  completed_copies_.clear();
-  complete_async_copies(*threads_[running_], pending_groups);
-  return completed_copies_;
-}
-
-namespace {
-
-void land(std::vector<PendingCopy>& copies, bool& landed) {
-  if (landed) return;
-  for (const PendingCopy& copy : copies)
-    std::memcpy(copy.destination, copy.data.data(), copy.bytes);
-  landed = true;
-}
-
-}  // namespace
-
-void Block::land_some_async_copies(Thread& thread) {
-  for (CopyGroup& group : thread.committed_copies) {
-    if (group.landed || group.syncs_before_landing == CopyGroup::kLandsAtCompletion) continue;
-    if (group.syncs_before_landing-- == 0) land(group.copies, group.landed);
-  }
-}
-
-void Block::complete_async_copies(Thread& thread, size_t keep_pending) {
-  while (thread.committed_copies.size() > keep_pending) {
-    CopyGroup& group = thread.committed_copies.front();
-    land(group.copies, group.landed);
-    if constexpr (kSanitizer == Sanitizer::thread) {
-      for (const PendingCopy& copy : group.copies)
-        completed_copies_.push_back({copy.destination, copy.bytes});
-    }
-    thread.committed_copies.pop_front();
-  }
-}
-
 // Called when no thread can run: releases the complete warp collectives, else the block
 // barrier, else reports what is stuck.
 void Block::release_ready_waits() {
@@ -518,6 +401,7 @@ void Block::release_ready_waits() {
   for (unsigned w = 0; w < warps; ++w) released = release_warp(w) || released;
   if (released) return;
   if (release_barrier()) return;
+  if (land_any_bulk_copy()) return;
   report_stuck();
 }
 
@@ -619,10 +503,12 @@ bool Block::release_warp(unsigned w) {
       if (member.deposit != 0) votes |= 1u << lane;
       if (member.collective == Collective::exchange) warp_payloads_[w][lane] = member.payload;
     }
+    const unsigned elected = leader.collective == Collective::elect ? elected_lane(mask) : 0;
     for (unsigned lane = 0; lane < kWarpSize; ++lane) {
       if ((mask & (1u << lane)) == 0) continue;
       Thread& member = *threads_[first + lane];
       if (member.collective == Collective::ballot) member.received = votes;
+      if (member.collective == Collective::elect) member.received = elected;
       if (member.collective != Collective::shuffle) continue;
       const unsigned source = source_lane(member, lane);
       if ((mask & (1u << source)) == 0) {
@@ -657,6 +543,12 @@ void Block::report_stuck() {
       case Wait::warp:
         by_wait[collective_name(thread) + "(" + hex_mask(thread.mask) + ") at " +
                 thread.site.text()]
+            .push_back(t);
+        break;
+      case Wait::mbarrier:
+        by_wait["mbarrier.try_wait.parity " + std::to_string(thread.parity) + " at " +
+                thread.site.text() + " (shared address " + std::to_string(thread.mask) + ", " +
+                mbarriers_.at(thread.mask)->state() + ")"]
             .push_back(t);
         break;
       case Wait::finished:

@@ -22,6 +22,7 @@
 #include <cstring>
 #include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -29,6 +30,8 @@
 #include <vector>
 
 #include "kernels/emu/fiber.h"
+#include "kernels/emu/tma.h"
+#include "kernels/emu/wgmma.h"
 
 namespace attnbench::emu {
 
@@ -156,13 +159,42 @@ class Block {
     size_t bytes;
   };
   const std::vector<CopyTarget>& async_wait(unsigned pending_groups);
+  // mbarriers (Hopper's transaction barriers, an 8-byte object in shared memory, here kept by
+  // the block per shared address): init sets the arrival count of each phase; arrive counts one
+  // arrival, after adding `expect_tx_bytes` to the phase's transaction count; complete_tx (a TMA
+  // copy landing) subtracts its bytes; the phase completes when every arrival is in and the
+  // transaction count is zero, and the next phase begins. wait_parity returns once the phase of
+  // that parity has completed (try_wait.parity in a loop). Reported: a barrier used before init
+  // or initialized twice, more arrivals than the count, a wait that never completes (a deadlock,
+  // with the barrier's state).
+  void mbarrier_init(uint32_t address, unsigned count, Site site);
+  void mbarrier_arrive(uint32_t address, uint32_t expect_tx_bytes, Site site);
+  void mbarrier_expect_tx(uint32_t address, uint32_t bytes, Site site);
+  void mbarrier_complete_tx(uint32_t address, uint32_t bytes, Site site);
+  void mbarrier_wait_parity(uint32_t address, unsigned parity, Site site);
+  // cp.async.bulk.tensor (TMA) for the running thread: the box of `map` at `coordinates`
+  // (innermost first) to the shared address `destination` (128-byte aligned), with the map's
+  // swizzle, completing on the mbarrier at `barrier` by the box's bytes. The destination is NaN
+  // from issue; the box lands at a point drawn at issue (one of the issuing thread's next
+  // synchronization points) or, at the latest, when no thread could otherwise go on.
+  void tma_load(const TensorMap& map, const std::array<int32_t, 4>& coordinates,
+                uint32_t destination, uint32_t barrier, Site site);
+  // wgmma.mma_async and its fence / commit_group / wait_group for the running thread
+  // (kernels/emu/wgmma.h). The wait computes the products of the groups it completes and returns
+  // the 16-byte chunks of shared memory they read (the race build notes them as read then).
+  void wgmma_fence(Site site);
+  void wgmma_issue(const WgmmaOp& op, Site site);
+  void wgmma_commit(Site site);
+  const std::vector<const unsigned char*>& wgmma_wait(unsigned pending_groups, Site site);
+  // elect.sync: true in one lane of `mask`, drawn from the block's seed, false in the others.
+  bool elect_one(unsigned mask, Site site);
   bool any(unsigned mask, bool predicate, Site site) { return ballot(mask, predicate, site) != 0; }
   bool all(unsigned mask, bool predicate, Site site) {
     return ballot(mask, predicate, site) == mask;
   }
 
  private:
-  enum class Wait : uint8_t { running, barrier, named, warp, finished };
+  enum class Wait : uint8_t { running, barrier, named, warp, mbarrier, finished };
   struct Thread;
   struct CopyGroup;
   // Thrown into a suspended thread's fiber to unwind it when the block stops on a report.
@@ -173,7 +205,17 @@ class Block {
   bool release_barrier();
   bool release_warp(unsigned warp);
   [[noreturn]] void report_stuck();
-  enum class Collective : uint8_t { sync_warp, shuffle, ballot, exchange };
+  void finish_thread(unsigned t);
+  enum class Collective : uint8_t { sync_warp, shuffle, ballot, exchange, elect };
+  struct MBarrier;
+  struct BulkCopy;
+  void land_bulk_copy(BulkCopy& copy);
+  void land_due_bulk_copies(unsigned issuer);
+  bool land_any_bulk_copy();
+  MBarrier& mbarrier_at(uint32_t address, const char* instruction, Site site);
+  void complete_mbarrier_phase(uint32_t address, MBarrier& barrier);
+  unsigned elected_lane(unsigned mask);
+  std::vector<float> complete_wgmma(const PendingWgmma& pending, Site wait_site);
   // cp.async groups of `thread`: at a synchronization point those whose drawn point it is land;
   // at the completing wait the oldest land until `keep_pending` remain (their destinations
   // noted as written again for the race build: written from issue to that wait).
@@ -220,7 +262,10 @@ class Block {
   std::array<unsigned, kNamedBarriers> named_phase_{};
   std::vector<unsigned> warp_phase_;  // per (warp, lowest lane of the collective's mask)
   std::vector<char> edges_;           // the sync objects: [barrier | named | warp slots][ring]
-  std::vector<CopyTarget> completed_copies_;  // of the last async_wait (race build)
+  std::vector<CopyTarget> completed_copies_;                 // of the last async_wait (race build)
+  std::vector<const unsigned char*> wgmma_chunks_read_;      // of the last wgmma_wait
+  std::map<uint32_t, std::unique_ptr<MBarrier>> mbarriers_;  // by shared address
+  std::vector<std::unique_ptr<BulkCopy>> bulk_copies_;       // TMA boxes in flight, oldest first
 };
 
 template <typename T>

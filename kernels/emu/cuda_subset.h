@@ -60,6 +60,12 @@ inline __nv_bfloat162 __floats2bfloat162_rn(float low, float high) {
 inline __half2 __float22half2_rn(float2 f) { return __floats2half2_rn(f.x, f.y); }
 inline __nv_bfloat162 __float22bfloat162_rn(float2 f) { return __floats2bfloat162_rn(f.x, f.y); }
 
+// A TMA tensor map: 128 opaque bytes, which the emulated device fills with its own map
+// (kernels/emu/tma.h; kernels/cuda/common/tma_map.cpp encodes it).
+struct alignas(64) CUtensorMap {
+  unsigned long long opaque[16];
+};
+
 // ---- the runtime
 // ---------------------------------------------------------------------------------
 using cudaStream_t = ::attnbench::emu::Stream*;

@@ -29,7 +29,6 @@ RowsRead ldmatrix(unsigned matrices, bool transposed, uint32_t address, uint32_t
 // The model: the 16 products are exact, summed with C exactly (in double) and rounded once to
 // fp32 (round to nearest even). The hardware truncates the aligned sum instead; which bits it
 // keeps the conformance test measures.
-enum class MmaInput : uint8_t { f16, bf16 };
 void mma_m16n8k16(MmaInput input, float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1,
                   Site site);
 

@@ -14,6 +14,7 @@
 #include "kernels/emu/cuda_subset.h"
 #define ATTNBENCH_TARGET on_emu
 #else
+#include <cuda.h>  // CUtensorMap and its enums (the driver's encoder is reached at run time)
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>

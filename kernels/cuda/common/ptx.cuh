@@ -9,6 +9,11 @@
 //   mma_16x8x16<Element> mma.sync.aligned.m16n8k16.row.col.f32.{f16,bf16}.{f16,bf16}.f32
 //   exp2_approx          ex2.approx.ftz.f32
 //   named_barrier_sync / named_barrier_arrive   bar.sync / bar.arrive id, count
+//   Hopper (sm_90): mbarrier_init, fence_mbarrier_init, mbarrier_arrive[_expect_tx],
+//   mbarrier_expect_tx, mbarrier_wait (try_wait.parity until done), elect_one (elect.sync),
+//   tma_load_{2,3,4}d (cp.async.bulk.tensor on an mbarrier), fence_proxy_async,
+//   setmaxnreg_inc / setmaxnreg_dec, wgmma_ss / wgmma_rs (wgmma.mma_async m64nNk16), wgmma_fence,
+//   wgmma_commit, wgmma_wait<N>, wgmma_fence_operand
 // Conversions with their rounding (__floats2half2_rn, ...) are CUDA's intrinsics on the GPU and
 // bit-exact copies of them under emu (kernels/emu/cuda_subset.h).
 #pragma once
@@ -29,6 +34,11 @@ namespace attnbench::ptx {
 inline namespace ATTNBENCH_TARGET {
 
 constexpr int kCopyBytes = 16;
+// The wgmma.mma_async shapes and inputs wrapped here.
+template <int kN, typename Element>
+constexpr bool kWgmmaWrapped = (kN == 64 || kN == 128 || kN == 256) &&
+                               (std::is_same_v<Element, __half> ||
+                                std::is_same_v<Element, __nv_bfloat16>);
 
 #if !defined(ATTNBENCH_EMU)
 
@@ -138,6 +148,213 @@ __device__ __forceinline__ void named_barrier_arrive(unsigned id, unsigned count
   asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(count) : "memory");
 }
 
+// ---- Hopper (sm_90) ------------------------------------------------------------------------
+// mbarrier: an 8-byte barrier in shared memory whose phase completes when `count` arrivals and
+// every expected transaction byte (a TMA copy's, counted down as it lands) are in.
+__device__ __forceinline__ void mbarrier_init(uint32_t barrier, unsigned count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(barrier), "r"(count) : "memory");
+}
+// Makes the initialized barriers visible to the async proxy (TMA) and the other threads.
+__device__ __forceinline__ void fence_mbarrier_init() {
+  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+}
+__device__ __forceinline__ void mbarrier_arrive(uint32_t barrier) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(barrier) : "memory");
+}
+// Adds `bytes` to the phase's expected transaction count, then arrives.
+__device__ __forceinline__ void mbarrier_arrive_expect_tx(uint32_t barrier, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(barrier), "r"(bytes)
+               : "memory");
+}
+__device__ __forceinline__ void mbarrier_expect_tx(uint32_t barrier, uint32_t bytes) {
+  asm volatile("mbarrier.expect_tx.shared::cta.b64 [%0], %1;\n" ::"r"(barrier), "r"(bytes)
+               : "memory");
+}
+// Returns once the phase of parity `parity` has completed.
+__device__ __forceinline__ void mbarrier_wait(uint32_t barrier, unsigned parity) {
+  asm volatile(
+      "{\n"
+      ".reg .pred complete;\n"
+      "retry:\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 complete, [%0], %1;\n"
+      "@!complete bra retry;\n"
+      "}\n" ::"r"(barrier),
+      "r"(parity)
+      : "memory");
+}
+// True in one lane of the (converged, full) warp.
+__device__ __forceinline__ bool elect_one() {
+  uint32_t elected = 0;
+  asm volatile(
+      "{\n"
+      ".reg .pred chosen;\n"
+      "elect.sync _|chosen, %1;\n"
+      "selp.u32 %0, 1, 0, chosen;\n"
+      "}\n"
+      : "=r"(elected)
+      : "r"(0xffffffffu));
+  return elected != 0;
+}
+// cp.async.bulk.tensor: the box of `map` at the coordinates (innermost first) to the shared
+// address `destination`, completing on the mbarrier at `barrier` by the box's bytes. `map` is the
+// kernel's __grid_constant__ CUtensorMap parameter (kernels/cuda/common/tma_map.h).
+__device__ __forceinline__ void tma_load_2d(uint32_t destination, const CUtensorMap* map,
+                                            uint32_t barrier, int x, int y) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, "
+      "{%3, %4}], [%2];\n" ::"r"(destination),
+      "l"(map), "r"(barrier), "r"(x), "r"(y)
+      : "memory");
+}
+__device__ __forceinline__ void tma_load_3d(uint32_t destination, const CUtensorMap* map,
+                                            uint32_t barrier, int x, int y, int z) {
+  asm volatile(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, "
+      "{%3, %4, %5}], [%2];\n" ::"r"(destination),
+      "l"(map), "r"(barrier), "r"(x), "r"(y), "r"(z)
+      : "memory");
+}
+__device__ __forceinline__ void tma_load_4d(uint32_t destination, const CUtensorMap* map,
+                                            uint32_t barrier, int x, int y, int z, int w) {
+  asm volatile(
+      "cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, "
+      "{%3, %4, %5, %6}], [%2];\n" ::"r"(destination),
+      "l"(map), "r"(barrier), "r"(x), "r"(y), "r"(z), "r"(w)
+      : "memory");
+}
+
+// Orders this thread's ordinary shared-memory stores before the async proxy's reads (TMA store,
+// wgmma operands).
+__device__ __forceinline__ void fence_proxy_async() {
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+// Moves registers between warpgroups: producers give theirs up, consumers take them.
+template <int kRegisters>
+__device__ __forceinline__ void setmaxnreg_inc() {
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kRegisters));
+}
+template <int kRegisters>
+__device__ __forceinline__ void setmaxnreg_dec() {
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kRegisters));
+}
+
+// wgmma.mma_async m64nNk16 with fp32 accumulators (N = 64, 128, 256; f16 or bf16), issued by
+// the four warps of a warpgroup together: D = A B + D (D = A B when `accumulate` is false). B
+// comes from shared memory through a descriptor (kernels/cuda/common/wgmma_descriptor.h), K-major
+// or, with kTransposeB, N-major (V stored [key][d]); A from shared memory (K-major) or from
+// registers (mma.sync's A fragment, rows 16 w.. of warp w). Asynchronous: `d` belongs to the
+// tensor cores from issue to the wgmma_wait that completes its group; wgmma_fence before the
+// first wgmma of a batch, wgmma_fence_operand around issue and wait so the compiler keeps the
+// accumulators in place.
+#define ATTNBENCH_R0_9 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, "
+#define ATTNBENCH_R10(p)                                                                 \
+  "%" #p "0, %" #p "1, %" #p "2, %" #p "3, %" #p "4, %" #p "5, %" #p "6, %" #p "7, %" #p \
+  "8, "                                                                                  \
+  "%" #p "9, "
+#define ATTNBENCH_REGS_32 ATTNBENCH_R0_9 ATTNBENCH_R10(1) ATTNBENCH_R10(2) "%30, %31"
+#define ATTNBENCH_REGS_64                                                            \
+  ATTNBENCH_R0_9 ATTNBENCH_R10(1) ATTNBENCH_R10(2) ATTNBENCH_R10(3) ATTNBENCH_R10(4) \
+      ATTNBENCH_R10(5) "%60, %61, %62, %63"
+#define ATTNBENCH_REGS_128                                                                 \
+  ATTNBENCH_R0_9 ATTNBENCH_R10(1) ATTNBENCH_R10(2) ATTNBENCH_R10(3) ATTNBENCH_R10(4)       \
+      ATTNBENCH_R10(5) ATTNBENCH_R10(6) ATTNBENCH_R10(7) ATTNBENCH_R10(8) ATTNBENCH_R10(9) \
+          ATTNBENCH_R10(10) ATTNBENCH_R10(11) "%120, %121, %122, %123, %124, %125, %126, %127"
+#define ATTNBENCH_F4(i) "+f"(d[i]), "+f"(d[(i) + 1]), "+f"(d[(i) + 2]), "+f"(d[(i) + 3])
+#define ATTNBENCH_F16(i) \
+  ATTNBENCH_F4(i), ATTNBENCH_F4((i) + 4), ATTNBENCH_F4((i) + 8), ATTNBENCH_F4((i) + 12)
+#define ATTNBENCH_F32(i) ATTNBENCH_F16(i), ATTNBENCH_F16((i) + 16)
+#define ATTNBENCH_F64(i) ATTNBENCH_F32(i), ATTNBENCH_F32((i) + 32)
+#define ATTNBENCH_F128 ATTNBENCH_F64(0), ATTNBENCH_F64(64)
+// One issue: the shape, the input type, the accumulator list, the operand numbers of A, B, the
+// scale-d flag and the transpose immediate, then the accumulator constraints.
+#define ATTNBENCH_WGMMA_SS(N, TYPE, REGS, A, B, S, T, ...)                                       \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, " S                                             \
+               ", 0;\n"                                                                          \
+               "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32." TYPE "." TYPE " {" REGS "}, " A \
+               ", " B ", p, 1, 1, 0, " T ";\n}\n"                                                \
+               : __VA_ARGS__                                                                     \
+               : "l"(a), "l"(b), "r"(static_cast<int>(accumulate)), "n"(kTransposeB ? 1 : 0))
+#define ATTNBENCH_WGMMA_RS(N, TYPE, REGS, A, B, S, T, ...)                                       \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, " S                                             \
+               ", 0;\n"                                                                          \
+               "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32." TYPE "." TYPE " {" REGS "}, " A \
+               ", " B ", p, 1, 1, " T ";\n}\n"                                                   \
+               : __VA_ARGS__                                                                     \
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b),                             \
+                 "r"(static_cast<int>(accumulate)), "n"(kTransposeB ? 1 : 0))
+
+template <int kN, typename Element, bool kTransposeB>
+__device__ __forceinline__ void wgmma_ss(float (&d)[kN / 2], uint64_t a, uint64_t b,
+                                         bool accumulate) {
+  static_assert(kWgmmaWrapped<kN, Element>, "wrapped: m64nNk16, N = 64, 128, 256, f16 or bf16");
+  constexpr bool kBf16 = std::is_same_v<Element, __nv_bfloat16>;
+  if constexpr (kN == 64 && kBf16) {
+    ATTNBENCH_WGMMA_SS(64, "bf16", ATTNBENCH_REGS_32, "%32", "%33", "%34", "%35", ATTNBENCH_F32(0));
+  } else if constexpr (kN == 64) {
+    ATTNBENCH_WGMMA_SS(64, "f16", ATTNBENCH_REGS_32, "%32", "%33", "%34", "%35", ATTNBENCH_F32(0));
+  } else if constexpr (kN == 128 && kBf16) {
+    ATTNBENCH_WGMMA_SS(128, "bf16", ATTNBENCH_REGS_64, "%64", "%65", "%66", "%67",
+                       ATTNBENCH_F64(0));
+  } else if constexpr (kN == 128) {
+    ATTNBENCH_WGMMA_SS(128, "f16", ATTNBENCH_REGS_64, "%64", "%65", "%66", "%67", ATTNBENCH_F64(0));
+  } else if constexpr (kBf16) {
+    ATTNBENCH_WGMMA_SS(256, "bf16", ATTNBENCH_REGS_128, "%128", "%129", "%130", "%131",
+                       ATTNBENCH_F128);
+  } else {
+    ATTNBENCH_WGMMA_SS(256, "f16", ATTNBENCH_REGS_128, "%128", "%129", "%130", "%131",
+                       ATTNBENCH_F128);
+  }
+}
+
+template <int kN, typename Element, bool kTransposeB>
+__device__ __forceinline__ void wgmma_rs(float (&d)[kN / 2], const uint32_t (&a)[4], uint64_t b,
+                                         bool accumulate) {
+  static_assert(kWgmmaWrapped<kN, Element>, "wrapped: m64nNk16, N = 64, 128, 256, f16 or bf16");
+  constexpr bool kBf16 = std::is_same_v<Element, __nv_bfloat16>;
+  if constexpr (kN == 64 && kBf16) {
+    ATTNBENCH_WGMMA_RS(64, "bf16", ATTNBENCH_REGS_32, "{%32, %33, %34, %35}", "%36", "%37", "%38",
+                       ATTNBENCH_F32(0));
+  } else if constexpr (kN == 64) {
+    ATTNBENCH_WGMMA_RS(64, "f16", ATTNBENCH_REGS_32, "{%32, %33, %34, %35}", "%36", "%37", "%38",
+                       ATTNBENCH_F32(0));
+  } else if constexpr (kN == 128 && kBf16) {
+    ATTNBENCH_WGMMA_RS(128, "bf16", ATTNBENCH_REGS_64, "{%64, %65, %66, %67}", "%68", "%69", "%70",
+                       ATTNBENCH_F64(0));
+  } else if constexpr (kN == 128) {
+    ATTNBENCH_WGMMA_RS(128, "f16", ATTNBENCH_REGS_64, "{%64, %65, %66, %67}", "%68", "%69", "%70",
+                       ATTNBENCH_F64(0));
+  } else if constexpr (kBf16) {
+    ATTNBENCH_WGMMA_RS(256, "bf16", ATTNBENCH_REGS_128, "{%128, %129, %130, %131}", "%132", "%133",
+                       "%134", ATTNBENCH_F128);
+  } else {
+    ATTNBENCH_WGMMA_RS(256, "f16", ATTNBENCH_REGS_128, "{%128, %129, %130, %131}", "%132", "%133",
+                       "%134", ATTNBENCH_F128);
+  }
+}
+
+__device__ __forceinline__ void wgmma_fence() {
+  asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+}
+__device__ __forceinline__ void wgmma_commit() {
+  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+}
+// Waits until at most `kPending` of the warpgroup's committed groups are in flight.
+template <int kPending>
+__device__ __forceinline__ void wgmma_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(kPending) : "memory");
+}
+// Keeps the compiler from moving reads or writes of these registers across an issue or a wait.
+template <int kCount>
+__device__ __forceinline__ void wgmma_fence_operand(float (&registers)[kCount]) {
+#pragma unroll
+  for (int i = 0; i < kCount; ++i) asm volatile("" : "+f"(registers[i])::"memory");
+}
+template <int kCount>
+__device__ __forceinline__ void wgmma_fence_operand(uint32_t (&registers)[kCount]) {
+#pragma unroll
+  for (int i = 0; i < kCount; ++i) asm volatile("" : "+r"(registers[i])::"memory");
+}
+
 #else  // ATTNBENCH_EMU: the same instructions, emulated
 
 inline uint32_t shared_address(const void* pointer, ATTNBENCH_PTX_CALLER) {
@@ -206,6 +423,90 @@ inline void named_barrier_sync(unsigned id, unsigned count, ATTNBENCH_PTX_CALLER
 inline void named_barrier_arrive(unsigned id, unsigned count, ATTNBENCH_PTX_CALLER) {
   emu::Block::current().named_barrier_arrive(id, count, ATTNBENCH_PTX_SITE);
 }
+
+inline void mbarrier_init(uint32_t barrier, unsigned count, ATTNBENCH_PTX_CALLER) {
+  emu::Block::current().mbarrier_init(barrier, count, ATTNBENCH_PTX_SITE);
+}
+inline void fence_mbarrier_init() {}  // emulated barriers are visible once made
+inline void mbarrier_arrive(uint32_t barrier, ATTNBENCH_PTX_CALLER) {
+  emu::Block::current().mbarrier_arrive(barrier, 0, ATTNBENCH_PTX_SITE);
+}
+inline void mbarrier_arrive_expect_tx(uint32_t barrier, uint32_t bytes, ATTNBENCH_PTX_CALLER) {
+  emu::Block::current().mbarrier_arrive(barrier, bytes, ATTNBENCH_PTX_SITE);
+}
+inline void mbarrier_expect_tx(uint32_t barrier, uint32_t bytes, ATTNBENCH_PTX_CALLER) {
+  emu::Block::current().mbarrier_expect_tx(barrier, bytes, ATTNBENCH_PTX_SITE);
+}
+inline void mbarrier_wait(uint32_t barrier, unsigned parity, ATTNBENCH_PTX_CALLER) {
+  emu::Block::current().mbarrier_wait_parity(barrier, parity, ATTNBENCH_PTX_SITE);
+}
+inline bool elect_one(ATTNBENCH_PTX_CALLER) {
+  return emu::Block::current().elect_one(0xffffffffu, ATTNBENCH_PTX_SITE);
+}
+inline void tma_load_2d(uint32_t destination, const CUtensorMap* map, uint32_t barrier, int x,
+                        int y, ATTNBENCH_PTX_CALLER) {
+  emu::Block::current().tma_load(*reinterpret_cast<const emu::TensorMap*>(map), {x, y, 0, 0},
+                                 destination, barrier, ATTNBENCH_PTX_SITE);
+}
+inline void tma_load_3d(uint32_t destination, const CUtensorMap* map, uint32_t barrier, int x,
+                        int y, int z, ATTNBENCH_PTX_CALLER) {
+  emu::Block::current().tma_load(*reinterpret_cast<const emu::TensorMap*>(map), {x, y, z, 0},
+                                 destination, barrier, ATTNBENCH_PTX_SITE);
+}
+inline void tma_load_4d(uint32_t destination, const CUtensorMap* map, uint32_t barrier, int x,
+                        int y, int z, int w, ATTNBENCH_PTX_CALLER) {
+  emu::Block::current().tma_load(*reinterpret_cast<const emu::TensorMap*>(map), {x, y, z, w},
+                                 destination, barrier, ATTNBENCH_PTX_SITE);
+}
+inline void fence_proxy_async() {}  // checked by the emulated TMA and wgmma (issue 15)
+template <int kRegisters>
+inline void setmaxnreg_inc() {}  // registers are not modeled; the SASS check covers it
+template <int kRegisters>
+inline void setmaxnreg_dec() {}
+
+template <int kN, typename Element>
+constexpr emu::WgmmaOp wgmma_op(float (&d)[kN / 2], bool transpose_b, bool accumulate) {
+  static_assert(kWgmmaWrapped<kN, Element>, "wrapped: m64nNk16, N = 64, 128, 256, f16 or bf16");
+  emu::WgmmaOp op;
+  op.input = std::is_same_v<Element, __half> ? emu::MmaInput::f16 : emu::MmaInput::bf16;
+  op.n = kN;
+  op.b_mn_major = transpose_b;
+  op.accumulate = accumulate;
+  op.d = d;
+  return op;
+}
+template <int kN, typename Element, bool kTransposeB>
+inline void wgmma_ss(float (&d)[kN / 2], uint64_t a, uint64_t b, bool accumulate,
+                     ATTNBENCH_PTX_CALLER) {
+  emu::WgmmaOp op = wgmma_op<kN, Element>(d, kTransposeB, accumulate);
+  op.a_descriptor = a;
+  op.b_descriptor = b;
+  emu::Block::current().wgmma_issue(op, ATTNBENCH_PTX_SITE);
+}
+template <int kN, typename Element, bool kTransposeB>
+inline void wgmma_rs(float (&d)[kN / 2], const uint32_t (&a)[4], uint64_t b, bool accumulate,
+                     ATTNBENCH_PTX_CALLER) {
+  emu::WgmmaOp op = wgmma_op<kN, Element>(d, kTransposeB, accumulate);
+  op.a_registers = a;
+  op.b_descriptor = b;
+  emu::Block::current().wgmma_issue(op, ATTNBENCH_PTX_SITE);
+}
+inline void wgmma_fence(ATTNBENCH_PTX_CALLER) {
+  emu::Block::current().wgmma_fence(ATTNBENCH_PTX_SITE);
+}
+inline void wgmma_commit(ATTNBENCH_PTX_CALLER) {
+  emu::Block::current().wgmma_commit(ATTNBENCH_PTX_SITE);
+}
+// The tiles a completed wgmma read are noted as read at the wait (from issue to wait on the GPU).
+template <int kPending>
+inline void wgmma_wait(ATTNBENCH_PTX_CALLER) {
+  for (const unsigned char* chunk : emu::Block::current().wgmma_wait(kPending, ATTNBENCH_PTX_SITE))
+    emu::sanitizer::note_read(chunk, 16);
+}
+template <int kCount>
+inline void wgmma_fence_operand(float (&)[kCount]) {}  // the compiler's concern only
+template <int kCount>
+inline void wgmma_fence_operand(uint32_t (&)[kCount]) {}
 
 #endif
 

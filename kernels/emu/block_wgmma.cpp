@@ -1,0 +1,230 @@
+// wgmma.mma_async for an emulated block (kernels/emu/wgmma.h): issue saves the operands the
+// instruction takes from registers and poisons the accumulators; the wait that completes a group
+// reads the shared-memory tiles through their descriptors and computes the products.
+#include <algorithm>
+#include <bit>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "kernels/cuda/common/wgmma_descriptor.h"
+#include "kernels/emu/block.h"
+#include "kernels/emu/block_thread.h"
+#include "reference/formats.h"
+
+namespace attnbench::emu {
+
+namespace {
+
+constexpr unsigned kWarpgroupThreads = 128;
+constexpr unsigned kDepth = 16;  // k16
+constexpr unsigned kMaxN = 256;
+
+// What every lane of a warp gives at issue: the descriptors must agree across the warp, and an A
+// fragment from registers is gathered from the lanes of its rows.
+struct IssuePayload {
+  uint64_t a_descriptor;
+  uint64_t b_descriptor;
+  uint32_t a[4];
+};
+static_assert(sizeof(IssuePayload) <= kLanePayloadBytes);
+
+float widen(MmaInput input, uint16_t bits) {
+  return input == MmaInput::f16 ? fp16_bits_to_float(bits) : bf16_bits_to_float(bits);
+}
+
+Swizzle swizzle_of(uint32_t bytes) {
+  return bytes == 128  ? Swizzle::bytes128
+         : bytes == 64 ? Swizzle::bytes64
+         : bytes == 32 ? Swizzle::bytes32
+                       : Swizzle::none;
+}
+
+// The shared address of element (r, k) of a 16-bit operand tile (wgmma_descriptor.h's table),
+// swizzled as the hardware does, from the address's absolute bits.
+uint32_t element_address(const gpu::WgmmaOperand& tile, bool mn_major, unsigned r, unsigned k) {
+  const uint32_t width = tile.swizzle_bytes == 0 ? 16 : tile.swizzle_bytes;
+  uint32_t offset;
+  if (!mn_major) {
+    offset = tile.swizzle_bytes == 0 ? (r / 8) * tile.stride_bytes + (k / 8) * tile.leading_bytes +
+                                           (r % 8) * 16 + 2 * (k % 8)
+                                     : (r / 8) * tile.stride_bytes + (r % 8) * width + 2 * k;
+  } else if (tile.swizzle_bytes == 0) {
+    offset =
+        (r / 8) * tile.stride_bytes + 2 * (r % 8) + (k / 8) * tile.leading_bytes + (k % 8) * 16;
+  } else {
+    const uint32_t run = width / 2;  // elements contiguous along N
+    offset = (r / run) * tile.leading_bytes + 2 * (r % run) + (k / 8) * tile.stride_bytes +
+             (k % 8) * width;
+  }
+  return swizzled_address(tile.start + offset, swizzle_of(tile.swizzle_bytes));
+}
+
+std::string where(const char* file, int line) { return Site{file, line}.text(); }
+
+}  // namespace
+
+void Block::wgmma_fence(Site) { threads_[running_]->wgmma.fenced = true; }
+
+void Block::wgmma_issue(const WgmmaOp& op, Site site) {
+  Thread& self = *threads_[running_];
+  const std::string at = "wgmma.mma_async at " + site.text() + ": ";
+  if (threads_.size() % kWarpgroupThreads != 0) {
+    throw EmuError(at + "the block's " + std::to_string(threads_.size()) +
+                   " threads are not whole warpgroups of 128");
+  }
+  if (op.n == 0 || op.n % 8 != 0 || op.n > kMaxN) {
+    throw EmuError(at + "N = " + std::to_string(op.n) + "; m64nNk16 takes N = 8, 16, ..., 256");
+  }
+  if (!self.wgmma.fenced) {
+    throw EmuError(at + "thread " + std::to_string(running_) +
+                   " issues without wgmma.fence since its last commit_group (its register "
+                   "operands may not be visible to the tensor cores)");
+  }
+  IssuePayload mine{op.a_descriptor, op.b_descriptor, {}};
+  if (op.a_registers != nullptr) std::memcpy(mine.a, op.a_registers, sizeof mine.a);
+  const WarpPayloads& lanes = exchange("wgmma.mma_async", &mine, sizeof mine, site);
+  PendingWgmma pending;
+  pending.op = op;
+  pending.file = site.file;
+  pending.line = site.line;
+  for (unsigned lane = 0; lane < kWarpSize; ++lane) {
+    IssuePayload theirs;
+    std::memcpy(&theirs, lanes[lane].data(), sizeof theirs);
+    if (theirs.b_descriptor != mine.b_descriptor ||
+        (op.a_registers == nullptr && theirs.a_descriptor != mine.a_descriptor)) {
+      throw EmuError(at + "lanes " + std::to_string(this->lane()) + " and " + std::to_string(lane) +
+                     " of a warp give different matrix descriptors");
+    }
+    // Rows g and g + 8 of the warp's A fragment come from lanes 4g .. 4g + 3.
+    if (op.a_registers != nullptr && lane / 4 == this->lane() / 4) {
+      const unsigned t = lane % 4;
+      for (unsigned e = 0; e < 2; ++e) {
+        auto element = [&](uint32_t reg) {
+          return widen(op.input, static_cast<uint16_t>(reg >> (16 * e)));
+        };
+        pending.a_rows[0][2 * t + e] = element(theirs.a[0]);
+        pending.a_rows[1][2 * t + e] = element(theirs.a[1]);
+        pending.a_rows[0][2 * t + 8 + e] = element(theirs.a[2]);
+        pending.a_rows[1][2 * t + 8 + e] = element(theirs.a[3]);
+      }
+    }
+  }
+  if (op.a_registers != nullptr) std::memcpy(pending.a_at_issue.data(), mine.a, sizeof mine.a);
+  // Accumulating into the accumulators of a wgmma still pending chains onto its result.
+  const auto same_accumulators = [&](const PendingWgmma& other) { return other.op.d == op.d; };
+  pending.chained = std::any_of(self.wgmma.open.begin(), self.wgmma.open.end(), same_accumulators);
+  for (const auto& group : self.wgmma.committed) {
+    pending.chained = pending.chained || std::any_of(group.begin(), group.end(), same_accumulators);
+  }
+  if (op.accumulate && !pending.chained) pending.c.assign(op.d, op.d + op.n / 2);
+  const float in_flight = std::bit_cast<float>(kWgmmaInFlightBits);
+  std::fill(op.d, op.d + op.n / 2, in_flight);
+  self.wgmma.open.push_back(std::move(pending));
+}
+
+void Block::wgmma_commit(Site) {
+  WgmmaState& state = threads_[running_]->wgmma;
+  state.committed.push_back(std::move(state.open));
+  state.open.clear();
+  state.fenced = false;
+}
+
+const std::vector<const unsigned char*>& Block::wgmma_wait(unsigned pending_groups, Site site) {
+  WgmmaState& state = threads_[running_]->wgmma;
+  wgmma_chunks_read_.clear();
+  const auto targets = [](const std::vector<PendingWgmma>& group, size_t from, const float* d) {
+    return std::any_of(group.begin() + static_cast<ptrdiff_t>(from), group.end(),
+                       [&](const PendingWgmma& other) { return other.op.d == d; });
+  };
+  while (state.committed.size() > pending_groups) {
+    const std::vector<PendingWgmma> group = std::move(state.committed.front());
+    state.committed.pop_front();
+    for (size_t i = 0; i < group.size(); ++i) {
+      float* d = group[i].op.d;
+      std::vector<float> result = complete_wgmma(group[i], site);
+      // Accumulators a later wgmma of this thread still owns stay in flight; its C is this D.
+      const bool owned_later =
+          targets(group, i + 1, d) || targets(state.open, 0, d) ||
+          std::any_of(state.committed.begin(), state.committed.end(),
+                      [&](const std::vector<PendingWgmma>& later) { return targets(later, 0, d); });
+      if (owned_later) {
+        state.chained_results[d] = std::move(result);
+      } else {
+        std::copy(result.begin(), result.end(), d);
+        state.chained_results.erase(d);
+      }
+    }
+  }
+  std::sort(wgmma_chunks_read_.begin(), wgmma_chunks_read_.end());
+  wgmma_chunks_read_.erase(std::unique(wgmma_chunks_read_.begin(), wgmma_chunks_read_.end()),
+                           wgmma_chunks_read_.end());
+  return wgmma_chunks_read_;
+}
+
+// Checks that the registers the wgmma owned were left alone, then computes this thread's part of
+// D = A B (+ C) from the tiles in shared memory now.
+std::vector<float> Block::complete_wgmma(const PendingWgmma& pending, Site wait_site) {
+  const WgmmaOp& op = pending.op;
+  const std::string issued = "the wgmma.mma_async issued at " + where(pending.file, pending.line);
+  for (unsigned i = 0; i < op.n / 2; ++i) {
+    if (std::bit_cast<uint32_t>(op.d[i]) != kWgmmaInFlightBits) {
+      throw EmuError("wgmma.wait_group at " + wait_site.text() + ": thread " +
+                     std::to_string(running_) + " wrote accumulator " + std::to_string(i) + " of " +
+                     issued + " before the wait completed it");
+    }
+  }
+  if (op.a_registers != nullptr &&
+      std::memcmp(op.a_registers, pending.a_at_issue.data(), sizeof pending.a_at_issue) != 0) {
+    throw EmuError("wgmma.wait_group at " + wait_site.text() + ": thread " +
+                   std::to_string(running_) + " wrote the A registers of " + issued +
+                   " before the wait completed it");
+  }
+  const gpu::WgmmaOperand a_tile = gpu::decode_wgmma_descriptor(op.a_descriptor);
+  const gpu::WgmmaOperand b_tile = gpu::decode_wgmma_descriptor(op.b_descriptor);
+  if ((op.a_registers == nullptr && a_tile.base_offset != 0) || b_tile.base_offset != 0) {
+    throw EmuError(issued +
+                   ": a descriptor's base offset is not 0 (the emulator swizzles from "
+                   "absolute addresses, which makes it unnecessary; it does not model it)");
+  }
+  auto read = [&](const gpu::WgmmaOperand& tile, bool mn_major, unsigned r, unsigned k) {
+    const uint32_t address = element_address(tile, mn_major, r, k);
+    const unsigned char* pointer = shared_pointer(address, 2, {pending.file, pending.line});
+    wgmma_chunks_read_.push_back(pointer - (address % 16));
+    uint16_t bits;
+    std::memcpy(&bits, pointer, sizeof bits);
+    return widen(op.input, bits);
+  };
+  const unsigned warp = (running_ / kWarpSize) % (kWarpgroupThreads / kWarpSize);
+  const unsigned g = lane() / 4;
+  const unsigned t = lane() % 4;
+  std::array<std::array<float, kDepth>, 2> a = pending.a_rows;
+  if (op.a_registers == nullptr) {
+    for (unsigned i = 0; i < 2; ++i) {
+      for (unsigned k = 0; k < kDepth; ++k) a[i][k] = read(a_tile, false, 16 * warp + g + 8 * i, k);
+    }
+  }
+  std::vector<float> c(op.n / 2, 0.0f);
+  if (op.accumulate) {
+    c = pending.chained ? threads_[running_]->wgmma.chained_results.at(op.d) : pending.c;
+  }
+  std::vector<float> d(op.n / 2);
+  for (unsigned j = 0; j < op.n / 8; ++j) {
+    for (unsigned e = 0; e < 2; ++e) {
+      const unsigned column = 8 * j + 2 * t + e;
+      std::array<float, kDepth> b;
+      for (unsigned k = 0; k < kDepth; ++k) b[k] = read(b_tile, op.b_mn_major, column, k);
+      for (unsigned i = 0; i < 2; ++i) {
+        const unsigned index = 4 * j + 2 * i + e;
+        double sum = c[index];
+        for (unsigned k = 0; k < kDepth; ++k) {
+          sum += static_cast<double>(a[i][k]) * static_cast<double>(b[k]);
+        }
+        d[index] = static_cast<float>(sum);
+      }
+    }
+  }
+  return d;
+}
+
+}  // namespace attnbench::emu
