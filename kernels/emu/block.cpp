@@ -77,6 +77,8 @@ Block::Block(const Shape& shape, uint64_t seed) : shape_(shape), rng_state_(seed
   const uintptr_t aligned = (base + kPage - 1) / kPage * kPage;
   shared_window_ = reinterpret_cast<unsigned char*>(aligned);
   dynamic_shared_ = shared_window_ + offset;
+  dynamic_bytes_ = dynamic_bytes;
+  async_view_.assign(dynamic_bytes, kNaNByte);
   static_begin_ = shared_window_ + offset + dynamic_bytes;
   const size_t warps = (shape.block_dim.count() + kWarpSize - 1) / kWarpSize;
   warp_payloads_.resize(warps);
@@ -380,6 +382,16 @@ uint32_t Block::shared_address(const void* pointer, Site site) const {
                    ": the pointer is not in the block's shared memory");
   }
   return static_cast<uint32_t>(p - shared_window_);
+}
+
+unsigned char* Block::async_view_of(const unsigned char* pointer) {
+  const auto* begin = static_cast<const unsigned char*>(dynamic_shared_);
+  if (pointer < begin || pointer >= begin + dynamic_bytes_) return nullptr;
+  return async_view_.data() + (pointer - begin);
+}
+
+void Block::fence_proxy_async(Site) {
+  if (dynamic_bytes_ != 0) std::memcpy(async_view_.data(), dynamic_shared_, dynamic_bytes_);
 }
 
 unsigned char* Block::shared_pointer(uint32_t address, size_t bytes, Site site) const {

@@ -186,6 +186,12 @@ class Block {
   void wgmma_issue(const WgmmaOp& op, Site site);
   void wgmma_commit(Site site);
   const std::vector<const unsigned char*>& wgmma_wait(unsigned pending_groups, Site site);
+  // fence.proxy.async: the shared memory the running thread's ordinary stores wrote becomes
+  // visible to the async proxy (TMA, wgmma). Modeled for the dynamic shared memory as a view of
+  // what the async proxy may read: a fence publishes every ordinary store made so far (by any
+  // thread: a fence in one thread covering another's stores is missed), TMA writes go to both.
+  // A wgmma operand byte that differs from the view was stored without a fence since: reported.
+  void fence_proxy_async(Site site);
   // elect.sync: true in one lane of `mask`, drawn from the block's seed, false in the others.
   bool elect_one(unsigned mask, Site site);
   bool any(unsigned mask, bool predicate, Site site) { return ballot(mask, predicate, site) != 0; }
@@ -216,6 +222,8 @@ class Block {
   void complete_mbarrier_phase(uint32_t address, MBarrier& barrier);
   unsigned elected_lane(unsigned mask);
   std::vector<float> complete_wgmma(const PendingWgmma& pending, Site wait_site);
+  // The async proxy's copy of the shared byte at `pointer` (null outside the dynamic memory).
+  unsigned char* async_view_of(const unsigned char* pointer);
   // cp.async groups of `thread`: at a synchronization point those whose drawn point it is land;
   // at the completing wait the oldest land until `keep_pending` remain (their destinations
   // noted as written again for the race build: written from issue to that wait).
@@ -244,7 +252,9 @@ class Block {
   std::vector<std::unique_ptr<Thread>> threads_;
   unsigned running_ = 0;
   std::vector<unsigned char> shared_storage_;  // [pad][dynamic][static], NaN-filled
-  unsigned char* shared_window_ = nullptr;     // shared address 0
+  std::vector<unsigned char> async_view_;  // the dynamic shared memory as the async proxy sees it
+  size_t dynamic_bytes_ = 0;
+  unsigned char* shared_window_ = nullptr;  // shared address 0
   void* dynamic_shared_ = nullptr;
   unsigned char* static_begin_ = nullptr;
   size_t static_used_ = 0;

@@ -130,7 +130,10 @@ void Block::tma_load(const TensorMap& map, const std::array<int32_t, 4>& coordin
   copy->bytes = gather_box(map, coordinates, [&](const void* element, size_t element_bytes) {
     check_global_read(element, element_bytes, "cp.async.bulk.tensor", site);
   });
-  std::memset(shared, kNaNByte, bytes);  // in flight: NaN until the box lands
+  std::memset(shared, kNaNByte, bytes);  // in flight: NaN until the box lands (async proxy)
+  for (uint64_t i = 0; i < bytes; ++i) {
+    if (unsigned char* seen = async_view_of(shared + i)) *seen = kNaNByte;
+  }
   copy->destination = destination;
   copy->swizzle = map.swizzle;
   copy->barrier = barrier;
@@ -144,7 +147,9 @@ void Block::tma_load(const TensorMap& map, const std::array<int32_t, 4>& coordin
 void Block::land_bulk_copy(BulkCopy& copy) {
   for (size_t i = 0; i < copy.bytes.size(); ++i) {
     const uint32_t at = swizzled_address(copy.destination + static_cast<uint32_t>(i), copy.swizzle);
-    *shared_pointer(at, 1, {}) = copy.bytes[i];
+    unsigned char* byte = shared_pointer(at, 1, {});
+    *byte = copy.bytes[i];
+    if (unsigned char* seen = async_view_of(byte)) *seen = copy.bytes[i];
   }
   sanitizer::note_write(shared_pointer(copy.destination, copy.bytes.size(), {}), copy.bytes.size());
   mbarrier_complete_tx(copy.barrier, static_cast<uint32_t>(copy.bytes.size()), {});

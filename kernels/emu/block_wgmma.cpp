@@ -191,6 +191,14 @@ std::vector<float> Block::complete_wgmma(const PendingWgmma& pending, Site wait_
     const uint32_t address = element_address(tile, mn_major, r, k);
     const unsigned char* pointer = shared_pointer(address, 2, {pending.file, pending.line});
     wgmma_chunks_read_.push_back(pointer - (address % 16));
+    for (int b = 0; b < 2; ++b) {
+      const unsigned char* seen = async_view_of(pointer + b);
+      if (seen != nullptr && *seen != pointer[b]) {
+        throw EmuError(issued + " reads shared address " + std::to_string(address + b) +
+                       ", written by an ordinary store with no fence.proxy.async since (the "
+                       "tensor cores read through the async proxy)");
+      }
+    }
     uint16_t bits;
     std::memcpy(&bits, pointer, sizeof bits);
     return widen(op.input, bits);

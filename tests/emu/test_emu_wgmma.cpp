@@ -373,6 +373,43 @@ TEST(EmuWgmma, WhatTheIsaLeavesUndefinedIsReported) {
   }
 }
 
+// A tile written by ordinary stores reaches the tensor cores only after fence.proxy.async: without
+// it the wgmma is reported at its issue line; with it the same kernel computes.
+TEST(EmuWgmma, ATileStoredWithoutFenceProxyAsyncIsReported) {
+  for (const bool fenced : {false, true}) {
+    SCOPED_TRACE(fenced ? "fenced" : "not fenced");
+    std::string report;
+    try {
+      emu::launch_grid(warpgroup(fresh_seed(), 16384), [&] {
+        ATTNBENCH_DYNAMIC_SHARED(shared, 16);
+        const uint32_t tile = (ptx::shared_address(shared) + 1023) / 1024 * 1024;
+        auto* elements = reinterpret_cast<__nv_bfloat16*>(
+            emu::Block::current().shared_pointer(tile, 8192, {__FILE__, __LINE__}));
+        for (unsigned i = threadIdx.x; i < 4096; i += kThreads) {
+          elements[i] = __float2bfloat16_rn(2.0f);
+        }
+        if (fenced) ptx::fence_proxy_async();
+        __syncthreads();
+        const uint64_t desc = gpu::encode_wgmma_descriptor({tile, 0, 1024, 128, 0});
+        float d[32];
+        ptx::wgmma_fence();
+        ptx::wgmma_ss<64, __nv_bfloat16, false>(d, desc, desc, false);
+        ptx::wgmma_commit();
+        ptx::wgmma_wait<0>();
+        if (d[0] != 64.0f) throw std::runtime_error("wrong product " + std::to_string(d[0]));
+      });
+    } catch (const emu::EmuError& error) {
+      report = error.what();
+    }
+    if (fenced) {
+      EXPECT_EQ(report, "");
+    } else {
+      expect_report(report, "written by an ordinary store with no fence.proxy.async since");
+      expect_report(report, "test_emu_wgmma.cpp:");
+    }
+  }
+}
+
 // The product reads the tiles at the wait: a stage overwritten between issue and wait changes it
 // (on a GPU: a race with the tensor cores; the race build reports it). And wait_group 1 leaves
 // the youngest group in flight.

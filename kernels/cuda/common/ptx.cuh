@@ -458,7 +458,9 @@ inline void tma_load_4d(uint32_t destination, const CUtensorMap* map, uint32_t b
   emu::Block::current().tma_load(*reinterpret_cast<const emu::TensorMap*>(map), {x, y, z, w},
                                  destination, barrier, ATTNBENCH_PTX_SITE);
 }
-inline void fence_proxy_async() {}  // checked by the emulated TMA and wgmma (issue 15)
+inline void fence_proxy_async(ATTNBENCH_PTX_CALLER) {
+  emu::Block::current().fence_proxy_async(ATTNBENCH_PTX_SITE);
+}
 template <int kRegisters>
 inline void setmaxnreg_inc() {}  // registers are not modeled; the SASS check covers it
 template <int kRegisters>
