@@ -38,6 +38,8 @@ std::vector<Kernel> registered_kernels() {
       cuda_masked_fused_kernel(),
       cuda_flash1_kernel(),
       cuda_flash2_kernel(),
+      cuda_flash3_wg1_kernel(),
+      cuda_flash3_ws_kernel(),
       cudnn_sdpa_kernel(),
       cudnn_sdpa_fp8_kernel(),
 #endif
@@ -62,7 +64,7 @@ std::vector<Kernel> registered_kernels() {
   const char* test_kernels = std::getenv("ATTNBENCH_TEST_KERNELS");
   if (test_kernels != nullptr && std::string(test_kernels) == "1") {
     for (Kernel& kernel : isolation_test_kernels()) kernels.push_back(std::move(kernel));
-    for (Kernel& kernel : planted_flash2_kernels()) kernels.push_back(std::move(kernel));
+    for (Kernel& kernel : planted_kernels()) kernels.push_back(std::move(kernel));
   }
   return kernels;
 }

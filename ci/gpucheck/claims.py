@@ -816,6 +816,16 @@ def flash2_correct(evidence: Evidence) -> Finding:
     return judge_tests(evidence, suite_tests(evidence, "cuda.flash2"))
 
 
+@judge("flash3-wg1-correct", "hopper-stages suite passes", steps=(CTEST,))
+def flash3_wg1_correct(evidence: Evidence) -> Finding:
+    return judge_tests(evidence, suite_tests(evidence, "cuda.flash3_wg1"))
+
+
+@judge("flash3-ws-correct", "hopper-stages suite passes", steps=(CTEST,))
+def flash3_ws_correct(evidence: Evidence) -> Finding:
+    return judge_tests(evidence, suite_tests(evidence, "cuda.flash3_ws"))
+
+
 FLASH2_RATIO = 0.85
 
 

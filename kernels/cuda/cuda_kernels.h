@@ -28,5 +28,11 @@ Kernel cuda_flash1_kernel();
 // cp.async pipeline, swizzled shared memory), head dims 64/128/256 (kernels/cuda/flash2/).
 Kernel cuda_flash2_kernel();
 
+// cuda.flash3_*: the FlashAttention-3 forward on Hopper (sm_90a: TMA, wgmma, mbarriers), one
+// entry per stage (kernels/cuda/flash3/): flash3_wg1, one warpgroup; flash3_ws, a producer and
+// two consumer warpgroups.
+Kernel cuda_flash3_wg1_kernel();
+Kernel cuda_flash3_ws_kernel();
+
 }  // namespace ATTNBENCH_TARGET
 }  // namespace attnbench

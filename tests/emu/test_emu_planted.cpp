@@ -1,4 +1,5 @@
-// Planted bugs (issue 14, "Must show"): each a test-only variant of cuda.flash2 made from the
+// Planted bugs (issue 14, "Must show"; issue 15): each a test-only variant of cuda.flash2 or
+// cuda.flash3_wg1 made from the
 // real kernel source with one edit (kernels/emu/planted/planted_bugs.cmake, which refuses an
 // edit that does not match), run on the emulated device through `attnbench check` as a user
 // runs it. Each must fail with its named reason on a case cuda.flash2 itself passes, so none
@@ -22,14 +23,18 @@ namespace {
 // (the pipeline refills stages), one kv head (the row past seqlen_k is past the end of k).
 constexpr const char* kShape = "b=1,hq=2,hkv=1,sq=130,sk=511,d=64,dtype=bf16";
 
+// cuda.flash3_wg1's: two query blocks of 64 (the second holds 2 rows), 4 key tiles of 128 on a
+// ring of 2 stages (each stage refilled), at its one instantiation.
+constexpr const char* kFlash3Shape = "b=1,hq=2,hkv=1,sq=130,sk=511,d=128,dtype=bf16";
+
 ResultRecord check_once(const std::string& kernel, const ScratchDirectory& dir,
-                        const std::string& seed = "") {
+                        const std::string& seed = "", const std::string& shape = kShape) {
   const std::string db = dir.file("planted.sqlite");
   const std::string environment =
       "ATTNBENCH_TEST_KERNELS=1 " + (seed.empty() ? "" : "ATTNBENCH_EMU_SEED=" + seed + " ");
   const CommandResult checked =
       run_shell(environment + ATTNBENCH_CLI + " check --devices emu --kernels " + kernel +
-                " --shape " + kShape + " --db " + db);
+                " --shape " + shape + " --db " + db);
   EXPECT_NE(checked.exit_code, -1) << checked.output;
   const Result<StoredRun> run = load_latest_run(db);
   EXPECT_TRUE(run) << run.status().message << "\n" << checked.output;
@@ -79,6 +84,21 @@ INSTANTIATE_TEST_SUITE_P(
     [](const ::testing::TestParamInfo<PlantedBug>& param_info) {
       return std::string(param_info.param.name);
     });
+
+// cuda.flash3_wg1's pipeline: a stage refilled before the consumers' wgmma wait (the TMA's box
+// is NaN from issue, and the product is computed at the wait) gives NaN under every seed.
+TEST(PlantedFlash3Bug, AStageReleasedBeforeTheWgmmaWaitFails) {
+  const ScratchDirectory dir("attnbench_planted_flash3");
+  expect_passed(check_once("cuda.flash3_wg1", dir, "", kFlash3Shape), /*deterministic=*/true);
+  for (const char* seed : {"1", "2", "3"}) {
+    SCOPED_TRACE(std::string("seed ") + seed);
+    const ResultRecord planted =
+        check_once("test.flash3_wg1_release_before_wait", dir, seed, kFlash3Shape);
+    EXPECT_EQ(planted.kernel, "test.flash3_wg1_release_before_wait");
+    EXPECT_EQ(planted.status, ResultStatus::failed) << planted.message;
+    EXPECT_NE(planted.message.find("NaN"), std::string::npos) << planted.message;
+  }
+}
 
 TEST(PlantedFlash2Bug, TheOrderDependentBugIsFoundUnderEightSeedsWithDifferentSchedules) {
   const ScratchDirectory dir("attnbench_planted_seeds");

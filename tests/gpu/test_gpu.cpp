@@ -115,7 +115,7 @@ TEST_P(GpuCtestSuite, EveryCaseInsideTheTablePasses) {
 
   const ScratchDirectory directory("attnbench_gpu");
   RunOptions options;
-  options.suite = "ctest";
+  options.suite = correctness_suite_of(kernel->name);
   options.kernel_globs = {kernel->name};
   if (GetParam().shards > 1)
     options.shard = std::to_string(GetParam().shard) + "/" + std::to_string(GetParam().shards);
@@ -366,7 +366,8 @@ constexpr long long kSpinCycles = 10'000;
 constexpr long long kFlushLikeSpinCycles = 60'000;
 constexpr int kSpinForwards = 200;  // each way, interleaved so clock drift hits both alike
 constexpr double kFlushTolerance = 0.10;
-constexpr const char* kProbeInputsShape = "b=1,hq=1,s=64,d=64,dtype=bf16";  // the executor wants inputs
+constexpr const char* kProbeInputsShape =
+    "b=1,hq=1,s=64,d=64,dtype=bf16";  // the executor wants inputs
 
 // Event time of `probe` enqueued right after `before` (which runs outside the events).
 double probe_seconds_after(const std::function<void()>& before, Plan& probe, cudaStream_t stream,
@@ -400,7 +401,8 @@ TEST(GpuTimer, L2FlushDoesNotBillTheNextKernel) {
   status = executor->load_inputs(inputs);
   ASSERT_TRUE(status.ok) << status.message;
   std::unique_ptr<Plan> probe = make_clock_spin_plan(kSpinCycles, executor->plan_context());
-  std::unique_ptr<Plan> flush_like = make_clock_spin_plan(kFlushLikeSpinCycles, executor->plan_context());
+  std::unique_ptr<Plan> flush_like =
+      make_clock_spin_plan(kFlushLikeSpinCycles, executor->plan_context());
   KernelOutputs outputs = make_outputs(inputs, false);
   TimedForward flushed = executor->timed_forward(*probe, outputs);
   std::string error;
@@ -423,7 +425,9 @@ TEST(GpuTimer, L2FlushDoesNotBillTheNextKernel) {
     after_spin.push_back(probe_seconds_after(
         [&] { EXPECT_TRUE(flush_like->run(AttentionParams{}).ok); }, *probe, stream, start, stop));
     after_memset.push_back(probe_seconds_after(
-        [&] { EXPECT_EQ(cudaMemsetAsync(memset_buffer, i & 0xFF, memset_bytes, stream), cudaSuccess); },
+        [&] {
+          EXPECT_EQ(cudaMemsetAsync(memset_buffer, i & 0xFF, memset_bytes, stream), cudaSuccess);
+        },
         *probe, stream, start, stop));
     if (HasFailure()) break;
   }

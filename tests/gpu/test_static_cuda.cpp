@@ -131,8 +131,7 @@ DeviceCode read_device_code(const std::string& cuobjdump, const std::string& lib
                             std::string& error) {
   DeviceCode code;
   for (const char* listing : {"--dump-resource-usage", "--dump-ptx"}) {
-    const CommandResult result =
-        run_shell("'" + cuobjdump + "' " + listing + " '" + library + "'");
+    const CommandResult result = run_shell("'" + cuobjdump + "' " + listing + " '" + library + "'");
     if (result.exit_code != 0) {
       error = cuobjdump + " " + listing + " " + library + " failed: " + result.output;
       return {};
@@ -186,7 +185,8 @@ size_t kernel_count(const DeviceCode& code) {
   return count;
 }
 
-// ---- SASS: the instructions of each kernel -------------------------------------------------------
+// ---- SASS: the instructions of each kernel
+// -------------------------------------------------------
 
 // Instruction counts per opcode ("HMMA" for HMMA.16816.F32.BF16), per SASS arch, per function.
 using OpcodeCounts = std::map<std::string, int>;
@@ -245,8 +245,7 @@ const std::vector<std::string> kTensorCoreOpcodes = {"HMMA", "LDSM"};
 // void attnbench::flash2::on_gpu::flash2_forward<64, __half>(...): no HMMA in its sm_80 SASS".
 // `matched` counts the kernels the name selected.
 std::vector<std::string> missing_opcodes(const SassCode& code, const std::string& kernel_name,
-                                         const std::vector<std::string>& opcodes,
-                                         int& matched) {
+                                         const std::vector<std::string>& opcodes, int& matched) {
   std::vector<std::string> missing;
   matched = 0;
   for (const auto& [key, per_arch] : code) {
@@ -316,9 +315,9 @@ class StaticCuda : public ::testing::Test {
       return {};
     }
     const std::string folder = nvdisasm.substr(0, nvdisasm.rfind('/'));
-    const CommandResult result = run_shell("NVDISASM_PATH='" + folder + "' PATH='" + folder +
-                                             "':\"$PATH\" '" + cuobjdump_ + "' --dump-sass '" +
-                                             library + "'");
+    const CommandResult result =
+        run_shell("NVDISASM_PATH='" + folder + "' PATH='" + folder + "':\"$PATH\" '" + cuobjdump_ +
+                  "' --dump-sass '" + library + "'");
     EXPECT_EQ(result.exit_code, 0) << "cuobjdump --dump-sass " << library << ": " << result.output;
     SassCode code;
     if (result.exit_code == 0) parse_sass(result.output, code);
@@ -393,11 +392,10 @@ TEST_F(StaticCuda, FlashKernelsHaveNoSpills) {
   int flash2_kernels = 0;
   for (const auto& [key, function] : code) {
     const std::string name = demangle(key.second);
-    const bool flash = std::any_of(kFlashKernelNames.begin(), kFlashKernelNames.end(),
-                                   [&](const std::string& part) {
-                                     return name.find(part) != std::string::npos ||
-                                            key.first.find(part) != std::string::npos;
-                                   });
+    const bool flash = std::any_of(
+        kFlashKernelNames.begin(), kFlashKernelNames.end(), [&](const std::string& part) {
+          return name.find(part) != std::string::npos || key.first.find(part) != std::string::npos;
+        });
     if (!flash || function.sass_archs.empty()) continue;
     flash1_kernels += name.find(kFlash1Kernel) != std::string::npos;
     flash2_kernels += name.find(kFlash2Kernel) != std::string::npos;
@@ -431,9 +429,9 @@ TEST_F(StaticCuda, Flash2UsesTensorCoresAndLdmatrix) {
     const std::string name = demangle(key.second);
     if (name.find(kFlash2Kernel) == std::string::npos) continue;
     for (const auto& [arch, counts] : per_arch) {
-      std::printf("[ sass ] %-24s %-7s HMMA %4d  LDSM %4d  instructions %5d\n",
-                  key.first.c_str(), arch.c_str(), opcode_count(counts, "HMMA"),
-                  opcode_count(counts, "LDSM"), instruction_count(counts));
+      std::printf("[ sass ] %-24s %-7s HMMA %4d  LDSM %4d  instructions %5d\n", key.first.c_str(),
+                  arch.c_str(), opcode_count(counts, "HMMA"), opcode_count(counts, "LDSM"),
+                  instruction_count(counts));
       RecordProperty(key.first + "." + arch + ".HMMA", opcode_count(counts, "HMMA"));
       RecordProperty(key.first + "." + arch + ".LDSM", opcode_count(counts, "LDSM"));
     }
@@ -454,9 +452,11 @@ TEST_F(StaticCuda, NegativeControlFailsTheTensorCoreCheck) {
   for (const std::string& arch : kRequiredSass) {
     for (const std::string& opcode : kTensorCoreOpcodes) {
       const std::string expected = "no " + opcode + " in its " + arch + " SASS";
-      EXPECT_TRUE(std::any_of(missing.begin(), missing.end(), [&](const std::string& line) {
-        return line.find(expected) != std::string::npos;
-      })) << "expected \"" << expected << "\" in:\n" << join_lines(missing);
+      EXPECT_TRUE(std::any_of(
+          missing.begin(), missing.end(),
+          [&](const std::string& line) { return line.find(expected) != std::string::npos; }))
+          << "expected \"" << expected << "\" in:\n"
+          << join_lines(missing);
     }
   }
   for (const auto& [key, per_arch] : code) {
@@ -466,6 +466,122 @@ TEST_F(StaticCuda, NegativeControlFailsTheTensorCoreCheck) {
           << "the SASS parse saw no FFMA in the control's " << arch << " code";
     }
   }
+}
+
+// ---- the Hopper kernels (cuda.flash3's stages): sm_90a only ------------------------------------
+
+#if defined(ATTNBENCH_HOPPER_KERNEL_LIBRARY)
+constexpr const char* kHopperLibrary = ATTNBENCH_HOPPER_KERNEL_LIBRARY;
+#else
+constexpr const char* kHopperLibrary = "";
+#endif
+
+// What a Hopper attention kernel's sm_90a SASS must hold: `hgmma` HGMMA (wgmma) instructions
+// (per key tile, the loop being a single copy of its body: d / 16 for S = Q K^T and kBlockK / 16
+// for O += P V), no HMMA (mma.sync: Ampere's path), UTMALDG (TMA loads) and SYNCS (mbarrier
+// operations). One line per finding, naming the kernel.
+struct HopperExpectation {
+  std::string kernel;  // part of the demangled name
+  int hgmma;
+  bool rebalances_registers;  // setmaxnreg: USETMAXREG
+};
+
+std::vector<std::string> hopper_findings(const SassCode& code, const HopperExpectation& expected,
+                                         int& matched) {
+  std::vector<std::string> findings;
+  matched = 0;
+  for (const auto& [key, per_arch] : code) {
+    const std::string name = demangle(key.second);
+    if (name.find(expected.kernel) == std::string::npos) continue;
+    ++matched;
+    const auto counts = per_arch.find("sm_90a");
+    if (counts == per_arch.end()) {
+      findings.push_back(name + ": no sm_90a SASS");
+      continue;
+    }
+    const int hgmma = opcode_count(counts->second, "HGMMA");
+    if (hgmma != expected.hgmma) {
+      findings.push_back(name + ": " + std::to_string(hgmma) + " HGMMA, expected " +
+                         std::to_string(expected.hgmma) + " (one key tile)");
+    }
+    if (opcode_count(counts->second, "HMMA") != 0) findings.push_back(name + ": HMMA (mma.sync)");
+    if (expected.rebalances_registers && opcode_count(counts->second, "USETMAXREG") == 0) {
+      findings.push_back(name + ": no USETMAXREG (setmaxnreg)");
+    }
+    for (const char* opcode : {"UTMALDG", "SYNCS"}) {
+      if (opcode_count(counts->second, opcode) == 0) {
+        findings.push_back(name + ": no " + std::string(opcode));
+      }
+    }
+  }
+  return findings;
+}
+
+// cuda.flash3_wg1 and _ws at d = 128 (kBlockK = 128): 8 + 8 HGMMA per key tile; _ws rebalances
+// its registers (USETMAXREG, setmaxnreg's SASS).
+const std::vector<HopperExpectation> kHopperKernels = {
+    {"flash3::on_gpu::flash3_wg1_forward<128, __nv_bfloat16>", 16, false},
+    {"flash3::on_gpu::flash3_ws_forward<128, __nv_bfloat16>", 16, true},
+};
+
+TEST_F(StaticCuda, Flash3StagesUseWgmmaTmaAndMbarriersWithoutSpills) {
+  const SassCode code = read_sass(kHopperLibrary);
+  for (const HopperExpectation& expected : kHopperKernels) {
+    int matched = 0;
+    const std::vector<std::string> findings = hopper_findings(code, expected, matched);
+    EXPECT_EQ(matched, 1) << expected.kernel << " not found in the SASS of " << kHopperLibrary;
+    EXPECT_TRUE(findings.empty()) << join_lines(findings);
+  }
+  for (const auto& [key, per_arch] : code) {
+    for (const auto& [arch, counts] : per_arch) {
+      std::printf("[ sass ] %-32s %-7s HGMMA %3d  UTMALDG %3d  SYNCS %3d  instructions %5d\n",
+                  key.first.c_str(), arch.c_str(), opcode_count(counts, "HGMMA"),
+                  opcode_count(counts, "UTMALDG"), opcode_count(counts, "SYNCS"),
+                  instruction_count(counts));
+    }
+  }
+  const DeviceCode resources = read(kHopperLibrary);
+  EXPECT_GT(kernel_count(resources), 0u) << "no kernel found in " << kHopperLibrary;
+  const std::vector<std::string> frames = stack_frames(resources);
+  EXPECT_TRUE(frames.empty()) << "register spills or local arrays:\n" << join_lines(frames);
+}
+
+// The negative control: cuda.flash2 (mma.sync, ldmatrix, cp.async) held to flash3's expectation
+// fails it on each of its six kernels, for each reason.
+TEST_F(StaticCuda, NegativeControlFlash2FailsTheHopperCheck) {
+  const SassCode code = read_sass(kKernelLibrary);
+  int matched = 0;
+  const std::vector<std::string> findings =
+      hopper_findings(code, {kFlash2Kernel, 16, true}, matched);
+  ASSERT_EQ(matched, kFlash2Instantiations) << join_lines(findings);
+  for (const std::string reason :
+       {"0 HGMMA, expected 16", ": HMMA (mma.sync)", "no UTMALDG", "no SYNCS"}) {
+    const auto count = std::count_if(
+        findings.begin(), findings.end(),
+        [&](const std::string& line) { return line.find(reason) != std::string::npos; });
+    EXPECT_EQ(count, kFlash2Instantiations) << reason << " in:\n" << join_lines(findings);
+  }
+}
+
+// ptxas reports a serialized wgmma pipeline only as "info"; ci/ptxas-guard.sh, the Hopper
+// kernels' compiler launcher, fails the compile on it. The control writes an accumulator between
+// two wgmma of one batch, which makes ptxas serialize them: the guard must fail and say why.
+TEST(PtxasGuard, FailsTheCompileOfASerializedWgmmaPipeline) {
+#if !defined(ATTNBENCH_NVCC)
+  GTEST_SKIP() << "the CUDA backend is not built: no nvcc to run";
+#else
+  const std::string root = ATTNBENCH_SOURCE_DIR;
+  const std::string compile = "'" + root + "/ci/ptxas-guard.sh' '" + std::string(ATTNBENCH_NVCC) +
+                              "' -std=c++20 -gencode arch=compute_90a,code=sm_90a -I'" + root +
+                              "' -c -o /dev/null '" + root + "/tests/gpu/static/";
+  const CommandResult serialized = run_shell(compile + "wgmma_serialized_control.cu' 2>&1");
+  EXPECT_NE(serialized.exit_code, 0) << serialized.output;
+  EXPECT_NE(serialized.output.find("wgmma.mma_async instructions are serialized"),
+            std::string::npos)
+      << serialized.output;
+  EXPECT_NE(serialized.output.find("ptxas-guard: ptxas serialized wgmma"), std::string::npos)
+      << serialized.output;
+#endif
 }
 
 }  // namespace

@@ -42,6 +42,7 @@
 
 #include "kernels/cuda/common/cuda_api.h"
 #include "kernels/cuda/common/cuda_check.h"
+#include "kernels/cuda/common/fragments.cuh"
 #include "kernels/cuda/common/launch.cuh"
 #include "kernels/cuda/common/ptx.cuh"
 #include "kernels/cuda/common/shared.cuh"
@@ -55,45 +56,18 @@ namespace attnbench::flash2 {
 inline namespace ATTNBENCH_TARGET {
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
-constexpr unsigned kFullWarp = 0xffffffffu;
 // Lanes of one MMA row group (lane / 4) share a row of S and O: a row reduction is two shuffles.
 constexpr int kLanesPerRow = 4;
 // A thread holds two rows of its warp's 16: lane / 4 and lane / 4 + 8 (the C fragment's layout).
 constexpr int kRowsPerThread = 2;
 constexpr int kSecondRowOffset = kMmaM / 2;
 
-template <DType kDtype>
-struct ElementOf;
-template <>
-struct ElementOf<DType::f16> {
-  using type = __half;
-};
-template <>
-struct ElementOf<DType::bf16> {
-  using type = __nv_bfloat16;
-};
+using gpu::ElementOf;
+using gpu::kFullWarp;
+using gpu::pack_pair;
 
-// ---- device helpers: registers --------------------------------------------------------------
-
-// Two floats rounded to the element type, `low` in the low 16 bits: the order of an MMA
-// fragment register (its lower column first).
-template <typename Element>
-__device__ __forceinline__ uint32_t pack_pair(float low, float high);
-template <>
-__device__ __forceinline__ uint32_t pack_pair<__half>(float low, float high) {
-  const __half2 pair = __floats2half2_rn(low, high);
-  uint32_t bits;
-  memcpy(&bits, &pair, sizeof bits);
-  return bits;
-}
-template <>
-__device__ __forceinline__ uint32_t pack_pair<__nv_bfloat16>(float low, float high) {
-  const __nv_bfloat162 pair = __floats2bfloat162_rn(low, high);
-  uint32_t bits;
-  memcpy(&bits, &pair, sizeof bits);
-  return bits;
-}
-
+// The row reductions as gpu::quad_max / quad_sum (fragments.cuh), kept here in the kernel's own
+// text because a planted bug (kernels/emu/planted/) edits this shuffle mask.
 __device__ __forceinline__ float quad_max(float value) {
   value = fmaxf(value, __shfl_xor_sync(kFullWarp, value, 1));
   return fmaxf(value, __shfl_xor_sync(kFullWarp, value, 2));

@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kernels/cuda/common/visible_tiles.h"
 #include "reference/mask.h"
 
 namespace attnbench::flash2 {
@@ -116,49 +117,8 @@ struct Traits {
                 "the tiles must fit an A100's shared memory (163 KiB per CTA)");
 };
 
-// ---- key tiles of one query block ---------------------------------------------------------------
-
-// The key tiles a query block visits, and the keys that no row of the block masks.
-struct BlockKeyTiles {
-  int64_t first_tile = 0;  // [first_tile, end_tile): tiles holding a visible key for some row
-  int64_t end_tile = 0;    // empty when no row of the block sees any key
-  // Keys in [full_begin, full_end) are visible to every row of the block: a tile inside it needs
-  // no per-element mask. Empty (full_begin >= full_end) when some row sees nothing.
-  int64_t full_begin = 0;
-  int64_t full_end = 0;
-
-  ATTNBENCH_HOST_DEVICE constexpr int64_t tiles() const {
-    return end_tile > first_tile ? end_tile - first_tile : 0;
-  }
-  // Whether the tile starting at key `first_key` holds a key some row of the block masks (or a
-  // key past seqlen_k, which full_end never exceeds).
-  ATTNBENCH_HOST_DEVICE constexpr bool needs_mask(int64_t first_key, int block_k) const {
-    return !(first_key >= full_begin && first_key + block_k <= full_end);
-  }
-};
-
-// Rows [first_row, last_row] (inclusive, all < seqlen_q) of one (batch, head). Every mask of
-// reference/mask.h keeps one contiguous range per row whose begin and end never decrease as the
-// row grows, so the union of the rows' ranges lies in [begin(first_row), end(last_row)) and their
-// intersection is [begin(last_row), end(first_row)). Tiles outside the union are skipped:
-// that is how causal and window masks save their work.
-ATTNBENCH_HOST_DEVICE constexpr BlockKeyTiles block_key_tiles(MaskKind mask, int64_t window_left,
-                                                              int64_t window_right,
-                                                              int64_t first_row, int64_t last_row,
-                                                              int64_t seqlen_q, int64_t seqlen_k,
-                                                              int64_t key_length, int block_k) {
-  const KeyRange first =
-      visible_keys(mask, window_left, window_right, first_row, seqlen_q, seqlen_k, key_length);
-  const KeyRange last =
-      visible_keys(mask, window_left, window_right, last_row, seqlen_q, seqlen_k, key_length);
-  BlockKeyTiles tiles;
-  tiles.full_begin = last.begin;
-  tiles.full_end = first.end;
-  if (last.end > first.begin) {
-    tiles.first_tile = first.begin / block_k;
-    tiles.end_tile = (last.end + block_k - 1) / block_k;
-  }
-  return tiles;
-}
+// ---- key tiles of one query block: kernels/cuda/common/visible_tiles.h, shared with flash3 ----
+using gpu::block_key_tiles;
+using gpu::BlockKeyTiles;
 
 }  // namespace attnbench::flash2

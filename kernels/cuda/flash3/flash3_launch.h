@@ -1,0 +1,56 @@
+// The launch functions of cuda.flash3's stages, one explicit instantiation per (stage, head dim,
+// dtype) in its own translation unit (flash3_<stage>_hdim<D>_<dtype>.cu). Host code (the plan in
+// flash3.cpp) includes this header without any device code.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kernels/cuda/common/cuda_api.h"
+#include "kernels/kernel.h"
+#include "kernels/params.h"
+#include "reference/status.h"
+
+namespace attnbench::flash3 {
+inline namespace ATTNBENCH_TARGET {
+
+// What a flash3 kernel takes: the problem's params and the TMA maps of Q, K and V, each a 4D
+// view (d, sequence, head, batch) of its tensor with boxes of 64 elements x kBlockQ (Q) or
+// kBlockK (K, V) rows and the 128-byte swizzle. Passed as a __grid_constant__ parameter, as
+// cp.async.bulk.tensor needs its map in parameter, constant or global memory.
+struct Flash3Params {
+  AttentionParams attention;
+  CUtensorMap q_map;
+  CUtensorMap k_map;
+  CUtensorMap v_map;
+};
+
+// One forward on `stream` with maps already encoded (flash3.cpp).
+using LaunchFunction = Status (*)(const Flash3Params&, cudaStream_t);
+
+template <int HeadDim, DType kDtype>
+Status launch_flash3_wg1(const Flash3Params& params, cudaStream_t stream);
+extern template Status launch_flash3_wg1<128, DType::bf16>(const Flash3Params&, cudaStream_t);
+template <int HeadDim, DType kDtype>
+Status launch_flash3_ws(const Flash3Params& params, cudaStream_t stream);
+extern template Status launch_flash3_ws<128, DType::bf16>(const Flash3Params&, cudaStream_t);
+
+// One compiled (head dim, dtype) of a stage, as the plan dispatches to it: its tile rows (for the
+// maps' boxes) and shared memory.
+struct Instantiation {
+  int64_t head_dim;
+  DType dtype;
+  LaunchFunction launch;
+  size_t shared_bytes;
+  int block_q;
+  int block_k;
+};
+
+// The Kernel entry of a flash3 stage over `instantiations`.
+Kernel flash3_kernel_entry(std::string name, std::string summary,
+                           std::vector<Instantiation> instantiations);
+
+}  // namespace ATTNBENCH_TARGET
+}  // namespace attnbench::flash3

@@ -1,0 +1,83 @@
+// cuda.flash3's mainloop pieces: where a tile's wgmma operands lie (descriptors into the TMA's
+// swizzled boxes), the TMA loads of a tile, and the two products of one key tile for one
+// consumer warpgroup. The stages' kernels only coordinate them (which warps load, which wait on
+// which barrier, when a stage is released).
+//
+// Tiles in shared memory: a (rows x d) tile of Q, K or V is d / 64 boxes of rows x 128 bytes, box
+// b at b * rows * 128 bytes, each with the 128-byte swizzle (TMA writes it, wgmma reads it).
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/cuda/common/cuda_api.h"
+#include "kernels/cuda/common/ptx.cuh"
+#include "kernels/cuda/common/wgmma_descriptor.h"
+#include "kernels/cuda/flash3/flash3_traits.h"
+
+namespace attnbench::flash3 {
+inline namespace ATTNBENCH_TARGET {
+
+// The descriptor of the k16 step `step` of a K-major tile whose boxes hold `box_rows` rows (Q
+// and K); `tile` may point inside a box (a consumer's 64 rows of a larger Q tile), at a multiple
+// of 8 rows.
+__device__ __forceinline__ uint64_t k_major_step(uint32_t tile, int box_rows, int step) {
+  const int column = step * kWgmmaK;
+  const uint32_t start = tile +
+                         static_cast<uint32_t>(column / kBoxColumns * box_rows * kSwizzleBytes) +
+                         static_cast<uint32_t>(column % kBoxColumns * kElementBytes);
+  return gpu::encode_wgmma_descriptor({start, 0, kSwizzleAtomBytes, kSwizzleBytes, 0});
+}
+
+// The descriptor of the k16 step `step` (keys 16 step ..) of V's [key][d] tile, read N-major: the
+// next 64 columns of d are the next box, the next 8 keys the next swizzle pattern.
+__device__ __forceinline__ uint64_t n_major_step(uint32_t tile, int box_rows, int step) {
+  const uint32_t start = tile + static_cast<uint32_t>(step * kWgmmaK * kSwizzleBytes);
+  return gpu::encode_wgmma_descriptor({start, static_cast<uint32_t>(box_rows * kSwizzleBytes),
+                                       kSwizzleAtomBytes, kSwizzleBytes, 0});
+}
+
+// Issued by one thread: the (rows x HeadDim) tile of `map` at sequence position `row` of (head,
+// batch), box by box, completing on `barrier`.
+template <int HeadDim>
+__device__ __forceinline__ void load_tile(uint32_t tile, const CUtensorMap* map, uint32_t barrier,
+                                          int rows, int row, int head, int batch) {
+#pragma unroll
+  for (int box = 0; box < HeadDim / kBoxColumns; ++box) {
+    ptx::tma_load_4d(tile + static_cast<uint32_t>(box * rows * kSwizzleBytes), map, barrier,
+                     box * kBoxColumns, row, head, batch);
+  }
+}
+
+// S = Q K^T for the warpgroup's 64 query rows (`q_rows`, in boxes of `q_box_rows` rows) and one
+// key tile, waited for: one wgmma.m64n<BlockK>k16 per 16 of d, both operands in shared memory.
+template <int HeadDim, int BlockK, typename Element>
+__device__ __forceinline__ void compute_scores(float (&s)[BlockK / 2], uint32_t q_rows,
+                                               int q_box_rows, uint32_t k_tile) {
+  ptx::wgmma_fence();
+#pragma unroll
+  for (int step = 0; step < HeadDim / kWgmmaK; ++step) {
+    ptx::wgmma_ss<BlockK, Element, false>(s, k_major_step(q_rows, q_box_rows, step),
+                                          k_major_step(k_tile, BlockK, step), step > 0);
+  }
+  ptx::wgmma_commit();
+  ptx::wgmma_wait<0>();
+  ptx::wgmma_fence_operand(s);
+}
+
+// O += P V for one key tile, committed and not waited for (the caller waits, then releases the
+// stage): one wgmma.m64n<HeadDim>k16 per 16 keys, P from registers, V N-major.
+template <int HeadDim, int BlockK, typename Element>
+__device__ __forceinline__ void issue_output(float (&o)[HeadDim / 2],
+                                             const uint32_t (&p)[BlockK / kWgmmaK][4],
+                                             uint32_t v_tile) {
+  ptx::wgmma_fence();
+  ptx::wgmma_fence_operand(o);
+#pragma unroll
+  for (int step = 0; step < BlockK / kWgmmaK; ++step) {
+    ptx::wgmma_rs<HeadDim, Element, true>(o, p[step], n_major_step(v_tile, BlockK, step), true);
+  }
+  ptx::wgmma_commit();
+}
+
+}  // namespace ATTNBENCH_TARGET
+}  // namespace attnbench::flash3
