@@ -176,7 +176,9 @@ class Block {
   // (innermost first) to the shared address `destination` (128-byte aligned), with the map's
   // swizzle, completing on the mbarrier at `barrier` by the box's bytes. The destination is NaN
   // from issue; the box lands at a point drawn at issue (one of the issuing thread's next
-  // synchronization points) or, at the latest, when no thread could otherwise go on.
+  // synchronization points) or, at the latest, when no thread could otherwise go on; for the
+  // race build the landing is ordered after everything the issuer did before the issue,
+  // whichever context it runs in.
   void tma_load(const TensorMap& map, const std::array<int32_t, 4>& coordinates,
                 uint32_t destination, uint32_t barrier, Site site);
   // wgmma.mma_async and its fence / commit_group / wait_group for the running thread

@@ -141,10 +141,12 @@ void Block::tma_load(const TensorMap& map, const std::array<int32_t, 4>& coordin
   constexpr uint64_t kLandingSpread = 16;
   const uint64_t draw = splitmix64(rng_state_) % (2 * kLandingSpread);
   if (draw < kLandingSpread) copy->syncs_before_landing = static_cast<int>(draw);
+  sanitizer::release(copy.get());  // the landing, wherever it runs, comes after this issue
   bulk_copies_.push_back(std::move(copy));
 }
 
 void Block::land_bulk_copy(BulkCopy& copy) {
+  sanitizer::acquire(&copy);
   for (size_t i = 0; i < copy.bytes.size(); ++i) {
     const uint32_t at = swizzled_address(copy.destination + static_cast<uint32_t>(i), copy.swizzle);
     unsigned char* byte = shared_pointer(at, 1, {});

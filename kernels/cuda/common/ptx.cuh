@@ -18,6 +18,7 @@
 // bit-exact copies of them under emu (kernels/emu/cuda_subset.h).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <type_traits>
 
@@ -443,20 +444,27 @@ inline void mbarrier_wait(uint32_t barrier, unsigned parity, ATTNBENCH_PTX_CALLE
 inline bool elect_one(ATTNBENCH_PTX_CALLER) {
   return emu::Block::current().elect_one(0xffffffffu, ATTNBENCH_PTX_SITE);
 }
+// A TMA box is written from its issue (NaN in flight) until it lands: noted at the issuing line,
+// before the issue (the landing is ordered after it).
+inline void tma_load(const CUtensorMap* map, const std::array<int32_t, 4>& coordinates,
+                     uint32_t destination, uint32_t barrier, emu::Site site) {
+  emu::Block& block = emu::Block::current();
+  const auto& emulated = *reinterpret_cast<const emu::TensorMap*>(map);
+  const size_t bytes = emulated.box_bytes();
+  emu::sanitizer::note_write(block.shared_pointer(destination, bytes, site), bytes);
+  block.tma_load(emulated, coordinates, destination, barrier, site);
+}
 inline void tma_load_2d(uint32_t destination, const CUtensorMap* map, uint32_t barrier, int x,
                         int y, ATTNBENCH_PTX_CALLER) {
-  emu::Block::current().tma_load(*reinterpret_cast<const emu::TensorMap*>(map), {x, y, 0, 0},
-                                 destination, barrier, ATTNBENCH_PTX_SITE);
+  tma_load(map, {x, y, 0, 0}, destination, barrier, ATTNBENCH_PTX_SITE);
 }
 inline void tma_load_3d(uint32_t destination, const CUtensorMap* map, uint32_t barrier, int x,
                         int y, int z, ATTNBENCH_PTX_CALLER) {
-  emu::Block::current().tma_load(*reinterpret_cast<const emu::TensorMap*>(map), {x, y, z, 0},
-                                 destination, barrier, ATTNBENCH_PTX_SITE);
+  tma_load(map, {x, y, z, 0}, destination, barrier, ATTNBENCH_PTX_SITE);
 }
 inline void tma_load_4d(uint32_t destination, const CUtensorMap* map, uint32_t barrier, int x,
                         int y, int z, int w, ATTNBENCH_PTX_CALLER) {
-  emu::Block::current().tma_load(*reinterpret_cast<const emu::TensorMap*>(map), {x, y, z, w},
-                                 destination, barrier, ATTNBENCH_PTX_SITE);
+  tma_load(map, {x, y, z, w}, destination, barrier, ATTNBENCH_PTX_SITE);
 }
 inline void fence_proxy_async(ATTNBENCH_PTX_CALLER) {
   emu::Block::current().fence_proxy_async(ATTNBENCH_PTX_SITE);
