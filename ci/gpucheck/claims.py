@@ -826,6 +826,11 @@ def flash3_ws_correct(evidence: Evidence) -> Finding:
     return judge_tests(evidence, suite_tests(evidence, "cuda.flash3_ws"))
 
 
+@judge("flash3-pingpong-correct", "hopper-stages suite passes", steps=(CTEST,))
+def flash3_pingpong_correct(evidence: Evidence) -> Finding:
+    return judge_tests(evidence, suite_tests(evidence, "cuda.flash3_pingpong"))
+
+
 FLASH2_RATIO = 0.85
 
 

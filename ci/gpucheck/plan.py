@@ -154,7 +154,7 @@ def predict_ctest(cli, device_model, environment=None):
     in shards), the executor tests and the isolation test, over CTEST_PARALLEL lanes."""
     kernels = ["cuda.naive_cublas", "cuda.naive", "cuda.masked_outofplace", "cuda.masked_inplace",
                "cuda.masked_fused", "cuda.flash1", "cuda.flash2", "cuda.flash3_wg1",
-               "cuda.flash3_ws", "cudnn.sdpa", "cudnn.sdpa_fp8"]
+               "cuda.flash3_ws", "cuda.flash3_pingpong", "cudnn.sdpa", "cudnn.sdpa_fp8"]
     durations, cases, rows = [], 0, []
     for kernel in kernels:
         # tests/support/kernel_names.h's correctness_suite_of: the Hopper stages (d 128, bf16

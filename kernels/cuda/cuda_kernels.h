@@ -30,9 +30,10 @@ Kernel cuda_flash2_kernel();
 
 // cuda.flash3_*: the FlashAttention-3 forward on Hopper (sm_90a: TMA, wgmma, mbarriers), one
 // entry per stage (kernels/cuda/flash3/): flash3_wg1, one warpgroup; flash3_ws, a producer and
-// two consumer warpgroups.
+// two consumer warpgroups; flash3_pingpong, the consumers taking turns on the tensor cores.
 Kernel cuda_flash3_wg1_kernel();
 Kernel cuda_flash3_ws_kernel();
+Kernel cuda_flash3_pingpong_kernel();
 
 }  // namespace ATTNBENCH_TARGET
 }  // namespace attnbench

@@ -87,9 +87,9 @@ TEST(SanitizedEmu, EveryInHouseKernelPassesTheSubsetWithNoReport) {
     EXPECT_FALSE(details.contains("emu_sanitizer_report")) << r.details_json;
     passed += r.status == ResultStatus::passed;
   }
-  // Six kernels over the four shapes; the two Hopper stages only at d=128, bf16 (the last).
+  // Six kernels over the four shapes; the three Hopper stages only at d=128, bf16 (the last).
   constexpr int kInHouseKernels = 6;
-  constexpr int kHopperStages = 2;
+  constexpr int kHopperStages = 3;
   EXPECT_EQ(passed + skipped,
             (kInHouseKernels + kHopperStages) * static_cast<int>(std::size(kSubset)));
   EXPECT_EQ(passed, kInHouseKernels * static_cast<int>(std::size(kSubset)) + kHopperStages);

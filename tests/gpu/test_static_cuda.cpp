@@ -517,11 +517,17 @@ std::vector<std::string> hopper_findings(const SassCode& code, const HopperExpec
   return findings;
 }
 
-// cuda.flash3_wg1 and _ws at d = 128 (kBlockK = 128): 8 + 8 HGMMA per key tile; _ws rebalances
-// its registers (USETMAXREG, setmaxnreg's SASS).
+// cuda.flash3_wg1, _ws and _pingpong at d = 128 (kBlockK = 128): 8 + 8 HGMMA per key tile (a
+// ping-pong turn issues the P V of one tile and the S of the next); _ws and _pingpong rebalance
+// their registers (USETMAXREG, setmaxnreg's SASS).
 const std::vector<HopperExpectation> kHopperKernels = {
     {"flash3::on_gpu::flash3_wg1_forward<128, __nv_bfloat16>", 16, false},
-    {"flash3::on_gpu::flash3_ws_forward<128, __nv_bfloat16>", 16, true},
+    {"flash3::on_gpu::flash3_ws_forward<128, __nv_bfloat16, "
+     "(attnbench::flash3::on_gpu::Schedule)0>",
+     16, true},
+    {"flash3::on_gpu::flash3_ws_forward<128, __nv_bfloat16, "
+     "(attnbench::flash3::on_gpu::Schedule)1>",
+     16, true},
 };
 
 TEST_F(StaticCuda, Flash3StagesUseWgmmaTmaAndMbarriersWithoutSpills) {

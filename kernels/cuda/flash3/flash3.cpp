@@ -203,5 +203,19 @@ Kernel cuda_flash3_ws_kernel() {
       std::vector<flash3::Instantiation>(std::begin(instantiations), std::end(instantiations)));
 }
 
+Kernel cuda_flash3_pingpong_kernel() {
+  using Traits = flash3::WsTraits<128>;
+  const flash3::Instantiation instantiations[] = {
+      {128, DType::bf16, &flash3::launch_flash3_pingpong<128, DType::bf16>, Traits::kSharedBytes,
+       Traits::kBlockQ, Traits::kBlockK},
+  };
+  return flash3::flash3_kernel_entry(
+      "cuda.flash3_pingpong",
+      "FlashAttention-3's third stage: cuda.flash3_ws with ping-pong scheduling, the consumer "
+      "warpgroups taking turns on the tensor cores (named barriers) so one's softmax runs under "
+      "the other's wgmma",
+      std::vector<flash3::Instantiation>(std::begin(instantiations), std::end(instantiations)));
+}
+
 }  // namespace ATTNBENCH_TARGET
 }  // namespace attnbench

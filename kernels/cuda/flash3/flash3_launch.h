@@ -36,6 +36,9 @@ extern template Status launch_flash3_wg1<128, DType::bf16>(const Flash3Params&, 
 template <int HeadDim, DType kDtype>
 Status launch_flash3_ws(const Flash3Params& params, cudaStream_t stream);
 extern template Status launch_flash3_ws<128, DType::bf16>(const Flash3Params&, cudaStream_t);
+template <int HeadDim, DType kDtype>
+Status launch_flash3_pingpong(const Flash3Params& params, cudaStream_t stream);
+extern template Status launch_flash3_pingpong<128, DType::bf16>(const Flash3Params&, cudaStream_t);
 
 // One compiled (head dim, dtype) of a stage, as the plan dispatches to it: its tile rows (for the
 // maps' boxes) and shared memory.

@@ -49,10 +49,11 @@ __device__ __forceinline__ void load_tile(uint32_t tile, const CUtensorMap* map,
 }
 
 // S = Q K^T for the warpgroup's 64 query rows (`q_rows`, in boxes of `q_box_rows` rows) and one
-// key tile, waited for: one wgmma.m64n<BlockK>k16 per 16 of d, both operands in shared memory.
+// key tile, issued and committed: one wgmma.m64n<BlockK>k16 per 16 of d, both operands in
+// shared memory. compute_scores also waits for it.
 template <int HeadDim, int BlockK, typename Element>
-__device__ __forceinline__ void compute_scores(float (&s)[BlockK / 2], uint32_t q_rows,
-                                               int q_box_rows, uint32_t k_tile) {
+__device__ __forceinline__ void issue_scores(float (&s)[BlockK / 2], uint32_t q_rows,
+                                             int q_box_rows, uint32_t k_tile) {
   ptx::wgmma_fence();
 #pragma unroll
   for (int step = 0; step < HeadDim / kWgmmaK; ++step) {
@@ -60,6 +61,11 @@ __device__ __forceinline__ void compute_scores(float (&s)[BlockK / 2], uint32_t 
                                           k_major_step(k_tile, BlockK, step), step > 0);
   }
   ptx::wgmma_commit();
+}
+template <int HeadDim, int BlockK, typename Element>
+__device__ __forceinline__ void compute_scores(float (&s)[BlockK / 2], uint32_t q_rows,
+                                               int q_box_rows, uint32_t k_tile) {
+  issue_scores<HeadDim, BlockK, Element>(s, q_rows, q_box_rows, k_tile);
   ptx::wgmma_wait<0>();
   ptx::wgmma_fence_operand(s);
 }

@@ -36,7 +36,85 @@
 namespace attnbench::flash3 {
 inline namespace ATTNBENCH_TARGET {
 
-template <int HeadDim, typename Element>
+// How the two consumer warpgroups share the tensor cores.
+enum class Schedule {
+  // Each on its own: S, softmax, P V, as flash3_wg1 (cuda.flash3_ws).
+  independent,
+  // Ping-pong (cuda.flash3_pingpong): turns taken through two named barriers, one warpgroup's
+  // wgmma (its P V of the previous tile and S of this one, one batch) while the other computes
+  // its softmax.
+  pingpong,
+};
+
+// The K/V ring as the consumers see it: tile i's stage and phase, and its release.
+template <int kStages>
+struct StageRing {
+  const uint64_t* full;   // [kStages]: the stage's K and V have landed
+  const uint64_t* empty;  // [kStages]: every consumer thread is done with the stage
+  __device__ __forceinline__ int stage(int tile) const { return tile % kStages; }
+  __device__ __forceinline__ void wait_full(int tile) const {
+    ptx::mbarrier_wait(ptx::shared_address(&full[stage(tile)]),
+                       static_cast<unsigned>(tile / kStages) % 2);
+  }
+  // This thread's wgmma on the tile's stage are done: the producer may refill it once every
+  // consumer thread has said so.
+  __device__ __forceinline__ void release(int tile) const {
+    ptx::mbarrier_arrive(ptx::shared_address(&empty[stage(tile)]));
+  }
+};
+
+// Named barriers 1 and 2 (0 is __syncthreads): consumer c waits on 1 + c for its turn; the other
+// consumer arrives there when its turn ends. 256 threads: the waiting and the arriving warpgroup.
+constexpr unsigned kTurnBarrier = 1;
+constexpr unsigned kTurnThreads = 2 * kWarpgroupThreads;
+
+// Ping-pong, consumer `consumer` (0 or 1) over `tile_count` key tiles: turn j issues O += P(j-1)
+// V(j-1) and S(j) (tile_count + 1 turns: the first has no P V, the last no S), passes the tensor
+// cores on, waits for both, releases stage j-1, and computes the softmax of S(j) while the other
+// consumer has its turn. Consumer 1 lets consumer 0 begin; it skips the arrival after its last
+// turn, so every barrier phase has 128 waiting and 128 arriving threads.
+template <int HeadDim, typename Element, typename Traits>
+__device__ __forceinline__ void consume_pingpong(int consumer, int tile_count, int first_tile_key,
+                                                 const gpu::BlockKeyTiles& tiles, uint32_t q_rows,
+                                                 uint32_t k_tiles, uint32_t v_tiles,
+                                                 const StageRing<Traits::kStages>& stage_of,
+                                                 OnlineSoftmax& softmax, float (&o)[HeadDim / 2]) {
+  using T = Traits;
+  const unsigned my_turn = kTurnBarrier + static_cast<unsigned>(consumer);
+  const unsigned other_turn = kTurnBarrier + static_cast<unsigned>(1 - consumer);
+  if (consumer == 1) ptx::named_barrier_arrive(kTurnBarrier, kTurnThreads);
+  float s[T::kBlockK / 2];
+  uint32_t p_fragments[T::kBlockK / kWgmmaK][4];
+  for (int turn = 0; turn <= tile_count; ++turn) {
+    const bool scores = turn < tile_count;
+    const bool output = turn > 0;
+    if (scores) stage_of.wait_full(turn);
+    ptx::named_barrier_sync(my_turn, kTurnThreads);
+    if (output) {
+      issue_output<HeadDim, T::kBlockK, Element>(o, p_fragments,
+                                                 v_tiles + stage_of.stage(turn - 1) * T::kKvBytes);
+    }
+    if (scores) {
+      issue_scores<HeadDim, T::kBlockK, Element>(s, q_rows, T::kBlockQ,
+                                                 k_tiles + stage_of.stage(turn) * T::kKvBytes);
+    }
+    if (consumer == 0 || turn < tile_count) {
+      ptx::named_barrier_arrive(other_turn, kTurnThreads);
+    }
+    ptx::wgmma_wait<0>();
+    ptx::wgmma_fence_operand(o);
+    ptx::wgmma_fence_operand(s);
+    if (output) stage_of.release(turn - 1);
+    if (scores) {
+      const int first_key = first_tile_key + turn * T::kBlockK;
+      if (tiles.needs_mask(first_key, T::kBlockK)) softmax.mask(s, first_key);
+      softmax.update(s, o);
+      probabilities_as_a<Element>(s, p_fragments);
+    }
+  }
+}
+
+template <int HeadDim, typename Element, Schedule kSchedule>
 __global__ void __launch_bounds__(WsTraits<HeadDim>::kThreads, 1)
     flash3_ws_forward(const __grid_constant__ Flash3Params params) {
   using T = WsTraits<HeadDim>;
@@ -104,45 +182,64 @@ __global__ void __launch_bounds__(WsTraits<HeadDim>::kThreads, 1)
   const uint32_t q_rows = q_tile + static_cast<uint32_t>(rows_before * kSwizzleBytes);
   OnlineSoftmax softmax(p, block, rows_before);
   float o[HeadDim / 2] = {};
+  const StageRing<T::kStages> stage_of{barriers.kv_full, barriers.kv_empty};
   if (tile_count > 0) ptx::mbarrier_wait(q_full, 0);
-  for (int iteration = 0; iteration < tile_count; ++iteration) {
-    const int stage = iteration % T::kStages;
-    const int first_key = first_tile_key + iteration * T::kBlockK;
-    ptx::mbarrier_wait(kv_full(stage), static_cast<unsigned>(iteration / T::kStages) % 2);
-    float s[T::kBlockK / 2];
-    compute_scores<HeadDim, T::kBlockK, Element>(s, q_rows, T::kBlockQ,
-                                                 k_tiles + stage * T::kKvBytes);
-    if (tiles.needs_mask(first_key, T::kBlockK)) softmax.mask(s, first_key);
-    softmax.update(s, o);
-    uint32_t p_fragments[T::kBlockK / kWgmmaK][4];
-    probabilities_as_a<Element>(s, p_fragments);
-    issue_output<HeadDim, T::kBlockK, Element>(o, p_fragments, v_tiles + stage * T::kKvBytes);
-    ptx::wgmma_wait<0>();
-    ptx::wgmma_fence_operand(o);
-    // This thread's wgmma on the stage are done: the producer may refill it once all have said so.
-    ptx::mbarrier_arrive(kv_empty(stage));
+  if constexpr (kSchedule == Schedule::pingpong) {
+    if (tile_count > 0) {
+      consume_pingpong<HeadDim, Element, T>(warpgroup - 1, tile_count, first_tile_key, tiles,
+                                            q_rows, k_tiles, v_tiles, stage_of, softmax, o);
+    }
+  } else {
+    for (int iteration = 0; iteration < tile_count; ++iteration) {
+      const int stage = stage_of.stage(iteration);
+      const int first_key = first_tile_key + iteration * T::kBlockK;
+      stage_of.wait_full(iteration);
+      float s[T::kBlockK / 2];
+      compute_scores<HeadDim, T::kBlockK, Element>(s, q_rows, T::kBlockQ,
+                                                   k_tiles + stage * T::kKvBytes);
+      if (tiles.needs_mask(first_key, T::kBlockK)) softmax.mask(s, first_key);
+      softmax.update(s, o);
+      uint32_t p_fragments[T::kBlockK / kWgmmaK][4];
+      probabilities_as_a<Element>(s, p_fragments);
+      issue_output<HeadDim, T::kBlockK, Element>(o, p_fragments, v_tiles + stage * T::kKvBytes);
+      ptx::wgmma_wait<0>();
+      ptx::wgmma_fence_operand(o);
+      stage_of.release(iteration);
+    }
   }
   store_output<HeadDim, Element>(p, block, softmax, o, rows_before);
 }
 
 // ---- launch -------------------------------------------------------------------------------------
 
-template <int HeadDim, DType kDtype>
-Status launch_flash3_ws(const Flash3Params& params, cudaStream_t stream) {
+template <int HeadDim, DType kDtype, Schedule kSchedule>
+Status launch_warp_specialized(const char* name, const Flash3Params& params, cudaStream_t stream) {
   using T = WsTraits<HeadDim>;
   using Element = typename gpu::ElementOf<kDtype>::type;
   const AttentionParams& p = params.attention;
   const int64_t m_blocks = (static_cast<int64_t>(p.seqlen_q) + T::kBlockQ - 1) / T::kBlockQ;
   const int64_t ctas = m_blocks * p.heads_q * p.batch;
   if (ctas > INT_MAX) {
-    return Status::Error("cuda.flash3_ws: " + std::to_string(ctas) +
+    return Status::Error(std::string(name) + ": " + std::to_string(ctas) +
                          " query blocks exceed one launch's grid");
   }
-  const auto kernel = flash3_ws_forward<HeadDim, Element>;
+  const auto kernel = flash3_ws_forward<HeadDim, Element, kSchedule>;
   ATTNBENCH_CUDA_TRY(allow_dynamic_shared(kernel, static_cast<int>(T::kSharedBytes)));
   launch_kernel(kernel, static_cast<unsigned>(ctas), T::kThreads, T::kSharedBytes, stream, params);
   ATTNBENCH_CUDA_TRY_LAUNCH();
   return Status::Ok();
+}
+
+template <int HeadDim, DType kDtype>
+Status launch_flash3_ws(const Flash3Params& params, cudaStream_t stream) {
+  return launch_warp_specialized<HeadDim, kDtype, Schedule::independent>("cuda.flash3_ws", params,
+                                                                         stream);
+}
+
+template <int HeadDim, DType kDtype>
+Status launch_flash3_pingpong(const Flash3Params& params, cudaStream_t stream) {
+  return launch_warp_specialized<HeadDim, kDtype, Schedule::pingpong>("cuda.flash3_pingpong",
+                                                                      params, stream);
 }
 
 }  // namespace ATTNBENCH_TARGET
