@@ -831,6 +831,16 @@ def flash3_pingpong_correct(evidence: Evidence) -> Finding:
     return judge_tests(evidence, suite_tests(evidence, "cuda.flash3_pingpong"))
 
 
+@judge("flash3-correct", "ctest suite passes", steps=(CTEST,))
+def flash3_correct(evidence: Evidence) -> Finding:
+    return judge_tests(evidence, suite_tests(evidence, "cuda.flash3"))
+
+
+@judge("flash3-figure", ">= 550 TFLOP/s at the figure shape, causal >= 85 % of non-causal")
+def flash3_figure(evidence: Evidence) -> Finding:
+    return unmeasured("not yet in gpu-check's figures step (issue 15, item 6)")
+
+
 FLASH2_RATIO = 0.85
 
 

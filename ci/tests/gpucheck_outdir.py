@@ -37,7 +37,7 @@ CASE_BUDGETS = {"figures": 0.5, "gpu-smoke": 0.3}
 INHOUSE = ("cuda.naive", "cuda.masked_outofplace", "cuda.masked_inplace", "cuda.masked_fused",
            "cuda.flash1")
 GPU_KERNELS = INHOUSE + ("cuda.flash2", "cuda.flash3_wg1", "cuda.flash3_ws", "cuda.flash3_pingpong",
-                          "cuda.naive_cublas", "cudnn.sdpa", "cudnn.sdpa_fp8")
+                          "cuda.flash3", "cuda.naive_cublas", "cudnn.sdpa", "cudnn.sdpa_fp8")
 SUITE_TEST = "GpuKernels/GpuCtestSuite.EveryCaseInsideTheTablePasses/"
 CUDNN_SHARDS = 4  # tests/gpu/test_gpu.cpp's kCudnnShards
 

@@ -25,7 +25,8 @@ from gpucheck_outdir import (CASE_BUDGETS, CUDNN_SHARDS, GPU_UUID, STARTED, SUIT
 ROOT = Path(__file__).resolve().parents[2]
 CLAIMS = ROOT / "GPU-CLAIMS.md"
 # The claims gpu-check cannot measure on its one-H200 host.
-HOST_LIMITED = {"multi-gpu", "nvtx", "a100", "nightly-10min"}
+# Claims gpu-check cannot measure on one H200 (flash3-figure: not in its figures step yet).
+HOST_LIMITED = {"multi-gpu", "nvtx", "a100", "nightly-10min", "flash3-figure"}
 H200_FIGURES = {"cudnn-figure", "cudnn-fp8-figure", "flash2-figure", "calibrate-bf16-gemm",
                 "calibrate-copy"}
 COLUMNS = ("id", "claim", "threshold", "measured", "result", "why")

@@ -34,6 +34,9 @@ Kernel cuda_flash2_kernel();
 Kernel cuda_flash3_wg1_kernel();
 Kernel cuda_flash3_ws_kernel();
 Kernel cuda_flash3_pingpong_kernel();
+// cuda.flash3: all of it (ping-pong and the softmax overlapped with P V), head dims 64/128/256,
+// fp16 and bf16.
+Kernel cuda_flash3_kernel();
 
 }  // namespace ATTNBENCH_TARGET
 }  // namespace attnbench

@@ -62,8 +62,8 @@ TEST_P(EmuMatrix, EveryCaseInsideTheTablePasses) {
     EXPECT_TRUE(r.samples.empty()) << "the emulated device times nothing";
     ++passed;
   }
-  EXPECT_GE(passed, hopper_stage ? 58 : 100)
-      << "the ctest suite gives each in-house kernel about 100 bf16/fp16 cases, hopper-stages 58";
+  EXPECT_GE(passed, hopper_stage ? 48 : 100)
+      << "the ctest suite gives each in-house kernel about 100 bf16/fp16 cases, hopper-stages 48";
 }
 
 INSTANTIATE_TEST_SUITE_P(InHouseCudaKernels, EmuMatrix,
@@ -72,12 +72,12 @@ INSTANTIATE_TEST_SUITE_P(InHouseCudaKernels, EmuMatrix,
                            return test_name_part(param_info.param);
                          });
 
-TEST(EmuDevice, NineInHouseKernelsAreEmulated) {
-  EXPECT_EQ(
-      emulated_kernel_names(),
-      (std::vector<std::string>{"cuda.naive", "cuda.masked_outofplace", "cuda.masked_inplace",
-                                "cuda.masked_fused", "cuda.flash1", "cuda.flash2",
-                                "cuda.flash3_wg1", "cuda.flash3_ws", "cuda.flash3_pingpong"}));
+TEST(EmuDevice, TenInHouseKernelsAreEmulated) {
+  EXPECT_EQ(emulated_kernel_names(),
+            (std::vector<std::string>{"cuda.naive", "cuda.masked_outofplace", "cuda.masked_inplace",
+                                      "cuda.masked_fused", "cuda.flash1", "cuda.flash2",
+                                      "cuda.flash3_wg1", "cuda.flash3_ws", "cuda.flash3_pingpong",
+                                      "cuda.flash3"}));
 }
 
 // ---- the device ---------------------------------------------------------------------------------
@@ -123,7 +123,7 @@ TEST(EmuDevice, EveryInHouseKernelPassesTheGqaTailShapeAndCublasIsSkippedWithIts
       dir.file("emu.sqlite"));
   EXPECT_EQ(checked.exit_code, 0) << checked.output;
   // Skipped: cuda.naive_cublas (cuBLAS), and the Hopper stages outside their one head dim.
-  EXPECT_NE(checked.output.find("6 passed, 4 skipped"), std::string::npos) << checked.output;
+  EXPECT_NE(checked.output.find("7 passed, 4 skipped"), std::string::npos) << checked.output;
   const Result<StoredRun> run = load_latest_run(dir.file("emu.sqlite"));
   ASSERT_TRUE(run) << run.status().message;
   for (const ResultRecord& r : run->results) {

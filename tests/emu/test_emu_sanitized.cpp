@@ -87,8 +87,8 @@ TEST(SanitizedEmu, EveryInHouseKernelPassesTheSubsetWithNoReport) {
     EXPECT_FALSE(details.contains("emu_sanitizer_report")) << r.details_json;
     passed += r.status == ResultStatus::passed;
   }
-  // Six kernels over the four shapes; the three Hopper stages only at d=128, bf16 (the last).
-  constexpr int kInHouseKernels = 6;
+  // Seven kernels over the four shapes; the three Hopper stages only at d=128, bf16 (the last).
+  constexpr int kInHouseKernels = 7;
   constexpr int kHopperStages = 3;
   EXPECT_EQ(passed + skipped,
             (kInHouseKernels + kHopperStages) * static_cast<int>(std::size(kSubset)));

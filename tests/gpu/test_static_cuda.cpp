@@ -528,6 +528,18 @@ const std::vector<HopperExpectation> kHopperKernels = {
     {"flash3::on_gpu::flash3_ws_forward<128, __nv_bfloat16, "
      "(attnbench::flash3::on_gpu::Schedule)1>",
      16, true},
+    // cuda.flash3 (Schedule 2): a key tile takes d / 16 HGMMA for S and kBlockK / 16 for P V (128
+    // keys up to d 128, 64 at d 256); the function holds them twice, since the first turn (S
+    // alone) and the last (P V alone) are written out beside the loop's full turn.
+    {"flash3_ws_forward<64, __half, (attnbench::flash3::on_gpu::Schedule)2>", 2 * (4 + 8), true},
+    {"flash3_ws_forward<64, __nv_bfloat16, (attnbench::flash3::on_gpu::Schedule)2>", 2 * (4 + 8),
+     true},
+    {"flash3_ws_forward<128, __half, (attnbench::flash3::on_gpu::Schedule)2>", 2 * (8 + 8), true},
+    {"flash3_ws_forward<128, __nv_bfloat16, (attnbench::flash3::on_gpu::Schedule)2>", 2 * (8 + 8),
+     true},
+    {"flash3_ws_forward<256, __half, (attnbench::flash3::on_gpu::Schedule)2>", 2 * (16 + 4), true},
+    {"flash3_ws_forward<256, __nv_bfloat16, (attnbench::flash3::on_gpu::Schedule)2>", 2 * (16 + 4),
+     true},
 };
 
 TEST_F(StaticCuda, Flash3StagesUseWgmmaTmaAndMbarriersWithoutSpills) {

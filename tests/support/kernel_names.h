@@ -31,10 +31,11 @@ inline std::vector<std::string> emulated_kernel_names() {
 }
 
 // The suite a kernel's correctness matrix runs (the emulated matrix, the GPU ctest test): the
-// `ctest` suite, or for the Hopper stage variants, instantiated at d = 128, bf16 only, the same
+// `ctest` suite, or for the Hopper stage variants (cuda.flash3_*), instantiated at d = 128, bf16
+// only, the same
 // awkward shapes at that size (suites/hopper-stages.toml).
 inline std::string correctness_suite_of(const std::string& kernel) {
-  return kernel.rfind("cuda.flash3", 0) == 0 ? "hopper-stages" : "ctest";
+  return kernel.rfind("cuda.flash3_", 0) == 0 ? "hopper-stages" : "ctest";
 }
 
 }  // namespace attnbench

@@ -6,6 +6,7 @@
 #include <iterator>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -214,6 +215,30 @@ Kernel cuda_flash3_pingpong_kernel() {
       "FlashAttention-3's third stage: cuda.flash3_ws with ping-pong scheduling, the consumer "
       "warpgroups taking turns on the tensor cores (named barriers) so one's softmax runs under "
       "the other's wgmma",
+      std::vector<flash3::Instantiation>(std::begin(instantiations), std::end(instantiations)));
+}
+
+Kernel cuda_flash3_kernel() {
+  const auto row = [](auto head_dim, DType dtype, flash3::LaunchFunction launch) {
+    using Traits = flash3::WsTraits<decltype(head_dim)::value>;
+    return flash3::Instantiation{head_dim,        dtype,          launch, Traits::kSharedBytes,
+                                 Traits::kBlockQ, Traits::kBlockK};
+  };
+  using D64 = std::integral_constant<int, 64>;
+  using D128 = std::integral_constant<int, 128>;
+  using D256 = std::integral_constant<int, 256>;
+  const flash3::Instantiation instantiations[] = {
+      row(D64{}, DType::f16, &flash3::launch_flash3<64, DType::f16>),
+      row(D64{}, DType::bf16, &flash3::launch_flash3<64, DType::bf16>),
+      row(D128{}, DType::f16, &flash3::launch_flash3<128, DType::f16>),
+      row(D128{}, DType::bf16, &flash3::launch_flash3<128, DType::bf16>),
+      row(D256{}, DType::f16, &flash3::launch_flash3<256, DType::f16>),
+      row(D256{}, DType::bf16, &flash3::launch_flash3<256, DType::bf16>),
+  };
+  return flash3::flash3_kernel_entry(
+      "cuda.flash3",
+      "FlashAttention-3 forward on Hopper: TMA producer warpgroup, two wgmma consumer "
+      "warpgroups in ping-pong, softmax overlapped with the warpgroup's own P V, setmaxnreg",
       std::vector<flash3::Instantiation>(std::begin(instantiations), std::end(instantiations)));
 }
 

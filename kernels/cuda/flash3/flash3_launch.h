@@ -39,6 +39,14 @@ extern template Status launch_flash3_ws<128, DType::bf16>(const Flash3Params&, c
 template <int HeadDim, DType kDtype>
 Status launch_flash3_pingpong(const Flash3Params& params, cudaStream_t stream);
 extern template Status launch_flash3_pingpong<128, DType::bf16>(const Flash3Params&, cudaStream_t);
+template <int HeadDim, DType kDtype>
+Status launch_flash3(const Flash3Params& params, cudaStream_t stream);
+extern template Status launch_flash3<64, DType::f16>(const Flash3Params&, cudaStream_t);
+extern template Status launch_flash3<64, DType::bf16>(const Flash3Params&, cudaStream_t);
+extern template Status launch_flash3<128, DType::f16>(const Flash3Params&, cudaStream_t);
+extern template Status launch_flash3<128, DType::bf16>(const Flash3Params&, cudaStream_t);
+extern template Status launch_flash3<256, DType::f16>(const Flash3Params&, cudaStream_t);
+extern template Status launch_flash3<256, DType::bf16>(const Flash3Params&, cudaStream_t);
 
 // One compiled (head dim, dtype) of a stage, as the plan dispatches to it: its tile rows (for the
 // maps' boxes) and shared memory.

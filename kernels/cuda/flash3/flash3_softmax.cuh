@@ -72,6 +72,16 @@ struct OnlineSoftmax {
   // S becomes P (unnormalized, against the new running max); O is rescaled to that max.
   template <int kCount, int kOutCount>
   __device__ __forceinline__ void update(float (&s)[kCount], float (&o)[kOutCount]) {
+    float rescale[kRowsPerThread];
+    update_scores(s, rescale);
+    rescale_output(o, rescale);
+  }
+
+  // The same in two steps, for a kernel whose O is still being written by a wgmma when the
+  // softmax runs: S becomes P and the factors O must be scaled by are returned ...
+  template <int kCount>
+  __device__ __forceinline__ void update_scores(float (&s)[kCount],
+                                                float (&rescale)[kRowsPerThread]) {
 #pragma unroll
     for (int r = 0; r < kRowsPerThread; ++r) {
       float new_max = row_max[r];
@@ -83,7 +93,7 @@ struct OnlineSoftmax {
       // A row that has seen no key yet keeps max -inf: exponents are taken against 0 instead, so
       // exp2(-inf - 0) = 0 rather than exp2(-inf + inf) = NaN.
       const float base = new_max == kNegInf ? 0.0f : new_max * scale_log2;
-      const float rescale = ptx::exp2_approx(row_max[r] * scale_log2 - base);
+      rescale[r] = ptx::exp2_approx(row_max[r] * scale_log2 - base);
       row_max[r] = new_max;
       float sum = 0.0f;
 #pragma unroll
@@ -92,12 +102,15 @@ struct OnlineSoftmax {
         s[index] = ptx::exp2_approx(fmaf(s[index], scale_log2, -base));
         sum += s[index];
       }
-      row_sum[r] = row_sum[r] * rescale + sum;
-#pragma unroll
-      for (int index = 0; index < kOutCount; ++index) {
-        if (accumulator_row(index) == r) o[index] *= rescale;
-      }
+      row_sum[r] = row_sum[r] * rescale[r] + sum;
     }
+  }
+  // ... and applied once that wgmma has been waited for.
+  template <int kOutCount>
+  __device__ __forceinline__ void rescale_output(float (&o)[kOutCount],
+                                                 const float (&rescale)[kRowsPerThread]) const {
+#pragma unroll
+    for (int index = 0; index < kOutCount; ++index) o[index] *= rescale[accumulator_row(index)];
   }
 
   // The rows' full sums (the quad's shares added): call once, before the epilogue.

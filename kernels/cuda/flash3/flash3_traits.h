@@ -48,13 +48,15 @@ struct Wg1Traits {
 // 64 query rows each (registers taken); K and V through a ring of kStages stages, each with a
 // "full" mbarrier (the TMA's bytes) and an "empty" one (every consumer thread's arrival once its
 // P V wgmma on the stage has been waited for).
+// cuda.flash3 (every head dim) shares the shape: 128 keys per tile up to d = 128, 64 at d = 256
+// (its O takes 128 registers per thread; the tiles 192 KiB of shared memory).
 template <int HeadDim>
 struct WsTraits {
   static constexpr int kConsumers = 2;
   static constexpr int kConsumerThreads = kConsumers * kWarpgroupThreads;
   static constexpr int kThreads = kWarpgroupThreads + kConsumerThreads;
   static constexpr int kBlockQ = kConsumers * kWgmmaM;
-  static constexpr int kBlockK = 128;
+  static constexpr int kBlockK = HeadDim <= 128 ? 128 : 64;
   static constexpr int kStages = 2;
   // 65536 registers: 128 x 24 + 256 x 240 = 64512 (FlashAttention-3's split for two consumers).
   static constexpr int kProducerRegisters = 24;
@@ -69,6 +71,7 @@ struct WsTraits {
   static_assert(kWarpgroupThreads * kProducerRegisters + kConsumerThreads * kConsumerRegisters <=
                     65536,
                 "the register file holds the rebalanced warpgroups");
+  static_assert(kSharedBytes <= 227 * 1024, "the tiles fit an H100/H200's 227 KiB per block");
 };
 
 }  // namespace attnbench::flash3

@@ -16,6 +16,7 @@
 
 #include <climits>
 #include <cstdint>
+#include <cstring>
 #include <string>
 
 #include "kernels/cuda/common/cuda_api.h"
@@ -44,6 +45,11 @@ enum class Schedule {
   // wgmma (its P V of the previous tile and S of this one, one batch) while the other computes
   // its softmax.
   pingpong,
+  // Ping-pong and, inside each warpgroup, the softmax of S(j) overlapped with its own O +=
+  // P(j-1) V(j-1) (cuda.flash3): a turn issues S(j) then P(j-1) V(j-1), waits for S(j) only,
+  // computes the softmax while the P V runs, then waits for it and rescales O. P is double
+  // buffered: the softmax writes P(j) while the tensor cores still read P(j-1).
+  overlapped,
 };
 
 // The K/V ring as the consumers see it: tile i's stage and phase, and its release.
@@ -73,6 +79,75 @@ constexpr unsigned kTurnThreads = 2 * kWarpgroupThreads;
 // cores on, waits for both, releases stage j-1, and computes the softmax of S(j) while the other
 // consumer has its turn. Consumer 1 lets consumer 0 begin; it skips the arrival after its last
 // turn, so every barrier phase has 128 waiting and 128 arriving threads.
+// The overlapped schedule, consumer `consumer`: turns as consume_pingpong's. A full turn issues
+// S(j), rescales O to the running max of tile j-1 (the fence before the next batch makes that
+// visible to the tensor cores), issues P(j-1) V(j-1), passes the turn on, and waits for S(j)
+// alone (wait_group 1): the exponentials of S(j) then run under the P V, writing only S's
+// registers; P(j) is converted once the P V has been waited for, so no register a wgmma in
+// flight reads is written (ptxas serializes the pipeline otherwise, and ci/ptxas-guard.sh fails
+// the build). First turn, full turns and last turn are written out, with no branch around a
+// wgmma: ptxas serializes wgmma on a divergent path too.
+template <int HeadDim, typename Element, typename Traits>
+__device__ __forceinline__ void consume_overlapped(int consumer, int tile_count, int first_tile_key,
+                                                   const gpu::BlockKeyTiles& tiles, uint32_t q_rows,
+                                                   uint32_t k_tiles, uint32_t v_tiles,
+                                                   const StageRing<Traits::kStages>& stage_of,
+                                                   OnlineSoftmax& softmax,
+                                                   float (&o)[HeadDim / 2]) {
+  using T = Traits;
+  const unsigned my_turn = kTurnBarrier + static_cast<unsigned>(consumer);
+  const unsigned other_turn = kTurnBarrier + static_cast<unsigned>(1 - consumer);
+  float s[T::kBlockK / 2];
+  uint32_t p_fragments[T::kBlockK / kWgmmaK][4];
+  float rescale[kRowsPerThread];  // O's factor for the latest tile's running max
+  const auto scores_to_probabilities = [&](int tile) {
+    const int first_key = first_tile_key + tile * T::kBlockK;
+    if (tiles.needs_mask(first_key, T::kBlockK)) softmax.mask(s, first_key);
+    softmax.update_scores(s, rescale);
+  };
+
+  // The first turn: S(0) alone (O is still zero: its factor changes nothing).
+  if (consumer == 1) ptx::named_barrier_arrive(kTurnBarrier, kTurnThreads);
+  stage_of.wait_full(0);
+  ptx::named_barrier_sync(my_turn, kTurnThreads);
+  issue_scores<HeadDim, T::kBlockK, Element>(s, q_rows, T::kBlockQ,
+                                             k_tiles + stage_of.stage(0) * T::kKvBytes);
+  ptx::named_barrier_arrive(other_turn, kTurnThreads);
+  ptx::wgmma_wait<0>();
+  ptx::wgmma_fence_operand(s);
+  scores_to_probabilities(0);
+  probabilities_as_a<Element>(s, p_fragments);
+
+  // Full turns: S(j) and P(j-1) V(j-1); the softmax of S(j) under the P V.
+  for (int turn = 1; turn < tile_count; ++turn) {
+    stage_of.wait_full(turn);
+    ptx::named_barrier_sync(my_turn, kTurnThreads);
+    issue_scores<HeadDim, T::kBlockK, Element>(s, q_rows, T::kBlockQ,
+                                               k_tiles + stage_of.stage(turn) * T::kKvBytes);
+    softmax.rescale_output(o, rescale);
+    issue_output<HeadDim, T::kBlockK, Element>(o, p_fragments,
+                                               v_tiles + stage_of.stage(turn - 1) * T::kKvBytes);
+    ptx::named_barrier_arrive(other_turn, kTurnThreads);
+    ptx::wgmma_wait<1>();  // S(j); the P V keeps running
+    ptx::wgmma_fence_operand(s);
+    scores_to_probabilities(turn);
+    ptx::wgmma_wait<0>();
+    ptx::wgmma_fence_operand(o);
+    stage_of.release(turn - 1);
+    probabilities_as_a<Element>(s, p_fragments);
+  }
+
+  // The last turn: P(T-1) V(T-1) alone; consumer 1 has no one left to pass the turn to.
+  ptx::named_barrier_sync(my_turn, kTurnThreads);
+  softmax.rescale_output(o, rescale);
+  issue_output<HeadDim, T::kBlockK, Element>(
+      o, p_fragments, v_tiles + stage_of.stage(tile_count - 1) * T::kKvBytes);
+  if (consumer == 0) ptx::named_barrier_arrive(other_turn, kTurnThreads);
+  ptx::wgmma_wait<0>();
+  ptx::wgmma_fence_operand(o);
+  stage_of.release(tile_count - 1);
+}
+
 template <int HeadDim, typename Element, typename Traits>
 __device__ __forceinline__ void consume_pingpong(int consumer, int tile_count, int first_tile_key,
                                                  const gpu::BlockKeyTiles& tiles, uint32_t q_rows,
@@ -184,7 +259,12 @@ __global__ void __launch_bounds__(WsTraits<HeadDim>::kThreads, 1)
   float o[HeadDim / 2] = {};
   const StageRing<T::kStages> stage_of{barriers.kv_full, barriers.kv_empty};
   if (tile_count > 0) ptx::mbarrier_wait(q_full, 0);
-  if constexpr (kSchedule == Schedule::pingpong) {
+  if constexpr (kSchedule == Schedule::overlapped) {
+    if (tile_count > 0) {
+      consume_overlapped<HeadDim, Element, T>(warpgroup - 1, tile_count, first_tile_key, tiles,
+                                              q_rows, k_tiles, v_tiles, stage_of, softmax, o);
+    }
+  } else if constexpr (kSchedule == Schedule::pingpong) {
     if (tile_count > 0) {
       consume_pingpong<HeadDim, Element, T>(warpgroup - 1, tile_count, first_tile_key, tiles,
                                             q_rows, k_tiles, v_tiles, stage_of, softmax, o);
@@ -240,6 +320,12 @@ template <int HeadDim, DType kDtype>
 Status launch_flash3_pingpong(const Flash3Params& params, cudaStream_t stream) {
   return launch_warp_specialized<HeadDim, kDtype, Schedule::pingpong>("cuda.flash3_pingpong",
                                                                       params, stream);
+}
+
+template <int HeadDim, DType kDtype>
+Status launch_flash3(const Flash3Params& params, cudaStream_t stream) {
+  return launch_warp_specialized<HeadDim, kDtype, Schedule::overlapped>("cuda.flash3", params,
+                                                                        stream);
 }
 
 }  // namespace ATTNBENCH_TARGET
