@@ -1,5 +1,6 @@
-// cuda.flash3_ws — the second stage of the FlashAttention-3 forward on Hopper (sm_90a): warp
-// specialization (Dao et al., FlashAttention-3, 2024, section 3.1).
+// The warp-specialized FlashAttention-3 forward on Hopper (sm_90a) (Dao et al., FlashAttention-3,
+// 2024, section 3): cuda.flash3_ws, cuda.flash3_pingpong and cuda.flash3, one kernel template
+// whose consumers follow one of three schedules.
 //
 // What changes against cuda.flash3_wg1: the CTA is three warpgroups. The producer warpgroup
 // gives most of its registers away (setmaxnreg.dec) and one elected thread of its first warp
@@ -10,8 +11,12 @@
 // with P in registers), and arrive on the stage's "empty" barrier once their P V wgmma has been
 // waited for. No __syncthreads in the loop: loads and math run in different warps, and the
 // producer runs kStages tiles ahead. Masks, tails and empty rows as in flash3_wg1.
+//   Schedule::independent (cuda.flash3_ws): each consumer on its own.
+//   Schedule::pingpong (cuda.flash3_pingpong): the consumers take turns on the tensor cores.
+//   Schedule::overlapped (cuda.flash3): ping-pong, and each consumer's softmax under its own P V.
 // Performance: not yet measured on a GPU (see GPU-CLAIMS.md).
-// Known limits: as flash3_wg1 (instantiated: d 128, bf16).
+// Known limits: fp16/bf16 in and out; head_dim_v == head_dim_qk; d 64, 128, 256 for cuda.flash3,
+// d 128 bf16 for the two stages; rows whose strides are multiples of 16 bytes (the TMA's rule).
 #pragma once
 
 #include <climits>
