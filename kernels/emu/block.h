@@ -183,7 +183,8 @@ class Block {
                 uint32_t destination, uint32_t barrier, Site site);
   // wgmma.mma_async and its fence / commit_group / wait_group for the running thread
   // (kernels/emu/wgmma.h). The wait computes the products of the groups it completes and returns
-  // the 16-byte chunks of shared memory they read (the race build notes them as read then).
+  // the 16-byte chunks of shared memory they read (filled in the race build only, which notes
+  // them as read then).
   void wgmma_fence(Site site);
   void wgmma_issue(const WgmmaOp& op, Site site);
   void wgmma_commit(Site site);
