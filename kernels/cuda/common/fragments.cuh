@@ -1,6 +1,7 @@
-// Register-level helpers of the tensor-core kernels (cuda.flash2, cuda.flash3): the element type
-// of a DType, two floats packed as an MMA fragment register, and the reductions over the four
-// lanes that share a row of an mma.sync or wgmma accumulator (lanes 4g .. 4g + 3).
+// Register-level helpers of the tensor-core kernels (cuda.flash2, cuda.flash3), one definition
+// for both: the element type of a DType, two floats packed as an MMA fragment register, and the
+// reductions over the four lanes that share a row of an mma.sync or wgmma accumulator (lanes
+// 4g .. 4g + 3).
 #pragma once
 
 #include <cstdint>

@@ -65,18 +65,8 @@ constexpr int kSecondRowOffset = kMmaM / 2;
 using gpu::ElementOf;
 using gpu::kFullWarp;
 using gpu::pack_pair;
-
-// The row reductions as gpu::quad_max / quad_sum (fragments.cuh), kept here in the kernel's own
-// text because a planted bug (kernels/emu/planted/) edits this shuffle mask.
-__device__ __forceinline__ float quad_max(float value) {
-  value = fmaxf(value, __shfl_xor_sync(kFullWarp, value, 1));
-  return fmaxf(value, __shfl_xor_sync(kFullWarp, value, 2));
-}
-
-__device__ __forceinline__ float quad_sum(float value) {
-  value += __shfl_xor_sync(kFullWarp, value, 1);
-  return value + __shfl_xor_sync(kFullWarp, value, 2);
-}
+using gpu::quad_max;
+using gpu::quad_sum;
 
 // ---- device helpers: tiles in shared memory -----------------------------------------------------
 

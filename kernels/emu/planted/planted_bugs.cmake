@@ -128,9 +128,15 @@ attnbench_plant_bug(flash2 missing_syncwarp "epilogue __syncwarp removed"
   __syncwarp();
   // (seqlen_q, HeadDim) of this pair]=] [=[
   // (seqlen_q, HeadDim) of this pair]=])
-# 7. A shuffle mask that leaves out a lane (lane 0 of every quad-max).
+# 7. A shuffle mask that leaves out a lane (lane 0 of every quad-max): the variant's own quad_max
+#    in place of gpu::quad_max (common/fragments.cuh), so the faulty shuffle is the kernel's line.
 attnbench_plant_bug(flash2 shuffle_mask_drops_lane "quad max shuffles with lane 0 left out of the mask"
-  [=[fmaxf(value, __shfl_xor_sync(kFullWarp, value, 1))]=] [=[fmaxf(value, __shfl_xor_sync(0xfffffffeu, value, 1))]=])
+  [=[using gpu::quad_max;
+]=] [=[__device__ __forceinline__ float quad_max(float value) {
+  value = fmaxf(value, __shfl_xor_sync(0xfffffffeu, value, 1));
+  return fmaxf(value, __shfl_xor_sync(kFullWarp, value, 2));
+}
+]=])
 # 8. A __syncthreads inside a branch only some threads take (warps whose rows lie past seqlen_q skip it).
 attnbench_plant_bug(flash2 barrier_in_branch "epilogue __syncthreads only in warps with rows"
   [=[
