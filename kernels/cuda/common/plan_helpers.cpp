@@ -63,5 +63,16 @@ Status check_params_match(const Problem& planned, const AttentionParams& params)
                        shape_string(planned) + ")");
 }
 
+Status check_shared_memory(int device, size_t bytes, const std::string& what) {
+  constexpr size_t kKiB = 1024;
+  int limit = 0;
+  ATTNBENCH_CUDA_TRY(
+      cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+  if (static_cast<size_t>(limit) >= bytes) return Status::Ok();
+  return Status::Error("unsupported: " + what + " needs " + std::to_string(bytes / kKiB) +
+                       " KiB of shared memory per block; the device offers " +
+                       std::to_string(static_cast<size_t>(limit) / kKiB) + " KiB");
+}
+
 }  // namespace ATTNBENCH_TARGET
 }  // namespace attnbench::gpu

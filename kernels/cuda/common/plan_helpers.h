@@ -1,11 +1,15 @@
 // What every GPU plan needs besides its kernels: device scratch with a readable out-of-memory
 // message, the device's SM version for arch gates, a guard that the params a plan runs with
-// describe the problem it was built for, and plain dtype facts. Host code, included by g++ and
-// nvcc translation units alike.
+// describe the problem it was built for, the shared-memory gate and the instantiation table of
+// the tiled kernels (flash2, flash3). Host code, included by g++ and nvcc translation units alike.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
+#include <cstdint>
+#include <string>
 #include <string_view>
+#include <vector>
 
 #include "kernels/cuda/common/cuda_api.h"
 #include "kernels/kernel.h"
@@ -25,6 +29,36 @@ Status sm_version(int device, int& version);
 // run's gate: shapes, dtypes, mask and strides of `params` must be those of the planned problem
 // (the plan's graphs, pointer arrays and scratch were sized for it).
 Status check_params_match(const Problem& planned, const AttentionParams& params);
+
+// "unsupported: <what> needs N KiB of shared memory per block; the device offers M KiB" when
+// the device's opt-in limit is below `bytes`.
+Status check_shared_memory(int device, size_t bytes, const std::string& what);
+
+// A kernel compiled for some (head dim, dtype) pairs: any type with `head_dim` and `dtype`
+// members (flash2::Instantiation, flash3::Instantiation). The one for the problem, or null.
+template <typename Instantiation>
+const Instantiation* find_instantiation(const std::vector<Instantiation>& instantiations,
+                                        int64_t head_dim, DType dtype) {
+  for (const Instantiation& instantiation : instantiations) {
+    if (instantiation.head_dim == head_dim && instantiation.dtype == dtype) return &instantiation;
+  }
+  return nullptr;
+}
+
+// The support table's dtypes and head dims: those instantiated, each once, in table order.
+template <typename Instantiation>
+void add_instantiated(SupportTable& table, const std::vector<Instantiation>& instantiations) {
+  for (const Instantiation& instantiation : instantiations) {
+    if (std::find(table.input_dtypes.begin(), table.input_dtypes.end(), instantiation.dtype) ==
+        table.input_dtypes.end()) {
+      table.input_dtypes.push_back(instantiation.dtype);
+    }
+    if (std::find(table.head_dims.begin(), table.head_dims.end(), instantiation.head_dim) ==
+        table.head_dims.end()) {
+      table.head_dims.push_back(instantiation.head_dim);
+    }
+  }
+}
 
 }  // namespace ATTNBENCH_TARGET
 }  // namespace attnbench::gpu

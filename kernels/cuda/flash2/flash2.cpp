@@ -1,7 +1,6 @@
 // cuda.flash2's plan: the support table, what a launch needs checked on the host (the device's
 // architecture and shared memory, 16-byte aligned rows), and the dispatch to the instantiation
 // of the problem's head dim and dtype. The kernel itself is flash2_kernel.cuh.
-#include <algorithm>
 #include <cstdint>
 #include <iterator>
 #include <memory>
@@ -20,7 +19,6 @@ inline namespace ATTNBENCH_TARGET {
 namespace {
 
 constexpr int kMinimumSm = 80;  // mma.sync with bf16, ldmatrix, cp.async
-constexpr size_t kKiB = 1024;
 // cp.async and the output stores move 16 bytes: every row must start on a 16-byte boundary.
 constexpr uintptr_t kRowAlignmentBytes = kChunkBytes;
 constexpr int64_t kRowAlignmentElements = kChunkElements;
@@ -34,14 +32,6 @@ constexpr Instantiation kInstantiations[] = {
     {256, DType::f16, &launch_flash2<256, DType::f16>, Traits<256>::kSharedBytes},
     {256, DType::bf16, &launch_flash2<256, DType::bf16>, Traits<256>::kSharedBytes},
 };
-
-const Instantiation* find_instantiation(const std::vector<Instantiation>& instantiations,
-                                        int64_t head_dim, DType dtype) {
-  for (const Instantiation& instantiation : instantiations) {
-    if (instantiation.head_dim == head_dim && instantiation.dtype == dtype) return &instantiation;
-  }
-  return nullptr;
-}
 
 bool aligned(const void* pointer) {
   return reinterpret_cast<uintptr_t>(pointer) % kRowAlignmentBytes == 0;
@@ -83,17 +73,8 @@ class Flash2Plan final : public Plan {
       return Status::Error("unsupported: " + name_ + " needs sm_80 or newer; device is sm_" +
                            std::to_string(sm));
     }
-    int shared_limit = 0;
-    ATTNBENCH_CUDA_TRY(
-        cudaDeviceGetAttribute(&shared_limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device_));
-    if (static_cast<size_t>(shared_limit) < kernel_.shared_bytes) {
-      return Status::Error("unsupported: " + name_ + " at head dim " +
-                           std::to_string(kernel_.head_dim) + " needs " +
-                           std::to_string(kernel_.shared_bytes / kKiB) +
-                           " KiB of shared memory per block; the device offers " +
-                           std::to_string(static_cast<size_t>(shared_limit) / kKiB) + " KiB");
-    }
-    return Status::Ok();
+    return gpu::check_shared_memory(device_, kernel_.shared_bytes,
+                                    name_ + " at head dim " + std::to_string(kernel_.head_dim));
   }
 
   Status run(const AttentionParams& params) override {
@@ -113,16 +94,7 @@ class Flash2Plan final : public Plan {
 // The table of `instantiations`: their dtypes and head dims, everything else as the kernel is.
 SupportTable flash2_support_table(const std::vector<Instantiation>& instantiations) {
   SupportTable table;
-  for (const Instantiation& instantiation : instantiations) {
-    if (std::find(table.input_dtypes.begin(), table.input_dtypes.end(), instantiation.dtype) ==
-        table.input_dtypes.end()) {
-      table.input_dtypes.push_back(instantiation.dtype);
-    }
-    if (std::find(table.head_dims.begin(), table.head_dims.end(), instantiation.head_dim) ==
-        table.head_dims.end()) {
-      table.head_dims.push_back(instantiation.head_dim);
-    }
-  }
+  gpu::add_instantiated(table, instantiations);
   table.separate_v_dim = false;
   table.masks = {MaskKind::none, MaskKind::causal, MaskKind::causal_br, MaskKind::window,
                  MaskKind::padding};
@@ -150,7 +122,7 @@ Kernel flash2_kernel_entry(std::string name, std::string summary,
                          const Problem& problem,
                          const PlanContext& context) -> Result<std::unique_ptr<Plan>> {
     const Instantiation* instantiation =
-        find_instantiation(instantiations, problem.head_dim_qk, problem.input_dtype);
+        gpu::find_instantiation(instantiations, problem.head_dim_qk, problem.input_dtype);
     if (instantiation == nullptr || problem.head_dim_v != problem.head_dim_qk) {
       return Status::Error(name + ": no instantiation for " + shape_string(problem));
     }

@@ -2,11 +2,8 @@
 // host (sm_90, shared memory), the TMA maps of Q, K and V encoded for each forward (they hold
 // the tensors' addresses), and the dispatch to the instantiation of the problem's head dim and
 // dtype. The kernels are flash3_<stage>_kernel.cuh.
-#include <algorithm>
-#include <iterator>
 #include <memory>
 #include <string>
-#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -22,7 +19,6 @@ inline namespace ATTNBENCH_TARGET {
 namespace {
 
 constexpr int kRequiredSm = 90;  // wgmma, TMA, mbarrier transactions: sm_90a code
-constexpr size_t kKiB = 1024;
 
 // The 4D view (d, sequence, head, batch) of one tensor, boxes of 64 elements x `box_rows` rows,
 // the 128-byte swizzle; elements past the sequence read as zeros.
@@ -82,16 +78,7 @@ class Flash3Plan final : public Plan {
       return Status::Error("unsupported: " + name_ +
                            " runs sm_90a code (Hopper) only; device is sm_" + std::to_string(sm));
     }
-    int shared_limit = 0;
-    ATTNBENCH_CUDA_TRY(
-        cudaDeviceGetAttribute(&shared_limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device_));
-    if (static_cast<size_t>(shared_limit) < kernel_.shared_bytes) {
-      return Status::Error("unsupported: " + name_ + " needs " +
-                           std::to_string(kernel_.shared_bytes / kKiB) +
-                           " KiB of shared memory per block; the device offers " +
-                           std::to_string(static_cast<size_t>(shared_limit) / kKiB) + " KiB");
-    }
-    return Status::Ok();
+    return gpu::check_shared_memory(device_, kernel_.shared_bytes, name_);
   }
 
   Status run(const AttentionParams& params) override {
@@ -114,16 +101,7 @@ class Flash3Plan final : public Plan {
 
 SupportTable flash3_support_table(const std::vector<Instantiation>& instantiations) {
   SupportTable table;
-  for (const Instantiation& instantiation : instantiations) {
-    if (std::find(table.input_dtypes.begin(), table.input_dtypes.end(), instantiation.dtype) ==
-        table.input_dtypes.end()) {
-      table.input_dtypes.push_back(instantiation.dtype);
-    }
-    if (std::find(table.head_dims.begin(), table.head_dims.end(), instantiation.head_dim) ==
-        table.head_dims.end()) {
-      table.head_dims.push_back(instantiation.head_dim);
-    }
-  }
+  gpu::add_instantiated(table, instantiations);
   table.separate_v_dim = false;
   table.masks = {MaskKind::none, MaskKind::causal, MaskKind::causal_br, MaskKind::window,
                  MaskKind::padding};
@@ -134,14 +112,6 @@ SupportTable flash3_support_table(const std::vector<Instantiation>& instantiatio
       "TMA loads (128-byte swizzle) into an mbarrier ring, wgmma m64nNk16 with fp32 "
       "accumulation, P rounded to the input dtype for P V; no scratch memory";
   return table;
-}
-
-const Instantiation* find_instantiation(const std::vector<Instantiation>& instantiations,
-                                        int64_t head_dim, DType dtype) {
-  for (const Instantiation& instantiation : instantiations) {
-    if (instantiation.head_dim == head_dim && instantiation.dtype == dtype) return &instantiation;
-  }
-  return nullptr;
 }
 
 }  // namespace
@@ -159,7 +129,7 @@ Kernel flash3_kernel_entry(std::string name, std::string summary,
                          const Problem& problem,
                          const PlanContext& context) -> Result<std::unique_ptr<Plan>> {
     const Instantiation* instantiation =
-        find_instantiation(instantiations, problem.head_dim_qk, problem.input_dtype);
+        gpu::find_instantiation(instantiations, problem.head_dim_qk, problem.input_dtype);
     if (instantiation == nullptr || problem.head_dim_v != problem.head_dim_qk) {
       return Status::Error(name + ": no instantiation for " + shape_string(problem));
     }
@@ -173,73 +143,71 @@ Kernel flash3_kernel_entry(std::string name, std::string summary,
 }  // namespace ATTNBENCH_TARGET
 }  // namespace attnbench::flash3
 
+namespace attnbench::flash3 {
+inline namespace ATTNBENCH_TARGET {
+namespace {
+
+// One row of a kernel's table, its sizes from the kernel's traits.
+template <typename Traits>
+Instantiation instantiate(DType dtype, LaunchFunction launch) {
+  return {Traits::kHeadDim, dtype, launch, Traits::kSharedBytes, Traits::kBlockQ, Traits::kBlockK};
+}
+
+}  // namespace
+}  // namespace ATTNBENCH_TARGET
+}  // namespace attnbench::flash3
+
 namespace attnbench {
 inline namespace ATTNBENCH_TARGET {
 
 Kernel cuda_flash3_wg1_kernel() {
-  const flash3::Instantiation instantiations[] = {
-      {128, DType::bf16, &flash3::launch_flash3_wg1<128, DType::bf16>,
-       flash3::Wg1Traits<128>::kSharedBytes, flash3::Wg1Traits<128>::kBlockQ,
-       flash3::Wg1Traits<128>::kBlockK},
-  };
+  using flash3::instantiate;
   return flash3::flash3_kernel_entry(
       "cuda.flash3_wg1",
       "FlashAttention-3's first stage on Hopper: one warpgroup, TMA loads into an mbarrier ring, "
       "wgmma for S = Q K^T (shared-memory operands) and O += P V (P from registers), each batch "
       "waited for at once",
-      std::vector<flash3::Instantiation>(std::begin(instantiations), std::end(instantiations)));
+      {instantiate<flash3::Wg1Traits<128>>(DType::bf16,
+                                           &flash3::launch_flash3_wg1<128, DType::bf16>)});
 }
 
 Kernel cuda_flash3_ws_kernel() {
-  using Traits = flash3::WsTraits<128>;
-  const flash3::Instantiation instantiations[] = {
-      {128, DType::bf16, &flash3::launch_flash3_ws<128, DType::bf16>, Traits::kSharedBytes,
-       Traits::kBlockQ, Traits::kBlockK},
-  };
+  using flash3::instantiate;
   return flash3::flash3_kernel_entry(
       "cuda.flash3_ws",
       "FlashAttention-3's second stage: warp specialization, a TMA producer warpgroup and two "
       "wgmma consumer warpgroups on a full/empty mbarrier ring, registers rebalanced with "
       "setmaxnreg",
-      std::vector<flash3::Instantiation>(std::begin(instantiations), std::end(instantiations)));
+      {instantiate<flash3::WsTraits<128>>(DType::bf16,
+                                          &flash3::launch_flash3_ws<128, DType::bf16>)});
 }
 
 Kernel cuda_flash3_pingpong_kernel() {
-  using Traits = flash3::WsTraits<128>;
-  const flash3::Instantiation instantiations[] = {
-      {128, DType::bf16, &flash3::launch_flash3_pingpong<128, DType::bf16>, Traits::kSharedBytes,
-       Traits::kBlockQ, Traits::kBlockK},
-  };
+  using flash3::instantiate;
   return flash3::flash3_kernel_entry(
       "cuda.flash3_pingpong",
       "FlashAttention-3's third stage: cuda.flash3_ws with ping-pong scheduling, the consumer "
       "warpgroups taking turns on the tensor cores (named barriers) so one's softmax runs under "
       "the other's wgmma",
-      std::vector<flash3::Instantiation>(std::begin(instantiations), std::end(instantiations)));
+      {instantiate<flash3::WsTraits<128>>(DType::bf16,
+                                          &flash3::launch_flash3_pingpong<128, DType::bf16>)});
 }
 
 Kernel cuda_flash3_kernel() {
-  const auto row = [](auto head_dim, DType dtype, flash3::LaunchFunction launch) {
-    using Traits = flash3::WsTraits<decltype(head_dim)::value>;
-    return flash3::Instantiation{head_dim,        dtype,          launch, Traits::kSharedBytes,
-                                 Traits::kBlockQ, Traits::kBlockK};
-  };
-  using D64 = std::integral_constant<int, 64>;
-  using D128 = std::integral_constant<int, 128>;
-  using D256 = std::integral_constant<int, 256>;
-  const flash3::Instantiation instantiations[] = {
-      row(D64{}, DType::f16, &flash3::launch_flash3<64, DType::f16>),
-      row(D64{}, DType::bf16, &flash3::launch_flash3<64, DType::bf16>),
-      row(D128{}, DType::f16, &flash3::launch_flash3<128, DType::f16>),
-      row(D128{}, DType::bf16, &flash3::launch_flash3<128, DType::bf16>),
-      row(D256{}, DType::f16, &flash3::launch_flash3<256, DType::f16>),
-      row(D256{}, DType::bf16, &flash3::launch_flash3<256, DType::bf16>),
-  };
+  using flash3::instantiate;
+  using flash3::WsTraits;
   return flash3::flash3_kernel_entry(
       "cuda.flash3",
       "FlashAttention-3 forward on Hopper: TMA producer warpgroup, two wgmma consumer "
       "warpgroups in ping-pong, softmax overlapped with the warpgroup's own P V, setmaxnreg",
-      std::vector<flash3::Instantiation>(std::begin(instantiations), std::end(instantiations)));
+      {
+          instantiate<WsTraits<64>>(DType::f16, &flash3::launch_flash3<64, DType::f16>),
+          instantiate<WsTraits<64>>(DType::bf16, &flash3::launch_flash3<64, DType::bf16>),
+          instantiate<WsTraits<128>>(DType::f16, &flash3::launch_flash3<128, DType::f16>),
+          instantiate<WsTraits<128>>(DType::bf16, &flash3::launch_flash3<128, DType::bf16>),
+          instantiate<WsTraits<256>>(DType::f16, &flash3::launch_flash3<256, DType::f16>),
+          instantiate<WsTraits<256>>(DType::bf16, &flash3::launch_flash3<256, DType::bf16>),
+      });
 }
 
 }  // namespace ATTNBENCH_TARGET

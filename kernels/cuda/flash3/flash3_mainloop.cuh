@@ -17,6 +17,26 @@
 namespace attnbench::flash3 {
 inline namespace ATTNBENCH_TARGET {
 
+// Where a CTA's tiles lie in shared memory (TileShape's layout), from the dynamic shared memory's
+// start aligned up to kTileAlignment.
+template <typename Shape>
+struct SharedTiles {
+  uint32_t q;
+  uint32_t k;
+  uint32_t v;
+  __device__ __forceinline__ explicit SharedTiles(const unsigned char* dynamic_shared)
+      : q(static_cast<uint32_t>((ptx::shared_address(dynamic_shared) + kTileAlignment - 1) /
+                                kTileAlignment * kTileAlignment)),
+        k(q + Shape::kQBytes),
+        v(k + Shape::kStages * Shape::kKvBytes) {}
+  __device__ __forceinline__ uint32_t k_stage(int stage) const {
+    return k + static_cast<uint32_t>(stage) * Shape::kKvBytes;
+  }
+  __device__ __forceinline__ uint32_t v_stage(int stage) const {
+    return v + static_cast<uint32_t>(stage) * Shape::kKvBytes;
+  }
+};
+
 // The descriptor of the k16 step `step` of a K-major tile whose boxes hold `box_rows` rows (Q
 // and K); `tile` may point inside a box (a consumer's 64 rows of a larger Q tile), at a multiple
 // of 8 rows.

@@ -4,10 +4,17 @@
 // causal mask the longest blocks (the last rows) start first so the short ones fill the tail.
 #pragma once
 
+#include <climits>
 #include <cstdint>
+#include <string>
 
 #include "kernels/cuda/common/cuda_api.h"
+#include "kernels/cuda/common/cuda_check.h"
+#include "kernels/cuda/common/launch.cuh"
+#include "kernels/cuda/common/visible_tiles.h"
+#include "kernels/cuda/flash3/flash3_launch.h"
 #include "kernels/params.h"
+#include "reference/status.h"
 
 namespace attnbench::flash3 {
 inline namespace ATTNBENCH_TARGET {
@@ -34,6 +41,48 @@ __device__ __forceinline__ BlockPosition block_position(const AttentionParams& p
       p.seqlen_q - block.first_row > block_q ? block.first_row + block_q - 1 : p.seqlen_q - 1;
   block.key_length = p.key_lengths != nullptr ? p.key_lengths[block.batch] : p.seqlen_k;
   return block;
+}
+
+// The key tiles a block visits (gpu::block_key_tiles: fully masked tiles skipped), counted from
+// the first visible one.
+struct KeyTiles {
+  gpu::BlockKeyTiles visible;
+  int count;      // tiles to visit
+  int first_key;  // key of the first one
+  __device__ __forceinline__ int key_of(int tile, int block_k) const {
+    return first_key + tile * block_k;
+  }
+};
+
+__device__ __forceinline__ KeyTiles key_tiles(const AttentionParams& p, const BlockPosition& block,
+                                              int block_k) {
+  KeyTiles keys;
+  keys.visible =
+      gpu::block_key_tiles(p.mask, p.window_left, p.window_right, block.first_row, block.last_row,
+                           p.seqlen_q, p.seqlen_k, block.key_length, block_k);
+  keys.count = static_cast<int>(keys.visible.tiles());
+  keys.first_key = static_cast<int>(keys.visible.first_tile) * block_k;
+  return keys;
+}
+
+// One forward of `kernel` (a kernel of shape Traits) over the scheduler's grid: one CTA per
+// (query block, query head, batch).
+template <typename Traits, typename... KernelParams>
+Status launch_blocks(const char* name, void (*kernel)(KernelParams...), const Flash3Params& params,
+                     cudaStream_t stream) {
+  const AttentionParams& p = params.attention;
+  const int64_t m_blocks =
+      (static_cast<int64_t>(p.seqlen_q) + Traits::kBlockQ - 1) / Traits::kBlockQ;
+  const int64_t ctas = m_blocks * p.heads_q * p.batch;
+  if (ctas > INT_MAX) {
+    return Status::Error(std::string(name) + ": " + std::to_string(ctas) +
+                         " query blocks exceed one launch's grid");
+  }
+  ATTNBENCH_CUDA_TRY(allow_dynamic_shared(kernel, static_cast<int>(Traits::kSharedBytes)));
+  launch_kernel(kernel, static_cast<unsigned>(ctas), Traits::kThreads, Traits::kSharedBytes, stream,
+                params);
+  ATTNBENCH_CUDA_TRY_LAUNCH();
+  return Status::Ok();
 }
 
 }  // namespace ATTNBENCH_TARGET

@@ -21,57 +21,54 @@ constexpr int kBoxColumns = kSwizzleBytes / kElementBytes;  // 64 elements per s
 constexpr int kSwizzleAtomBytes = 8 * kSwizzleBytes;        // 8 rows: one swizzle pattern
 constexpr size_t kTileAlignment = 1024;  // a 128-byte swizzle pattern starts 1024-aligned
 
-// cuda.flash3_wg1: one warpgroup, 64 query rows; Q, K and V arrive by TMA (K and V through a ring
-// of kStages stages), S = Q K^T and O += P V are wgmma (Q and K from shared memory, P from
-// registers, V N-major from shared memory); each wgmma batch is waited for at once.
-template <int HeadDim>
-struct Wg1Traits {
-  static constexpr int kThreads = kWarpgroupThreads;
-  static constexpr int kBlockQ = kWgmmaM;
-  static constexpr int kBlockK = 128;
-  static constexpr int kStages = 2;
-  static constexpr int kBoxes = HeadDim / kBoxColumns;  // TMA boxes across a row of d
-  static constexpr uint32_t kQBoxBytes = kBlockQ * kSwizzleBytes;
-  static constexpr uint32_t kKvBoxBytes = kBlockK * kSwizzleBytes;
-  static constexpr uint32_t kQBytes = kBoxes * kQBoxBytes;
-  static constexpr uint32_t kKvBytes = kBoxes * kKvBoxBytes;  // one K or one V tile
-  // Q, then K's stages, then V's, from a 1024-aligned start inside the dynamic shared memory.
+// The tiles of a stage in shared memory: Q (kBlockQ x d), then K's kStages stages, then V's
+// (kBlockK x d each), every tile d / 64 TMA boxes of 128-byte swizzled rows, from a 1024-aligned
+// start inside the dynamic shared memory (kTileAlignment bytes of slack for it).
+template <int HeadDim_, int BlockQ, int BlockK, int Stages>
+struct TileShape {
+  static constexpr int kHeadDim = HeadDim_;
+  static constexpr int kBlockQ = BlockQ;
+  static constexpr int kBlockK = BlockK;
+  static constexpr int kStages = Stages;
+  static constexpr int kBoxes = kHeadDim / kBoxColumns;  // TMA boxes across a row of d
+  static constexpr uint32_t kQBytes = kBoxes * kBlockQ * kSwizzleBytes;
+  static constexpr uint32_t kKvBytes = kBoxes * kBlockK * kSwizzleBytes;  // one K or one V tile
   static constexpr size_t kSharedBytes = kTileAlignment + kQBytes + 2 * kStages * size_t{kKvBytes};
 
-  static_assert(HeadDim % kBoxColumns == 0, "d is a whole number of 128-byte swizzled rows");
-  static_assert(HeadDim == 64 || HeadDim == 128 || HeadDim == 256, "wgmma N = 64, 128 or 256");
-  static_assert(kBlockK == 128, "S = Q K^T is one wgmma of N = 128 per k16 step");
+  static_assert(kHeadDim % kBoxColumns == 0, "d is a whole number of 128-byte swizzled rows");
+  static_assert(kHeadDim == 64 || kHeadDim == 128 || kHeadDim == 256, "wgmma N = 64, 128 or 256");
+  static_assert(kBlockK == 64 || kBlockK == 128, "S = Q K^T is one wgmma of N = kBlockK");
+  static_assert(kSharedBytes <= 227 * 1024, "the tiles fit an H100/H200's 227 KiB per block");
+};
+
+// cuda.flash3_wg1: one warpgroup, 64 query rows; Q, K and V arrive by TMA (K and V through a ring
+// of 2 stages), S = Q K^T and O += P V are wgmma (Q and K from shared memory, P from registers,
+// V N-major from shared memory); each wgmma batch is waited for at once.
+template <int HeadDim>
+struct Wg1Traits : TileShape<HeadDim, kWgmmaM, 128, 2> {
+  static constexpr int kThreads = kWarpgroupThreads;
 };
 
 // cuda.flash3_ws: warp specialization. A producer warpgroup (one elected thread of its first warp
 // issues every TMA load; its registers given up with setmaxnreg) and two consumer warpgroups of
-// 64 query rows each (registers taken); K and V through a ring of kStages stages, each with a
-// "full" mbarrier (the TMA's bytes) and an "empty" one (every consumer thread's arrival once its
-// P V wgmma on the stage has been waited for).
+// 64 query rows each (registers taken); K and V through a ring of 2 stages, each with a "full"
+// mbarrier (the TMA's bytes) and an "empty" one (every consumer thread's arrival once its P V
+// wgmma on the stage has been waited for).
 // cuda.flash3 (every head dim) shares the shape: 128 keys per tile up to d = 128, 64 at d = 256
 // (its O takes 128 registers per thread; the tiles 192 KiB of shared memory).
 template <int HeadDim>
-struct WsTraits {
+struct WsTraits : TileShape<HeadDim, 2 * kWgmmaM, HeadDim <= 128 ? 128 : 64, 2> {
   static constexpr int kConsumers = 2;
   static constexpr int kConsumerThreads = kConsumers * kWarpgroupThreads;
   static constexpr int kThreads = kWarpgroupThreads + kConsumerThreads;
-  static constexpr int kBlockQ = kConsumers * kWgmmaM;
-  static constexpr int kBlockK = HeadDim <= 128 ? 128 : 64;
-  static constexpr int kStages = 2;
   // 65536 registers: 128 x 24 + 256 x 240 = 64512 (FlashAttention-3's split for two consumers).
   static constexpr int kProducerRegisters = 24;
   static constexpr int kConsumerRegisters = 240;
-  static constexpr int kBoxes = HeadDim / kBoxColumns;
-  static constexpr uint32_t kQBytes = kBoxes * kBlockQ * kSwizzleBytes;
-  static constexpr uint32_t kKvBytes = kBoxes * kBlockK * kSwizzleBytes;
-  static constexpr size_t kSharedBytes = kTileAlignment + kQBytes + 2 * kStages * size_t{kKvBytes};
 
-  static_assert(HeadDim % kBoxColumns == 0, "d is a whole number of 128-byte swizzled rows");
-  static_assert(HeadDim == 64 || HeadDim == 128 || HeadDim == 256, "wgmma N = 64, 128 or 256");
+  static_assert(kConsumers * kWgmmaM == WsTraits::kBlockQ, "each consumer owns 64 query rows");
   static_assert(kWarpgroupThreads * kProducerRegisters + kConsumerThreads * kConsumerRegisters <=
                     65536,
                 "the register file holds the rebalanced warpgroups");
-  static_assert(kSharedBytes <= 227 * 1024, "the tiles fit an H100/H200's 227 KiB per block");
 };
 
 }  // namespace attnbench::flash3

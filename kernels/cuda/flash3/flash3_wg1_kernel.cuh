@@ -58,29 +58,22 @@ __global__ void __launch_bounds__(kWarpgroupThreads, 1)
   };
   ATTNBENCH_SHARED(Barriers, barriers, 8);
   ATTNBENCH_DYNAMIC_SHARED(shared_bytes, 16);
-  const uint32_t tiles_start = static_cast<uint32_t>(
-      (ptx::shared_address(shared_bytes) + kTileAlignment - 1) / kTileAlignment * kTileAlignment);
-  const uint32_t q_tile = tiles_start;
-  const uint32_t k_tiles = q_tile + T::kQBytes;
-  const uint32_t v_tiles = k_tiles + T::kStages * T::kKvBytes;
+  const SharedTiles<T> tiles_in(shared_bytes);
   const uint32_t q_full = ptx::shared_address(&barriers.q_full);
 
   // Which block of which (batch, head) pair: as cuda.flash2 (the longest causal blocks first).
   const BlockPosition block = block_position(p, T::kBlockQ);
-  const gpu::BlockKeyTiles tiles =
-      gpu::block_key_tiles(p.mask, p.window_left, p.window_right, block.first_row, block.last_row,
-                           p.seqlen_q, p.seqlen_k, block.key_length, T::kBlockK);
-  const int tile_count = static_cast<int>(tiles.tiles());
-  const int first_tile_key = static_cast<int>(tiles.first_tile) * T::kBlockK;
+  const KeyTiles keys = key_tiles(p, block, T::kBlockK);
+  const int tile_count = keys.count;
 
   auto kv_full = [&](int stage) { return ptx::shared_address(&barriers.kv_full[stage]); };
   auto load_kv = [&](int stage, int tile) {
     const uint32_t barrier = kv_full(stage);
-    const int key = first_tile_key + tile * T::kBlockK;
+    const int key = keys.key_of(tile, T::kBlockK);
     ptx::mbarrier_arrive_expect_tx(barrier, 2 * T::kKvBytes);
-    load_tile<HeadDim>(k_tiles + stage * T::kKvBytes, &params.k_map, barrier, T::kBlockK, key,
+    load_tile<HeadDim>(tiles_in.k_stage(stage), &params.k_map, barrier, T::kBlockK, key,
                        block.head_kv, block.batch);
-    load_tile<HeadDim>(v_tiles + stage * T::kKvBytes, &params.v_map, barrier, T::kBlockK, key,
+    load_tile<HeadDim>(tiles_in.v_stage(stage), &params.v_map, barrier, T::kBlockK, key,
                        block.head_kv, block.batch);
   };
 
@@ -93,7 +86,7 @@ __global__ void __launch_bounds__(kWarpgroupThreads, 1)
   __syncthreads();
   if (threadIdx.x == 0 && tile_count > 0) {
     ptx::mbarrier_arrive_expect_tx(q_full, T::kQBytes);
-    load_tile<HeadDim>(q_tile, &params.q_map, q_full, T::kBlockQ, block.first_row, block.head,
+    load_tile<HeadDim>(tiles_in.q, &params.q_map, q_full, T::kBlockQ, block.first_row, block.head,
                        block.batch);
     for (int stage = 0; stage < T::kStages && stage < tile_count; ++stage) load_kv(stage, stage);
   }
@@ -104,19 +97,18 @@ __global__ void __launch_bounds__(kWarpgroupThreads, 1)
 
   for (int iteration = 0; iteration < tile_count; ++iteration) {
     const int stage = iteration % T::kStages;
-    const int first_key = first_tile_key + iteration * T::kBlockK;
+    const int first_key = keys.key_of(iteration, T::kBlockK);
     ptx::mbarrier_wait(kv_full(stage), static_cast<unsigned>(iteration / T::kStages) % 2);
-    const uint32_t k_tile = k_tiles + stage * T::kKvBytes;
-    const uint32_t v_tile = v_tiles + stage * T::kKvBytes;
 
     // ---- S = Q K^T; mask, online softmax, O rescaled; O += P V ----------------------------------
     float s[T::kBlockK / 2];
-    compute_scores<HeadDim, T::kBlockK, Element>(s, q_tile, T::kBlockQ, k_tile);
-    if (tiles.needs_mask(first_key, T::kBlockK)) softmax.mask(s, first_key);
+    compute_scores<HeadDim, T::kBlockK, Element>(s, tiles_in.q, T::kBlockQ,
+                                                 tiles_in.k_stage(stage));
+    if (keys.visible.needs_mask(first_key, T::kBlockK)) softmax.mask(s, first_key);
     softmax.update(s, o);
     uint32_t p_fragments[T::kBlockK / kWgmmaK][4];
     probabilities_as_a<Element>(s, p_fragments);
-    issue_output<HeadDim, T::kBlockK, Element>(o, p_fragments, v_tile);
+    issue_output<HeadDim, T::kBlockK, Element>(o, p_fragments, tiles_in.v_stage(stage));
     ptx::wgmma_wait<0>();
     ptx::wgmma_fence_operand(o);
 
@@ -134,20 +126,9 @@ __global__ void __launch_bounds__(kWarpgroupThreads, 1)
 
 template <int HeadDim, DType kDtype>
 Status launch_flash3_wg1(const Flash3Params& params, cudaStream_t stream) {
-  using T = Wg1Traits<HeadDim>;
   using Element = typename gpu::ElementOf<kDtype>::type;
-  const AttentionParams& p = params.attention;
-  const int64_t m_blocks = (static_cast<int64_t>(p.seqlen_q) + T::kBlockQ - 1) / T::kBlockQ;
-  const int64_t ctas = m_blocks * p.heads_q * p.batch;
-  if (ctas > INT_MAX) {
-    return Status::Error("cuda.flash3_wg1: " + std::to_string(ctas) +
-                         " query blocks exceed one launch's grid");
-  }
-  const auto kernel = flash3_wg1_forward<HeadDim, Element>;
-  ATTNBENCH_CUDA_TRY(allow_dynamic_shared(kernel, static_cast<int>(T::kSharedBytes)));
-  launch_kernel(kernel, static_cast<unsigned>(ctas), T::kThreads, T::kSharedBytes, stream, params);
-  ATTNBENCH_CUDA_TRY_LAUNCH();
-  return Status::Ok();
+  return launch_blocks<Wg1Traits<HeadDim>>("cuda.flash3_wg1", flash3_wg1_forward<HeadDim, Element>,
+                                           params, stream);
 }
 
 }  // namespace ATTNBENCH_TARGET

@@ -79,26 +79,23 @@ struct StageRing {
 constexpr unsigned kTurnBarrier = 1;
 constexpr unsigned kTurnThreads = 2 * kWarpgroupThreads;
 
-// Ping-pong, consumer `consumer` (0 or 1) over `tile_count` key tiles: turn j issues O += P(j-1)
-// V(j-1) and S(j) (tile_count + 1 turns: the first has no P V, the last no S), passes the tensor
-// cores on, waits for both, releases stage j-1, and computes the softmax of S(j) while the other
-// consumer has its turn. Consumer 1 lets consumer 0 begin; it skips the arrival after its last
-// turn, so every barrier phase has 128 waiting and 128 arriving threads.
-// The overlapped schedule, consumer `consumer`: turns as consume_pingpong's. A full turn issues
-// S(j), rescales O to the running max of tile j-1 (the fence before the next batch makes that
-// visible to the tensor cores), issues P(j-1) V(j-1), passes the turn on, and waits for S(j)
-// alone (wait_group 1): the exponentials of S(j) then run under the P V, writing only S's
-// registers; P(j) is converted once the P V has been waited for, so no register a wgmma in
-// flight reads is written (ptxas serializes the pipeline otherwise, and ci/ptxas-guard.sh fails
-// the build). First turn, full turns and last turn are written out, with no branch around a
-// wgmma: ptxas serializes wgmma on a divergent path too.
+// Ping-pong, consumer `consumer` (0 or 1) over the block's key tiles (T = keys.count): turn j
+// issues O += P(j-1) V(j-1) and S(j) (T + 1 turns: the first has no P V, the last no S), passes the
+// tensor cores on, waits for both, releases stage j-1, and computes the softmax of S(j) while the
+// other consumer has its turn. Consumer 1 lets consumer 0 begin; it skips the arrival after its
+// last turn, so every barrier phase has 128 waiting and 128 arriving threads. The overlapped
+// schedule, consumer `consumer`: turns as consume_pingpong's. A full turn issues S(j), rescales O
+// to the running max of tile j-1 (the fence before the next batch makes that visible to the tensor
+// cores), issues P(j-1) V(j-1), passes the turn on, and waits for S(j) alone (wait_group 1): the
+// exponentials of S(j) then run under the P V, writing only S's registers; P(j) is converted once
+// the P V has been waited for, so no register a wgmma in flight reads is written (ptxas serializes
+// the pipeline otherwise, and ci/ptxas-guard.sh fails the build). First turn, full turns and last
+// turn are written out, with no branch around a wgmma: ptxas serializes wgmma on a divergent path
+// too.
 template <int HeadDim, typename Element, typename Traits>
-__device__ __forceinline__ void consume_overlapped(int consumer, int tile_count, int first_tile_key,
-                                                   const gpu::BlockKeyTiles& tiles, uint32_t q_rows,
-                                                   uint32_t k_tiles, uint32_t v_tiles,
-                                                   const StageRing<Traits::kStages>& stage_of,
-                                                   OnlineSoftmax& softmax,
-                                                   float (&o)[HeadDim / 2]) {
+__device__ __forceinline__ void consume_overlapped(
+    int consumer, const KeyTiles& keys, uint32_t q_rows, const SharedTiles<Traits>& tiles_in,
+    const StageRing<Traits::kStages>& stage_of, OnlineSoftmax& softmax, float (&o)[HeadDim / 2]) {
   using T = Traits;
   const unsigned my_turn = kTurnBarrier + static_cast<unsigned>(consumer);
   const unsigned other_turn = kTurnBarrier + static_cast<unsigned>(1 - consumer);
@@ -106,8 +103,8 @@ __device__ __forceinline__ void consume_overlapped(int consumer, int tile_count,
   uint32_t p_fragments[T::kBlockK / kWgmmaK][4];
   float rescale[kRowsPerThread];  // O's factor for the latest tile's running max
   const auto scores_to_probabilities = [&](int tile) {
-    const int first_key = first_tile_key + tile * T::kBlockK;
-    if (tiles.needs_mask(first_key, T::kBlockK)) softmax.mask(s, first_key);
+    const int first_key = keys.key_of(tile, T::kBlockK);
+    if (keys.visible.needs_mask(first_key, T::kBlockK)) softmax.mask(s, first_key);
     softmax.update_scores(s, rescale);
   };
 
@@ -116,7 +113,7 @@ __device__ __forceinline__ void consume_overlapped(int consumer, int tile_count,
   stage_of.wait_full(0);
   ptx::named_barrier_sync(my_turn, kTurnThreads);
   issue_scores<HeadDim, T::kBlockK, Element>(s, q_rows, T::kBlockQ,
-                                             k_tiles + stage_of.stage(0) * T::kKvBytes);
+                                             tiles_in.k_stage(stage_of.stage(0)));
   ptx::named_barrier_arrive(other_turn, kTurnThreads);
   ptx::wgmma_wait<0>();
   ptx::wgmma_fence_operand(s);
@@ -124,14 +121,14 @@ __device__ __forceinline__ void consume_overlapped(int consumer, int tile_count,
   probabilities_as_a<Element>(s, p_fragments);
 
   // Full turns: S(j) and P(j-1) V(j-1); the softmax of S(j) under the P V.
-  for (int turn = 1; turn < tile_count; ++turn) {
+  for (int turn = 1; turn < keys.count; ++turn) {
     stage_of.wait_full(turn);
     ptx::named_barrier_sync(my_turn, kTurnThreads);
     issue_scores<HeadDim, T::kBlockK, Element>(s, q_rows, T::kBlockQ,
-                                               k_tiles + stage_of.stage(turn) * T::kKvBytes);
+                                               tiles_in.k_stage(stage_of.stage(turn)));
     softmax.rescale_output(o, rescale);
     issue_output<HeadDim, T::kBlockK, Element>(o, p_fragments,
-                                               v_tiles + stage_of.stage(turn - 1) * T::kKvBytes);
+                                               tiles_in.v_stage(stage_of.stage(turn - 1)));
     ptx::named_barrier_arrive(other_turn, kTurnThreads);
     ptx::wgmma_wait<1>();  // S(j); the P V keeps running
     ptx::wgmma_fence_operand(s);
@@ -145,18 +142,18 @@ __device__ __forceinline__ void consume_overlapped(int consumer, int tile_count,
   // The last turn: P(T-1) V(T-1) alone; consumer 1 has no one left to pass the turn to.
   ptx::named_barrier_sync(my_turn, kTurnThreads);
   softmax.rescale_output(o, rescale);
-  issue_output<HeadDim, T::kBlockK, Element>(
-      o, p_fragments, v_tiles + stage_of.stage(tile_count - 1) * T::kKvBytes);
+  issue_output<HeadDim, T::kBlockK, Element>(o, p_fragments,
+                                             tiles_in.v_stage(stage_of.stage(keys.count - 1)));
   if (consumer == 0) ptx::named_barrier_arrive(other_turn, kTurnThreads);
   ptx::wgmma_wait<0>();
   ptx::wgmma_fence_operand(o);
-  stage_of.release(tile_count - 1);
+  stage_of.release(keys.count - 1);
 }
 
 template <int HeadDim, typename Element, typename Traits>
-__device__ __forceinline__ void consume_pingpong(int consumer, int tile_count, int first_tile_key,
-                                                 const gpu::BlockKeyTiles& tiles, uint32_t q_rows,
-                                                 uint32_t k_tiles, uint32_t v_tiles,
+__device__ __forceinline__ void consume_pingpong(int consumer, const KeyTiles& keys,
+                                                 uint32_t q_rows,
+                                                 const SharedTiles<Traits>& tiles_in,
                                                  const StageRing<Traits::kStages>& stage_of,
                                                  OnlineSoftmax& softmax, float (&o)[HeadDim / 2]) {
   using T = Traits;
@@ -165,20 +162,20 @@ __device__ __forceinline__ void consume_pingpong(int consumer, int tile_count, i
   if (consumer == 1) ptx::named_barrier_arrive(kTurnBarrier, kTurnThreads);
   float s[T::kBlockK / 2];
   uint32_t p_fragments[T::kBlockK / kWgmmaK][4];
-  for (int turn = 0; turn <= tile_count; ++turn) {
-    const bool scores = turn < tile_count;
+  for (int turn = 0; turn <= keys.count; ++turn) {
+    const bool scores = turn < keys.count;
     const bool output = turn > 0;
     if (scores) stage_of.wait_full(turn);
     ptx::named_barrier_sync(my_turn, kTurnThreads);
     if (output) {
       issue_output<HeadDim, T::kBlockK, Element>(o, p_fragments,
-                                                 v_tiles + stage_of.stage(turn - 1) * T::kKvBytes);
+                                                 tiles_in.v_stage(stage_of.stage(turn - 1)));
     }
     if (scores) {
       issue_scores<HeadDim, T::kBlockK, Element>(s, q_rows, T::kBlockQ,
-                                                 k_tiles + stage_of.stage(turn) * T::kKvBytes);
+                                                 tiles_in.k_stage(stage_of.stage(turn)));
     }
-    if (consumer == 0 || turn < tile_count) {
+    if (consumer == 0 || turn < keys.count) {
       ptx::named_barrier_arrive(other_turn, kTurnThreads);
     }
     ptx::wgmma_wait<0>();
@@ -186,8 +183,8 @@ __device__ __forceinline__ void consume_pingpong(int consumer, int tile_count, i
     ptx::wgmma_fence_operand(s);
     if (output) stage_of.release(turn - 1);
     if (scores) {
-      const int first_key = first_tile_key + turn * T::kBlockK;
-      if (tiles.needs_mask(first_key, T::kBlockK)) softmax.mask(s, first_key);
+      const int first_key = keys.key_of(turn, T::kBlockK);
+      if (keys.visible.needs_mask(first_key, T::kBlockK)) softmax.mask(s, first_key);
       softmax.update(s, o);
       probabilities_as_a<Element>(s, p_fragments);
     }
@@ -206,21 +203,14 @@ __global__ void __launch_bounds__(WsTraits<HeadDim>::kThreads, 1)
   };
   ATTNBENCH_SHARED(Barriers, barriers, 8);
   ATTNBENCH_DYNAMIC_SHARED(shared_bytes, 16);
-  const uint32_t tiles_start = static_cast<uint32_t>(
-      (ptx::shared_address(shared_bytes) + kTileAlignment - 1) / kTileAlignment * kTileAlignment);
-  const uint32_t q_tile = tiles_start;
-  const uint32_t k_tiles = q_tile + T::kQBytes;
-  const uint32_t v_tiles = k_tiles + T::kStages * T::kKvBytes;
+  const SharedTiles<T> tiles_in(shared_bytes);
   const uint32_t q_full = ptx::shared_address(&barriers.q_full);
   auto kv_full = [&](int stage) { return ptx::shared_address(&barriers.kv_full[stage]); };
   auto kv_empty = [&](int stage) { return ptx::shared_address(&barriers.kv_empty[stage]); };
 
   const BlockPosition block = block_position(p, T::kBlockQ);
-  const gpu::BlockKeyTiles tiles =
-      gpu::block_key_tiles(p.mask, p.window_left, p.window_right, block.first_row, block.last_row,
-                           p.seqlen_q, p.seqlen_k, block.key_length, T::kBlockK);
-  const int tile_count = static_cast<int>(tiles.tiles());
-  const int first_tile_key = static_cast<int>(tiles.first_tile) * T::kBlockK;
+  const KeyTiles keys = key_tiles(p, block, T::kBlockK);
+  const int tile_count = keys.count;
 
   if (threadIdx.x == 0) {
     ptx::mbarrier_init(q_full, 1);
@@ -239,19 +229,19 @@ __global__ void __launch_bounds__(WsTraits<HeadDim>::kThreads, 1)
     ptx::setmaxnreg_dec<T::kProducerRegisters>();
     if (threadIdx.x / 32 != 0 || !ptx::elect_one() || tile_count == 0) return;
     ptx::mbarrier_arrive_expect_tx(q_full, T::kQBytes);
-    load_tile<HeadDim>(q_tile, &params.q_map, q_full, T::kBlockQ, block.first_row, block.head,
+    load_tile<HeadDim>(tiles_in.q, &params.q_map, q_full, T::kBlockQ, block.first_row, block.head,
                        block.batch);
     for (int iteration = 0; iteration < tile_count; ++iteration) {
       const int stage = iteration % T::kStages;
-      const int key = first_tile_key + iteration * T::kBlockK;
+      const int key = keys.key_of(iteration, T::kBlockK);
       if (iteration >= T::kStages) {  // the stage's previous tile: released by every consumer
         ptx::mbarrier_wait(kv_empty(stage), static_cast<unsigned>(iteration / T::kStages - 1) % 2);
       }
       ptx::mbarrier_arrive_expect_tx(kv_full(stage), 2 * T::kKvBytes);
-      load_tile<HeadDim>(k_tiles + stage * T::kKvBytes, &params.k_map, kv_full(stage), T::kBlockK,
-                         key, block.head_kv, block.batch);
-      load_tile<HeadDim>(v_tiles + stage * T::kKvBytes, &params.v_map, kv_full(stage), T::kBlockK,
-                         key, block.head_kv, block.batch);
+      load_tile<HeadDim>(tiles_in.k_stage(stage), &params.k_map, kv_full(stage), T::kBlockK, key,
+                         block.head_kv, block.batch);
+      load_tile<HeadDim>(tiles_in.v_stage(stage), &params.v_map, kv_full(stage), T::kBlockK, key,
+                         block.head_kv, block.batch);
     }
     return;
   }
@@ -259,34 +249,33 @@ __global__ void __launch_bounds__(WsTraits<HeadDim>::kThreads, 1)
   // ---- a consumer: 64 query rows, every key tile ------------------------------------------------
   ptx::setmaxnreg_inc<T::kConsumerRegisters>();
   const int rows_before = (warpgroup - 1) * kWgmmaM;
-  const uint32_t q_rows = q_tile + static_cast<uint32_t>(rows_before * kSwizzleBytes);
+  const uint32_t q_rows = tiles_in.q + static_cast<uint32_t>(rows_before * kSwizzleBytes);
   OnlineSoftmax softmax(p, block, rows_before);
   float o[HeadDim / 2] = {};
   const StageRing<T::kStages> stage_of{barriers.kv_full, barriers.kv_empty};
   if (tile_count > 0) ptx::mbarrier_wait(q_full, 0);
   if constexpr (kSchedule == Schedule::overlapped) {
     if (tile_count > 0) {
-      consume_overlapped<HeadDim, Element, T>(warpgroup - 1, tile_count, first_tile_key, tiles,
-                                              q_rows, k_tiles, v_tiles, stage_of, softmax, o);
+      consume_overlapped<HeadDim, Element, T>(warpgroup - 1, keys, q_rows, tiles_in, stage_of,
+                                              softmax, o);
     }
   } else if constexpr (kSchedule == Schedule::pingpong) {
     if (tile_count > 0) {
-      consume_pingpong<HeadDim, Element, T>(warpgroup - 1, tile_count, first_tile_key, tiles,
-                                            q_rows, k_tiles, v_tiles, stage_of, softmax, o);
+      consume_pingpong<HeadDim, Element, T>(warpgroup - 1, keys, q_rows, tiles_in, stage_of,
+                                            softmax, o);
     }
   } else {
     for (int iteration = 0; iteration < tile_count; ++iteration) {
       const int stage = stage_of.stage(iteration);
-      const int first_key = first_tile_key + iteration * T::kBlockK;
+      const int first_key = keys.key_of(iteration, T::kBlockK);
       stage_of.wait_full(iteration);
       float s[T::kBlockK / 2];
-      compute_scores<HeadDim, T::kBlockK, Element>(s, q_rows, T::kBlockQ,
-                                                   k_tiles + stage * T::kKvBytes);
-      if (tiles.needs_mask(first_key, T::kBlockK)) softmax.mask(s, first_key);
+      compute_scores<HeadDim, T::kBlockK, Element>(s, q_rows, T::kBlockQ, tiles_in.k_stage(stage));
+      if (keys.visible.needs_mask(first_key, T::kBlockK)) softmax.mask(s, first_key);
       softmax.update(s, o);
       uint32_t p_fragments[T::kBlockK / kWgmmaK][4];
       probabilities_as_a<Element>(s, p_fragments);
-      issue_output<HeadDim, T::kBlockK, Element>(o, p_fragments, v_tiles + stage * T::kKvBytes);
+      issue_output<HeadDim, T::kBlockK, Element>(o, p_fragments, tiles_in.v_stage(stage));
       ptx::wgmma_wait<0>();
       ptx::wgmma_fence_operand(o);
       stage_of.release(iteration);
@@ -299,20 +288,9 @@ __global__ void __launch_bounds__(WsTraits<HeadDim>::kThreads, 1)
 
 template <int HeadDim, DType kDtype, Schedule kSchedule>
 Status launch_warp_specialized(const char* name, const Flash3Params& params, cudaStream_t stream) {
-  using T = WsTraits<HeadDim>;
   using Element = typename gpu::ElementOf<kDtype>::type;
-  const AttentionParams& p = params.attention;
-  const int64_t m_blocks = (static_cast<int64_t>(p.seqlen_q) + T::kBlockQ - 1) / T::kBlockQ;
-  const int64_t ctas = m_blocks * p.heads_q * p.batch;
-  if (ctas > INT_MAX) {
-    return Status::Error(std::string(name) + ": " + std::to_string(ctas) +
-                         " query blocks exceed one launch's grid");
-  }
-  const auto kernel = flash3_ws_forward<HeadDim, Element, kSchedule>;
-  ATTNBENCH_CUDA_TRY(allow_dynamic_shared(kernel, static_cast<int>(T::kSharedBytes)));
-  launch_kernel(kernel, static_cast<unsigned>(ctas), T::kThreads, T::kSharedBytes, stream, params);
-  ATTNBENCH_CUDA_TRY_LAUNCH();
-  return Status::Ok();
+  return launch_blocks<WsTraits<HeadDim>>(name, flash3_ws_forward<HeadDim, Element, kSchedule>,
+                                          params, stream);
 }
 
 template <int HeadDim, DType kDtype>
