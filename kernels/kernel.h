@@ -78,6 +78,11 @@ struct Kernel {
   // calibrated copy bandwidth to predict the time, and stores prediction and measurement side
   // by side. Empty when the kernel has no such model.
   std::function<double(const Problem& problem)> bytes_moved;
+  // The kernel's own time model: the seconds one forward should take on the GPU it is built for,
+  // from its structure (cuda.flash3: instructions per key tile over the H200's rates). Stored as
+  // the result's predicted_s in place of the bytes model, and `attnbench plan` budgets with it.
+  // Empty when the kernel has none.
+  std::function<double(const Problem& problem)> predicted_seconds;
   // Builds a plan; scratch comes from context.scratch so the harness measures it. Called
   // outside the timed region. On failure, the status says why ("out of memory: ..." when
   // scratch could not be had).

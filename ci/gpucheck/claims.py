@@ -215,8 +215,10 @@ def is_figure_shape(r: dict, dtype: str) -> bool:
             and r["mask_kind"] == "none" and r["input_dtype"] == dtype)
 
 
+FLASH3_STAGES = ("cuda.flash3_wg1", "cuda.flash3_ws", "cuda.flash3_pingpong", "cuda.flash3")
 FIGURE_DTYPE = {"cudnn.sdpa": "bf16", "cuda.flash2": "bf16", "torch.sdpa_flash": "bf16",
-                "torch.sdpa_cudnn": "bf16", "cudnn.sdpa_fp8": "e4m3"}
+                "torch.sdpa_cudnn": "bf16", "cudnn.sdpa_fp8": "e4m3",
+                **{stage: "bf16" for stage in FLASH3_STAGES}}
 
 
 def figure_results(evidence: Evidence, kernel: str) -> list[tuple[int, dict]]:
@@ -836,9 +838,60 @@ def flash3_correct(evidence: Evidence) -> Finding:
     return judge_tests(evidence, suite_tests(evidence, "cuda.flash3"))
 
 
-@judge("flash3-figure", ">= 550 TFLOP/s at the figure shape, causal >= 85 % of non-causal")
+FLASH3_MINIMUM_TFLOPS = 550
+FLASH3_CAUSAL_RATIO = 0.85
+LONG_CONTEXT = 16384  # suites/gpu-figures.toml: cuda.flash3 at seqlen 16k, batch 1, d 128, bf16
+
+
+def long_context_result(evidence: Evidence, mask: str) -> dict | None:
+    """cuda.flash3's timed result at seqlen 16k with `mask` (none or causal) in the figures run."""
+    for r in evidence.gpu_results(FIGURES):
+        if (r["kernel"] == "cuda.flash3" and r["seqlen_q"] == LONG_CONTEXT == r["seqlen_k"]
+                and r["batch"] == 1 and r["head_dim_qk"] == 128 and r["input_dtype"] == "bf16"
+                and r["mask_kind"] == mask and r.get("flops_per_s")):
+            return r
+    return None
+
+
+def stages_side_by_side(evidence: Evidence) -> str:
+    """Each flash3 stage's measured TFLOP/s at the figure shape beside its time model's
+    (flash3_time_model.h, stored as predicted_s), and cudnn.sdpa of the same run: shown, not
+    judged."""
+    shown = []
+    for kernel in (*FLASH3_STAGES, "cudnn.sdpa"):
+        timed = [r for _, r in figure_results(evidence, kernel)
+                 if r["status"] == "passed" and r.get("flops_per_s")]
+        if not timed:
+            shown.append(f"{kernel} -")
+            continue
+        r = timed[0]
+        model = (f" (model {r['flops_per_s'] * r['median_s'] / r['predicted_s'] / TERA:.0f})"
+                 if r.get("predicted_s") and r.get("median_s") else "")
+        shown.append(f"{kernel} {r['flops_per_s'] / TERA:.0f}{model}")
+    return "TFLOP/s: " + ", ".join(shown)
+
+
+@judge("flash3-figure", f">= {FLASH3_MINIMUM_TFLOPS} TFLOP/s at the figure shape, causal >= "
+       f"{FLASH3_CAUSAL_RATIO:.0%} of non-causal at seqlen 16k", steps=(FIGURES,), h200=True)
 def flash3_figure(evidence: Evidence) -> Finding:
-    return unmeasured("not yet in gpu-check's figures step (issue 15, item 6)")
+    """cuda.flash3 at the figure shape against its threshold; its causal / non-causal rate at
+    seqlen 16k; the stages and cudnn.sdpa of the same run beside it, each with the time model's
+    prediction."""
+    figure = judge_figure(evidence, "cuda.flash3", FLASH3_MINIMUM_TFLOPS)
+    side_by_side = stages_side_by_side(evidence)
+    if figure.result != PASS:
+        return Finding(figure.result, figure.measured, f"{figure.why}; {side_by_side}")
+    full, causal = long_context_result(evidence, "none"), long_context_result(evidence, "causal")
+    if full is None or causal is None:
+        return unmeasured("no timed cuda.flash3 result at seqlen 16k "
+                          f"{'non-causal' if full is None else 'causal'}", figure.measured)
+    ratio = causal["flops_per_s"] / full["flops_per_s"]
+    measured = f"{figure.measured}; causal {ratio:.0%} of non-causal"
+    why = (f"{figure.why}; seqlen 16k: {full['flops_per_s'] / TERA:.0f} non-causal, "
+           f"{causal['flops_per_s'] / TERA:.0f} causal; {side_by_side}")
+    if ratio >= FLASH3_CAUSAL_RATIO:
+        return passed(measured, why)
+    return failed(measured, f"causal below {FLASH3_CAUSAL_RATIO:.0%} of non-causal; {why}")
 
 
 FLASH2_RATIO = 0.85

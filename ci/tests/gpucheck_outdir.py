@@ -66,6 +66,11 @@ SMOKE_SHAPES = (dict(batch=2, heads_q=8, heads_kv=2, seqlen_q=512, seqlen_k=512,
                      dtype="bf16", mask="causal"),
                 dict(batch=2, heads_q=8, heads_kv=8, seqlen_q=256, seqlen_k=1024, head_dim=64,
                      dtype="fp16", mask="none"))
+# cuda.flash3's long-context pair (suites/gpu-figures.toml): seqlen 16k, batch 1, 4 heads of 128.
+LONG_CONTEXT = dict(batch=1, heads_q=4, heads_kv=4, seqlen_q=16384, seqlen_k=16384, head_dim=128)
+# The flash3 stages at the figure shape, beside cuda.flash3 (TFLOP/s of a healthy run).
+FLASH3_STAGE_TFLOPS = {"cuda.flash3_wg1": 380.0, "cuda.flash3_ws": 450.0,
+                       "cuda.flash3_pingpong": 560.0}
 # predicted_s (bytes moved / copy bandwidth) of the naive family relative to cuda.naive: fused
 # moves the fewest bytes, out of place the most (naive_family.cpp).
 PREDICTED_FACTOR = {"cuda.masked_fused": 0.6, "cuda.naive": 1.0, "cuda.masked_inplace": 1.3,
@@ -79,6 +84,8 @@ class Scenario:
     flash2_tflops: float = 470.0
     torch_tflops: float | None = 500.0  # None: no torch.sdpa_flash result (no PyTorch peers)
     torch_cudnn_tflops: float | None = 550.0  # None: no torch.sdpa_cudnn result
+    flash3_tflops: float | None = 600.0  # cuda.flash3 at the figure shape; None: no result
+    flash3_causal_ratio: float = 0.93  # its causal over non-causal rate at seqlen 16k
     gpu_name: str = "NVIDIA H200"
     schema_version: int | None = None  # None: every migration, with schema 5's timing columns
     steps: dict = field(default_factory=dict)  # step name -> result replacing 'pass'
@@ -201,7 +208,9 @@ class OutdirBuilder:
                    "cudnn.sdpa_fp8": ("e4m3", s.fp8_tflops),
                    "cuda.flash2": ("bf16", s.flash2_tflops),
                    "torch.sdpa_flash": ("bf16", s.torch_tflops),
-                   "torch.sdpa_cudnn": ("bf16", s.torch_cudnn_tflops)}
+                   "torch.sdpa_cudnn": ("bf16", s.torch_cudnn_tflops),
+                   "cuda.flash3": ("bf16", s.flash3_tflops),
+                   **{k: ("bf16", v) for k, v in FLASH3_STAGE_TFLOPS.items()}}
         for kernel, (dtype, tflops) in kernels.items():
             if tflops is None:
                 continue
@@ -210,8 +219,21 @@ class OutdirBuilder:
             self.built.flops_per_s[kernel] = self.timed_result(
                 run_id, gpu, case, tflops, CASE_BUDGETS["figures"],
                 extra_memory_bytes=0 if kernel == "cuda.flash2" else 1 << 20,
-                **({} if energy is not None else {"energy_j": self.rng.uniform(0.3, 0.7)}))
+                **({} if energy is not None else {"energy_j": self.rng.uniform(0.3, 0.7)}),
+                **self.flash3_prediction(kernel, case))
+        if s.flash3_tflops is not None:
+            for mask, tflops in (("none", s.flash3_tflops),
+                                 ("causal", s.flash3_tflops * s.flash3_causal_ratio)):
+                case = Case("cuda.flash3", dtype="bf16", mask=mask, **LONG_CONTEXT)
+                self.timed_result(run_id, gpu, case, tflops, CASE_BUDGETS["figures"],
+                                  extra_memory_bytes=0, **self.flash3_prediction("cuda.flash3", case),
+                                  **({} if energy is not None else {"energy_j": 0.5}))
         return run_id
+
+    def flash3_prediction(self, kernel: str, case: Case) -> dict:
+        """The time model's predicted_s of a flash3 stage (a model 766 TFLOP/s at d 128)."""
+        return {"predicted_s": case.flops / (766 * TERA)} if kernel.startswith("cuda.flash3") \
+            else {}
 
     def smoke_run(self) -> int:
         run_id, gpu = self.run("gpu-smoke", 4)

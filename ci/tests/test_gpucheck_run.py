@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from gpucheck import plan, run, setup
+from gpucheck.claims import FIGURE_DTYPE, FLASH3_STAGES
 
 ROOT = Path(__file__).resolve().parents[2]
 CLI = os.environ.get("ATTNBENCH_CLI") or str(ROOT / "build" / "bin" / "attnbench")
@@ -48,11 +49,15 @@ def test_every_step_has_a_prediction_and_the_figures_only_the_claimed_kernels():
     assert [s.ends_at_s for s in steps] == sorted(s.ends_at_s for s in steps)
     figures = next(s for s in steps if s.name == "figures")
     planned = plan.attnbench_plan(CLI, ["--suite", "gpu-figures"], "h200")
-    kernels = {c["kernel"] for c in planned["cases"] if c["supported"]}
-    # cuda.flash2's claim is relative to torch.sdpa_flash, listed for when the peer exists.
-    assert kernels <= {"cudnn.sdpa", "cudnn.sdpa_fp8", "cuda.flash2", "torch.sdpa_flash", "torch.sdpa_cudnn"}
-    assert {"cudnn.sdpa", "cudnn.sdpa_fp8", "cuda.flash2"} <= kernels
-    assert figures.calls[1].cases == len(kernels)
+    supported = [c for c in planned["cases"] if c["supported"]]
+    kernels = {c["kernel"] for c in supported}
+    # Only the kernels a figure claim judges (cuda.flash2's claim is relative to
+    # torch.sdpa_flash, listed for when the peer exists; the flash3 stages stand beside
+    # cuda.flash3), each at one shape except cuda.flash3 (its seqlen 16k pair too).
+    assert kernels <= set(FIGURE_DTYPE)
+    assert {"cudnn.sdpa", "cudnn.sdpa_fp8", "cuda.flash2", *FLASH3_STAGES} <= kernels
+    assert sum(c["kernel"] == "cuda.flash3" for c in supported) == 3
+    assert figures.calls[1].cases == len(kernels) + 2
 
 
 def test_makespan_puts_the_longest_first():

@@ -25,10 +25,9 @@ from gpucheck_outdir import (CASE_BUDGETS, CUDNN_SHARDS, GPU_UUID, STARTED, SUIT
 ROOT = Path(__file__).resolve().parents[2]
 CLAIMS = ROOT / "GPU-CLAIMS.md"
 # The claims gpu-check cannot measure on its one-H200 host.
-# Claims gpu-check cannot measure on one H200 (flash3-figure: not in its figures step yet).
-HOST_LIMITED = {"multi-gpu", "nvtx", "a100", "nightly-10min", "flash3-figure"}
-H200_FIGURES = {"cudnn-figure", "cudnn-fp8-figure", "flash2-figure", "calibrate-bf16-gemm",
-                "calibrate-copy"}
+HOST_LIMITED = {"multi-gpu", "nvtx", "a100", "nightly-10min"}
+H200_FIGURES = {"cudnn-figure", "cudnn-fp8-figure", "flash2-figure", "flash3-figure",
+                "calibrate-bf16-gemm", "calibrate-copy"}
 COLUMNS = ("id", "claim", "threshold", "measured", "result", "why")
 
 
@@ -164,6 +163,36 @@ def test_flash2_is_judged_against_torch_sdpa_flash(tmp_path, rng, ratio, result)
     assert row["threshold"] == ">= 0.85x torch.sdpa_flash (same run)"
     assert row["measured"] == f"{mine / peer:.2f}x ({mine / 1e12:.1f} vs {peer / 1e12:.1f} TFLOP/s)"
     assert status == (0 if result == PASS else 1)
+
+
+@pytest.mark.parametrize("flash3, causal_ratio, result, why", [
+    (600.0, 0.93, PASS, ""),
+    (500.0, 0.93, FAIL, "below 550 TFLOP/s"),
+    (600.0, 0.80, FAIL, "causal below 85% of non-causal"),
+])
+def test_flash3_is_judged_at_the_figure_shape_and_at_16k_with_its_stages_beside_it(
+        tmp_path, rng, flash3, causal_ratio, result, why):
+    built = build_outdir(tmp_path, rng, Scenario(flash3_tflops=flash3,
+                                                 flash3_causal_ratio=causal_ratio))
+    status, rows = summarize(tmp_path)
+    row = rows["flash3-figure"]
+    assert row["result"] == result, row
+    assert row["measured"].startswith(tflops(built.flops_per_s["cuda.flash3"]))
+    assert why in row["why"]
+    # The stages and cuDNN, measured, each stage beside its time model's TFLOP/s.
+    for stage in ("cuda.flash3_wg1", "cuda.flash3_ws", "cuda.flash3_pingpong"):
+        assert f"{stage} {built.flops_per_s[stage] / 1e12:.0f} (model 766)" in row["why"], row
+    assert f"cudnn.sdpa {built.flops_per_s['cudnn.sdpa'] / 1e12:.0f}" in row["why"]
+    if result == PASS or "causal" in why:
+        assert row["measured"].endswith(f"causal {causal_ratio:.0%} of non-causal")
+    assert status == (0 if result == PASS else 1)
+
+
+def test_flash3_without_its_figure_is_not_measured(tmp_path, rng):
+    build_outdir(tmp_path, rng, Scenario(flash3_tflops=None))
+    _, rows = summarize(tmp_path)
+    assert rows["flash3-figure"]["result"] == NOT_MEASURED
+    assert rows["flash3-figure"]["why"].startswith("no cuda.flash3 result at the figure shape")
 
 
 # ---- (d) an interrupted run with no database ----------------------------------------------------

@@ -6,10 +6,11 @@
 #include <regex>
 #include <set>
 
-#include "harness/suite/case_matrix.h"
-#include "harness/measure/cost_model.h"
 #include "harness/cli/runner.h"
+#include "harness/measure/cost_model.h"
+#include "harness/suite/case_matrix.h"
 #include "harness/suite/suite.h"
+#include "reference/flops.h"
 
 namespace attnbench {
 namespace {
@@ -82,6 +83,7 @@ int plan_command(const PlanOptions& options, std::ostream& out, std::ostream& er
       const double case_s = host_s + p.case_s();
       total_s += case_s;
       row.update({{"forward_s", p.forward_s},
+                  {"flops_per_s", attention_flops(spec.problem) / p.forward_s},
                   {"host_s", host_s},
                   {"plan_s", p.plan_s},
                   {"check_s", p.check_s},
@@ -114,7 +116,8 @@ int plan_command(const PlanOptions& options, std::ostream& out, std::ostream& er
       continue;
     }
     out << std::right << std::setprecision(1) << std::setw(10)
-        << row["forward_s"].get<double>() * 1e6 << " us/forward " << std::setprecision(2)
+        << row["forward_s"].get<double>() * 1e6 << " us/forward " << std::setw(7)
+        << row["flops_per_s"].get<double>() / 1e12 << " TFLOP/s " << std::setprecision(2)
         << std::setw(7) << row["case_s"].get<double>() << " s\n";
   }
   out << std::setprecision(1) << cases.size() << " cases on a modeled " << device->name

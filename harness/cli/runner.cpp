@@ -305,7 +305,9 @@ void take_outcome(const CaseOutcome& outcome, const CaseSpec& spec,
   result.fraction_of_peak_flops =
       result.flops_per_s / peak_flops_for(ceilings, std::string(dtype_name(spec.problem.input_dtype)));
   result.fraction_of_peak_bandwidth = result.bytes_per_s / peak_bandwidth(ceilings);
-  if (spec.kernel->bytes_moved) {
+  if (spec.kernel->predicted_seconds) {
+    result.predicted_s = spec.kernel->predicted_seconds(spec.problem);
+  } else if (spec.kernel->bytes_moved) {
     result.predicted_s = spec.kernel->bytes_moved(spec.problem) / peak_bandwidth(ceilings);
   }
 }

@@ -34,8 +34,9 @@ DeviceModel h200_model() {
 
 // ---- the kernels
 // --------------------------------------------------------------------------------- The fraction of
-// the tensor-core GEMM rate each kernel's forward reaches at large shapes, and the launches one
-// forward takes. Leads: cuDNN 9.19 on an H200 reaches 702 of 790 TFLOP/s at bf16 d=128
+// the tensor-core GEMM rate each kernel's forward reaches at large shapes (a kernel with its own
+// time model, Kernel::predicted_seconds, is timed by it instead), and the launches one forward
+// takes. Leads: cuDNN 9.19 on an H200 reaches 702 of 790 TFLOP/s at bf16 d=128
 // (cudnn-frontend's published benchmark, issue 15); FlashAttention-2 on mma.sync reaches about 350
 // on Hopper; the in-house naive family materializes fp32 scores and is bound by their bytes
 // (Kernel::bytes_moved), its SIMT arithmetic at a few percent of the tensor rate. A cuDNN graph
@@ -93,13 +94,16 @@ double output_bytes(const Problem& problem, const ProblemLayout& layout) {
          static_cast<double>(dtype_size(problem.output_dtype));
 }
 
+// The reference visits each sampled row's visible keys only (a causal row half of them).
 double reference_seconds(const Problem& problem) {
   bool all_rows = false;
-  const size_t rows = select_rows(problem, /*seed=*/1, all_rows).size();
-  const double per_row = static_cast<double>(problem.seqlen_k) *
-                         static_cast<double>(problem.head_dim_qk + problem.head_dim_v);
+  double keys = 0;
+  for (const RowIndex& row : select_rows(problem, /*seed=*/1, all_rows)) {
+    keys += static_cast<double>(problem.visible(row.b, row.query).size());
+  }
+  const double per_key = static_cast<double>(problem.head_dim_qk + problem.head_dim_v);
   const double factor = is_fp8(problem.input_dtype) ? kFp8ReferenceFactor : 1.0;
-  return 2 * static_cast<double>(rows) * per_row * kReferenceSecondsPerMultiplyAdd * factor;
+  return 2 * keys * per_key * kReferenceSecondsPerMultiplyAdd * factor;
 }
 
 }  // namespace
@@ -115,10 +119,13 @@ CasePrediction predict_case(const Kernel& kernel, const Problem& problem, const 
   const KernelCost cost = known == kernel_costs().end() ? KernelCost{} : known->second;
   CasePrediction p;
   const double bytes = kernel.bytes_moved ? kernel.bytes_moved(problem) : attention_bytes(problem);
-  p.forward_s = std::max(attention_flops(problem) /
-                             (cost.efficiency * peak_flops(device, problem.input_dtype)),
-                         bytes / device.copy_bytes_per_s) +
-                cost.launches * device.launch_s;
+  const double device_s =
+      kernel.predicted_seconds
+          ? kernel.predicted_seconds(problem)
+          : std::max(attention_flops(problem) /
+                         (cost.efficiency * peak_flops(device, problem.input_dtype)),
+                     bytes / device.copy_bytes_per_s);
+  p.forward_s = device_s + cost.launches * device.launch_s;
   const ProblemLayout layout = describe_layout(problem);
   const double inputs = input_elements(layout);
   const double input_bytes = inputs * static_cast<double>(dtype_size(problem.input_dtype));

@@ -1,10 +1,11 @@
 // What a case will cost in wall-clock seconds on a modeled device, before any GPU is touched:
 // the planner behind `attnbench plan` and `ci/gpu-check.sh --plan`. A prediction is a lead, not
-// a measurement: the forward from FLOPs and bytes over the device's ceilings at a per-kernel
-// efficiency, the host's share (inputs, the fp64 reference of the sampled rows) from rates
-// measured on this project's 2-core build machine, and the harness's own overheads (worker
-// start, plan build, checked runs, the timing plan of harness/timing.h, energy loop). A GPU
-// run's summary puts each step's measured seconds beside its prediction.
+// a measurement: the forward from the kernel's own time model (Kernel::predicted_seconds) or from
+// FLOPs and bytes over the device's ceilings at a per-kernel efficiency, the host's share
+// (inputs, the fp64 reference of the sampled rows) from rates measured on this project's 2-core
+// build machine, and the harness's own overheads (worker start, plan build, checked runs, the
+// timing plan of harness/timing.h, energy loop). A GPU run's summary puts each step's measured
+// seconds beside its prediction.
 #pragma once
 
 #include <optional>

@@ -26,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/cuda/flash3/flash3_time_model.h"
 #include "tests/support/command.h"
 
 namespace attnbench {
@@ -189,14 +190,15 @@ size_t kernel_count(const DeviceCode& code) {
 // -------------------------------------------------------
 
 // Instruction counts per opcode ("HMMA" for HMMA.16816.F32.BF16), per SASS arch, per function.
+// MUFU (the multi-function unit) is counted by operation as well: "MUFU.EX2" beside "MUFU".
 using OpcodeCounts = std::map<std::string, int>;
 using SassCode = std::map<std::pair<std::string, std::string>,   // (member, function)
                           std::map<std::string, OpcodeCounts>>;  // arch -> counts
 
-// The opcode of one cuobjdump --dump-sass instruction line,
+// The instruction (opcode and modifiers) of one cuobjdump --dump-sass instruction line,
 // "        /*0150*/   @!P0 HMMA.16816.F32.BF16 R84, R20, R16, RZ ;   /* 0x... */", or "" for
 // anything else (headers, and the second line of each instruction: "/* 0x000fe2... */").
-std::string sass_opcode(const std::string& line) {
+std::string sass_instruction(const std::string& line) {
   const size_t open = line.find_first_not_of(" \t");
   if (open == std::string::npos || line.compare(open, 2, "/*") != 0) return {};
   const size_t close = line.find("*/", open + 2);
@@ -208,7 +210,16 @@ std::string sass_opcode(const std::string& line) {
   std::string token;
   instruction >> token;
   if (!token.empty() && token[0] == '@') instruction >> token;  // a predicate guard
-  return token.substr(0, token.find_first_of(". ;"));
+  return token.substr(0, token.find_first_of(" ;"));
+}
+
+// "HMMA" of "HMMA.16816.F32.BF16", and "MUFU.EX2" of "MUFU.EX2" (empty for other opcodes).
+std::string base_opcode(const std::string& instruction) {
+  return instruction.substr(0, instruction.find('.'));
+}
+std::string mufu_operation(const std::string& instruction) {
+  if (base_opcode(instruction) != "MUFU") return {};
+  return instruction.substr(0, instruction.find('.', 5));
 }
 
 // cuobjdump --dump-sass: "member" lines, "arch = sm_XX", "Function : NAME", then instructions.
@@ -232,8 +243,13 @@ void parse_sass(const std::string& text, SassCode& code) {
       continue;
     }
     if (function.empty()) continue;
-    const std::string opcode = sass_opcode(line);
-    if (!opcode.empty()) ++code[{member, function}][arch][opcode];
+    const std::string instruction = sass_instruction(line);
+    if (instruction.empty()) continue;
+    OpcodeCounts& counts = code[{member, function}][arch];
+    ++counts[base_opcode(instruction)];
+    if (const std::string operation = mufu_operation(instruction); !operation.empty()) {
+      ++counts[operation];
+    }
   }
 }
 
@@ -276,7 +292,9 @@ int opcode_count(const OpcodeCounts& counts, const std::string& opcode) {
 
 int instruction_count(const OpcodeCounts& counts) {
   int total = 0;
-  for (const auto& [opcode, count] : counts) total += count;
+  for (const auto& [opcode, count] : counts) {
+    if (opcode.find('.') == std::string::npos) total += count;  // MUFU.EX2 is in MUFU's count
+  }
   return total;
 }
 
@@ -477,13 +495,14 @@ constexpr const char* kHopperLibrary = "";
 #endif
 
 // What a Hopper attention kernel's sm_90a SASS must hold: `hgmma` HGMMA (wgmma) instructions
-// (per key tile, the loop being a single copy of its body: d / 16 for S = Q K^T and kBlockK / 16
-// for O += P V), no HMMA (mma.sync: Ampere's path), UTMALDG (TMA loads) and SYNCS (mbarrier
-// operations). One line per finding, naming the kernel.
+// and `exp2` MUFU.EX2 (the softmax's exponentials: one per thread and score, one per row), no
+// HMMA (mma.sync: Ampere's path), UTMALDG (TMA loads) and SYNCS (mbarrier operations). One line
+// per finding, naming the kernel. exp2 < 0: not checked.
 struct HopperExpectation {
   std::string kernel;  // part of the demangled name
   int hgmma;
   bool rebalances_registers;  // setmaxnreg: USETMAXREG
+  int exp2 = -1;
 };
 
 std::vector<std::string> hopper_findings(const SassCode& code, const HopperExpectation& expected,
@@ -502,7 +521,12 @@ std::vector<std::string> hopper_findings(const SassCode& code, const HopperExpec
     const int hgmma = opcode_count(counts->second, "HGMMA");
     if (hgmma != expected.hgmma) {
       findings.push_back(name + ": " + std::to_string(hgmma) + " HGMMA, expected " +
-                         std::to_string(expected.hgmma) + " (one key tile)");
+                         std::to_string(expected.hgmma));
+    }
+    const int exp2 = opcode_count(counts->second, "MUFU.EX2");
+    if (expected.exp2 >= 0 && exp2 != expected.exp2) {
+      findings.push_back(name + ": " + std::to_string(exp2) + " MUFU.EX2, expected " +
+                         std::to_string(expected.exp2));
     }
     if (opcode_count(counts->second, "HMMA") != 0) findings.push_back(name + ": HMMA (mma.sync)");
     if (expected.rebalances_registers && opcode_count(counts->second, "USETMAXREG") == 0) {
@@ -517,34 +541,50 @@ std::vector<std::string> hopper_findings(const SassCode& code, const HopperExpec
   return findings;
 }
 
-// cuda.flash3_wg1, _ws and _pingpong at d = 128 (kBlockK = 128): 8 + 8 HGMMA per key tile (a
-// ping-pong turn issues the P V of one tile and the S of the next); _ws and _pingpong rebalance
-// their registers (USETMAXREG, setmaxnreg's SASS).
-const std::vector<HopperExpectation> kHopperKernels = {
-    {"flash3::on_gpu::flash3_wg1_forward<128, __nv_bfloat16>", 16, false},
+// The flash3 kernels as the time model counts them (flash3_time_model.h): one key tile of a
+// consumer warpgroup is hgmma_per_consumer HGMMA (d / 16 for S, block_k / 16 for P V) and
+// exp2_per_thread MUFU.EX2, and the loop body is one copy of it, except cuda.flash3's (Schedule
+// 2): its first turn (S alone) and last (P V alone) are written out beside the full turn, so the
+// function holds the tile twice. _ws and the later stages rebalance their registers.
+struct Flash3Kernel {
+  std::string kernel;
+  flash3::Stage stage;
+  int head_dim;
+  int tile_copies;
+};
+
+const std::vector<Flash3Kernel> kFlash3Kernels = {
+    {"flash3::on_gpu::flash3_wg1_forward<128, __nv_bfloat16>", flash3::Stage::wg1, 128, 1},
     {"flash3::on_gpu::flash3_ws_forward<128, __nv_bfloat16, "
      "(attnbench::flash3::on_gpu::Schedule)0>",
-     16, true},
+     flash3::Stage::ws, 128, 1},
     {"flash3::on_gpu::flash3_ws_forward<128, __nv_bfloat16, "
      "(attnbench::flash3::on_gpu::Schedule)1>",
-     16, true},
-    // cuda.flash3 (Schedule 2): a key tile takes d / 16 HGMMA for S and kBlockK / 16 for P V (128
-    // keys up to d 128, 64 at d 256); the function holds them twice, since the first turn (S
-    // alone) and the last (P V alone) are written out beside the loop's full turn.
-    {"flash3_ws_forward<64, __half, (attnbench::flash3::on_gpu::Schedule)2>", 2 * (4 + 8), true},
-    {"flash3_ws_forward<64, __nv_bfloat16, (attnbench::flash3::on_gpu::Schedule)2>", 2 * (4 + 8),
-     true},
-    {"flash3_ws_forward<128, __half, (attnbench::flash3::on_gpu::Schedule)2>", 2 * (8 + 8), true},
-    {"flash3_ws_forward<128, __nv_bfloat16, (attnbench::flash3::on_gpu::Schedule)2>", 2 * (8 + 8),
-     true},
-    {"flash3_ws_forward<256, __half, (attnbench::flash3::on_gpu::Schedule)2>", 2 * (16 + 4), true},
-    {"flash3_ws_forward<256, __nv_bfloat16, (attnbench::flash3::on_gpu::Schedule)2>", 2 * (16 + 4),
-     true},
+     flash3::Stage::pingpong, 128, 1},
+    {"flash3_ws_forward<64, __half, (attnbench::flash3::on_gpu::Schedule)2>",
+     flash3::Stage::overlapped, 64, 2},
+    {"flash3_ws_forward<64, __nv_bfloat16, (attnbench::flash3::on_gpu::Schedule)2>",
+     flash3::Stage::overlapped, 64, 2},
+    {"flash3_ws_forward<128, __half, (attnbench::flash3::on_gpu::Schedule)2>",
+     flash3::Stage::overlapped, 128, 2},
+    {"flash3_ws_forward<128, __nv_bfloat16, (attnbench::flash3::on_gpu::Schedule)2>",
+     flash3::Stage::overlapped, 128, 2},
+    {"flash3_ws_forward<256, __half, (attnbench::flash3::on_gpu::Schedule)2>",
+     flash3::Stage::overlapped, 256, 2},
+    {"flash3_ws_forward<256, __nv_bfloat16, (attnbench::flash3::on_gpu::Schedule)2>",
+     flash3::Stage::overlapped, 256, 2},
 };
+
+HopperExpectation expectation_of(const Flash3Kernel& kernel) {
+  const flash3::TileCost tile = flash3::tile_cost(kernel.stage, kernel.head_dim);
+  return {kernel.kernel, kernel.tile_copies * tile.hgmma_per_consumer,
+          kernel.stage != flash3::Stage::wg1, kernel.tile_copies * tile.exp2_per_thread};
+}
 
 TEST_F(StaticCuda, Flash3StagesUseWgmmaTmaAndMbarriersWithoutSpills) {
   const SassCode code = read_sass(kHopperLibrary);
-  for (const HopperExpectation& expected : kHopperKernels) {
+  for (const Flash3Kernel& kernel : kFlash3Kernels) {
+    const HopperExpectation expected = expectation_of(kernel);
     int matched = 0;
     const std::vector<std::string> findings = hopper_findings(code, expected, matched);
     EXPECT_EQ(matched, 1) << expected.kernel << " not found in the SASS of " << kHopperLibrary;
@@ -552,10 +592,11 @@ TEST_F(StaticCuda, Flash3StagesUseWgmmaTmaAndMbarriersWithoutSpills) {
   }
   for (const auto& [key, per_arch] : code) {
     for (const auto& [arch, counts] : per_arch) {
-      std::printf("[ sass ] %-32s %-7s HGMMA %3d  UTMALDG %3d  SYNCS %3d  instructions %5d\n",
-                  key.first.c_str(), arch.c_str(), opcode_count(counts, "HGMMA"),
-                  opcode_count(counts, "UTMALDG"), opcode_count(counts, "SYNCS"),
-                  instruction_count(counts));
+      std::printf(
+          "[ sass ] %-32s %-7s HGMMA %3d  MUFU.EX2 %3d  UTMALDG %3d  SYNCS %3d  instructions %5d\n",
+          key.first.c_str(), arch.c_str(), opcode_count(counts, "HGMMA"),
+          opcode_count(counts, "MUFU.EX2"), opcode_count(counts, "UTMALDG"),
+          opcode_count(counts, "SYNCS"), instruction_count(counts));
     }
   }
   const DeviceCode resources = read(kHopperLibrary);
@@ -570,10 +611,10 @@ TEST_F(StaticCuda, NegativeControlFlash2FailsTheHopperCheck) {
   const SassCode code = read_sass(kKernelLibrary);
   int matched = 0;
   const std::vector<std::string> findings =
-      hopper_findings(code, {kFlash2Kernel, 16, true}, matched);
+      hopper_findings(code, {kFlash2Kernel, 16, true, 66}, matched);
   ASSERT_EQ(matched, kFlash2Instantiations) << join_lines(findings);
-  for (const std::string reason :
-       {"0 HGMMA, expected 16", ": HMMA (mma.sync)", "no UTMALDG", "no SYNCS"}) {
+  for (const std::string reason : {"0 HGMMA, expected 16", "MUFU.EX2, expected 66",
+                                   ": HMMA (mma.sync)", "no UTMALDG", "no SYNCS"}) {
     const auto count = std::count_if(
         findings.begin(), findings.end(),
         [&](const std::string& line) { return line.find(reason) != std::string::npos; });

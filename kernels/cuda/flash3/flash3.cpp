@@ -116,7 +116,7 @@ SupportTable flash3_support_table(const std::vector<Instantiation>& instantiatio
 
 }  // namespace
 
-Kernel flash3_kernel_entry(std::string name, std::string summary,
+Kernel flash3_kernel_entry(std::string name, std::string summary, Stage stage,
                            std::vector<Instantiation> instantiations) {
   Kernel kernel;
   kernel.name = std::move(name);
@@ -125,6 +125,9 @@ Kernel flash3_kernel_entry(std::string name, std::string summary,
   kernel.deterministic = true;
   kernel.returns_lse = true;
   kernel.support = flash3_support_table(instantiations);
+  kernel.predicted_seconds = [stage](const Problem& problem) {
+    return predict(stage, problem).seconds;
+  };
   kernel.make_plan = [name = kernel.name, instantiations = std::move(instantiations)](
                          const Problem& problem,
                          const PlanContext& context) -> Result<std::unique_ptr<Plan>> {
@@ -167,6 +170,7 @@ Kernel cuda_flash3_wg1_kernel() {
       "FlashAttention-3's first stage on Hopper: one warpgroup, TMA loads into an mbarrier ring, "
       "wgmma for S = Q K^T (shared-memory operands) and O += P V (P from registers), each batch "
       "waited for at once",
+      flash3::Stage::wg1,
       {instantiate<flash3::Wg1Traits<128>>(DType::bf16,
                                            &flash3::launch_flash3_wg1<128, DType::bf16>)});
 }
@@ -178,6 +182,7 @@ Kernel cuda_flash3_ws_kernel() {
       "FlashAttention-3's second stage: warp specialization, a TMA producer warpgroup and two "
       "wgmma consumer warpgroups on a full/empty mbarrier ring, registers rebalanced with "
       "setmaxnreg",
+      flash3::Stage::ws,
       {instantiate<flash3::WsTraits<128>>(DType::bf16,
                                           &flash3::launch_flash3_ws<128, DType::bf16>)});
 }
@@ -189,6 +194,7 @@ Kernel cuda_flash3_pingpong_kernel() {
       "FlashAttention-3's third stage: cuda.flash3_ws with ping-pong scheduling, the consumer "
       "warpgroups taking turns on the tensor cores (named barriers) so one's softmax runs under "
       "the other's wgmma",
+      flash3::Stage::pingpong,
       {instantiate<flash3::WsTraits<128>>(DType::bf16,
                                           &flash3::launch_flash3_pingpong<128, DType::bf16>)});
 }
@@ -200,6 +206,7 @@ Kernel cuda_flash3_kernel() {
       "cuda.flash3",
       "FlashAttention-3 forward on Hopper: TMA producer warpgroup, two wgmma consumer "
       "warpgroups in ping-pong, softmax overlapped with the warpgroup's own P V, setmaxnreg",
+      flash3::Stage::overlapped,
       {
           instantiate<WsTraits<64>>(DType::f16, &flash3::launch_flash3<64, DType::f16>),
           instantiate<WsTraits<64>>(DType::bf16, &flash3::launch_flash3<64, DType::bf16>),

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "kernels/cuda/common/cuda_api.h"
+#include "kernels/cuda/flash3/flash3_time_model.h"
 #include "kernels/kernel.h"
 #include "kernels/params.h"
 #include "reference/status.h"
@@ -59,8 +60,8 @@ struct Instantiation {
   int block_k;
 };
 
-// The Kernel entry of a flash3 stage over `instantiations`.
-Kernel flash3_kernel_entry(std::string name, std::string summary,
+// The Kernel entry of a flash3 stage over `instantiations`, timed by the stage's time model.
+Kernel flash3_kernel_entry(std::string name, std::string summary, Stage stage,
                            std::vector<Instantiation> instantiations);
 
 }  // namespace ATTNBENCH_TARGET

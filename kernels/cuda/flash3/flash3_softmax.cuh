@@ -22,7 +22,6 @@ namespace attnbench::flash3 {
 inline namespace ATTNBENCH_TARGET {
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
-constexpr int kRowsPerThread = 2;
 
 // The accumulator element `index`'s row among the thread's two, and its column.
 __device__ __forceinline__ int accumulator_row(int index) { return (index / 2) % 2; }

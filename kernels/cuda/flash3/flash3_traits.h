@@ -16,6 +16,7 @@ constexpr int kWarpgroupThreads = 128;
 constexpr int kWgmmaM = 64;         // rows of one wgmma
 constexpr int kWgmmaK = 16;         // depth of one 16-bit wgmma
 constexpr int kElementBytes = 2;    // fp16 / bf16
+constexpr int kRowsPerThread = 2;   // a thread's rows of a wgmma m64 accumulator (8 apart)
 constexpr int kSwizzleBytes = 128;  // every tile: TMA's and wgmma's 128-byte swizzle
 constexpr int kBoxColumns = kSwizzleBytes / kElementBytes;  // 64 elements per swizzled row
 constexpr int kSwizzleAtomBytes = 8 * kSwizzleBytes;        // 8 rows: one swizzle pattern

@@ -40,7 +40,7 @@ namespace attnbench {
 Kernel planted_flash3_wg1_@name@_kernel() {
   using Traits = flash3::Wg1Traits<128>;
   return flash3::flash3_kernel_entry(
-      "test.flash3_wg1_@name@", "@summary@",
+      "test.flash3_wg1_@name@", "@summary@", flash3::Stage::wg1,
       {{128, DType::bf16, &flash3::planted_@name@::launch_flash3_wg1<128, DType::bf16>,
         Traits::kSharedBytes, Traits::kBlockQ, Traits::kBlockK}});
 }

@@ -1,0 +1,158 @@
+// cuda.flash3's time model (kernels/cuda/flash3/flash3_time_model.h): the counts per key tile,
+// what each stage's schedule overlaps, the CTA scheduling, and the table of predictions the note
+// and README quote (not GPU measurements). The counts are pinned against the SASS in
+// StaticCuda.Flash3TimeModelCountsAreTheSass.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <string>
+
+#include "kernels/cuda/flash3/flash3_time_model.h"
+#include "kernels/registry.h"
+#include "reference/flops.h"
+
+namespace attnbench::flash3 {
+namespace {
+
+Problem shape(const std::string& text) {
+  Problem problem;
+  const Status status = parse_shape(text, problem);
+  EXPECT_TRUE(status.ok) << status.message;
+  return problem;
+}
+
+// The figure shape: 16k tokens (batch 2 x seqlen 8192), 16 heads, d 128, bf16.
+constexpr const char* kFigure = "b=2,hq=16,s=8192,d=128,dtype=bf16";
+
+double tensor_ceiling(const HopperRates& rates) {
+  return rates.sms * rates.clock_hz * rates.tensor_flops_per_clock * rates.gemm_efficiency;
+}
+
+TEST(Flash3TimeModel, CountsOneKeyTileOfEachStage) {
+  // d 128: S is 8 HGMMA m64n128k16 (d / 16), P V 8 more (128 keys / 16); a thread holds 64 scores
+  // of the 64 x 128 tile and 2 rows.
+  const TileCost wg1 = tile_cost(Stage::wg1, 128);
+  EXPECT_EQ(wg1.block_q, 64);
+  EXPECT_EQ(wg1.consumers, 1);
+  EXPECT_EQ(wg1.hgmma_per_consumer, 16);
+  EXPECT_EQ(wg1.exp2_per_thread, 66);
+  const TileCost ws = tile_cost(Stage::ws, 128);
+  EXPECT_EQ(ws.block_q, 128);
+  EXPECT_EQ(ws.consumers, 2);
+  EXPECT_EQ(ws.hgmma_per_consumer, 16);
+  // d 256 visits 64 keys per tile: 16 HGMMA for S, 4 for P V, 32 + 2 exponentials per thread.
+  const TileCost d256 = tile_cost(Stage::overlapped, 256);
+  EXPECT_EQ(d256.block_k, 64);
+  EXPECT_EQ(d256.hgmma_per_consumer, 20);
+  EXPECT_EQ(d256.exp2_per_thread, 34);
+  // An S wgmma reads a 64 x 16 slice of Q (2 KiB) and a 128 x 16 slice of K (4 KiB); a P V wgmma
+  // a 16 x 128 slice of V (4 KiB): 80 KiB per consumer and tile at d 128.
+  EXPECT_DOUBLE_EQ(ws.shared_bytes, 2 * (8 * (2048.0 + 4096.0) + 8 * 4096.0));
+  EXPECT_DOUBLE_EQ(ws.shared_bytes_per_hgmma(), 5120.0);
+  EXPECT_THROW(tile_cost(Stage::wg1, 64), std::invalid_argument);
+  EXPECT_THROW(tile_cost(Stage::overlapped, 96), std::invalid_argument);
+}
+
+TEST(Flash3TimeModel, EachScheduleOverlapsWhatItShould) {
+  for (const int d : {64, 128, 256}) {
+    const TileCost ws = tile_cost(Stage::ws, d);
+    const TileCost pingpong = tile_cost(Stage::pingpong, d);
+    const TileCost overlapped = tile_cost(Stage::overlapped, d);
+    const double matrix = std::max(ws.tensor_clocks, ws.shared_clocks);
+    const double softmax = ws.exp2_clocks + ws.fp32_clocks;
+    SCOPED_TRACE("d " + std::to_string(d));
+    // In step, nothing overlaps: the tile is the products and the softmax, one after the other.
+    EXPECT_DOUBLE_EQ(ws.tile_clocks, matrix + softmax);
+    // Taking turns can hide the softmax, never the products.
+    EXPECT_LT(pingpong.tile_clocks, ws.tile_clocks);
+    EXPECT_GE(pingpong.tile_clocks, matrix);
+    EXPECT_LE(overlapped.tile_clocks, pingpong.tile_clocks);
+    EXPECT_GE(overlapped.tile_clocks, matrix);
+  }
+  // At d 64 the products are short beside the softmax: only the overlap inside a warpgroup brings
+  // the tile down to the tensor cores' time.
+  const TileCost pingpong64 = tile_cost(Stage::pingpong, 64);
+  const TileCost overlapped64 = tile_cost(Stage::overlapped, 64);
+  EXPECT_GT(pingpong64.tile_clocks, pingpong64.tensor_clocks);
+  EXPECT_LT(overlapped64.tile_clocks, pingpong64.tile_clocks);
+}
+
+TEST(Flash3TimeModel, CtasFillTheSmsInWaves) {
+  const HopperRates rates;
+  // One query block per head (one K/V head: HBM is no bound): 132 equal CTAs take one wave, 133
+  // two.
+  const Problem one_wave = shape("b=1,hq=132,hkv=1,sq=128,sk=8192,d=128,dtype=bf16");
+  const Problem two_waves = shape("b=1,hq=133,hkv=1,sq=128,sk=8192,d=128,dtype=bf16");
+  const Prediction first = predict(Stage::overlapped, one_wave);
+  const Prediction second = predict(Stage::overlapped, two_waves);
+  EXPECT_EQ(first.ctas, 132);
+  EXPECT_DOUBLE_EQ(first.seconds, 64 * first.tile.tile_clocks / rates.clock_hz);
+  EXPECT_DOUBLE_EQ(second.seconds, 2 * first.seconds);
+  // Never faster than the tensor cores at the measured GEMM efficiency, nor than HBM.
+  for (const Stage stage : {Stage::wg1, Stage::ws, Stage::pingpong, Stage::overlapped}) {
+    const Prediction figure = predict(stage, shape(kFigure));
+    EXPECT_LE(figure.flops_per_s, tensor_ceiling(rates) * (1 + 1e-12));
+  }
+  const Problem tiny = shape("b=1,hq=1,s=64,d=128,dtype=bf16");
+  EXPECT_GE(predict(Stage::overlapped, tiny).seconds,
+            attention_bytes(tiny) / rates.copy_bytes_per_s);
+}
+
+TEST(Flash3TimeModel, CausalSkipsTheMaskedTilesAndStartsTheLongBlocksFirst) {
+  const Problem full = shape("b=1,hq=16,s=16384,d=128,dtype=bf16");
+  Problem causal = full;
+  causal.mask.kind = MaskKind::causal;
+  const Prediction whole = predict(Stage::overlapped, full);
+  const Prediction half = predict(Stage::overlapped, causal);
+  // Half the key tiles (plus the diagonal's: 129 / 256 of them), scheduled longest first so the
+  // short blocks fill the last wave, where the full tiles leave 2048 / 132 = 15.5 waves to round
+  // up: about half the time, and the same rate within the diagonal's share.
+  EXPECT_GT(half.seconds, 0.45 * whole.seconds);
+  EXPECT_LT(half.seconds, 0.55 * whole.seconds);
+  EXPECT_GT(half.flops_per_s, 0.9 * whole.flops_per_s);
+}
+
+// The registry's flash3 kernels carry the model as their prediction, stage by stage.
+TEST(Flash3TimeModel, IsTheKernelsPrediction) {
+  const Problem figure = shape(kFigure);
+  const std::pair<const char*, Stage> stages[] = {{"cuda.flash3_wg1", Stage::wg1},
+                                                  {"cuda.flash3_ws", Stage::ws},
+                                                  {"cuda.flash3_pingpong", Stage::pingpong},
+                                                  {"cuda.flash3", Stage::overlapped}};
+  for (const auto& [name, stage] : stages) {
+    const Kernel* kernel = find_kernel(name);
+    ASSERT_NE(kernel, nullptr) << name;
+    ASSERT_TRUE(kernel->predicted_seconds) << name;
+    EXPECT_DOUBLE_EQ(kernel->predicted_seconds(figure), predict(stage, figure).seconds) << name;
+  }
+}
+
+// The table the note and README quote: a model, not a measurement.
+TEST(Flash3TimeModel, PrintsThePredictedTable) {
+  const struct {
+    const char* kernel;
+    Stage stage;
+    int d;
+  } rows[] = {
+      {"cuda.flash3_wg1", Stage::wg1, 128},           {"cuda.flash3_ws", Stage::ws, 128},
+      {"cuda.flash3_pingpong", Stage::pingpong, 128}, {"cuda.flash3", Stage::overlapped, 64},
+      {"cuda.flash3", Stage::overlapped, 128},        {"cuda.flash3", Stage::overlapped, 256}};
+  std::printf("[ model ] %-21s %4s %6s %7s %8s %6s %6s %7s %7s %8s  %s\n", "kernel", "d", "HGMMA",
+              "EX2/thr", "B/HGMMA", "tensor", "exp2", "fp32", "tile", "TFLOP/s", "bound");
+  std::printf("[ model ] %-21s %4s %6s %7s %8s %6s %6s %7s %7s %8s\n", "", "", "/tile", "/tile",
+              "(smem)", "clk", "clk", "clk", "clk", "");
+  for (const auto& row : rows) {
+    Problem problem = shape(kFigure);
+    problem.head_dim_qk = problem.head_dim_v = row.d;
+    const Prediction p = predict(row.stage, problem);
+    const TileCost& t = p.tile;
+    std::printf("[ model ] %-21s %4d %6d %7d %8.0f %6.0f %6.0f %7.0f %7.0f %8.0f  %s\n", row.kernel,
+                row.d, t.consumers * t.hgmma_per_consumer, t.exp2_per_thread,
+                t.shared_bytes_per_hgmma(), t.tensor_clocks, t.exp2_clocks, t.fp32_clocks,
+                t.tile_clocks, p.flops_per_s / 1e12, t.bound.c_str());
+    EXPECT_GT(p.flops_per_s, 0);
+  }
+}
+
+}  // namespace
+}  // namespace attnbench::flash3
