@@ -214,6 +214,13 @@ void Block::wait(Wait kind, Site site, unsigned mask) {
   running_ = me;
 }
 
+void Block::let_others_run() {
+  const unsigned me = running_;
+  threads_[me]->fiber->yield();  // still running: resumed in the scheduler's next round
+  if (cancelling_) throw Cancelled{};
+  running_ = me;
+}
+
 void Block::finish_thread(unsigned t) {
   Thread& thread = *threads_[t];
   thread.wait = Wait::finished;

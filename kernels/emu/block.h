@@ -215,6 +215,9 @@ class Block {
   bool release_warp(unsigned warp);
   [[noreturn]] void report_stuck();
   void finish_thread(unsigned t);
+  // Suspends the running thread without a wait: the threads the scheduler's next round puts
+  // first run before it resumes.
+  void let_others_run();
   enum class Collective : uint8_t { sync_warp, shuffle, ballot, exchange, elect };
   struct MBarrier;
   struct BulkCopy;

@@ -132,6 +132,10 @@ void Block::wgmma_commit(Site) {
 }
 
 const std::vector<const unsigned char*>& Block::wgmma_wait(unsigned pending_groups, Site site) {
+  // The tensor cores finish a batch at some point before its wait returns, and other warps run
+  // meanwhile: a stage another warp refills once this thread has released it (too early) is
+  // read refilled, on the schedules where that warp runs first.
+  if (threads_[running_]->wgmma.committed.size() > pending_groups) let_others_run();
   WgmmaState& state = threads_[running_]->wgmma;
   wgmma_chunks_read_.clear();
   const auto targets = [](const std::vector<PendingWgmma>& group, size_t from, const float* d) {

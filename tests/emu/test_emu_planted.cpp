@@ -1,9 +1,8 @@
-// Planted bugs (issue 14, "Must show"; issue 15): each a test-only variant of cuda.flash2 or
-// cuda.flash3_wg1 made from the
-// real kernel source with one edit (kernels/emu/planted/planted_bugs.cmake, which refuses an
-// edit that does not match), run on the emulated device through `attnbench check` as a user
-// runs it. Each must fail with its named reason on a case cuda.flash2 itself passes, so none
-// can pass vacuously; the order-dependent one is caught under several schedule seeds, and two
+// Planted bugs (issue 14, "Must show"; issue 15): each a test-only variant of cuda.flash2,
+// cuda.flash3_wg1 or cuda.flash3_ws made from the real kernel source with one edit
+// (kernels/emu/planted/planted_bugs.cmake, which refuses an edit that does not match), run on the
+// emulated device through `attnbench check` as a user runs it. Each must fail with its named
+// reason on a case its real kernel passes, so none can pass vacuously; the order-dependent one is caught under several schedule seeds, and two
 // seeds record different schedules.
 #include <gtest/gtest.h>
 
@@ -23,8 +22,9 @@ namespace {
 // (the pipeline refills stages), one kv head (the row past seqlen_k is past the end of k).
 constexpr const char* kShape = "b=1,hq=2,hkv=1,sq=130,sk=511,d=64,dtype=bf16";
 
-// cuda.flash3_wg1's: two query blocks of 64 (the second holds 2 rows), 4 key tiles of 128 on a
-// ring of 2 stages (each stage refilled), at its one instantiation.
+// The flash3 stages': two query blocks (of 64 for flash3_wg1, 128 for flash3_ws; the second
+// holds 2 rows), 4 key tiles of 128 on a ring of 2 stages (each stage refilled), at their one
+// instantiation.
 constexpr const char* kFlash3Shape = "b=1,hq=2,hkv=1,sq=130,sk=511,d=128,dtype=bf16";
 
 ResultRecord check_once(const std::string& kernel, const ScratchDirectory& dir,
@@ -85,20 +85,31 @@ INSTANTIATE_TEST_SUITE_P(
       return std::string(param_info.param.name);
     });
 
-// cuda.flash3_wg1's pipeline: a stage refilled before the consumers' wgmma wait (the TMA's box
-// is NaN from issue, and the product is computed at the wait) gives NaN under every seed.
-TEST(PlantedFlash3Bug, AStageReleasedBeforeTheWgmmaWaitFails) {
+// The flash3 pipelines: a stage refilled before the consumers' wgmma wait gives NaN under every
+// seed (the TMA's box is NaN from issue, and the product is computed at the wait). In
+// cuda.flash3_wg1 the thread that waits issues the refill itself; in cuda.flash3_ws the producer
+// warpgroup does, once every consumer thread has released the stage, and runs while the
+// consumers' tensor cores work (the emulated wait lets other warps run first).
+class PlantedFlash3Bug : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(PlantedFlash3Bug, AStageReleasedBeforeTheWgmmaWaitFails) {
+  const std::string stage = GetParam();
   const ScratchDirectory dir("attnbench_planted_flash3");
-  expect_passed(check_once("cuda.flash3_wg1", dir, "", kFlash3Shape), /*deterministic=*/true);
+  expect_passed(check_once("cuda." + stage, dir, "", kFlash3Shape), /*deterministic=*/true);
+  const std::string variant = "test." + stage + "_release_before_wait";
   for (const char* seed : {"1", "2", "3"}) {
     SCOPED_TRACE(std::string("seed ") + seed);
-    const ResultRecord planted =
-        check_once("test.flash3_wg1_release_before_wait", dir, seed, kFlash3Shape);
-    EXPECT_EQ(planted.kernel, "test.flash3_wg1_release_before_wait");
+    const ResultRecord planted = check_once(variant, dir, seed, kFlash3Shape);
+    EXPECT_EQ(planted.kernel, variant);
     EXPECT_EQ(planted.status, ResultStatus::failed) << planted.message;
     EXPECT_NE(planted.message.find("NaN"), std::string::npos) << planted.message;
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Emu, PlantedFlash3Bug, ::testing::Values("flash3_wg1", "flash3_ws"),
+                         [](const ::testing::TestParamInfo<const char*>& param_info) {
+                           return std::string(param_info.param);
+                         });
 
 TEST(PlantedFlash2Bug, TheOrderDependentBugIsFoundUnderEightSeedsWithDifferentSchedules) {
   const ScratchDirectory dir("attnbench_planted_seeds");

@@ -37,7 +37,7 @@ const char* const kSubset[] = {
 };
 
 // The planted bugs' cases (tests/emu/test_emu_planted.cpp): two query blocks, the pipeline's
-// stages refilled (flash2: eight key tiles of 64; flash3_wg1: four of 128, at its d=128).
+// stages refilled (flash2: eight key tiles of 64; the flash3 stages: four of 128, at their d=128).
 std::string planted_shape(const std::string& family) {
   return family == "flash2" ? "b=1,hq=2,hkv=1,sq=130,sk=511,d=64,dtype=bf16"
                             : "b=1,hq=2,hkv=1,sq=130,sk=511,d=128,dtype=bf16";
@@ -96,7 +96,7 @@ TEST(SanitizedEmu, EveryInHouseKernelPassesTheSubsetWithNoReport) {
 }
 
 struct PlantedReport {
-  const char* family;  // flash2 or flash3_wg1 (kernels/emu/planted/planted_bugs.cmake)
+  const char* family;  // flash2, flash3_wg1 or flash3_ws (kernels/emu/planted/planted_bugs.cmake)
   const char* bug;
   Sanitizer sanitizer;  // the build that reports it this way
   const char* kind;     // the report's kind, first in the message
@@ -141,6 +141,7 @@ std::vector<PlantedReport> planted_for_this_build() {
       {"flash2", "short_wait", Sanitizer::thread, "data race: ", kUnordered},
       {"flash2", "missing_syncwarp", Sanitizer::thread, "data race: ", kUnordered},
       {"flash3_wg1", "release_before_wait", Sanitizer::thread, "data race: ", kUnordered},
+      {"flash3_ws", "release_before_wait", Sanitizer::thread, "data race: ", kUnordered},
       {"flash2", "store_guard_off_by_one", Sanitizer::address, "out-of-bounds write",
        "past the end of out"},
   };

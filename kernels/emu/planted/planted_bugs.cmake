@@ -6,8 +6,9 @@
 # can never silently be the unedited kernel.
 #
 # A family is a kernel source and the entry that registers one instantiation of its edited copy
-# (@name@ and @summary@ filled in per bug): flash2 (cuda.flash2 at d=64, bf16) and flash3_wg1
-# (cuda.flash3_wg1 at d=128, bf16).
+# (@name@ and @summary@ filled in per bug): flash2 (cuda.flash2 at d=64, bf16), flash3_wg1
+# (cuda.flash3_wg1 at d=128, bf16) and flash3_ws (cuda.flash3_ws at d=128, bf16: the
+# warp-specialized kernel, whose pipeline crosses warpgroups).
 
 set(ATTNBENCH_PLANTED_DIR "${CMAKE_CURRENT_BINARY_DIR}/planted")
 set(ATTNBENCH_PLANTED_SOURCES "")
@@ -46,8 +47,26 @@ Kernel planted_flash3_wg1_@name@_kernel() {
 }
 }  // namespace attnbench
 ]=])
+set(ATTNBENCH_PLANTED_KERNEL_flash3_ws
+    "${PROJECT_SOURCE_DIR}/kernels/cuda/flash3/flash3_ws_kernel.cuh")
+set(ATTNBENCH_PLANTED_ENTRY_flash3_ws [=[
+namespace attnbench::flash3::planted_@name@ {
+template Status launch_flash3_ws<128, DType::bf16>(const Flash3Params&, cudaStream_t);
+}  // namespace attnbench::flash3::planted_@name@
+
+namespace attnbench {
+Kernel planted_flash3_ws_@name@_kernel() {
+  using Traits = flash3::WsTraits<128>;
+  return flash3::flash3_kernel_entry(
+      "test.flash3_ws_@name@", "@summary@", flash3::Stage::ws,
+      {{128, DType::bf16, &flash3::planted_@name@::launch_flash3_ws<128, DType::bf16>,
+        Traits::kSharedBytes, Traits::kBlockQ, Traits::kBlockK}});
+}
+}  // namespace attnbench
+]=])
 set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS
-  "${ATTNBENCH_PLANTED_KERNEL_flash2}" "${ATTNBENCH_PLANTED_KERNEL_flash3_wg1}")
+  "${ATTNBENCH_PLANTED_KERNEL_flash2}" "${ATTNBENCH_PLANTED_KERNEL_flash3_wg1}"
+  "${ATTNBENCH_PLANTED_KERNEL_flash3_ws}")
 
 # attnbench_plant_bug(FAMILY NAME SUMMARY FIND1 REPLACE1 [FIND2 REPLACE2 ...])
 function(attnbench_plant_bug family name summary)
@@ -174,6 +193,22 @@ attnbench_plant_bug(flash3_wg1 release_before_wait "stage refilled before the wg
     }
     ptx::wgmma_wait<0>();
     ptx::wgmma_fence_operand(o);]=])
+
+
+# flash3_ws 1. The warp-specialized pipeline's release moved before the consumer's wgmma wait:
+#    each consumer thread arrives on the stage's "empty" mbarrier as soon as its P V batch is
+#    committed, so the producer warpgroup may refill the stage while the tensor cores still read
+#    V. The arrival orders nothing the wait does after it: the race build reports the TMA's write
+#    against the wgmma's read; the plain build sees NaN where the producer runs during the wait
+#    (the emulated wait lets other warps run first).
+attnbench_plant_bug(flash3_ws release_before_wait "stage released to the producer before the wgmma wait"
+  [=[
+      ptx::wgmma_wait<0>();
+      ptx::wgmma_fence_operand(o);
+      stage_of.release(iteration);]=] [=[
+      stage_of.release(iteration);
+      ptx::wgmma_wait<0>();
+      ptx::wgmma_fence_operand(o);]=])
 
 # The list the registry reads (kernels/emu/planted/planted_kernels.h).
 set(declarations "")

@@ -1,5 +1,5 @@
-// The planted-bug variants of cuda.flash2 and cuda.flash3_wg1 (planted_bugs.cmake),
-// emulated-device kernels named test.flash2_<bug> and test.flash3_wg1_<bug>, listed by the
+// The planted-bug variants of cuda.flash2, cuda.flash3_wg1 and cuda.flash3_ws
+// (planted_bugs.cmake), emulated-device kernels named test.<family>_<bug>, listed by the
 // registry only with ATTNBENCH_TEST_KERNELS=1.
 #pragma once
 
