@@ -17,12 +17,36 @@ struct MmaCases {
   std::vector<float> c;     // (cases, 32 lanes, 4)
 };
 
+// wgmma.mma_async m64nNk16 (issue 15): one compiled form per case list, its operand layouts
+// drawn per case. A case is a shared-memory image of 16-bit values (A's tile at byte 0, B's at
+// kWgmmaBOffset), each operand's descriptor fields (byte offset of its start in the image, LBO,
+// SBO, swizzle bytes), A's registers for the register form, and C.
+struct WgmmaForm {
+  int n = 64;  // 64, 128, 256
+  bool bf16 = false;
+  bool b_n_major = false;    // B read N-major (V as the flash3 kernels read it), else K-major
+  bool a_registers = false;  // A from registers (wgmma RS), else from shared memory (SS)
+};
+constexpr int kWgmmaThreads = 128;
+constexpr uint32_t kWgmmaBOffset = 8192;  // A's tile: 64 rows of at most 128 bytes
+constexpr int kWgmmaLayoutWords = 8;      // A: offset, LBO, SBO, swizzle; then B's four
+struct WgmmaCases {
+  WgmmaForm form;
+  int cases = 0;
+  int image_elements = 0;         // 16-bit values per case's image
+  std::vector<uint16_t> images;   // (cases, image_elements)
+  std::vector<uint32_t> layouts;  // (cases, kWgmmaLayoutWords)
+  std::vector<uint32_t> a;        // (cases, 128 threads, 4): the register form's A fragments
+  std::vector<float> c;           // (cases, 128 threads, n / 2)
+};
+
 struct Side {
   std::string (*mma)(bool bf16, const MmaCases& cases, std::vector<float>& d);
   std::string (*ex2)(const std::vector<float>& x, std::vector<float>& y);
   std::string (*pack)(bool bf16, const std::vector<float>& x, std::vector<uint32_t>& packed);
   std::string (*ldmatrix)(int form, const std::vector<uint16_t>& tiles,
                           const std::vector<uint32_t>& rows, std::vector<uint32_t>& out);
+  std::string (*wgmma)(const WgmmaCases& cases, std::vector<float>& d);
 };
 
 Side device_side();    // the GPU (CUDA builds only)

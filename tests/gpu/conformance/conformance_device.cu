@@ -97,8 +97,23 @@ std::string ldmatrix(int form, const std::vector<uint16_t>& tiles,
   return error;
 }
 
+std::string wgmma(const WgmmaCases& cases, std::vector<float>& d) {
+  const DeviceVector<uint16_t> images(cases.images);
+  const DeviceVector<uint32_t> layouts(cases.layouts), a(cases.a);
+  const DeviceVector<float> c(cases.c);
+  DeviceVector<float> out(cases.c);
+  with_wgmma_kernel(cases.form, [&](auto kernel) {
+    launch_kernel(kernel, kBlocks, kWgmmaThreads, wgmma_shared_bytes(cases), nullptr, images.get(),
+                  cases.image_elements, layouts.get(), a.get(), c.get(), out.get(), cases.cases);
+  });
+  const std::string error = finish();
+  d.assign(cases.c.size(), 0.0f);
+  out.copy_to(d);
+  return error;
+}
+
 }  // namespace
 
-Side device_side() { return {&mma, &ex2, &pack, &ldmatrix}; }
+Side device_side() { return {&mma, &ex2, &pack, &ldmatrix, &wgmma}; }
 
 }  // namespace attnbench::conformance

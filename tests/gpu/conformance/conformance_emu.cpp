@@ -57,8 +57,19 @@ std::string ldmatrix(int form, const std::vector<uint16_t>& tiles,
   return last_error();
 }
 
+std::string wgmma(const WgmmaCases& cases, std::vector<float>& d) {
+  emu::Stream stream;
+  d.assign(cases.c.size(), 0.0f);
+  with_wgmma_kernel(cases.form, [&](auto kernel) {
+    launch_kernel(kernel, kBlocks, kWgmmaThreads, wgmma_shared_bytes(cases), &stream,
+                  cases.images.data(), cases.image_elements, cases.layouts.data(), cases.a.data(),
+                  cases.c.data(), d.data(), cases.cases);
+  });
+  return last_error();
+}
+
 }  // namespace
 
-Side emulated_side() { return {&mma, &ex2, &pack, &ldmatrix}; }
+Side emulated_side() { return {&mma, &ex2, &pack, &ldmatrix, &wgmma}; }
 
 }  // namespace attnbench::conformance

@@ -11,6 +11,8 @@
 #include "kernels/cuda/common/launch.cuh"
 #include "kernels/cuda/common/ptx.cuh"
 #include "kernels/cuda/common/shared.cuh"
+#include "kernels/cuda/common/wgmma_descriptor.h"
+#include "tests/gpu/conformance/conformance.h"
 
 namespace attnbench::conformance {
 inline namespace ATTNBENCH_TARGET {
@@ -92,6 +94,82 @@ __global__ void ldmatrix_kernel(const uint16_t* tiles, const uint32_t* rows, uin
     for (int i = 0; i < 4; ++i) out[(k * kLanes + lane) * 4 + i] = fragment[i];
     __syncwarp();
   }
+}
+
+// One warpgroup per block, looping over cases: case k's image is copied into shared memory
+// (1024-aligned, so each swizzle pattern starts where its period does), published to the async
+// proxy, and D = A B + C computed by one wgmma of the form's shape; thread t writes its n / 2
+// accumulators where C was read from. sm_90a only (the sm_80 build of this test holds an empty
+// body: wgmma has no sm_80 form).
+template <int kN, typename Element, bool kNMajorB, bool kARegisters>
+__global__ void wgmma_kernel(const uint16_t* images, int image_elements, const uint32_t* layouts,
+                             const uint32_t* a, const float* c, float* d, int cases) {
+#if !defined(__CUDA_ARCH__) || defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  ATTNBENCH_DYNAMIC_SHARED(shared, 16);
+  const uintptr_t aligned = (reinterpret_cast<uintptr_t>(shared) + 1023) & ~uintptr_t{1023};
+  auto* image = reinterpret_cast<uint16_t*>(aligned);
+  const uint32_t base = ptx::shared_address(image);
+  const int t = static_cast<int>(threadIdx.x);
+  for (int k = static_cast<int>(blockIdx.x); k < cases; k += static_cast<int>(gridDim.x)) {
+    for (int i = t; i < image_elements; i += kWgmmaThreads) {
+      image[i] = images[static_cast<int64_t>(k) * image_elements + i];
+    }
+    ptx::fence_proxy_async();  // this thread's stores, to the tensor cores' proxy
+    __syncthreads();
+    const uint32_t* layout = layouts + k * kWgmmaLayoutWords;
+    const auto descriptor = [&](const uint32_t* fields) {
+      return gpu::encode_wgmma_descriptor({base + fields[0], fields[1], fields[2], fields[3], 0});
+    };
+    float acc[kN / 2];
+    const int64_t at = static_cast<int64_t>(k) * kWgmmaThreads + t;
+    for (int i = 0; i < kN / 2; ++i) acc[i] = c[at * (kN / 2) + i];
+    ptx::wgmma_fence();
+    ptx::wgmma_fence_operand(acc);
+    if constexpr (kARegisters) {
+      const uint32_t fragment[4] = {a[4 * at], a[4 * at + 1], a[4 * at + 2], a[4 * at + 3]};
+      ptx::wgmma_rs<kN, Element, kNMajorB>(acc, fragment, descriptor(layout + 4), true);
+    } else {
+      ptx::wgmma_ss<kN, Element, kNMajorB>(acc, descriptor(layout), descriptor(layout + 4), true);
+    }
+    ptx::wgmma_commit();
+    ptx::wgmma_wait<0>();
+    ptx::wgmma_fence_operand(acc);
+    for (int i = 0; i < kN / 2; ++i) d[at * (kN / 2) + i] = acc[i];
+    __syncthreads();  // every wgmma has read the image before the next case overwrites it
+  }
+#endif
+}
+
+// Calls launch(kernel) with the wgmma_kernel instantiation of `form`.
+template <typename Element, bool kNMajorB, bool kARegisters, typename Launch>
+void with_wgmma_n(int n, Launch& launch) {
+  if (n == 64) {
+    launch(wgmma_kernel<64, Element, kNMajorB, kARegisters>);
+  } else if (n == 128) {
+    launch(wgmma_kernel<128, Element, kNMajorB, kARegisters>);
+  } else {
+    launch(wgmma_kernel<256, Element, kNMajorB, kARegisters>);
+  }
+}
+template <typename Element, typename Launch>
+void with_wgmma_operands(const WgmmaForm& form, Launch& launch) {
+  if (form.b_n_major && form.a_registers) with_wgmma_n<Element, true, true>(form.n, launch);
+  if (form.b_n_major && !form.a_registers) with_wgmma_n<Element, true, false>(form.n, launch);
+  if (!form.b_n_major && form.a_registers) with_wgmma_n<Element, false, true>(form.n, launch);
+  if (!form.b_n_major && !form.a_registers) with_wgmma_n<Element, false, false>(form.n, launch);
+}
+template <typename Launch>
+void with_wgmma_kernel(const WgmmaForm& form, Launch&& launch) {
+  if (form.bf16) {
+    with_wgmma_operands<__nv_bfloat16>(form, launch);
+  } else {
+    with_wgmma_operands<__half>(form, launch);
+  }
+}
+
+// The dynamic shared memory of a wgmma case: its image and the slack to align it to 1024.
+inline size_t wgmma_shared_bytes(const WgmmaCases& cases) {
+  return static_cast<size_t>(cases.image_elements) * 2 + 1024;
 }
 
 }  // namespace ATTNBENCH_TARGET

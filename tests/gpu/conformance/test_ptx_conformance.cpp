@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <array>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -173,6 +174,67 @@ void ldmatrix_cases(std::mt19937& rng, int count, std::vector<uint16_t>& tiles,
   }
 }
 
+// wgmma: every compiled form (N 64/128/256, f16/bf16, B K- or N-major, A from shared memory or
+// registers), kWgmmaCasesPerForm cases each, every case drawing each operand's swizzle (none, 32,
+// 64, 128 bytes) and, for a K-major swizzled tile, which 32 bytes of its rows the k16 slice is
+// (as the kernels step along d). Values: 16-bit normals at a per-case scale, C normals.
+constexpr int kWgmmaCasesPerForm = 16;
+constexpr uint32_t kWgmmaSwizzles[] = {0, 32, 64, 128};
+constexpr int kWgmmaImageElements = (kWgmmaBOffset + 256 * 128) / 2;  // B: up to 256 rows x 128 B
+
+std::vector<WgmmaForm> wgmma_forms() {
+  std::vector<WgmmaForm> forms;
+  for (const int n : {64, 128, 256})
+    for (const bool bf16 : {false, true})
+      for (const bool b_n_major : {false, true})
+        for (const bool a_registers : {false, true})
+          forms.push_back({n, bf16, b_n_major, a_registers});
+  return forms;
+}
+
+std::string wgmma_form_name(const WgmmaForm& form) {
+  return "wgmma_m64n" + std::to_string(form.n) + "k16_" + (form.bf16 ? "bf16" : "f16") + "_" +
+         (form.a_registers ? "rs" : "ss") + "_b" + (form.b_n_major ? "nmajor" : "kmajor");
+}
+
+// An operand tile (`rows` x 16 along K) at byte `region` of the image, packed as
+// wgmma_descriptor.h's layouts say: the descriptor's offset, LBO, SBO and swizzle.
+std::array<uint32_t, 4> operand_layout(bool k_major, uint32_t swizzle, uint32_t region, int step) {
+  if (swizzle == 0) return {region, 128, 256, 0};  // core matrices: K pair 128 B, 8 rows 256 B
+  if (k_major) return {region + 32 * static_cast<uint32_t>(step), 0, 8 * swizzle, swizzle};
+  return {region, 16 * swizzle, 8 * swizzle, swizzle};  // N chunks of swizzle / 2 columns
+}
+
+WgmmaCases wgmma_cases(const WgmmaForm& form, std::mt19937& rng) {
+  WgmmaCases cases;
+  cases.form = form;
+  cases.cases = kWgmmaCasesPerForm;
+  cases.image_elements = kWgmmaImageElements;
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::uniform_int_distribution<int> swizzle_of(0, 3), scale_of(-8, 8), any_step(0, 3);
+  for (int k = 0; k < cases.cases; ++k) {
+    const float scale = std::ldexp(1.0f, scale_of(rng));
+    const auto element = [&] { return to_bits(form.bf16, scale * normal(rng)); };
+    for (int i = 0; i < cases.image_elements; ++i) cases.images.push_back(element());
+    const uint32_t a_swizzle = kWgmmaSwizzles[swizzle_of(rng)];
+    const uint32_t b_swizzle = kWgmmaSwizzles[swizzle_of(rng)];
+    const auto step = [&](uint32_t swizzle) {
+      return swizzle == 0 ? 0 : any_step(rng) % (swizzle / 32);
+    };
+    for (const uint32_t word : operand_layout(true, a_swizzle, 0, step(a_swizzle)))
+      cases.layouts.push_back(word);
+    for (const uint32_t word : operand_layout(!form.b_n_major, b_swizzle, kWgmmaBOffset,
+                                              form.b_n_major ? 0 : step(b_swizzle)))
+      cases.layouts.push_back(word);
+    for (int t = 0; t < kWgmmaThreads; ++t) {
+      for (int r = 0; r < 4; ++r)
+        cases.a.push_back(uint32_t{element()} | (uint32_t{element()} << 16));
+      for (int i = 0; i < form.n / 2; ++i) cases.c.push_back(normal(rng));
+    }
+  }
+  return cases;
+}
+
 // ---- comparisons --------------------------------------------------------------------------------
 
 // ulps between two floats of the same sign; NaN equals NaN; infinity only equals itself.
@@ -253,6 +315,38 @@ void run_conformance(const Side& side, const Side* other, Report& report) {
     report.record("mma.sync.m16n8k16." + format, d.size(), mma_mismatches, first);
     EXPECT_EQ(mma_mismatches, 0u) << first;
   }
+  for (const WgmmaForm& form : wgmma_forms()) {
+    const std::string name = wgmma_form_name(form);
+    const WgmmaCases cases = wgmma_cases(form, rng);
+    write_vector(dir / (name + "_images_u16.bin"), cases.images);
+    write_vector(dir / (name + "_layouts_u32.bin"), cases.layouts);
+    write_vector(dir / (name + "_a_u32.bin"), cases.a);
+    write_vector(dir / (name + "_c_f32.bin"), cases.c);
+    std::vector<float> d, d_other;
+    ASSERT_EQ(side.wgmma(cases, d), "") << name;
+    write_vector(dir / (name + "_d_emulated_f32.bin"), d);
+    if (!other) continue;
+    ASSERT_EQ(other->wgmma(cases, d_other), "") << name;
+    write_vector(dir / (name + "_d_device_f32.bin"), d_other);
+    size_t mismatches = 0;
+    std::string first;
+    const size_t per_case = static_cast<size_t>(kWgmmaThreads) * form.n / 2;
+    for (size_t i = 0; i < d.size(); ++i) {
+      if (bits_of(d[i]) == bits_of(d_other[i]) || (std::isnan(d[i]) && std::isnan(d_other[i])))
+        continue;
+      if (mismatches++ == 0) {
+        const size_t k = i / per_case;
+        first = "case " + std::to_string(k) + " (swizzles A " +
+                std::to_string(cases.layouts[k * kWgmmaLayoutWords + 3]) + ", B " +
+                std::to_string(cases.layouts[k * kWgmmaLayoutWords + 7]) + ") thread " +
+                std::to_string(i % per_case / (form.n / 2)) + " D[" +
+                std::to_string(i % (form.n / 2)) + "]: emulated " + std::to_string(d[i]) +
+                ", device " + std::to_string(d_other[i]);
+      }
+    }
+    report.record(name, d.size(), mismatches, first);
+    EXPECT_EQ(mismatches, 0u) << name << ": " << first;
+  }
   std::vector<uint16_t> tiles;
   std::vector<uint32_t> rows;
   ldmatrix_cases(rng, 2000, tiles, rows);
@@ -283,6 +377,7 @@ TEST(PtxConformance, EmulatedSideRunsEveryVectorAndWritesItsFiles) {
     run_conformance(emulated, nullptr, report);
   }
   EXPECT_TRUE(fs::exists(directory / "mma_bf16_d_emulated_f32.bin"));
+  EXPECT_TRUE(fs::exists(directory / "wgmma_m64n256k16_bf16_rs_bnmajor_d_emulated_f32.bin"));
   EXPECT_TRUE(fs::exists(directory / "manifest.json"));
   EXPECT_GT(fs::file_size(directory / "ex2_input_f32.bin"), kRandomCases * sizeof(float));
   fs::remove_all(directory);
