@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "reference/mask.h"  // ATTNBENCH_HOST_DEVICE
+
 namespace attnbench::conformance {
 
 struct MmaCases {
@@ -40,6 +42,29 @@ struct WgmmaCases {
   std::vector<float> c;           // (cases, 128 threads, n / 2)
 };
 
+// cp.async.bulk.tensor (TMA) loads completing on an mbarrier, issued by the lane elect.sync
+// picks (issue 15). One bf16 tensor of random bits serves every case; case k views it as a
+// packed `rank`-dimensional tensor of `dims` and loads the box at `coordinates` (partly outside
+// the tensor as often as not) with its swizzle and out-of-bounds fill.
+struct TmaCase {  // plain arrays: the kernel reads it from device memory
+  int rank = 2;
+  int64_t dims[4] = {1, 1, 1, 1};  // elements, innermost first; dims[0] a multiple of 8
+  int box[4] = {1, 1, 1, 1};       // elements per dimension
+  int swizzle_bytes = 0;           // 0, 32, 64, 128
+  bool fill_nan = false;
+  int32_t coordinates[4] = {0, 0, 0, 0};
+  ATTNBENCH_HOST_DEVICE uint32_t box_bytes() const {
+    uint32_t bytes = 2;
+    for (int d = 0; d < rank; ++d) bytes *= static_cast<uint32_t>(box[d]);
+    return bytes;
+  }
+};
+constexpr uint32_t kTmaMaxBoxBytes = 16384;
+struct TmaCases {
+  std::vector<uint16_t> tensor;  // bf16 bits, at least every case's product of dims
+  std::vector<TmaCase> cases;
+};
+
 struct Side {
   std::string (*mma)(bool bf16, const MmaCases& cases, std::vector<float>& d);
   std::string (*ex2)(const std::vector<float>& x, std::vector<float>& y);
@@ -47,6 +72,9 @@ struct Side {
   std::string (*ldmatrix)(int form, const std::vector<uint16_t>& tiles,
                           const std::vector<uint32_t>& rows, std::vector<uint32_t>& out);
   std::string (*wgmma)(const WgmmaCases& cases, std::vector<float>& d);
+  // boxes: (cases, kTmaMaxBoxBytes / 2) shared-memory images; elected: lanes elect.sync picked.
+  std::string (*tma)(const TmaCases& cases, std::vector<uint16_t>& boxes,
+                     std::vector<uint32_t>& elected);
 };
 
 Side device_side();    // the GPU (CUDA builds only)

@@ -112,8 +112,30 @@ std::string wgmma(const WgmmaCases& cases, std::vector<float>& d) {
   return error;
 }
 
+std::string tma(const TmaCases& cases, std::vector<uint16_t>& boxes,
+                std::vector<uint32_t>& elected) {
+  const DeviceVector<uint16_t> tensor(cases.tensor);
+  std::vector<CUtensorMap> maps;
+  if (std::string error = encode_case_maps(cases, tensor.get(), maps); !error.empty()) {
+    return error;
+  }
+  const int count = static_cast<int>(cases.cases.size());
+  boxes.assign(cases.cases.size() * (kTmaMaxBoxBytes / 2), 0);
+  elected.assign(cases.cases.size(), 0);
+  const DeviceVector<CUtensorMap> device_maps(maps);
+  const DeviceVector<TmaCase> device_cases(cases.cases);
+  DeviceVector<uint16_t> out(boxes);
+  DeviceVector<uint32_t> lanes(elected);
+  launch_kernel(tma_kernel, kBlocks, kWgmmaThreads, kTmaSharedBytes, nullptr, device_maps.get(),
+                device_cases.get(), out.get(), lanes.get(), count);
+  const std::string error = finish();
+  out.copy_to(boxes);
+  lanes.copy_to(elected);
+  return error;
+}
+
 }  // namespace
 
-Side device_side() { return {&mma, &ex2, &pack, &ldmatrix, &wgmma}; }
+Side device_side() { return {&mma, &ex2, &pack, &ldmatrix, &wgmma, &tma}; }
 
 }  // namespace attnbench::conformance

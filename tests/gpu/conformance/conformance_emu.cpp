@@ -68,8 +68,23 @@ std::string wgmma(const WgmmaCases& cases, std::vector<float>& d) {
   return last_error();
 }
 
+std::string tma(const TmaCases& cases, std::vector<uint16_t>& boxes,
+                std::vector<uint32_t>& elected) {
+  std::vector<CUtensorMap> maps;
+  if (std::string error = encode_case_maps(cases, cases.tensor.data(), maps); !error.empty()) {
+    return error;
+  }
+  emu::Stream stream;
+  boxes.assign(cases.cases.size() * (kTmaMaxBoxBytes / 2), 0);
+  elected.assign(cases.cases.size(), 0);
+  launch_kernel(tma_kernel, kBlocks, kWgmmaThreads, kTmaSharedBytes, &stream, maps.data(),
+                cases.cases.data(), boxes.data(), elected.data(),
+                static_cast<int>(cases.cases.size()));
+  return last_error();
+}
+
 }  // namespace
 
-Side emulated_side() { return {&mma, &ex2, &pack, &ldmatrix, &wgmma}; }
+Side emulated_side() { return {&mma, &ex2, &pack, &ldmatrix, &wgmma, &tma}; }
 
 }  // namespace attnbench::conformance

@@ -6,11 +6,14 @@
 
 #include <cstdint>
 #include <cstring>
+#include <string>
+#include <vector>
 
 #include "kernels/cuda/common/cuda_api.h"
 #include "kernels/cuda/common/launch.cuh"
 #include "kernels/cuda/common/ptx.cuh"
 #include "kernels/cuda/common/shared.cuh"
+#include "kernels/cuda/common/tma_map.h"
 #include "kernels/cuda/common/wgmma_descriptor.h"
 #include "tests/gpu/conformance/conformance.h"
 
@@ -166,6 +169,87 @@ void with_wgmma_kernel(const WgmmaForm& form, Launch&& launch) {
     with_wgmma_operands<__half>(form, launch);
   }
 }
+
+// One block per case loop, 128 threads: warp 0's elected lane expects the box's bytes on the
+// mbarrier and issues the TMA load of case k's map; every thread waits for the phase, then copies
+// the box's shared-memory image (swizzled as it landed) out, and the number of lanes elected.
+// sm_90a only, as wgmma_kernel.
+__global__ void tma_kernel(const CUtensorMap* maps, const TmaCase* cases, uint16_t* boxes,
+                           uint32_t* elected, int count) {
+#if !defined(__CUDA_ARCH__) || defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  ATTNBENCH_DYNAMIC_SHARED(shared, 16);
+  const uintptr_t aligned = (reinterpret_cast<uintptr_t>(shared) + 1023) & ~uintptr_t{1023};
+  auto* box = reinterpret_cast<uint16_t*>(aligned);
+  ATTNBENCH_SHARED(uint64_t, barrier, 8);
+  ATTNBENCH_SHARED(unsigned, lanes_elected, 4);
+  const int t = static_cast<int>(threadIdx.x);
+  const uint32_t barrier_address = ptx::shared_address(&barrier);
+  if (t == 0) {
+    ptx::mbarrier_init(barrier_address, 1);
+    ptx::fence_mbarrier_init();
+  }
+  unsigned phase = 0;
+  for (int k = static_cast<int>(blockIdx.x); k < count; k += static_cast<int>(gridDim.x)) {
+    if (t == 0) lanes_elected = 0;
+    __syncthreads();
+    const TmaCase& c = cases[k];
+    if (t < 32 && ptx::elect_one()) {
+      atomicAdd(&lanes_elected, 1u);
+      const uint32_t destination = ptx::shared_address(box);
+      ptx::mbarrier_arrive_expect_tx(barrier_address, c.box_bytes());
+      const int32_t* at = c.coordinates;
+      if (c.rank == 2) {
+        ptx::tma_load_2d(destination, &maps[k], barrier_address, at[0], at[1]);
+      } else if (c.rank == 3) {
+        ptx::tma_load_3d(destination, &maps[k], barrier_address, at[0], at[1], at[2]);
+      } else {
+        ptx::tma_load_4d(destination, &maps[k], barrier_address, at[0], at[1], at[2], at[3]);
+      }
+    }
+    ptx::mbarrier_wait(barrier_address, phase);
+    phase ^= 1;
+    constexpr int kElements = static_cast<int>(kTmaMaxBoxBytes / 2);
+    for (int i = t; i < static_cast<int>(c.box_bytes() / 2); i += kWgmmaThreads) {
+      boxes[static_cast<int64_t>(k) * kElements + i] = box[i];
+    }
+    __syncthreads();  // every thread has read the box, and the count, before the next case
+    if (t == 0) elected[k] = lanes_elected;
+  }
+#endif
+}
+
+// Case `c`'s map over `tensor` (device memory on the GPU, host memory emulated): the packed view
+// of its dims, bf16, its box, swizzle and fill.
+inline Status encode_case_map(const TmaCase& c, const void* tensor, CUtensorMap& map) {
+  gpu::TensorMapSpec spec;
+  spec.element = DType::bf16;
+  spec.rank = c.rank;
+  spec.base = tensor;
+  int64_t stride = 2;
+  for (int d = 0; d < c.rank; ++d) {
+    spec.dims[static_cast<size_t>(d)] = c.dims[d];
+    spec.stride_bytes[static_cast<size_t>(d)] = stride;
+    spec.box[static_cast<size_t>(d)] = c.box[d];
+    stride *= c.dims[d];
+  }
+  spec.swizzle_bytes = c.swizzle_bytes;
+  spec.fill_nan = c.fill_nan;
+  return gpu::encode_tensor_map(spec, map);
+}
+
+// Every case's map over `tensor`, or the first case's error.
+inline std::string encode_case_maps(const TmaCases& cases, const void* tensor,
+                                    std::vector<CUtensorMap>& maps) {
+  maps.assign(cases.cases.size(), CUtensorMap{});
+  for (size_t k = 0; k < cases.cases.size(); ++k) {
+    const Status status = encode_case_map(cases.cases[k], tensor, maps[k]);
+    if (!status) return "case " + std::to_string(k) + ": " + status.message;
+  }
+  return "";
+}
+
+// The dynamic shared memory of a TMA case: the largest box and the slack to align it to 1024.
+constexpr size_t kTmaSharedBytes = kTmaMaxBoxBytes + 1024;
 
 // The dynamic shared memory of a wgmma case: its image and the slack to align it to 1024.
 inline size_t wgmma_shared_bytes(const WgmmaCases& cases) {

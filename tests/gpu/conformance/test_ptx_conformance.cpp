@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdlib>
@@ -235,6 +236,47 @@ WgmmaCases wgmma_cases(const WgmmaForm& form, std::mt19937& rng) {
   return cases;
 }
 
+// TMA: kTmaCases boxes of rank 2-4 over one tensor of random bf16 bits, each drawing its view's
+// dims, its box (within kTmaMaxBoxBytes; the inner extent fitting the swizzle), swizzle, fill
+// (zero or NaN) and a corner from one box before the tensor to its last element, so boxes hang
+// over every edge.
+constexpr int kTmaCases = 400;
+constexpr size_t kTmaTensorElements = size_t{1} << 20;
+
+TmaCases tma_cases(std::mt19937& rng) {
+  TmaCases cases;
+  std::uniform_int_distribution<uint32_t> any;
+  for (size_t i = 0; i < kTmaTensorElements; ++i)
+    cases.tensor.push_back(static_cast<uint16_t>(any(rng)));
+  const auto pick = [&](int low, int high) {
+    return std::uniform_int_distribution<int>(low, high)(rng);
+  };
+  for (int k = 0; k < kTmaCases; ++k) {
+    TmaCase c;
+    c.rank = pick(2, 4);
+    c.swizzle_bytes = static_cast<int>(kWgmmaSwizzles[pick(0, 3)]);
+    c.fill_nan = pick(0, 1) == 1;
+    const int inner_bytes_max = c.swizzle_bytes == 0 ? 256 : c.swizzle_bytes;
+    c.box[0] = 8 * pick(1, inner_bytes_max / 16);  // 16-byte steps of bf16
+    c.dims[0] = 8 * pick(1, 32);
+    c.dims[1] = pick(1, 96);
+    for (int d = 2; d < c.rank; ++d) c.dims[d] = pick(1, 6);
+    const int rows_max = static_cast<int>(kTmaMaxBoxBytes / 2) / c.box[0];
+    c.box[1] = pick(1, std::min(64, rows_max));
+    for (int d = 2; d < c.rank; ++d) {
+      const int room = rows_max / (c.box[1] * (d == 3 ? c.box[2] : 1));
+      c.box[d] = pick(1, std::max(1, std::min(3, room)));
+    }
+    for (int d = 0; d < c.rank; ++d) {
+      c.coordinates[d] = pick(-c.box[d], static_cast<int>(c.dims[d]) - 1);
+    }
+    cases.cases.push_back(c);
+  }
+  return cases;
+}
+
+bool bf16_nan(uint16_t bits) { return (bits & 0x7f80) == 0x7f80 && (bits & 0x7f) != 0; }
+
 // ---- comparisons --------------------------------------------------------------------------------
 
 // ulps between two floats of the same sign; NaN equals NaN; infinity only equals itself.
@@ -347,6 +389,41 @@ void run_conformance(const Side& side, const Side* other, Report& report) {
     report.record(name, d.size(), mismatches, first);
     EXPECT_EQ(mismatches, 0u) << name << ": " << first;
   }
+  {
+    const TmaCases cases = tma_cases(rng);
+    write_vector(dir / "tma_tensor_u16.bin", cases.tensor);
+    write_vector(dir / "tma_cases.bin", cases.cases);
+    std::vector<uint16_t> boxes, boxes_other;
+    std::vector<uint32_t> elected, elected_other;
+    ASSERT_EQ(side.tma(cases, boxes, elected), "");
+    write_vector(dir / "tma_boxes_emulated_u16.bin", boxes);
+    // elect.sync picks one lane: which one is the hardware's business (emulated: the seed's).
+    for (size_t k = 0; k < elected.size(); ++k) ASSERT_EQ(elected[k], 1u) << "emulated case " << k;
+    if (other) {
+      ASSERT_EQ(other->tma(cases, boxes_other, elected_other), "");
+      write_vector(dir / "tma_boxes_device_u16.bin", boxes_other);
+      for (size_t k = 0; k < elected_other.size(); ++k)
+        ASSERT_EQ(elected_other[k], 1u) << "device case " << k;
+      size_t mismatches = 0;
+      std::string first;
+      const size_t per_case = kTmaMaxBoxBytes / 2;
+      for (size_t i = 0; i < boxes.size(); ++i) {
+        if (boxes[i] == boxes_other[i] || (bf16_nan(boxes[i]) && bf16_nan(boxes_other[i])))
+          continue;
+        if (mismatches++ == 0) {
+          const TmaCase& c = cases.cases[i / per_case];
+          first = "case " + std::to_string(i / per_case) + " (rank " + std::to_string(c.rank) +
+                  ", swizzle " + std::to_string(c.swizzle_bytes) + ", box inner " +
+                  std::to_string(c.box[0]) + ") element " + std::to_string(i % per_case) +
+                  ": emulated " + std::to_string(boxes[i]) + ", device " +
+                  std::to_string(boxes_other[i]);
+        }
+      }
+      report.record("cp.async.bulk.tensor.{2,3,4}d + mbarrier complete_tx + elect.sync",
+                    boxes.size(), mismatches, first);
+      EXPECT_EQ(mismatches, 0u) << first;
+    }
+  }
   std::vector<uint16_t> tiles;
   std::vector<uint32_t> rows;
   ldmatrix_cases(rng, 2000, tiles, rows);
@@ -378,6 +455,7 @@ TEST(PtxConformance, EmulatedSideRunsEveryVectorAndWritesItsFiles) {
   }
   EXPECT_TRUE(fs::exists(directory / "mma_bf16_d_emulated_f32.bin"));
   EXPECT_TRUE(fs::exists(directory / "wgmma_m64n256k16_bf16_rs_bnmajor_d_emulated_f32.bin"));
+  EXPECT_TRUE(fs::exists(directory / "tma_boxes_emulated_u16.bin"));
   EXPECT_TRUE(fs::exists(directory / "manifest.json"));
   EXPECT_GT(fs::file_size(directory / "ex2_input_f32.bin"), kRandomCases * sizeof(float));
   fs::remove_all(directory);
