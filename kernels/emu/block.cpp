@@ -224,6 +224,11 @@ void Block::let_others_run() {
 void Block::finish_thread(unsigned t) {
   Thread& thread = *threads_[t];
   thread.wait = Wait::finished;
+  if (!thread.committed_stores.empty() || !thread.open_stores.empty()) {
+    throw EmuError("thread " + std::to_string(t) +
+                   " returned with TMA stores it never waited for (cp.async.bulk.wait_group): "
+                   "they read shared memory the block gives up when it ends");
+  }
   if (!thread.wgmma.committed.empty() || !thread.wgmma.open.empty()) {
     throw EmuError("thread " + std::to_string(t) + " returned with wgmma.mma_async in flight (" +
                    std::to_string(thread.wgmma.committed.size()) + " committed groups, " +

@@ -152,6 +152,11 @@ class Block {
   // Reports a read of global memory that does not lie inside one of the launch's buffers.
   void check_global_read(const void* source, size_t bytes, const char* instruction,
                          Site site) const;
+  // The same for a write (a TMA store through a map that reaches past its tensor's buffer).
+  void check_global_write(const void* destination, size_t bytes, const char* instruction,
+                          Site site) const;
+  void check_global_access(const void* pointer, size_t bytes, const char* instruction,
+                           const char* verb, Site site) const;
   // Completes the oldest groups until `pending_groups` remain. Returns the destinations of the
   // copies it completed (filled in the race build only, where the caller notes them as written).
   struct CopyTarget {
@@ -181,6 +186,17 @@ class Block {
   // whichever context it runs in.
   void tma_load(const TensorMap& map, const std::array<int32_t, 4>& coordinates,
                 uint32_t destination, uint32_t barrier, Site site);
+  // cp.async.bulk.tensor's store (shared to global, bulk_group completion) for the running
+  // thread: the box at the shared address `source` (128-byte aligned, laid out with the map's
+  // swizzle) to `coordinates` of the map's tensor, elements outside it skipped. The source is
+  // read at the cp.async.bulk.wait_group that completes the store's group, the latest the
+  // hardware may read it, so shared memory reused before that wait stores the wrong values; a
+  // byte stored with no fence.proxy.async since is reported, as is a thread returning with a
+  // store it never waited for.
+  void tma_store(const TensorMap& map, const std::array<int32_t, 4>& coordinates, uint32_t source,
+                 Site site);
+  void bulk_commit();
+  void bulk_wait(unsigned pending_groups, Site site);
   // wgmma.mma_async and its fence / commit_group / wait_group for the running thread
   // (kernels/emu/wgmma.h). The wait computes the products of the groups it completes and returns
   // the 16-byte chunks of shared memory they read (filled in the race build only, which notes

@@ -34,6 +34,16 @@ unsigned char* Block::async_copy(uint32_t shared_destination, const void* source
 
 void Block::check_global_read(const void* source, size_t bytes, const char* instruction,
                               Site site) const {
+  check_global_access(source, bytes, instruction, "reads", site);
+}
+
+void Block::check_global_write(const void* destination, size_t bytes, const char* instruction,
+                               Site site) const {
+  check_global_access(destination, bytes, instruction, "writes", site);
+}
+
+void Block::check_global_access(const void* source, size_t bytes, const char* instruction,
+                                const char* verb, Site site) const {
   const std::vector<Allocation>* memory = shape_.global_memory;
   if (memory == nullptr || memory->empty()) return;
   const auto* begin = static_cast<const unsigned char*>(source);
@@ -53,7 +63,9 @@ void Block::check_global_read(const void* source, size_t bytes, const char* inst
   message += site.text();
   message += ": thread ";
   message += std::to_string(running_);
-  message += " reads ";
+  message += " ";
+  message += verb;
+  message += " ";
   message += std::to_string(bytes);
   message += " bytes outside every buffer of the case";
   if (nearest != nullptr) {
@@ -143,6 +155,61 @@ void Block::tma_load(const TensorMap& map, const std::array<int32_t, 4>& coordin
   if (draw < kLandingSpread) copy->syncs_before_landing = static_cast<int>(draw);
   sanitizer::release(copy.get());  // the landing, wherever it runs, comes after this issue
   bulk_copies_.push_back(std::move(copy));
+}
+
+void Block::tma_store(const TensorMap& map, const std::array<int32_t, 4>& coordinates,
+                      uint32_t source, Site site) {
+  const uint64_t inner_bytes = uint64_t{map.box[0]} * map.element_bytes;
+  if (source % 128 != 0 ||
+      (map.swizzle != Swizzle::none && inner_bytes > static_cast<uint64_t>(map.swizzle))) {
+    throw EmuError("cp.async.bulk.tensor (store) at " + site.text() + ": the source " +
+                   std::to_string(source) + " must be 128-byte aligned and a swizzled box's " +
+                   "inner dimension (" + std::to_string(inner_bytes) +
+                   " bytes) at most the swizzle's span");
+  }
+  shared_pointer(source, map.box_bytes(), site);  // the box must lie in shared memory
+  threads_[running_]->open_stores.push_back({map, coordinates, source, site});
+}
+
+void Block::bulk_commit() {
+  Thread& self = *threads_[running_];
+  self.committed_stores.push_back(std::move(self.open_stores));
+  self.open_stores.clear();
+}
+
+// Completes the oldest bulk groups until `pending_groups` remain: each store reads its box from
+// shared memory now (through the async proxy: a byte an ordinary store changed with no fence
+// since is reported) and writes it to global memory.
+void Block::bulk_wait(unsigned pending_groups, Site site) {
+  Thread& self = *threads_[running_];
+  while (self.committed_stores.size() > pending_groups) {
+    const std::vector<PendingStore> group = std::move(self.committed_stores.front());
+    self.committed_stores.pop_front();
+    for (const PendingStore& store : group) {
+      std::vector<unsigned char> bytes(store.map.box_bytes());
+      for (size_t i = 0; i < bytes.size(); ++i) {
+        const uint32_t at = swizzled_address(store.source + static_cast<uint32_t>(i),
+                                             store.map.swizzle);
+        const unsigned char* byte = shared_pointer(at, 1, store.site);
+        const unsigned char* seen = async_view_of(byte);
+        if (seen != nullptr && *seen != *byte) {
+          throw EmuError("cp.async.bulk.tensor (store) issued at " + store.site.text() +
+                         " reads shared address " + std::to_string(at) +
+                         ", written by an ordinary store with no fence.proxy.async since (the "
+                         "TMA reads through the async proxy); completed at " + site.text());
+        }
+        bytes[i] = *byte;
+      }
+      sanitizer::note_read(shared_pointer(store.source, bytes.size(), store.site), bytes.size());
+      scatter_box(store.map, store.coordinates, bytes,
+                  [&](void* element, const unsigned char* from, size_t element_bytes) {
+                    check_global_write(element, element_bytes, "cp.async.bulk.tensor (store)",
+                                       store.site);
+                    std::memcpy(element, from, element_bytes);
+                    sanitizer::note_write(element, element_bytes);
+                  });
+    }
+  }
 }
 
 void Block::land_bulk_copy(BulkCopy& copy) {

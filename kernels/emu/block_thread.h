@@ -38,6 +38,16 @@ struct Block::CopyGroup {
   bool landed = false;
 };
 
+// One TMA store issued by a thread and not yet waited for: its shared-memory source is read at
+// the cp.async.bulk.wait_group that completes its group (the latest the hardware may read it),
+// and written to global memory then.
+struct PendingStore {
+  TensorMap map;
+  std::array<int32_t, TensorMap::kMaxRank> coordinates{};
+  uint32_t source = 0;
+  Site site;
+};
+
 struct Block::Thread {
   std::unique_ptr<Fiber> fiber;
   Wait wait = Wait::running;
@@ -55,6 +65,8 @@ struct Block::Thread {
   std::vector<PendingCopy> open_copies;    // cp.async issued since the last commit
   std::deque<CopyGroup> committed_copies;  // committed groups in flight, oldest first
   WgmmaState wgmma;                        // wgmma.mma_async issued and not yet waited for
+  std::vector<PendingStore> open_stores;   // TMA stores issued since the last bulk commit
+  std::deque<std::vector<PendingStore>> committed_stores;  // bulk groups not yet waited for
 };
 
 // One TMA box in flight: its bytes (read at issue), where they go, the barrier they complete on,

@@ -55,4 +55,23 @@ std::vector<unsigned char> gather_box(
   return bytes;
 }
 
+void scatter_box(const TensorMap& map, const std::array<int32_t, TensorMap::kMaxRank>& coordinates,
+                 const std::vector<unsigned char>& bytes,
+                 const std::function<void(void* element, const unsigned char* from, size_t bytes)>&
+                     write) {
+  std::array<uint32_t, TensorMap::kMaxRank> index{};
+  auto* base = static_cast<unsigned char*>(const_cast<void*>(map.base));  // the map's tensor
+  for (size_t in = 0; in < bytes.size(); in += map.element_bytes) {
+    bool inside = true;
+    uint64_t offset = 0;
+    for (unsigned d = 0; d < map.rank; ++d) {
+      const int64_t at = static_cast<int64_t>(coordinates[d]) + index[d];
+      inside = inside && at >= 0 && static_cast<uint64_t>(at) < map.dims[d];
+      offset += static_cast<uint64_t>(at) * map.stride_bytes[d];
+    }
+    if (inside) write(base + offset, &bytes[in], map.element_bytes);
+    for (unsigned d = 0; d < map.rank && ++index[d] == map.box[d]; ++d) index[d] = 0;
+  }
+}
+
 }  // namespace attnbench::emu

@@ -4,7 +4,8 @@
 // the tensor filled (zeros, or NaN with the map's NaN fill), and written to shared memory with
 // the map's swizzle applied to the absolute shared-address bits (so a destination that is not
 // aligned as the swizzle needs lands where the hardware would put it, not where the kernel
-// hoped). The copy completes on an mbarrier: its bytes count down the phase's transactions.
+// hoped). The copy completes on an mbarrier: its bytes count down the phase's transactions. A
+// store takes the box from shared memory (unswizzling it) back to global memory.
 #pragma once
 
 #include <array>
@@ -40,5 +41,13 @@ uint32_t swizzled_address(uint32_t address, Swizzle swizzle);
 std::vector<unsigned char> gather_box(
     const TensorMap& map, const std::array<int32_t, TensorMap::kMaxRank>& coordinates,
     const std::function<void(const void* element, size_t bytes)>& check_read);
+
+// The reverse, cp.async.bulk.tensor's store: `bytes` (in box order) written to the box at
+// `coordinates`, elements outside the tensor skipped; `write` does each element's write (its
+// global address, the box's bytes).
+void scatter_box(const TensorMap& map, const std::array<int32_t, TensorMap::kMaxRank>& coordinates,
+                 const std::vector<unsigned char>& bytes,
+                 const std::function<void(void* element, const unsigned char* from, size_t bytes)>&
+                     write);
 
 }  // namespace attnbench::emu

@@ -1,7 +1,7 @@
 // The emulated TMA (issue 15, item 1): the swizzle modes as address arithmetic, a box read at a
 // coordinate with the elements outside the tensor filled, and cp.async.bulk.tensor in a block:
 // the destination NaN from issue, the box landing with the map's swizzle and counting its bytes
-// down on the mbarrier its consumers wait for.
+// down on the mbarrier its consumers wait for; and the store back, read at its wait.
 #include <gtest/gtest.h>
 
 #include <array>
@@ -136,6 +136,89 @@ TEST(EmuTma, AMisalignedDestinationIsReported) {
     FAIL() << "a destination off 128 bytes must be reported";
   } catch (const EmuError& report) {
     EXPECT_NE(std::string(report.what()).find("must be 128-byte aligned"), std::string::npos)
+        << report.what();
+  }
+}
+
+// TMA stores: a 64 x 8 box written swizzled in shared memory by 64 threads, fenced, stored by one
+// thread at a corner that hangs over the tensor's edge: the inside lands, the rest of the tensor
+// is untouched. The source is read at the wait, so a write after the store's issue and before its
+// wait is what gets stored.
+struct StoreRun {
+  bool fence = true;
+  bool wait = true;
+  bool overwrite_before_wait = false;
+};
+
+std::vector<uint16_t> run_store(const StoreRun& how, const std::vector<uint16_t>& values,
+                                std::vector<uint16_t> tensor, int x, int y) {
+  TensorMap map = map_2d(tensor, 80, 12, 64, 8);
+  map.swizzle = Swizzle::bytes128;
+  Block block(block_with_shared(64, 4096), 7);
+  block.run([&] {
+    Block& b = Block::current();
+    auto* shared = static_cast<unsigned char*>(b.dynamic_shared());
+    const uint32_t base = b.shared_address(shared, HERE);
+    const uint32_t tile = (base + 1023) / 1024 * 1024;
+    const unsigned t = b.linear_thread();
+    for (unsigned row = t / 8; row < 8; row += 8) {
+      for (unsigned column = 0; column < 64; ++column) {
+        const uint32_t at = swizzled_address(tile + row * 128 + column * 2, Swizzle::bytes128);
+        std::memcpy(b.shared_pointer(at, 2, HERE), &values[row * 64 + column], 2);
+      }
+    }
+    if (how.fence) b.fence_proxy_async(HERE);
+    b.sync_threads(HERE);
+    if (t != 0) return;
+    b.tma_store(map, {x, y, 0, 0}, tile, HERE);
+    b.bulk_commit();
+    if (how.overwrite_before_wait) std::memset(b.shared_pointer(tile, 2, HERE), 0, 2);
+    if (how.overwrite_before_wait) b.fence_proxy_async(HERE);
+    if (how.wait) b.bulk_wait(0, HERE);
+  });
+  return tensor;
+}
+
+TEST(EmuTma, AStoredBoxLandsInsideTheTensorOnly) {
+  std::mt19937 rng(std::random_device{}());
+  std::vector<uint16_t> values(64 * 8), tensor(80 * 12);
+  for (auto& v : values) v = static_cast<uint16_t>(1 + rng() % 60000);
+  for (auto& v : tensor) v = static_cast<uint16_t>(1 + rng() % 60000);
+  const std::vector<uint16_t> stored = run_store({}, values, tensor, 40, 7);  // 40 + 64 > 80
+  for (int yy = 0; yy < 12; ++yy) {
+    for (int xx = 0; xx < 80; ++xx) {
+      const bool in_box = xx >= 40 && yy >= 7 && yy < 15;
+      const uint16_t expected =
+          in_box ? values[static_cast<size_t>((yy - 7) * 64 + xx - 40)] : tensor[yy * 80 + xx];
+      ASSERT_EQ(stored[static_cast<size_t>(yy * 80 + xx)], expected) << xx << "," << yy;
+    }
+  }
+  // Shared memory reused between the store's issue and its wait: the wait reads it then.
+  StoreRun early;
+  early.overwrite_before_wait = true;
+  const std::vector<uint16_t> reused = run_store(early, values, tensor, 0, 0);
+  EXPECT_EQ(reused[0], 0);
+  EXPECT_EQ(reused[1], values[1]);
+}
+
+TEST(EmuTma, AStoreWithoutItsFenceOrItsWaitIsReported) {
+  std::vector<uint16_t> values(64 * 8, 0x3c00), tensor(80 * 12, 0);
+  StoreRun unfenced;
+  unfenced.fence = false;
+  try {
+    run_store(unfenced, values, tensor, 0, 0);
+    FAIL() << "a store reading ordinary stores with no fence.proxy.async must be reported";
+  } catch (const EmuError& report) {
+    EXPECT_NE(std::string(report.what()).find("no fence.proxy.async"), std::string::npos)
+        << report.what();
+  }
+  StoreRun unwaited;
+  unwaited.wait = false;
+  try {
+    run_store(unwaited, values, tensor, 0, 0);
+    FAIL() << "a thread returning with a store it never waited for must be reported";
+  } catch (const EmuError& report) {
+    EXPECT_NE(std::string(report.what()).find("never waited for"), std::string::npos)
         << report.what();
   }
 }

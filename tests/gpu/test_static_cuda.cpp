@@ -503,6 +503,7 @@ struct HopperExpectation {
   int hgmma;
   bool rebalances_registers;  // setmaxnreg: USETMAXREG
   int exp2 = -1;
+  bool stores_through_tma = false;  // the output by TMA store: UTMASTG
 };
 
 std::vector<std::string> hopper_findings(const SassCode& code, const HopperExpectation& expected,
@@ -532,6 +533,9 @@ std::vector<std::string> hopper_findings(const SassCode& code, const HopperExpec
     if (expected.rebalances_registers && opcode_count(counts->second, "USETMAXREG") == 0) {
       findings.push_back(name + ": no USETMAXREG (setmaxnreg)");
     }
+    if (expected.stores_through_tma && opcode_count(counts->second, "UTMASTG") == 0) {
+      findings.push_back(name + ": no UTMASTG (the output's TMA store)");
+    }
     for (const char* opcode : {"UTMALDG", "SYNCS"}) {
       if (opcode_count(counts->second, opcode) == 0) {
         findings.push_back(name + ": no " + std::string(opcode));
@@ -545,7 +549,8 @@ std::vector<std::string> hopper_findings(const SassCode& code, const HopperExpec
 // consumer warpgroup is hgmma_per_consumer HGMMA (d / 16 for S, block_k / 16 for P V) and
 // exp2_per_thread MUFU.EX2, and the loop body is one copy of it, except cuda.flash3's (Schedule
 // 2): its first turn (S alone) and last (P V alone) are written out beside the full turn, so the
-// function holds the tile twice. _ws and the later stages rebalance their registers.
+// function holds the tile twice. _ws and the later stages rebalance their registers; cuda.flash3
+// stores its output with TMA.
 struct Flash3Kernel {
   std::string kernel;
   flash3::Stage stage;
@@ -578,7 +583,8 @@ const std::vector<Flash3Kernel> kFlash3Kernels = {
 HopperExpectation expectation_of(const Flash3Kernel& kernel) {
   const flash3::TileCost tile = flash3::tile_cost(kernel.stage, kernel.head_dim);
   return {kernel.kernel, kernel.tile_copies * tile.hgmma_per_consumer,
-          kernel.stage != flash3::Stage::wg1, kernel.tile_copies * tile.exp2_per_thread};
+          kernel.stage != flash3::Stage::wg1, kernel.tile_copies * tile.exp2_per_thread,
+          kernel.stage == flash3::Stage::overlapped};
 }
 
 TEST_F(StaticCuda, Flash3StagesUseWgmmaTmaAndMbarriersWithoutSpills) {
@@ -611,10 +617,10 @@ TEST_F(StaticCuda, NegativeControlFlash2FailsTheHopperCheck) {
   const SassCode code = read_sass(kKernelLibrary);
   int matched = 0;
   const std::vector<std::string> findings =
-      hopper_findings(code, {kFlash2Kernel, 16, true, 66}, matched);
+      hopper_findings(code, {kFlash2Kernel, 16, true, 66, true}, matched);
   ASSERT_EQ(matched, kFlash2Instantiations) << join_lines(findings);
   for (const std::string reason : {"0 HGMMA, expected 16", "MUFU.EX2, expected 66",
-                                   ": HMMA (mma.sync)", "no UTMALDG", "no SYNCS"}) {
+                                   ": HMMA (mma.sync)", "no UTMALDG", "no SYNCS", "no UTMASTG"}) {
     const auto count = std::count_if(
         findings.begin(), findings.end(),
         [&](const std::string& line) { return line.find(reason) != std::string::npos; });

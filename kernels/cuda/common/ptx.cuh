@@ -11,7 +11,8 @@
 //   named_barrier_sync / named_barrier_arrive   bar.sync / bar.arrive id, count
 //   Hopper (sm_90): mbarrier_init, fence_mbarrier_init, mbarrier_arrive[_expect_tx],
 //   mbarrier_expect_tx, mbarrier_wait (try_wait.parity until done), elect_one (elect.sync),
-//   tma_load_{2,3,4}d (cp.async.bulk.tensor on an mbarrier), fence_proxy_async,
+//   tma_load_{2,3,4}d (cp.async.bulk.tensor on an mbarrier), tma_store_4d, bulk_commit,
+//   bulk_wait_read<N> (cp.async.bulk.tensor's store, commit_group, wait_group.read), fence_proxy_async,
 //   setmaxnreg_inc / setmaxnreg_dec, wgmma_ss / wgmma_rs (wgmma.mma_async m64nNk16), wgmma_fence,
 //   wgmma_commit, wgmma_wait<N>, wgmma_fence_operand
 // Conversions with their rounding (__floats2half2_rn, ...) are CUDA's intrinsics on the GPU and
@@ -222,6 +223,25 @@ __device__ __forceinline__ void tma_load_4d(uint32_t destination, const CUtensor
       "{%3, %4, %5, %6}], [%2];\n" ::"r"(destination),
       "l"(map), "r"(barrier), "r"(x), "r"(y), "r"(z), "r"(w)
       : "memory");
+}
+// cp.async.bulk.tensor's store: the box at the shared address `source` (laid out with the map's
+// swizzle) to the coordinates of `map`'s tensor, elements outside it skipped; completes through
+// the bulk group: bulk_commit closes the group, bulk_wait_read<N> waits until at most N groups
+// still read their shared memory (which may then be reused or released).
+__device__ __forceinline__ void tma_store_4d(const CUtensorMap* map, uint32_t source, int x, int y,
+                                             int z, int w) {
+  asm volatile(
+      "cp.async.bulk.tensor.4d.global.shared::cta.bulk_group [%0, {%2, %3, %4, %5}], [%1];\n" ::"l"(
+          map),
+      "r"(source), "r"(x), "r"(y), "r"(z), "r"(w)
+      : "memory");
+}
+__device__ __forceinline__ void bulk_commit() {
+  asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
+}
+template <int kPending>
+__device__ __forceinline__ void bulk_wait_read() {
+  asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(kPending) : "memory");
 }
 
 // Orders this thread's ordinary shared-memory stores before the async proxy's reads (TMA store,
@@ -465,6 +485,16 @@ inline void tma_load_3d(uint32_t destination, const CUtensorMap* map, uint32_t b
 inline void tma_load_4d(uint32_t destination, const CUtensorMap* map, uint32_t barrier, int x,
                         int y, int z, int w, ATTNBENCH_PTX_CALLER) {
   tma_load(map, {x, y, z, w}, destination, barrier, ATTNBENCH_PTX_SITE);
+}
+inline void tma_store_4d(const CUtensorMap* map, uint32_t source, int x, int y, int z, int w,
+                         ATTNBENCH_PTX_CALLER) {
+  emu::Block::current().tma_store(*reinterpret_cast<const emu::TensorMap*>(map), {x, y, z, w},
+                                  source, ATTNBENCH_PTX_SITE);
+}
+inline void bulk_commit() { emu::Block::current().bulk_commit(); }
+template <int kPending>
+inline void bulk_wait_read(ATTNBENCH_PTX_CALLER) {
+  emu::Block::current().bulk_wait(kPending, ATTNBENCH_PTX_SITE);
 }
 inline void fence_proxy_async(ATTNBENCH_PTX_CALLER) {
   emu::Block::current().fence_proxy_async(ATTNBENCH_PTX_SITE);

@@ -21,7 +21,7 @@ namespace {
 constexpr int kRequiredSm = 90;  // wgmma, TMA, mbarrier transactions: sm_90a code
 
 // The 4D view (d, sequence, head, batch) of one tensor, boxes of 64 elements x `box_rows` rows,
-// the 128-byte swizzle; elements past the sequence read as zeros.
+// the 128-byte swizzle; elements past the sequence read as zeros (and are not stored).
 gpu::TensorMapSpec tensor_spec(const void* base, DType dtype, int head_dim, int64_t seqlen,
                                int64_t heads, int64_t batch, int64_t row_stride,
                                int64_t head_stride, int64_t batch_stride, int box_rows) {
@@ -51,8 +51,11 @@ Status encode_maps(const AttentionParams& p, const Instantiation& kernel, Flash3
       {tensor_spec(p.v, dtype, p.head_dim_v, p.seqlen_k, p.heads_kv, p.batch, p.v_row_stride,
                    p.v_head_stride, p.v_batch_stride, kernel.block_k),
        &params.v_map},
+      {tensor_spec(p.out, p.output_dtype, p.head_dim_v, p.seqlen_q, p.heads_q, p.batch,
+                   p.out_row_stride, p.out_head_stride, p.out_batch_stride, kWgmmaM),
+       &params.out_map},
   };
-  const char* names[] = {"q", "k", "v"};
+  const char* names[] = {"q", "k", "v", "out"};
   for (size_t i = 0; i < std::size(maps); ++i) {
     if (Status status = gpu::encode_tensor_map(maps[i].first, *maps[i].second); !status) {
       return Status::Error(std::string(names[i]) + ": " + status.message);

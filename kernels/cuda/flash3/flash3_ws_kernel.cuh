@@ -13,7 +13,8 @@
 // producer runs kStages tiles ahead. Masks, tails and empty rows as in flash3_wg1.
 //   Schedule::independent (cuda.flash3_ws): each consumer on its own.
 //   Schedule::pingpong (cuda.flash3_pingpong): the consumers take turns on the tensor cores.
-//   Schedule::overlapped (cuda.flash3): ping-pong, and each consumer's softmax under its own P V.
+//   Schedule::overlapped (cuda.flash3): ping-pong, and each consumer's softmax under its own P V;
+//   the output through shared memory (over the consumer's rows of Q) and a TMA store.
 // Performance: not yet measured on a GPU (see GPU-CLAIMS.md).
 // Known limits: fp16/bf16 in and out; head_dim_v == head_dim_qk; d 64, 128, 256 for cuda.flash3,
 // d 128 bf16 for the two stages; rows whose strides are multiples of 16 bytes (the TMA's rule).
@@ -78,6 +79,9 @@ struct StageRing {
 // consumer arrives there when its turn ends. 256 threads: the waiting and the arriving warpgroup.
 constexpr unsigned kTurnBarrier = 1;
 constexpr unsigned kTurnThreads = 2 * kWarpgroupThreads;
+// Named barriers 3 and 4: consumer c's warpgroup gathers on 3 + c between writing its output tile
+// to shared memory and the TMA store (cuda.flash3).
+constexpr unsigned kEpilogueBarrier = 3;
 
 // Ping-pong, consumer `consumer` (0 or 1) over the block's key tiles (T = keys.count): turn j
 // issues O += P(j-1) V(j-1) and S(j) (T + 1 turns: the first has no P V, the last no S), passes the
@@ -281,7 +285,13 @@ __global__ void __launch_bounds__(WsTraits<HeadDim>::kThreads, 1)
       stage_of.release(iteration);
     }
   }
-  store_output<HeadDim, Element>(p, block, softmax, o, rows_before);
+  if constexpr (kSchedule == Schedule::overlapped) {
+    store_output_through_shared<HeadDim, Element>(
+        params, block, softmax, o, rows_before, q_rows, T::kBlockQ * kSwizzleBytes, shared_bytes,
+        ptx::shared_address(shared_bytes), kEpilogueBarrier + static_cast<unsigned>(warpgroup - 1));
+  } else {
+    store_output<HeadDim, Element>(p, block, softmax, o, rows_before);
+  }
 }
 
 // ---- launch -------------------------------------------------------------------------------------
