@@ -337,7 +337,7 @@ void add_selection_options(CLI::App* sub, RunFlags& flags, CommonOptions& common
   sub->add_option("--filter", o.filter, "Regex on case names kernel/shape/distribution");
   sub->add_option("--devices", o.devices, "all | cpu | emu | gpu | GPU ordinals 0,1 (default all; emu: the emulated device, never in all)");
   sub->add_option("--dist", o.distribution,
-                  "Input distribution for --shape: normal | large_logits | outliers");
+                  "Input distribution for --shape: " + accepted_distribution_names());
   sub->add_option("--dump", o.dump_dir, "Write q, k, v, out, ref (.npy) and repro.txt of every case here");
   sub->add_option("--db", common.db_path, "SQLite database (default results/attnbench.sqlite)");
   sub->add_option("--seed", flags.seed, "Run seed (default: fresh random, stored with the run)");

@@ -96,7 +96,7 @@ Result<Suite> load_run_suite(const RunOptions& options) {
   Distribution shape_distribution = Distribution::normal;
   if (!options.distribution.empty() && !parse_distribution(options.distribution, shape_distribution)) {
     return Status::Error("--dist '" + options.distribution +
-                         "': accepted: normal, large_logits, outliers");
+                         "': accepted: " + accepted_distribution_names());
   }
   for (const std::string& text : options.shapes) {
     Result<SuiteEntry> entry = shape_entry(text);

@@ -55,15 +55,10 @@ std::optional<TimingStop> parse_timing_stop(std::string_view text) {
 }
 
 bool parse_distribution(const std::string& text, Distribution& distribution) {
-  if (text == "normal")
-    distribution = Distribution::normal;
-  else if (text == "large_logits")
-    distribution = Distribution::large_logits;
-  else if (text == "outliers")
-    distribution = Distribution::outliers;
-  else
-    return false;
-  return true;
+  const std::optional<Distribution> parsed =
+      parse_enum_name(kDistributions, text, distribution_name);
+  if (parsed) distribution = *parsed;
+  return parsed.has_value();
 }
 
 std::string_view distribution_name(Distribution distribution) {
@@ -74,8 +69,19 @@ std::string_view distribution_name(Distribution distribution) {
       return "large_logits";
     case Distribution::outliers:
       return "outliers";
+    case Distribution::sink:
+      return "sink";
   }
   return "?";
+}
+
+std::string accepted_distribution_names() {
+  std::string names;
+  for (const Distribution distribution : kDistributions) {
+    if (!names.empty()) names += ", ";
+    names += distribution_name(distribution);
+  }
+  return names;
 }
 
 std::vector<double> sample_times(const std::vector<Sample>& samples) {

@@ -1,6 +1,7 @@
 // What one run produces, as plain structs: the contract between the runner and the store.
 #pragma once
 
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -15,10 +16,18 @@ namespace attnbench {
 
 // Where the inputs come from: standard normal; large_logits (q and k scaled by
 // kLargeLogitsScale so scaled logits reach the hundreds: catches a missing max subtraction);
-// outliers (N(0,1) plus, with probability 0.001, an extra N(0, 10^2), as in the FA3 FP8 study).
-enum class Distribution : uint8_t { normal, large_logits, outliers };
+// outliers (N(0,1) plus, with probability 0.001, an extra N(0, 10^2), as in the FA3 FP8 study);
+// sink (attention sinks: every query shares a direction with a few keys, whose scaled logits
+// stand about 20 above the rest, so they take most of each row's weight and set K's amax; how P
+// underflows in FP8 then depends on the order keys are visited). harness/measure/inputs.cpp
+// draws them.
+enum class Distribution : uint8_t { normal, large_logits, outliers, sink };
+inline constexpr std::array kDistributions = {Distribution::normal, Distribution::large_logits,
+                                       Distribution::outliers, Distribution::sink};
 bool parse_distribution(const std::string& text, Distribution& distribution);
 std::string_view distribution_name(Distribution distribution);
+// "normal, large_logits, outliers, sink": what --dist and a suite accept.
+std::string accepted_distribution_names();
 
 constexpr double kNotMeasured = std::numeric_limits<double>::quiet_NaN();
 

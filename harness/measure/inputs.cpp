@@ -19,6 +19,41 @@ namespace {
 constexpr float kLargeLogitsScale = 10.0f;
 constexpr double kOutlierProbability = 0.001;
 constexpr float kOutlierSigma = 10.0f;
+// sink: every query has kSinkQueryShare along its kv head's unit direction u, a sink key
+// kSinkLogit * sqrt(d) / kSinkQueryShare along it, so a sink's scaled logit is about kSinkLogit
+// above the others' (each about N(0, 1)). Sinks sit at keys 0, seqlen / 3 and 2 seqlen / 3 (one key
+// when the sequence is that short), so tiles visited first, in the middle and last hold one.
+constexpr float kSinkQueryShare = 2.0f;
+constexpr float kSinkLogit = 20.0f;
+
+bool is_sink_key(int64_t position, int64_t seqlen) {
+  return position == 0 || position == seqlen / 3 || position == 2 * seqlen / 3;
+}
+
+// The sink distribution's direction for each kv head (unit vectors of `dim` elements).
+struct SinkDirections {
+  int64_t heads_per_kv = 1;
+  std::vector<std::vector<float>> unit;  // [kv head][dim]
+};
+
+SinkDirections sink_directions(uint64_t seed, int64_t heads_kv, int64_t heads_per_kv,
+                               int64_t dim) {
+  SinkDirections directions;
+  directions.heads_per_kv = heads_per_kv;
+  for (int64_t g = 0; g < heads_kv; ++g) {
+    Xoshiro256 rng(mix_seed(seed, static_cast<uint64_t>(g)));
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    std::vector<float> u(static_cast<size_t>(dim));
+    double norm = 0;
+    for (float& x : u) {
+      x = normal(rng);
+      norm += static_cast<double>(x) * x;
+    }
+    for (float& x : u) x = static_cast<float>(x / std::sqrt(norm));
+    directions.unit.push_back(std::move(u));
+  }
+  return directions;
+}
 
 void fill_pattern(void* data, size_t bytes, const void* pattern, size_t pattern_bytes) {
   auto* out = static_cast<unsigned char*>(data);
@@ -27,10 +62,31 @@ void fill_pattern(void* data, size_t bytes, const void* pattern, size_t pattern_
 
 enum class Role { q, k, v };
 
+// The sink distribution in one (position, head) row of `dim` values: a query's own component
+// along its kv head's direction u is replaced by kSinkQueryShare u (so no query's noise along u
+// is multiplied by a sink key's length); a sink key gets kSinkLogit sqrt(dim) / kSinkQueryShare
+// along u; values and other keys are left as drawn.
+void add_sink_share(const SinkDirections& sinks, Role role, int64_t position, int64_t seqlen,
+                    int64_t head, float* row, int64_t dim) {
+  if (role == Role::q) {
+    const std::vector<float>& u = sinks.unit[static_cast<size_t>(head / sinks.heads_per_kv)];
+    double along = 0;
+    for (int64_t i = 0; i < dim; ++i) along += static_cast<double>(row[i]) * u[static_cast<size_t>(i)];
+    for (int64_t i = 0; i < dim; ++i) {
+      row[i] += static_cast<float>(kSinkQueryShare - along) * u[static_cast<size_t>(i)];
+    }
+  } else if (role == Role::k && is_sink_key(position, seqlen)) {
+    const std::vector<float>& u = sinks.unit[static_cast<size_t>(head)];
+    const float length = kSinkLogit * std::sqrt(static_cast<float>(dim)) / kSinkQueryShare;
+    for (int64_t i = 0; i < dim; ++i) row[i] += length * u[static_cast<size_t>(i)];
+  }
+}
+
 // Draws one logical tensor (batch, seq, heads, dim) into `values` (dense, in that order), each
 // (b, s) row of heads from its own seeded stream.
 void draw_tensor(Distribution distribution, Role role, uint64_t seed, int64_t batch, int64_t seqlen,
-                 int64_t heads, int64_t dim, std::vector<float>& values) {
+                 int64_t heads, int64_t dim, const SinkDirections& sinks,
+                 std::vector<float>& values) {
   const int64_t row_elements = heads * dim;
   values.resize(static_cast<size_t>(batch * seqlen * row_elements));
   const float factor =
@@ -47,6 +103,11 @@ void draw_tensor(Distribution distribution, Role role, uint64_t seed, int64_t ba
         x += kOutlierSigma * normal(rng);
       }
       out[i] = x;
+    }
+    if (distribution == Distribution::sink) {
+      for (int64_t head = 0; head < heads; ++head) {
+        add_sink_share(sinks, role, row % seqlen, seqlen, head, out + head * dim, dim);
+      }
     }
   }
 }
@@ -145,19 +206,24 @@ Status make_inputs(const Problem& problem, Distribution distribution, uint64_t s
   void* k_data = layout.k_buffer_elements > 0 ? inputs.k_buffer.data() : inputs.q_buffer.data();
   void* v_data = layout.k_buffer_elements > 0 ? inputs.v_buffer.data() : inputs.q_buffer.data();
 
+  const SinkDirections sinks =
+      distribution == Distribution::sink
+          ? sink_directions(mix_seed(seed, 4), problem.heads_kv,
+                            problem.heads_q / problem.heads_kv, problem.head_dim_qk)
+          : SinkDirections{};
   std::vector<float> values;
   draw_tensor(distribution, Role::q, mix_seed(seed, 1), problem.batch, problem.seqlen_q,
-              problem.heads_q, problem.head_dim_qk, values);
+              problem.heads_q, problem.head_dim_qk, sinks, values);
   inputs.q_descale =
       quantize_into(values, problem.input_dtype, problem.fp8_scaling, layout.q, problem.batch,
                     problem.seqlen_q, problem.heads_q, problem.head_dim_qk, inputs.q_buffer.data());
   draw_tensor(distribution, Role::k, mix_seed(seed, 2), problem.batch, problem.seqlen_k,
-              problem.heads_kv, problem.head_dim_qk, values);
+              problem.heads_kv, problem.head_dim_qk, sinks, values);
   inputs.k_descale =
       quantize_into(values, problem.input_dtype, problem.fp8_scaling, layout.k, problem.batch,
                     problem.seqlen_k, problem.heads_kv, problem.head_dim_qk, k_data);
   draw_tensor(distribution, Role::v, mix_seed(seed, 3), problem.batch, problem.seqlen_k,
-              problem.heads_kv, problem.head_dim_v, values);
+              problem.heads_kv, problem.head_dim_v, sinks, values);
   inputs.v_descale =
       quantize_into(values, problem.input_dtype, problem.fp8_scaling, layout.v, problem.batch,
                     problem.seqlen_k, problem.heads_kv, problem.head_dim_v, v_data);

@@ -33,6 +33,8 @@
 #include <utility>
 #include <vector>
 
+#include "harness/core/records.h"
+
 namespace attnbench {
 namespace {
 
@@ -194,7 +196,6 @@ std::string accepted_fp8_scaling_names() {
   for (const Fp8Scaling scaling : kScalings) names.emplace_back(fp8_scaling_name(scaling));
   return join(names);
 }
-std::string accepted_distribution_names() { return join(distribution_names()); }
 
 constexpr ChoiceField kChoiceFields[] = {
     {"dtype", "dtype", parse_input_dtype, accepted_dtype_names},
@@ -561,7 +562,13 @@ std::vector<std::filesystem::path> suite_files() {
 }  // namespace
 
 const std::vector<std::string>& distribution_names() {
-  static const std::vector<std::string> kNames = {"normal", "large_logits", "outliers"};
+  static const std::vector<std::string> kNames = [] {
+    std::vector<std::string> names;
+    for (const Distribution distribution : kDistributions) {
+      names.emplace_back(distribution_name(distribution));
+    }
+    return names;
+  }();
   return kNames;
 }
 

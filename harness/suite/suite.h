@@ -16,7 +16,7 @@
 //   dtype = ["fp32", "bf16"]   # out_dtype, p_dtype, fp8_scaling optional
 //   mask = ["none", "causal", "causal_br", "window(64,0)", "padding"]
 //   layout = "bshd"
-//   distribution = ["normal", "large_logits", "outliers"]
+//   distribution = ["normal", "large_logits", "outliers", "sink"]
 //   scale = 0.125              # optional; default 1/sqrt(head_dim_qk)
 //
 // Every axis takes a value or an array of values. Errors name file:line and the field.

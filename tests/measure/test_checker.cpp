@@ -175,8 +175,7 @@ TEST(Checker, CorrectKernelPasses) {
   for (const char* shape :
        {kShape, kCausalShape, "b=2,hq=2,sq=40,sk=17,d=16,dtype=fp16,mask=causal_br",
         "b=3,hq=2,sq=33,sk=50,d=16,dtype=bf16,mask=padding"}) {
-    for (Distribution dist :
-         {Distribution::normal, Distribution::large_logits, Distribution::outliers}) {
+    for (Distribution dist : kDistributions) {
       const Outcome outcome = check(Defect::none, shape, dist);
       EXPECT_EQ(outcome.failure, "") << shape << " " << distribution_name(dist);
       EXPECT_TRUE(outcome.summary.checked);

@@ -381,7 +381,7 @@ TEST(SuiteErrors, UnknownChoicesListTheAcceptedValues) {
        "per_tensor, per_head, per_block"},
       {head + "distribution = [\"normal\",\n  \"uniform\"]\n",
        "suites/x.toml:5: field 'distribution': unknown distribution 'uniform'; accepted: "
-       "normal, large_logits, outliers"},
+       "normal, large_logits, outliers, sink"},
   });
 }
 
