@@ -36,8 +36,7 @@ struct SinkDirections {
   std::vector<std::vector<float>> unit;  // [kv head][dim]
 };
 
-SinkDirections sink_directions(uint64_t seed, int64_t heads_kv, int64_t heads_per_kv,
-                               int64_t dim) {
+SinkDirections sink_directions(uint64_t seed, int64_t heads_kv, int64_t heads_per_kv, int64_t dim) {
   SinkDirections directions;
   directions.heads_per_kv = heads_per_kv;
   for (int64_t g = 0; g < heads_kv; ++g) {
@@ -71,7 +70,8 @@ void add_sink_share(const SinkDirections& sinks, Role role, int64_t position, in
   if (role == Role::q) {
     const std::vector<float>& u = sinks.unit[static_cast<size_t>(head / sinks.heads_per_kv)];
     double along = 0;
-    for (int64_t i = 0; i < dim; ++i) along += static_cast<double>(row[i]) * u[static_cast<size_t>(i)];
+    for (int64_t i = 0; i < dim; ++i)
+      along += static_cast<double>(row[i]) * u[static_cast<size_t>(i)];
     for (int64_t i = 0; i < dim; ++i) {
       row[i] += static_cast<float>(kSinkQueryShare - along) * u[static_cast<size_t>(i)];
     }
@@ -208,8 +208,8 @@ Status make_inputs(const Problem& problem, Distribution distribution, uint64_t s
 
   const SinkDirections sinks =
       distribution == Distribution::sink
-          ? sink_directions(mix_seed(seed, 4), problem.heads_kv,
-                            problem.heads_q / problem.heads_kv, problem.head_dim_qk)
+          ? sink_directions(mix_seed(seed, 4), problem.heads_kv, problem.heads_q / problem.heads_kv,
+                            problem.head_dim_qk)
           : SinkDirections{};
   std::vector<float> values;
   draw_tensor(distribution, Role::q, mix_seed(seed, 1), problem.batch, problem.seqlen_q,

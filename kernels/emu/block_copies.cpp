@@ -188,15 +188,16 @@ void Block::bulk_wait(unsigned pending_groups, Site site) {
     for (const PendingStore& store : group) {
       std::vector<unsigned char> bytes(store.map.box_bytes());
       for (size_t i = 0; i < bytes.size(); ++i) {
-        const uint32_t at = swizzled_address(store.source + static_cast<uint32_t>(i),
-                                             store.map.swizzle);
+        const uint32_t at =
+            swizzled_address(store.source + static_cast<uint32_t>(i), store.map.swizzle);
         const unsigned char* byte = shared_pointer(at, 1, store.site);
         const unsigned char* seen = async_view_of(byte);
         if (seen != nullptr && *seen != *byte) {
           throw EmuError("cp.async.bulk.tensor (store) issued at " + store.site.text() +
                          " reads shared address " + std::to_string(at) +
                          ", written by an ordinary store with no fence.proxy.async since (the "
-                         "TMA reads through the async proxy); completed at " + site.text());
+                         "TMA reads through the async proxy); completed at " +
+                         site.text());
         }
         bytes[i] = *byte;
       }

@@ -55,10 +55,10 @@ std::vector<unsigned char> gather_box(
   return bytes;
 }
 
-void scatter_box(const TensorMap& map, const std::array<int32_t, TensorMap::kMaxRank>& coordinates,
-                 const std::vector<unsigned char>& bytes,
-                 const std::function<void(void* element, const unsigned char* from, size_t bytes)>&
-                     write) {
+void scatter_box(
+    const TensorMap& map, const std::array<int32_t, TensorMap::kMaxRank>& coordinates,
+    const std::vector<unsigned char>& bytes,
+    const std::function<void(void* element, const unsigned char* from, size_t bytes)>& write) {
   std::array<uint32_t, TensorMap::kMaxRank> index{};
   auto* base = static_cast<unsigned char*>(const_cast<void*>(map.base));  // the map's tensor
   for (size_t in = 0; in < bytes.size(); in += map.element_bytes) {

@@ -45,9 +45,9 @@ std::vector<unsigned char> gather_box(
 // The reverse, cp.async.bulk.tensor's store: `bytes` (in box order) written to the box at
 // `coordinates`, elements outside the tensor skipped; `write` does each element's write (its
 // global address, the box's bytes).
-void scatter_box(const TensorMap& map, const std::array<int32_t, TensorMap::kMaxRank>& coordinates,
-                 const std::vector<unsigned char>& bytes,
-                 const std::function<void(void* element, const unsigned char* from, size_t bytes)>&
-                     write);
+void scatter_box(
+    const TensorMap& map, const std::array<int32_t, TensorMap::kMaxRank>& coordinates,
+    const std::vector<unsigned char>& bytes,
+    const std::function<void(void* element, const unsigned char* from, size_t bytes)>& write);
 
 }  // namespace attnbench::emu

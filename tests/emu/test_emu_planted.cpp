@@ -2,8 +2,8 @@
 // cuda.flash3_wg1 or cuda.flash3_ws made from the real kernel source with one edit
 // (kernels/emu/planted/planted_bugs.cmake, which refuses an edit that does not match), run on the
 // emulated device through `attnbench check` as a user runs it. Each must fail with its named
-// reason on a case its real kernel passes, so none can pass vacuously; the order-dependent one is caught under several schedule seeds, and two
-// seeds record different schedules.
+// reason on a case its real kernel passes, so none can pass vacuously; the order-dependent one is
+// caught under several schedule seeds, and two seeds record different schedules.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>

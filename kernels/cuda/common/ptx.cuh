@@ -12,9 +12,9 @@
 //   Hopper (sm_90): mbarrier_init, fence_mbarrier_init, mbarrier_arrive[_expect_tx],
 //   mbarrier_expect_tx, mbarrier_wait (try_wait.parity until done), elect_one (elect.sync),
 //   tma_load_{2,3,4}d (cp.async.bulk.tensor on an mbarrier), tma_store_4d, bulk_commit,
-//   bulk_wait_read<N> (cp.async.bulk.tensor's store, commit_group, wait_group.read), fence_proxy_async,
-//   setmaxnreg_inc / setmaxnreg_dec, wgmma_ss / wgmma_rs (wgmma.mma_async m64nNk16), wgmma_fence,
-//   wgmma_commit, wgmma_wait<N>, wgmma_fence_operand
+//   bulk_wait_read<N> (cp.async.bulk.tensor's store, commit_group, wait_group.read),
+//   fence_proxy_async, setmaxnreg_inc / setmaxnreg_dec, wgmma_ss / wgmma_rs (wgmma.mma_async
+//   m64nNk16), wgmma_fence, wgmma_commit, wgmma_wait<N>, wgmma_fence_operand
 // Conversions with their rounding (__floats2half2_rn, ...) are CUDA's intrinsics on the GPU and
 // bit-exact copies of them under emu (kernels/emu/cuda_subset.h).
 #pragma once
