@@ -53,6 +53,12 @@ struct TmaCase {  // plain arrays: the kernel reads it from device memory
   int swizzle_bytes = 0;           // 0, 32, 64, 128
   bool fill_nan = false;
   int32_t coordinates[4] = {0, 0, 0, 0};
+  // The store back (cp.async.bulk.tensor's store, through a 4D map): the box as it landed, to
+  // out_coordinates of the case's own output tensor (out_dims, packed, from element out_offset of
+  // the output), which it overhangs as the load overhangs its tensor.
+  int64_t out_dims[4] = {1, 1, 1, 1};
+  int32_t out_coordinates[4] = {0, 0, 0, 0};
+  int64_t out_offset = 0;
   ATTNBENCH_HOST_DEVICE uint32_t box_bytes() const {
     uint32_t bytes = 2;
     for (int d = 0; d < rank; ++d) bytes *= static_cast<uint32_t>(box[d]);
@@ -63,6 +69,7 @@ constexpr uint32_t kTmaMaxBoxBytes = 16384;
 struct TmaCases {
   std::vector<uint16_t> tensor;  // bf16 bits, at least every case's product of dims
   std::vector<TmaCase> cases;
+  std::vector<uint16_t> output;  // the stores' tensors, before them (a fixed pattern)
 };
 
 struct Side {
@@ -72,9 +79,10 @@ struct Side {
   std::string (*ldmatrix)(int form, const std::vector<uint16_t>& tiles,
                           const std::vector<uint32_t>& rows, std::vector<uint32_t>& out);
   std::string (*wgmma)(const WgmmaCases& cases, std::vector<float>& d);
-  // boxes: (cases, kTmaMaxBoxBytes / 2) shared-memory images; elected: lanes elect.sync picked.
+  // boxes: (cases, kTmaMaxBoxBytes / 2) shared-memory images; elected: lanes elect.sync picked;
+  // stored: the output after every case's store.
   std::string (*tma)(const TmaCases& cases, std::vector<uint16_t>& boxes,
-                     std::vector<uint32_t>& elected);
+                     std::vector<uint32_t>& elected, std::vector<uint16_t>& stored);
 };
 
 Side device_side();    // the GPU (CUDA builds only)

@@ -112,16 +112,19 @@ std::string wgmma(const WgmmaCases& cases, std::vector<float>& d) {
   return error;
 }
 
-std::string tma(const TmaCases& cases, std::vector<uint16_t>& boxes,
-                std::vector<uint32_t>& elected) {
+std::string tma(const TmaCases& cases, std::vector<uint16_t>& boxes, std::vector<uint32_t>& elected,
+                std::vector<uint16_t>& stored) {
   const DeviceVector<uint16_t> tensor(cases.tensor);
+  DeviceVector<uint16_t> output(cases.output);
   std::vector<CUtensorMap> maps;
-  if (std::string error = encode_case_maps(cases, tensor.get(), maps); !error.empty()) {
+  if (std::string error = encode_case_maps(cases, tensor.get(), output.get(), maps);
+      !error.empty()) {
     return error;
   }
   const int count = static_cast<int>(cases.cases.size());
   boxes.assign(cases.cases.size() * (kTmaMaxBoxBytes / 2), 0);
   elected.assign(cases.cases.size(), 0);
+  stored.assign(cases.output.size(), 0);
   const DeviceVector<CUtensorMap> device_maps(maps);
   const DeviceVector<TmaCase> device_cases(cases.cases);
   DeviceVector<uint16_t> out(boxes);
@@ -131,6 +134,7 @@ std::string tma(const TmaCases& cases, std::vector<uint16_t>& boxes,
   const std::string error = finish();
   out.copy_to(boxes);
   lanes.copy_to(elected);
+  output.copy_to(stored);
   return error;
 }
 

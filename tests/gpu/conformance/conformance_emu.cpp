@@ -68,10 +68,12 @@ std::string wgmma(const WgmmaCases& cases, std::vector<float>& d) {
   return last_error();
 }
 
-std::string tma(const TmaCases& cases, std::vector<uint16_t>& boxes,
-                std::vector<uint32_t>& elected) {
+std::string tma(const TmaCases& cases, std::vector<uint16_t>& boxes, std::vector<uint32_t>& elected,
+                std::vector<uint16_t>& stored) {
+  stored = cases.output;
   std::vector<CUtensorMap> maps;
-  if (std::string error = encode_case_maps(cases, cases.tensor.data(), maps); !error.empty()) {
+  if (std::string error = encode_case_maps(cases, cases.tensor.data(), stored.data(), maps);
+      !error.empty()) {
     return error;
   }
   emu::Stream stream;

@@ -171,9 +171,10 @@ void with_wgmma_kernel(const WgmmaForm& form, Launch&& launch) {
 }
 
 // One block per case loop, 128 threads: warp 0's elected lane expects the box's bytes on the
-// mbarrier and issues the TMA load of case k's map; every thread waits for the phase, then copies
-// the box's shared-memory image (swizzled as it landed) out, and the number of lanes elected.
-// sm_90a only, as wgmma_kernel.
+// mbarrier and issues the TMA load of case k's map (maps[2 k]); every thread waits for the phase,
+// then copies the box's shared-memory image (swizzled as it landed) out, with the number of lanes
+// elected; thread 0 stores the box back through maps[2 k + 1] and waits for the store to have
+// read it. sm_90a only, as wgmma_kernel.
 __global__ void tma_kernel(const CUtensorMap* maps, const TmaCase* cases, uint16_t* boxes,
                            uint32_t* elected, int count) {
 #if !defined(__CUDA_ARCH__) || defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -198,51 +199,65 @@ __global__ void tma_kernel(const CUtensorMap* maps, const TmaCase* cases, uint16
       const uint32_t destination = ptx::shared_address(box);
       ptx::mbarrier_arrive_expect_tx(barrier_address, c.box_bytes());
       const int32_t* at = c.coordinates;
+      const CUtensorMap* map = &maps[2 * k];
       if (c.rank == 2) {
-        ptx::tma_load_2d(destination, &maps[k], barrier_address, at[0], at[1]);
+        ptx::tma_load_2d(destination, map, barrier_address, at[0], at[1]);
       } else if (c.rank == 3) {
-        ptx::tma_load_3d(destination, &maps[k], barrier_address, at[0], at[1], at[2]);
+        ptx::tma_load_3d(destination, map, barrier_address, at[0], at[1], at[2]);
       } else {
-        ptx::tma_load_4d(destination, &maps[k], barrier_address, at[0], at[1], at[2], at[3]);
+        ptx::tma_load_4d(destination, map, barrier_address, at[0], at[1], at[2], at[3]);
       }
     }
     ptx::mbarrier_wait(barrier_address, phase);
     phase ^= 1;
     constexpr int kElements = static_cast<int>(kTmaMaxBoxBytes / 2);
-    for (int i = t; i < static_cast<int>(c.box_bytes() / 2); i += kWgmmaThreads) {
+    // The whole 128-byte rows the box touches: a swizzle moves chunks within its row.
+    const int image_elements = static_cast<int>((c.box_bytes() + 127) / 128 * 128 / 2);
+    for (int i = t; i < image_elements; i += kWgmmaThreads) {
       boxes[static_cast<int64_t>(k) * kElements + i] = box[i];
     }
     __syncthreads();  // every thread has read the box, and the count, before the next case
-    if (t == 0) elected[k] = lanes_elected;
+    if (t == 0) {
+      elected[k] = lanes_elected;
+      const int32_t* to = c.out_coordinates;
+      ptx::tma_store_4d(&maps[2 * k + 1], ptx::shared_address(box), to[0], to[1], to[2], to[3]);
+      ptx::bulk_commit();
+      ptx::bulk_wait_read<0>();  // the box is refilled only after this thread's next barrier
+    }
   }
 #endif
 }
 
-// Case `c`'s map over `tensor` (device memory on the GPU, host memory emulated): the packed view
-// of its dims, bf16, its box, swizzle and fill.
-inline Status encode_case_map(const TmaCase& c, const void* tensor, CUtensorMap& map) {
+// A map over the packed bf16 `tensor` of `dims` (device memory on the GPU, host memory
+// emulated) with case `c`'s box, swizzle and fill.
+inline Status encode_case_map(const TmaCase& c, int rank, const int64_t* dims, const void* tensor,
+                              CUtensorMap& map) {
   gpu::TensorMapSpec spec;
   spec.element = DType::bf16;
-  spec.rank = c.rank;
+  spec.rank = rank;
   spec.base = tensor;
   int64_t stride = 2;
-  for (int d = 0; d < c.rank; ++d) {
-    spec.dims[static_cast<size_t>(d)] = c.dims[d];
+  for (int d = 0; d < rank; ++d) {
+    spec.dims[static_cast<size_t>(d)] = dims[d];
     spec.stride_bytes[static_cast<size_t>(d)] = stride;
     spec.box[static_cast<size_t>(d)] = c.box[d];
-    stride *= c.dims[d];
+    stride *= dims[d];
   }
   spec.swizzle_bytes = c.swizzle_bytes;
   spec.fill_nan = c.fill_nan;
   return gpu::encode_tensor_map(spec, map);
 }
 
-// Every case's map over `tensor`, or the first case's error.
-inline std::string encode_case_maps(const TmaCases& cases, const void* tensor,
+// Each case's two maps: its load's over `tensor` (maps[2 k]) and its store's, 4D, over its part
+// of `output` (maps[2 k + 1]); or the first case's error.
+inline std::string encode_case_maps(const TmaCases& cases, const void* tensor, uint16_t* output,
                                     std::vector<CUtensorMap>& maps) {
-  maps.assign(cases.cases.size(), CUtensorMap{});
+  maps.assign(2 * cases.cases.size(), CUtensorMap{});
   for (size_t k = 0; k < cases.cases.size(); ++k) {
-    const Status status = encode_case_map(cases.cases[k], tensor, maps[k]);
+    const TmaCase& c = cases.cases[k];
+    const Status load = encode_case_map(c, c.rank, c.dims, tensor, maps[2 * k]);
+    const Status status =
+        !load ? load : encode_case_map(c, 4, c.out_dims, output + c.out_offset, maps[2 * k + 1]);
     if (!status) return "case " + std::to_string(k) + ": " + status.message;
   }
   return "";

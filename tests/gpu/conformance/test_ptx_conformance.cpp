@@ -17,6 +17,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -241,6 +242,8 @@ WgmmaCases wgmma_cases(const WgmmaForm& form, std::mt19937& rng) {
 // (zero or NaN) and a corner from one box before the tensor to its last element, so boxes hang
 // over every edge.
 constexpr int kTmaCases = 400;
+constexpr uint16_t kUnstored =
+    0x3c3c;  // the output before the stores: a bf16 the stores never hold
 constexpr size_t kTmaTensorElements = size_t{1} << 20;
 
 TmaCases tma_cases(std::mt19937& rng) {
@@ -251,6 +254,7 @@ TmaCases tma_cases(std::mt19937& rng) {
   const auto pick = [&](int low, int high) {
     return std::uniform_int_distribution<int>(low, high)(rng);
   };
+  int64_t output_elements = 0;
   for (int k = 0; k < kTmaCases; ++k) {
     TmaCase c;
     c.rank = pick(2, 4);
@@ -270,8 +274,17 @@ TmaCases tma_cases(std::mt19937& rng) {
     for (int d = 0; d < c.rank; ++d) {
       c.coordinates[d] = pick(-c.box[d], static_cast<int>(c.dims[d]) - 1);
     }
+    // The store's tensor: one to two boxes along each dimension, the corner anywhere the box
+    // still touches it.
+    for (int d = 0; d < c.rank; ++d) {
+      c.out_dims[d] = c.box[d] + (d == 0 ? 8 * pick(0, c.box[0] / 8) : pick(0, c.box[d]));
+      c.out_coordinates[d] = pick(1 - c.box[d], static_cast<int>(c.out_dims[d]) - 1);
+    }
+    c.out_offset = output_elements;
+    output_elements += c.out_dims[0] * c.out_dims[1] * c.out_dims[2] * c.out_dims[3];
     cases.cases.push_back(c);
   }
+  cases.output.assign(static_cast<size_t>(output_elements), kUnstored);
   return cases;
 }
 
@@ -298,6 +311,140 @@ struct Report {
     std::ofstream(directory / "manifest.json") << manifest.dump(2) << "\n";
   }
 };
+
+// wgmma: every form's cases on `side`, and on `other` when given, D compared bit for bit.
+void conform_wgmma(const Side& side, const Side* other, std::mt19937& rng, Report& report) {
+  const fs::path& dir = report.directory;
+  for (const WgmmaForm& form : wgmma_forms()) {
+    const std::string name = wgmma_form_name(form);
+    const WgmmaCases cases = wgmma_cases(form, rng);
+    write_vector(dir / (name + "_images_u16.bin"), cases.images);
+    write_vector(dir / (name + "_layouts_u32.bin"), cases.layouts);
+    write_vector(dir / (name + "_a_u32.bin"), cases.a);
+    write_vector(dir / (name + "_c_f32.bin"), cases.c);
+    std::vector<float> d, d_other;
+    ASSERT_EQ(side.wgmma(cases, d), "") << name;
+    write_vector(dir / (name + "_d_emulated_f32.bin"), d);
+    if (!other) continue;
+    ASSERT_EQ(other->wgmma(cases, d_other), "") << name;
+    write_vector(dir / (name + "_d_device_f32.bin"), d_other);
+    size_t mismatches = 0;
+    std::string first;
+    const size_t per_case = static_cast<size_t>(kWgmmaThreads) * form.n / 2;
+    for (size_t i = 0; i < d.size(); ++i) {
+      if (bits_of(d[i]) == bits_of(d_other[i]) || (std::isnan(d[i]) && std::isnan(d_other[i])))
+        continue;
+      if (mismatches++ == 0) {
+        const size_t k = i / per_case;
+        first = "case " + std::to_string(k) + " (swizzles A " +
+                std::to_string(cases.layouts[k * kWgmmaLayoutWords + 3]) + ", B " +
+                std::to_string(cases.layouts[k * kWgmmaLayoutWords + 7]) + ") thread " +
+                std::to_string(i % per_case / (form.n / 2)) + " D[" +
+                std::to_string(i % (form.n / 2)) + "]: emulated " + std::to_string(d[i]) +
+                ", device " + std::to_string(d_other[i]);
+      }
+    }
+    report.record(name, d.size(), mismatches, first);
+    EXPECT_EQ(mismatches, 0u) << name << ": " << first;
+  }
+}
+
+// Counts the elements where two bf16 images differ (any NaN matches any NaN); `describe` names
+// the first.
+size_t bf16_mismatches(const std::vector<uint16_t>& mine, const std::vector<uint16_t>& theirs,
+                       const std::function<std::string(size_t)>& describe, std::string& first) {
+  size_t mismatches = 0;
+  for (size_t i = 0; i < mine.size(); ++i) {
+    if (mine[i] == theirs[i] || (bf16_nan(mine[i]) && bf16_nan(theirs[i]))) continue;
+    if (mismatches++ == 0) {
+      first = describe(i) + ": emulated " + std::to_string(mine[i]) + ", device " +
+              std::to_string(theirs[i]);
+    }
+  }
+  return mismatches;
+}
+
+// Where element `index` (box order) of case `c`'s box lies in its shared-memory image: the
+// 16-byte chunks of each 128-byte row permuted by the swizzle (the image starts 1024-aligned).
+size_t image_element(const TmaCase& c, size_t index) {
+  const uint32_t offset = static_cast<uint32_t>(index * 2);
+  const uint32_t bits = c.swizzle_bytes == 128  ? 3
+                        : c.swizzle_bytes == 64 ? 2
+                        : c.swizzle_bytes == 32 ? 1
+                                                : 0;
+  return (offset ^ (((offset >> 7) & ((1u << bits) - 1)) << 4)) / 2;
+}
+
+// The stores as the loads' images say they should land: every element of case k's box inside
+// its output tensor holds the box's element, every other output element is untouched. A check of
+// one side against itself, so the comparison with the hardware cannot pass on two empty outputs.
+size_t stores_disagreeing_with_their_boxes(const TmaCases& cases,
+                                           const std::vector<uint16_t>& boxes,
+                                           const std::vector<uint16_t>& stored) {
+  std::vector<uint16_t> expected = cases.output;
+  for (size_t k = 0; k < cases.cases.size(); ++k) {
+    const TmaCase& c = cases.cases[k];
+    const uint16_t* image = boxes.data() + k * (kTmaMaxBoxBytes / 2);
+    const int count = static_cast<int>(c.box_bytes() / 2);
+    for (int e = 0; e < count; ++e) {
+      int64_t at = 0, stride = 1, rest = e;
+      bool inside = true;
+      for (int d = 0; d < 4; ++d) {
+        const int64_t i = rest % c.box[d] + c.out_coordinates[d];
+        rest /= c.box[d];
+        inside = inside && i >= 0 && i < c.out_dims[d];
+        at += i * stride;
+        stride *= c.out_dims[d];
+      }
+      if (inside) expected[static_cast<size_t>(c.out_offset + at)] = image[image_element(c, e)];
+    }
+  }
+  size_t wrong = 0;
+  for (size_t i = 0; i < stored.size(); ++i) wrong += stored[i] != expected[i];
+  return wrong;
+}
+
+// TMA: the loads' shared-memory images and the stores' tensors on `side`, and on `other` when
+// given, compared element for element; every call of elect.sync elects one lane on both.
+void conform_tma(const Side& side, const Side* other, std::mt19937& rng, Report& report) {
+  const fs::path& dir = report.directory;
+  const TmaCases cases = tma_cases(rng);
+  write_vector(dir / "tma_tensor_u16.bin", cases.tensor);
+  write_vector(dir / "tma_cases.bin", cases.cases);
+  std::vector<uint16_t> boxes, boxes_other, stored, stored_other;
+  std::vector<uint32_t> elected, elected_other;
+  ASSERT_EQ(side.tma(cases, boxes, elected, stored), "");
+  write_vector(dir / "tma_boxes_emulated_u16.bin", boxes);
+  write_vector(dir / "tma_stored_emulated_u16.bin", stored);
+  // elect.sync picks one lane: which one is the hardware's business (emulated: the seed's).
+  for (size_t k = 0; k < elected.size(); ++k) ASSERT_EQ(elected[k], 1u) << "emulated case " << k;
+  EXPECT_EQ(stores_disagreeing_with_their_boxes(cases, boxes, stored), 0u);
+  if (!other) return;
+  ASSERT_EQ(other->tma(cases, boxes_other, elected_other, stored_other), "");
+  write_vector(dir / "tma_boxes_device_u16.bin", boxes_other);
+  write_vector(dir / "tma_stored_device_u16.bin", stored_other);
+  for (size_t k = 0; k < elected_other.size(); ++k)
+    ASSERT_EQ(elected_other[k], 1u) << "device case " << k;
+  const size_t per_case = kTmaMaxBoxBytes / 2;
+  std::string first;
+  const size_t load_mismatches = bf16_mismatches(
+      boxes, boxes_other,
+      [&](size_t i) {
+        const TmaCase& c = cases.cases[i / per_case];
+        return "case " + std::to_string(i / per_case) + " (rank " + std::to_string(c.rank) +
+               ", swizzle " + std::to_string(c.swizzle_bytes) + ", box inner " +
+               std::to_string(c.box[0]) + ") element " + std::to_string(i % per_case);
+      },
+      first);
+  report.record("cp.async.bulk.tensor.{2,3,4}d + mbarrier complete_tx + elect.sync", boxes.size(),
+                load_mismatches, first);
+  EXPECT_EQ(load_mismatches, 0u) << first;
+  const size_t store_mismatches = bf16_mismatches(
+      stored, stored_other, [](size_t i) { return "output element " + std::to_string(i); }, first);
+  report.record("cp.async.bulk.tensor.4d.global.shared::cta (store)", stored.size(),
+                store_mismatches, first);
+  EXPECT_EQ(store_mismatches, 0u) << first;
+}
 
 // Runs every instruction on `side`, and on `other` when given, comparing them.
 void run_conformance(const Side& side, const Side* other, Report& report) {
@@ -357,73 +504,8 @@ void run_conformance(const Side& side, const Side* other, Report& report) {
     report.record("mma.sync.m16n8k16." + format, d.size(), mma_mismatches, first);
     EXPECT_EQ(mma_mismatches, 0u) << first;
   }
-  for (const WgmmaForm& form : wgmma_forms()) {
-    const std::string name = wgmma_form_name(form);
-    const WgmmaCases cases = wgmma_cases(form, rng);
-    write_vector(dir / (name + "_images_u16.bin"), cases.images);
-    write_vector(dir / (name + "_layouts_u32.bin"), cases.layouts);
-    write_vector(dir / (name + "_a_u32.bin"), cases.a);
-    write_vector(dir / (name + "_c_f32.bin"), cases.c);
-    std::vector<float> d, d_other;
-    ASSERT_EQ(side.wgmma(cases, d), "") << name;
-    write_vector(dir / (name + "_d_emulated_f32.bin"), d);
-    if (!other) continue;
-    ASSERT_EQ(other->wgmma(cases, d_other), "") << name;
-    write_vector(dir / (name + "_d_device_f32.bin"), d_other);
-    size_t mismatches = 0;
-    std::string first;
-    const size_t per_case = static_cast<size_t>(kWgmmaThreads) * form.n / 2;
-    for (size_t i = 0; i < d.size(); ++i) {
-      if (bits_of(d[i]) == bits_of(d_other[i]) || (std::isnan(d[i]) && std::isnan(d_other[i])))
-        continue;
-      if (mismatches++ == 0) {
-        const size_t k = i / per_case;
-        first = "case " + std::to_string(k) + " (swizzles A " +
-                std::to_string(cases.layouts[k * kWgmmaLayoutWords + 3]) + ", B " +
-                std::to_string(cases.layouts[k * kWgmmaLayoutWords + 7]) + ") thread " +
-                std::to_string(i % per_case / (form.n / 2)) + " D[" +
-                std::to_string(i % (form.n / 2)) + "]: emulated " + std::to_string(d[i]) +
-                ", device " + std::to_string(d_other[i]);
-      }
-    }
-    report.record(name, d.size(), mismatches, first);
-    EXPECT_EQ(mismatches, 0u) << name << ": " << first;
-  }
-  {
-    const TmaCases cases = tma_cases(rng);
-    write_vector(dir / "tma_tensor_u16.bin", cases.tensor);
-    write_vector(dir / "tma_cases.bin", cases.cases);
-    std::vector<uint16_t> boxes, boxes_other;
-    std::vector<uint32_t> elected, elected_other;
-    ASSERT_EQ(side.tma(cases, boxes, elected), "");
-    write_vector(dir / "tma_boxes_emulated_u16.bin", boxes);
-    // elect.sync picks one lane: which one is the hardware's business (emulated: the seed's).
-    for (size_t k = 0; k < elected.size(); ++k) ASSERT_EQ(elected[k], 1u) << "emulated case " << k;
-    if (other) {
-      ASSERT_EQ(other->tma(cases, boxes_other, elected_other), "");
-      write_vector(dir / "tma_boxes_device_u16.bin", boxes_other);
-      for (size_t k = 0; k < elected_other.size(); ++k)
-        ASSERT_EQ(elected_other[k], 1u) << "device case " << k;
-      size_t mismatches = 0;
-      std::string first;
-      const size_t per_case = kTmaMaxBoxBytes / 2;
-      for (size_t i = 0; i < boxes.size(); ++i) {
-        if (boxes[i] == boxes_other[i] || (bf16_nan(boxes[i]) && bf16_nan(boxes_other[i])))
-          continue;
-        if (mismatches++ == 0) {
-          const TmaCase& c = cases.cases[i / per_case];
-          first = "case " + std::to_string(i / per_case) + " (rank " + std::to_string(c.rank) +
-                  ", swizzle " + std::to_string(c.swizzle_bytes) + ", box inner " +
-                  std::to_string(c.box[0]) + ") element " + std::to_string(i % per_case) +
-                  ": emulated " + std::to_string(boxes[i]) + ", device " +
-                  std::to_string(boxes_other[i]);
-        }
-      }
-      report.record("cp.async.bulk.tensor.{2,3,4}d + mbarrier complete_tx + elect.sync",
-                    boxes.size(), mismatches, first);
-      EXPECT_EQ(mismatches, 0u) << first;
-    }
-  }
+  conform_wgmma(side, other, rng, report);
+  conform_tma(side, other, rng, report);
   std::vector<uint16_t> tiles;
   std::vector<uint32_t> rows;
   ldmatrix_cases(rng, 2000, tiles, rows);
@@ -456,6 +538,7 @@ TEST(PtxConformance, EmulatedSideRunsEveryVectorAndWritesItsFiles) {
   EXPECT_TRUE(fs::exists(directory / "mma_bf16_d_emulated_f32.bin"));
   EXPECT_TRUE(fs::exists(directory / "wgmma_m64n256k16_bf16_rs_bnmajor_d_emulated_f32.bin"));
   EXPECT_TRUE(fs::exists(directory / "tma_boxes_emulated_u16.bin"));
+  EXPECT_TRUE(fs::exists(directory / "tma_stored_emulated_u16.bin"));
   EXPECT_TRUE(fs::exists(directory / "manifest.json"));
   EXPECT_GT(fs::file_size(directory / "ex2_input_f32.bin"), kRandomCases * sizeof(float));
   fs::remove_all(directory);
