@@ -215,6 +215,7 @@ void Block::wait(Wait kind, Site site, unsigned mask) {
 }
 
 void Block::let_others_run() {
+  if (sanitizer::report_printed()) throw EmuError("stopped after a report of the sanitizer");
   const unsigned me = running_;
   threads_[me]->fiber->yield();  // still running: resumed in the scheduler's next round
   if (cancelling_) throw Cancelled{};
@@ -224,7 +225,11 @@ void Block::let_others_run() {
 void Block::finish_thread(unsigned t) {
   Thread& thread = *threads_[t];
   thread.wait = Wait::finished;
-  if (!thread.committed_stores.empty() || !thread.open_stores.empty()) {
+  const bool stores_in_flight =
+      !thread.open_stores.empty() ||
+      std::any_of(thread.committed_stores.begin(), thread.committed_stores.end(),
+                  [](const auto& group) { return !group.empty(); });
+  if (stores_in_flight) {
     throw EmuError("thread " + std::to_string(t) +
                    " returned with TMA stores it never waited for (cp.async.bulk.wait_group): "
                    "they read shared memory the block gives up when it ends");

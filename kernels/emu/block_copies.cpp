@@ -137,14 +137,18 @@ void Block::tma_load(const TensorMap& map, const std::array<int32_t, 4>& coordin
                    " bytes) at most the swizzle's span");
   }
   mbarrier_at(barrier, "cp.async.bulk.tensor", site);  // the barrier must exist at issue
-  unsigned char* shared = shared_pointer(destination, bytes, site);
+  shared_pointer(destination, bytes, site);            // the box must lie in shared memory
   auto copy = std::make_unique<BulkCopy>();
   copy->bytes = gather_box(map, coordinates, [&](const void* element, size_t element_bytes) {
     check_global_read(element, element_bytes, "cp.async.bulk.tensor", site);
   });
-  std::memset(shared, kNaNByte, bytes);  // in flight: NaN until the box lands (async proxy)
+  // In flight: the bytes the box will write (its swizzled image) are NaN until it lands, in both
+  // proxies; bytes of its rows it does not write keep their values, as on the hardware.
   for (uint64_t i = 0; i < bytes; ++i) {
-    if (unsigned char* seen = async_view_of(shared + i)) *seen = kNaNByte;
+    unsigned char* byte = shared_pointer(
+        swizzled_address(destination + static_cast<uint32_t>(i), map.swizzle), 1, site);
+    *byte = kNaNByte;
+    if (unsigned char* seen = async_view_of(byte)) *seen = kNaNByte;
   }
   copy->destination = destination;
   copy->swizzle = map.swizzle;
@@ -159,13 +163,9 @@ void Block::tma_load(const TensorMap& map, const std::array<int32_t, 4>& coordin
 
 void Block::tma_store(const TensorMap& map, const std::array<int32_t, 4>& coordinates,
                       uint32_t source, Site site) {
-  const uint64_t inner_bytes = uint64_t{map.box[0]} * map.element_bytes;
-  if (source % 128 != 0 ||
-      (map.swizzle != Swizzle::none && inner_bytes > static_cast<uint64_t>(map.swizzle))) {
-    throw EmuError("cp.async.bulk.tensor (store) at " + site.text() + ": the source " +
-                   std::to_string(source) + " must be 128-byte aligned and a swizzled box's " +
-                   "inner dimension (" + std::to_string(inner_bytes) +
-                   " bytes) at most the swizzle's span");
+  if (source % 128 != 0) {
+    throw EmuError("cp.async.bulk.tensor (store) at " + site.text() + ": the shared source " +
+                   std::to_string(source) + " is not 128-byte aligned");
   }
   shared_pointer(source, map.box_bytes(), site);  // the box must lie in shared memory
   threads_[running_]->open_stores.push_back({map, coordinates, source, site});

@@ -106,12 +106,11 @@ TEST(EmuTma, ABoxLandsSwizzledAndCompletesItsBarrier) {
       }
       b.sync_threads(HERE);
       b.mbarrier_wait_parity(barrier, 0, HERE);
-      for (unsigned row = t / 8; row < 8; row += 8) {
-        for (unsigned x = 0; x < 64; ++x) {
-          const uint32_t logical = tile + row * 128 + x * 2;
-          std::memcpy(&seen[row * 64 + x],
-                      b.shared_pointer(swizzled_address(logical, Swizzle::bytes128), 2, HERE), 2);
-        }
+      const unsigned row = t / 8;  // 8 threads a row, each its own 8 columns
+      for (unsigned x = t % 8; x < 64; x += 8) {
+        const uint32_t logical = tile + row * 128 + x * 2;
+        std::memcpy(&seen[row * 64 + x],
+                    b.shared_pointer(swizzled_address(logical, Swizzle::bytes128), 2, HERE), 2);
       }
     });
     EXPECT_EQ(nan_before_wait, 1) << "seed " << seed << ": in flight, the box is NaN";
@@ -161,11 +160,10 @@ std::vector<uint16_t> run_store(const StoreRun& how, const std::vector<uint16_t>
     const uint32_t base = b.shared_address(shared, HERE);
     const uint32_t tile = (base + 1023) / 1024 * 1024;
     const unsigned t = b.linear_thread();
-    for (unsigned row = t / 8; row < 8; row += 8) {
-      for (unsigned column = 0; column < 64; ++column) {
-        const uint32_t at = swizzled_address(tile + row * 128 + column * 2, Swizzle::bytes128);
-        std::memcpy(b.shared_pointer(at, 2, HERE), &values[row * 64 + column], 2);
-      }
+    const unsigned row = t / 8;  // 8 threads a row, each its own 8 columns
+    for (unsigned column = t % 8; column < 64; column += 8) {
+      const uint32_t at = swizzled_address(tile + row * 128 + column * 2, Swizzle::bytes128);
+      std::memcpy(b.shared_pointer(at, 2, HERE), &values[row * 64 + column], 2);
     }
     if (how.fence) b.fence_proxy_async(HERE);
     b.sync_threads(HERE);

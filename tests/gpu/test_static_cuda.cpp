@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "kernels/cuda/flash3/flash3_time_model.h"
+#include "kernels/cuda/flash3/flash3_traits.h"
 #include "tests/support/command.h"
 
 namespace attnbench {
@@ -584,7 +585,7 @@ HopperExpectation expectation_of(const Flash3Kernel& kernel) {
   const flash3::TileCost tile = flash3::tile_cost(kernel.stage, kernel.head_dim);
   return {kernel.kernel, kernel.tile_copies * tile.hgmma_per_consumer,
           kernel.stage != flash3::Stage::wg1, kernel.tile_copies * tile.exp2_per_thread,
-          kernel.stage == flash3::Stage::overlapped};
+          flash3::stores_output_with_tma(kernel.stage)};
 }
 
 TEST_F(StaticCuda, Flash3StagesUseWgmmaTmaAndMbarriersWithoutSpills) {
@@ -607,6 +608,17 @@ TEST_F(StaticCuda, Flash3StagesUseWgmmaTmaAndMbarriersWithoutSpills) {
   }
   const DeviceCode resources = read(kHopperLibrary);
   EXPECT_GT(kernel_count(resources), 0u) << "no kernel found in " << kHopperLibrary;
+  // The warp-specialized kernels' launch registers, which the time model's one CTA per SM and
+  // setmaxnreg's split rest on.
+  int warp_specialized = 0;
+  for (const auto& [key, function] : resources) {
+    if (demangle(key.second).find("flash3_ws_forward") == std::string::npos) continue;
+    ++warp_specialized;
+    const auto registers = function.registers.find("sm_90a");
+    ASSERT_NE(registers, function.registers.end()) << key.second;
+    EXPECT_EQ(registers->second, flash3::WsTraits<128>::kLaunchRegisters) << key.second;
+  }
+  EXPECT_EQ(warp_specialized, 8);  // ws, pingpong, and cuda.flash3's six
   const std::vector<std::string> frames = stack_frames(resources);
   EXPECT_TRUE(frames.empty()) << "register spills or local arrays:\n" << join_lines(frames);
 }

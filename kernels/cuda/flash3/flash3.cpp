@@ -1,7 +1,8 @@
 // cuda.flash3's plan, shared by its stages: the support table, what a launch needs checked on the
-// host (sm_90, shared memory), the TMA maps of Q, K and V encoded for each forward (they hold
-// the tensors' addresses), and the dispatch to the instantiation of the problem's head dim and
-// dtype. The kernels are flash3_<stage>_kernel.cuh.
+// host (sm_90, shared memory), the TMA maps of Q, K and V (and of the output, for the stage that
+// stores it with TMA) encoded for each forward (they hold the tensors' addresses), and the
+// dispatch to the instantiation of the problem's head dim and dtype. The kernels are
+// flash3_<stage>_kernel.cuh.
 #include <memory>
 #include <string>
 #include <utility>
@@ -38,10 +39,11 @@ gpu::TensorMapSpec tensor_spec(const void* base, DType dtype, int head_dim, int6
   return spec;
 }
 
-Status encode_maps(const AttentionParams& p, const Instantiation& kernel, Flash3Params& params) {
+Status encode_maps(const AttentionParams& p, const Instantiation& kernel, Stage stage,
+                   Flash3Params& params) {
   const DType dtype = p.input_dtype;
   const int d = p.head_dim_qk;
-  const std::pair<gpu::TensorMapSpec, CUtensorMap*> maps[] = {
+  std::vector<std::pair<gpu::TensorMapSpec, CUtensorMap*>> maps = {
       {tensor_spec(p.q, dtype, d, p.seqlen_q, p.heads_q, p.batch, p.q_row_stride, p.q_head_stride,
                    p.q_batch_stride, kernel.block_q),
        &params.q_map},
@@ -51,12 +53,14 @@ Status encode_maps(const AttentionParams& p, const Instantiation& kernel, Flash3
       {tensor_spec(p.v, dtype, p.head_dim_v, p.seqlen_k, p.heads_kv, p.batch, p.v_row_stride,
                    p.v_head_stride, p.v_batch_stride, kernel.block_k),
        &params.v_map},
-      {tensor_spec(p.out, p.output_dtype, p.head_dim_v, p.seqlen_q, p.heads_q, p.batch,
-                   p.out_row_stride, p.out_head_stride, p.out_batch_stride, kWgmmaM),
-       &params.out_map},
   };
+  if (stores_output_with_tma(stage)) {
+    maps.push_back({tensor_spec(p.out, p.output_dtype, p.head_dim_v, p.seqlen_q, p.heads_q, p.batch,
+                                p.out_row_stride, p.out_head_stride, p.out_batch_stride, kWgmmaM),
+                    &params.out_map});
+  }
   const char* names[] = {"q", "k", "v", "out"};
-  for (size_t i = 0; i < std::size(maps); ++i) {
+  for (size_t i = 0; i < maps.size(); ++i) {
     if (Status status = gpu::encode_tensor_map(maps[i].first, *maps[i].second); !status) {
       return Status::Error(std::string(names[i]) + ": " + status.message);
     }
@@ -67,11 +71,12 @@ Status encode_maps(const AttentionParams& p, const Instantiation& kernel, Flash3
 class Flash3Plan final : public Plan {
  public:
   Flash3Plan(const Problem& problem, const PlanContext& context, const Instantiation& kernel,
-             std::string name)
+             Stage stage, std::string name)
       : problem_(problem),
         stream_(static_cast<cudaStream_t>(context.stream)),
         device_(context.device),
         kernel_(kernel),
+        stage_(stage),
         name_(std::move(name)) {}
 
   Status build() {
@@ -88,7 +93,7 @@ class Flash3Plan final : public Plan {
     if (Status status = gpu::check_params_match(problem_, params); !status) return status;
     Flash3Params launch{};
     launch.attention = params;
-    if (Status status = encode_maps(params, kernel_, launch); !status) {
+    if (Status status = encode_maps(params, kernel_, stage_, launch); !status) {
       return Status::Error(name_ + ": " + status.message);
     }
     return kernel_.launch(launch, stream_);
@@ -99,6 +104,7 @@ class Flash3Plan final : public Plan {
   cudaStream_t stream_;
   int device_;
   Instantiation kernel_;
+  Stage stage_;
   std::string name_;
 };
 
@@ -131,7 +137,7 @@ Kernel flash3_kernel_entry(std::string name, std::string summary, Stage stage,
   kernel.predicted_seconds = [stage](const Problem& problem) {
     return predict(stage, problem).seconds;
   };
-  kernel.make_plan = [name = kernel.name, instantiations = std::move(instantiations)](
+  kernel.make_plan = [name = kernel.name, stage, instantiations = std::move(instantiations)](
                          const Problem& problem,
                          const PlanContext& context) -> Result<std::unique_ptr<Plan>> {
     const Instantiation* instantiation =
@@ -139,7 +145,7 @@ Kernel flash3_kernel_entry(std::string name, std::string summary, Stage stage,
     if (instantiation == nullptr || problem.head_dim_v != problem.head_dim_qk) {
       return Status::Error(name + ": no instantiation for " + shape_string(problem));
     }
-    auto plan = std::make_unique<Flash3Plan>(problem, context, *instantiation, name);
+    auto plan = std::make_unique<Flash3Plan>(problem, context, *instantiation, stage, name);
     if (Status status = plan->build(); !status) return status;
     return plan;
   };

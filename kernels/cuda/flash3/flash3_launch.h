@@ -20,8 +20,8 @@ inline namespace ATTNBENCH_TARGET {
 // What a flash3 kernel takes: the problem's params and the TMA maps of Q, K, V and the output,
 // each a 4D view (d, sequence, head, batch) of its tensor with boxes of 64 elements x kBlockQ (Q),
 // kBlockK (K, V) or 64 (the output: one consumer warpgroup's rows) rows and the 128-byte
-// swizzle. Passed as a __grid_constant__ parameter, as cp.async.bulk.tensor needs its map in
-// parameter, constant or global memory.
+// swizzle (out_map only where stores_output_with_tma). Passed as a __grid_constant__ parameter,
+// as cp.async.bulk.tensor needs its map in parameter, constant or global memory.
 struct Flash3Params {
   AttentionParams attention;
   CUtensorMap q_map;

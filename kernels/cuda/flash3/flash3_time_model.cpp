@@ -14,10 +14,11 @@ namespace attnbench::flash3 {
 namespace {
 
 // One CTA per SM for every stage: flash3_wg1's tiles take 145 KiB of the SM's 228 KiB of shared
-// memory, and the warp-specialized kernels' 384 threads take 64512 of its 65536 registers.
+// memory; the warp-specialized kernels' 384 threads take 384 x kLaunchRegisters = 64512 of its
+// 65536 registers (their tiles alone would let two CTAs in at d = 64; StaticCuda pins the
+// register count in the SASS).
 static_assert(2 * Wg1Traits<128>::kSharedBytes > 228 * 1024, "flash3_wg1: one CTA per SM");
-constexpr int kWsLaunchRegisters = 168;  // ptxas's count for the 384-thread kernels
-static_assert(2 * WsTraits<128>::kThreads * kWsLaunchRegisters > 65536,
+static_assert(2 * WsTraits<128>::kThreads * WsTraits<128>::kLaunchRegisters > 65536,
               "the warp-specialized kernels: one CTA per SM");
 
 struct TileShapeOf {
@@ -74,32 +75,33 @@ TileCost count_tile(const TileShapeOf& shape, int d, const HopperRates& rates) {
   return tile;
 }
 
-// The stage's schedule: which of the units' clocks add and which overlap. A consumer's softmax
-// alone has the SM's MUFU and fp32 pipes to itself; the tensor cores serve one wgmma batch at a
-// time.
+// The stage's schedule: which of the units' clocks add and which overlap. The softmax's two
+// pipes (MUFU for ex2, the FMA pipe for the rest) work side by side across warps, so all
+// consumers' softmax takes at least the busier pipe's clocks (softmax_sm); one consumer's own
+// softmax runs its instructions in order, at the whole SM's rates when it runs alone
+// (softmax_chain). The tensor cores serve one wgmma batch at a time.
 void schedule(Stage stage, TileCost& tile) {
   const double matrix = std::max(tile.tensor_clocks, tile.shared_clocks);
   const std::string matrix_unit =
       tile.tensor_clocks >= tile.shared_clocks ? "tensor cores" : "shared memory";
-  const double softmax = tile.exp2_clocks + tile.fp32_clocks;
   const double c = tile.consumers;
-  double chain = 0;  // one consumer's own work in a tile, in order
-  switch (stage) {
-    case Stage::wg1:
-    case Stage::ws:
-      // The consumers run in step: the products, then the softmax, nothing under either.
-      tile.tile_clocks = matrix + softmax;
-      tile.bound = matrix_unit + " then softmax, in turn";
-      return;
-    case Stage::pingpong:
-      chain = (matrix + softmax) / c;  // its S and P V, then its softmax
-      break;
-    case Stage::overlapped:
-      chain = matrix / (2 * c) + std::max(softmax, matrix / 2) / c;  // S, then softmax under P V
-      break;
+  const double softmax_sm = std::max(tile.exp2_clocks, tile.fp32_clocks);
+  const double softmax_chain = (tile.exp2_clocks + tile.fp32_clocks) / c;
+  if (stage == Stage::wg1 || stage == Stage::ws) {
+    // The consumers run in step: the products, then the softmax, nothing under either.
+    tile.tile_clocks = matrix + std::max(softmax_sm, softmax_chain);
+    tile.bound = matrix_unit + " then softmax, in turn";
+    return;
   }
-  tile.tile_clocks = std::max(matrix, chain);
-  tile.bound = matrix >= chain ? matrix_unit : "each consumer's own chain (wgmma, then softmax)";
+  // A consumer's own work in a tile, in order: ping-pong, its products then its softmax (the other
+  // consumer's turn runs under the softmax); overlapped, its S, then its softmax under its P V.
+  const double chain = stage == Stage::pingpong
+                           ? matrix / c + softmax_chain
+                           : matrix / (2 * c) + std::max(softmax_chain, matrix / (2 * c));
+  tile.tile_clocks = std::max({matrix, softmax_sm, chain});
+  tile.bound = tile.tile_clocks == matrix       ? matrix_unit
+               : tile.tile_clocks == softmax_sm ? "the softmax's pipes (MUFU / FMA)"
+                                                : "each consumer's own chain (wgmma, then softmax)";
 }
 
 }  // namespace

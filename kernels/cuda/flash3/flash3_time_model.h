@@ -25,6 +25,10 @@ enum class Stage {
   overlapped,  // cuda.flash3: ping-pong, and each consumer's softmax under its own P V
 };
 
+// Whether `stage` writes its output through shared memory and a TMA store (its plan encodes the
+// output's map), or straight from registers.
+constexpr bool stores_output_with_tma(Stage stage) { return stage == Stage::overlapped; }
+
 // The H200's rates per SM and clock. Published: 132 SMs; dense fp16/bf16 tensor-core FLOPs 989.4
 // TFLOP/s, that is 4096 per SM per clock at 1.83 GHz; MUFU (ex2) 16 and fp32 add/multiply/FMA 128
 // results per SM per clock (CUDA C++ Programming Guide, arithmetic instruction throughput,
@@ -74,7 +78,7 @@ struct Prediction {
   double seconds = 0;
   double flops_per_s = 0;  // attention_flops(problem) / seconds
   int64_t ctas = 0;
-  double waves = 0;  // CTAs over the SMs (one CTA per SM: the tiles fill its shared memory)
+  double waves = 0;  // CTAs over the SMs (one CTA per SM: shared memory or registers are full)
   TileCost tile;
 };
 

@@ -65,6 +65,9 @@ struct WsTraits : TileShape<HeadDim, 2 * kWgmmaM, HeadDim <= 128 ? 128 : 64, 2> 
   // 65536 registers: 128 x 24 + 256 x 240 = 64512 (FlashAttention-3's split for two consumers).
   static constexpr int kProducerRegisters = 24;
   static constexpr int kConsumerRegisters = 240;
+  // What each thread holds at launch, before setmaxnreg (65536 / 384, rounded down to a multiple
+  // of 8): ptxas's count, pinned by StaticCuda; it leaves room for one CTA per SM.
+  static constexpr int kLaunchRegisters = 168;
 
   static_assert(kConsumers * kWgmmaM == WsTraits::kBlockQ, "each consumer owns 64 query rows");
   static_assert(kWarpgroupThreads * kProducerRegisters + kConsumerThreads * kConsumerRegisters <=

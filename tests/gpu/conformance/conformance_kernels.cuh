@@ -175,6 +175,8 @@ void with_wgmma_kernel(const WgmmaForm& form, Launch&& launch) {
 // then copies the box's shared-memory image (swizzled as it landed) out, with the number of lanes
 // elected; thread 0 stores the box back through maps[2 k + 1] and waits for the store to have
 // read it. sm_90a only, as wgmma_kernel.
+constexpr uint16_t kBoxFill = 0x5a5a;  // shared memory under a box before its load
+
 __global__ void tma_kernel(const CUtensorMap* maps, const TmaCase* cases, uint16_t* boxes,
                            uint32_t* elected, int count) {
 #if !defined(__CUDA_ARCH__) || defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -192,6 +194,11 @@ __global__ void tma_kernel(const CUtensorMap* maps, const TmaCase* cases, uint16
   unsigned phase = 0;
   for (int k = static_cast<int>(blockIdx.x); k < count; k += static_cast<int>(gridDim.x)) {
     if (t == 0) lanes_elected = 0;
+    // A fixed pattern under the box on both sides: the image copied out spans whole 128-byte
+    // rows, whose bytes past the box no load writes.
+    for (int i = t; i < static_cast<int>(kTmaMaxBoxBytes / 2); i += kWgmmaThreads)
+      box[i] = kBoxFill;
+    ptx::fence_proxy_async();
     __syncthreads();
     const TmaCase& c = cases[k];
     if (t < 32 && ptx::elect_one()) {
@@ -222,8 +229,9 @@ __global__ void tma_kernel(const CUtensorMap* maps, const TmaCase* cases, uint16
       const int32_t* to = c.out_coordinates;
       ptx::tma_store_4d(&maps[2 * k + 1], ptx::shared_address(box), to[0], to[1], to[2], to[3]);
       ptx::bulk_commit();
-      ptx::bulk_wait_read<0>();  // the box is refilled only after this thread's next barrier
+      ptx::bulk_wait_read<0>();
     }
+    __syncthreads();  // the store has read the box before the next case's fill
   }
 #endif
 }
