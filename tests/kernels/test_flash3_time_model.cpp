@@ -11,16 +11,10 @@
 #include "kernels/cuda/flash3/flash3_time_model.h"
 #include "kernels/registry.h"
 #include "reference/flops.h"
+#include "tests/support/problems.h"
 
 namespace attnbench::flash3 {
 namespace {
-
-Problem shape(const std::string& text) {
-  Problem problem;
-  const Status status = parse_shape(text, problem);
-  EXPECT_TRUE(status.ok) << status.message;
-  return problem;
-}
 
 // The figure shape: 16k tokens (batch 2 x seqlen 8192), 16 heads, d 128, bf16.
 constexpr const char* kFigure = "b=2,hq=16,s=8192,d=128,dtype=bf16";
@@ -83,8 +77,8 @@ TEST(Flash3TimeModel, CtasFillTheSmsInWaves) {
   const HopperRates rates;
   // One query block per head (one K/V head: HBM is no bound): 132 equal CTAs take one wave, 133
   // two.
-  const Problem one_wave = shape("b=1,hq=132,hkv=1,sq=128,sk=8192,d=128,dtype=bf16");
-  const Problem two_waves = shape("b=1,hq=133,hkv=1,sq=128,sk=8192,d=128,dtype=bf16");
+  const Problem one_wave = parsed_shape("b=1,hq=132,hkv=1,sq=128,sk=8192,d=128,dtype=bf16");
+  const Problem two_waves = parsed_shape("b=1,hq=133,hkv=1,sq=128,sk=8192,d=128,dtype=bf16");
   const Prediction first = predict(Stage::overlapped, one_wave);
   const Prediction second = predict(Stage::overlapped, two_waves);
   EXPECT_EQ(first.ctas, 132);
@@ -92,16 +86,16 @@ TEST(Flash3TimeModel, CtasFillTheSmsInWaves) {
   EXPECT_DOUBLE_EQ(second.seconds, 2 * first.seconds);
   // Never faster than the tensor cores at the measured GEMM efficiency, nor than HBM.
   for (const Stage stage : {Stage::wg1, Stage::ws, Stage::pingpong, Stage::overlapped}) {
-    const Prediction figure = predict(stage, shape(kFigure));
+    const Prediction figure = predict(stage, parsed_shape(kFigure));
     EXPECT_LE(figure.flops_per_s, tensor_ceiling(rates) * (1 + 1e-12));
   }
-  const Problem tiny = shape("b=1,hq=1,s=64,d=128,dtype=bf16");
+  const Problem tiny = parsed_shape("b=1,hq=1,s=64,d=128,dtype=bf16");
   EXPECT_GE(predict(Stage::overlapped, tiny).seconds,
             attention_bytes(tiny) / rates.copy_bytes_per_s);
 }
 
 TEST(Flash3TimeModel, CausalSkipsTheMaskedTilesAndStartsTheLongBlocksFirst) {
-  const Problem full = shape("b=1,hq=16,s=16384,d=128,dtype=bf16");
+  const Problem full = parsed_shape("b=1,hq=16,s=16384,d=128,dtype=bf16");
   Problem causal = full;
   causal.mask.kind = MaskKind::causal;
   const Prediction whole = predict(Stage::overlapped, full);
@@ -116,7 +110,7 @@ TEST(Flash3TimeModel, CausalSkipsTheMaskedTilesAndStartsTheLongBlocksFirst) {
 
 // The registry's flash3 kernels carry the model as their prediction, stage by stage.
 TEST(Flash3TimeModel, IsTheKernelsPrediction) {
-  const Problem figure = shape(kFigure);
+  const Problem figure = parsed_shape(kFigure);
   const std::pair<const char*, Stage> stages[] = {{"cuda.flash3_wg1", Stage::wg1},
                                                   {"cuda.flash3_ws", Stage::ws},
                                                   {"cuda.flash3_pingpong", Stage::pingpong},
@@ -144,7 +138,7 @@ TEST(Flash3TimeModel, PrintsThePredictedTable) {
   std::printf("[ model ] %-21s %4s %6s %7s %8s %6s %6s %7s %7s %8s\n", "", "", "/tile", "/tile",
               "(smem)", "clk", "clk", "clk", "clk", "");
   for (const auto& row : rows) {
-    Problem problem = shape(kFigure);
+    Problem problem = parsed_shape(kFigure);
     problem.head_dim_qk = problem.head_dim_v = row.d;
     const Prediction p = predict(row.stage, problem);
     const TileCost& t = p.tile;

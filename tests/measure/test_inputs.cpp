@@ -11,16 +11,10 @@
 
 #include "harness/measure/inputs.h"
 #include "reference/problem.h"
+#include "tests/support/problems.h"
 
 namespace attnbench {
 namespace {
-
-Problem shape(const std::string& text) {
-  Problem problem;
-  const Status status = parse_shape(text, problem);
-  EXPECT_TRUE(status.ok) << status.message;
-  return problem;
-}
 
 bool is_sink(int64_t key, int64_t seqlen) {
   return key == 0 || key == seqlen / 3 || key == 2 * seqlen / 3;
@@ -28,7 +22,7 @@ bool is_sink(int64_t key, int64_t seqlen) {
 
 TEST(Inputs, SinkKeysTakeMostOfEveryQuerysWeightAndSetKsAmax) {
   // GQA 2:1, fp32 so the values are the drawn ones.
-  const Problem problem = shape("b=2,hq=4,hkv=2,sq=48,sk=96,d=64,dtype=fp32");
+  const Problem problem = parsed_shape("b=2,hq=4,hkv=2,sq=48,sk=96,d=64,dtype=fp32");
   ProblemInputs inputs;
   const uint64_t seed = std::random_device{}();
   ASSERT_TRUE(make_inputs(problem, Distribution::sink, seed, inputs).ok);
