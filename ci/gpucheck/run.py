@@ -39,10 +39,20 @@ KILL_GRACE_S = 5.0
 LOGS_ARCHIVE = "logs.tar.gz"
 ARCHIVED_FILE_LIMIT = 4 << 20
 ARCHIVE_LIMIT = 12 << 20  # uncompressed: the archive stays under the 16 MiB a file may have
+# PtxConformance's inputs and both sides' outputs (a few hundred files, ~60 MB) travel as at most
+# CONFORMANCE_ARCHIVES archives of CONFORMANCE_ARCHIVE_LIMIT bytes each (uncompressed: random bits
+# barely compress), the instructions most worth a second look first: the mma forms, whose
+# rounding the emulator has to match, then the smallest wgmma forms, then the rest by size.
+CONFORMANCE_DIR = "ptx-conformance"
+CONFORMANCE_ARCHIVES = 2
+CONFORMANCE_ARCHIVE_LIMIT = 15 << 20
+CONFORMANCE_FIRST = ("manifest.json", "mma_bf16_", "mma_f16_", "wgmma_m64n64k16_bf16_ss_bkmajor_",
+                     "wgmma_m64n64k16_f16_ss_bkmajor_", "wgmma_m64n64k16_bf16_rs_bnmajor_")
 # What an earlier run left in a reused OUTDIR: judged as this run's evidence otherwise.
 EARLIER_RUN_FILES = ("attnbench.sqlite", "attnbench.sqlite-wal", "attnbench.sqlite-shm",
-                     "evidence.json", "summary.md", "ctest.xml", "timer.xml", LOGS_ARCHIVE)
-EARLIER_RUN_FOLDERS = ("logs", "failures")
+                     "evidence.json", "summary.md", "ctest.xml", "timer.xml", LOGS_ARCHIVE,
+                     *(f"{CONFORMANCE_DIR}-{n}.tar.gz" for n in range(1, CONFORMANCE_ARCHIVES + 1)))
+EARLIER_RUN_FOLDERS = ("logs", "failures", CONFORMANCE_DIR)
 
 
 class Interrupted(Exception):
@@ -192,6 +202,39 @@ class Check:
             archive.addfile(info, listing)
         for folder in folders:
             shutil.rmtree(folder)
+        self.pack_conformance()
+
+    def pack_conformance(self):
+        """OUTDIR/ptx-conformance into CONFORMANCE_ARCHIVES archives, CONFORMANCE_FIRST first."""
+        folder = self.outdir / CONFORMANCE_DIR
+        if not folder.exists():
+            return
+        def priority(path):
+            ranks = [i for i, prefix in enumerate(CONFORMANCE_FIRST) if path.name.startswith(prefix)]
+            return (ranks[0] if ranks else len(CONFORMANCE_FIRST), path.stat().st_size, path.name)
+        files = sorted((p for p in folder.iterdir() if p.is_file()), key=priority)
+        groups, skipped = [[] for _ in range(CONFORMANCE_ARCHIVES)], []
+        sizes = [0] * CONFORMANCE_ARCHIVES
+        for path in files:
+            size = path.stat().st_size
+            fits = [n for n in range(CONFORMANCE_ARCHIVES) if sizes[n] + size <= CONFORMANCE_ARCHIVE_LIMIT]
+            if not fits:
+                skipped.append(f"{path.name} {size} bytes")
+                continue
+            groups[fits[0]].append(path)
+            sizes[fits[0]] += size
+        for n, group in enumerate(groups, start=1):
+            if not group:
+                continue
+            with tarfile.open(self.outdir / f"{CONFORMANCE_DIR}-{n}.tar.gz", "w:gz") as archive:
+                for path in group:
+                    archive.add(path, arcname=f"{CONFORMANCE_DIR}/{path.name}")
+                if n == 1 and skipped:
+                    listing = io.BytesIO("".join(f"{line}\n" for line in skipped).encode())
+                    info = tarfile.TarInfo(f"{CONFORMANCE_DIR}/skipped.txt")
+                    info.size = len(listing.getvalue())
+                    archive.addfile(info, listing)
+        shutil.rmtree(folder)
 
     # ---- the interruption --------------------------------------------------------------------
     def ignore_signals(self):

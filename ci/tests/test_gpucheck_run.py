@@ -186,6 +186,30 @@ def test_a_killed_run_still_has_the_summary_of_its_finished_steps(tmp_path, rng)
     subprocess.run(["pkill", "-f", f"^sleep {sleep}$"], check=False)  # SIGKILL left it orphaned
 
 
+def test_the_conformance_data_travels_in_two_archives_mma_first(tmp_path, rng, monkeypatch):
+    check = make_check(tmp_path, 100)
+    folder = check.outdir / run.CONFORMANCE_DIR
+    folder.mkdir()
+    monkeypatch.setattr(run, "CONFORMANCE_ARCHIVE_LIMIT", 1000)
+    sizes = {"ldmatrix_form0_device_u32.bin": 300, "mma_bf16_d_device_f32.bin": 700,
+             "mma_f16_d_device_f32.bin": 600, "manifest.json": 50, "tma_boxes_device_u16.bin": 900}
+    for name, size in sizes.items():
+        (folder / name).write_bytes(rng.randbytes(size))
+    check.pack_conformance()
+    assert not folder.exists()
+    names = {}
+    for n in (1, 2):
+        with tarfile.open(check.outdir / f"{run.CONFORMANCE_DIR}-{n}.tar.gz") as archive:
+            names[n] = sorted(Path(m).name for m in archive.getnames())
+    # manifest and the bf16 mma fill the first, the f16 mma and ldmatrix the second; the TMA
+    # boxes fit nowhere and are named in the first's skipped.txt.
+    assert names[1] == ["manifest.json", "mma_bf16_d_device_f32.bin", "skipped.txt"]
+    assert names[2] == ["ldmatrix_form0_device_u32.bin", "mma_f16_d_device_f32.bin"]
+    with tarfile.open(check.outdir / f"{run.CONFORMANCE_DIR}-1.tar.gz") as archive:
+        skipped = archive.extractfile(f"{run.CONFORMANCE_DIR}/skipped.txt").read().decode()
+    assert skipped == "tma_boxes_device_u16.bin 900 bytes\n"
+
+
 # ---- the bundle's identity -----------------------------------------------------------------------
 
 def test_the_manifest_uses_gits_blob_ids_and_catches_a_changed_file(tmp_path, rng):

@@ -32,7 +32,8 @@ struct ReferenceRows {
   std::vector<float> lowp_lse;  // (rows,)
   double lowp_error = 0;        // max |lowp - ref|
   double lowp_lse_error = 0;    // max |lowp_lse - ref_lse| over rows with visible keys
-  double atol = 0;              // 2 * max rounding_error_term(output dtype, ref)
+  double atol = 0;              // 2 * max rounding_error_term(output dtype, ref) + noise terms
+  double fp8_score_error = 0;   // FP8 inputs: how far the tensor cores' narrow sums move a score
 };
 
 // Rows whose reference is cheaper than this many multiply-adds are all checked.

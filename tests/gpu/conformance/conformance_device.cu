@@ -125,12 +125,13 @@ std::string tma(const TmaCases& cases, std::vector<uint16_t>& boxes, std::vector
   boxes.assign(cases.cases.size() * (kTmaMaxBoxBytes / 2), 0);
   elected.assign(cases.cases.size(), 0);
   stored.assign(cases.output.size(), 0);
-  const DeviceVector<CUtensorMap> device_maps(maps);
-  const DeviceVector<TmaCase> device_cases(cases.cases);
   DeviceVector<uint16_t> out(boxes);
   DeviceVector<uint32_t> lanes(elected);
-  launch_kernel(tma_kernel, kBlocks, kWgmmaThreads, kTmaSharedBytes, nullptr, device_maps.get(),
-                device_cases.get(), out.get(), lanes.get(), count);
+  for (int k = 0; k < count; ++k) {
+    launch_kernel(tma_kernel, 1, kWgmmaThreads, kTmaSharedBytes, nullptr, maps[2 * k],
+                  maps[2 * k + 1], cases.cases[k], out.get() + k * (kTmaMaxBoxBytes / 2),
+                  lanes.get() + k);
+  }
   const std::string error = finish();
   out.copy_to(boxes);
   lanes.copy_to(elected);

@@ -79,9 +79,11 @@ std::string tma(const TmaCases& cases, std::vector<uint16_t>& boxes, std::vector
   emu::Stream stream;
   boxes.assign(cases.cases.size() * (kTmaMaxBoxBytes / 2), 0);
   elected.assign(cases.cases.size(), 0);
-  launch_kernel(tma_kernel, kBlocks, kWgmmaThreads, kTmaSharedBytes, &stream, maps.data(),
-                cases.cases.data(), boxes.data(), elected.data(),
-                static_cast<int>(cases.cases.size()));
+  for (size_t k = 0; k < cases.cases.size(); ++k) {
+    launch_kernel(tma_kernel, 1, kWgmmaThreads, kTmaSharedBytes, &stream, maps[2 * k],
+                  maps[2 * k + 1], cases.cases[k], boxes.data() + k * (kTmaMaxBoxBytes / 2),
+                  elected.data() + k);
+  }
   return last_error();
 }
 

@@ -170,15 +170,19 @@ void with_wgmma_kernel(const WgmmaForm& form, Launch&& launch) {
   }
 }
 
-// One block per case loop, 128 threads: warp 0's elected lane expects the box's bytes on the
-// mbarrier and issues the TMA load of case k's map (maps[2 k]); every thread waits for the phase,
-// then copies the box's shared-memory image (swizzled as it landed) out, with the number of lanes
-// elected; thread 0 stores the box back through maps[2 k + 1] and waits for the store to have
-// read it. sm_90a only, as wgmma_kernel.
+// One case per launch, one block of 128 threads: warp 0's elected lane expects the box's bytes on
+// the mbarrier and issues the TMA load through `load_map`; every thread waits for the phase, then
+// copies the box's shared-memory image (swizzled as it landed) to `box_out`, with the number of
+// lanes elected; thread 0 stores the box back through `store_map` and waits for the store to have
+// read it. The maps are __grid_constant__ parameters, as the kernels pass theirs: a map the TMA
+// unit reads from global memory needs a tensormap-proxy fence after it is written (the first GPU
+// run, 2026-12-04, stopped on an illegal instruction with the maps in a global array).
+// sm_90a only, as wgmma_kernel.
 constexpr uint16_t kBoxFill = 0x5a5a;  // shared memory under a box before its load
 
-__global__ void tma_kernel(const CUtensorMap* maps, const TmaCase* cases, uint16_t* boxes,
-                           uint32_t* elected, int count) {
+__global__ void tma_kernel(const __grid_constant__ CUtensorMap load_map,
+                           const __grid_constant__ CUtensorMap store_map, const TmaCase c,
+                           uint16_t* box_out, uint32_t* elected) {
 #if !defined(__CUDA_ARCH__) || defined(__CUDA_ARCH_FEAT_SM90_ALL)
   ATTNBENCH_DYNAMIC_SHARED(shared, 16);
   const uintptr_t aligned = (reinterpret_cast<uintptr_t>(shared) + 1023) & ~uintptr_t{1023};
@@ -190,48 +194,38 @@ __global__ void tma_kernel(const CUtensorMap* maps, const TmaCase* cases, uint16
   if (t == 0) {
     ptx::mbarrier_init(barrier_address, 1);
     ptx::fence_mbarrier_init();
+    lanes_elected = 0;
   }
-  unsigned phase = 0;
-  for (int k = static_cast<int>(blockIdx.x); k < count; k += static_cast<int>(gridDim.x)) {
-    if (t == 0) lanes_elected = 0;
-    // A fixed pattern under the box on both sides: the image copied out spans whole 128-byte
-    // rows, whose bytes past the box no load writes.
-    for (int i = t; i < static_cast<int>(kTmaMaxBoxBytes / 2); i += kWgmmaThreads)
-      box[i] = kBoxFill;
-    ptx::fence_proxy_async();
-    __syncthreads();
-    const TmaCase& c = cases[k];
-    if (t < 32 && ptx::elect_one()) {
-      atomicAdd(&lanes_elected, 1u);
-      const uint32_t destination = ptx::shared_address(box);
-      ptx::mbarrier_arrive_expect_tx(barrier_address, c.box_bytes());
-      const int32_t* at = c.coordinates;
-      const CUtensorMap* map = &maps[2 * k];
-      if (c.rank == 2) {
-        ptx::tma_load_2d(destination, map, barrier_address, at[0], at[1]);
-      } else if (c.rank == 3) {
-        ptx::tma_load_3d(destination, map, barrier_address, at[0], at[1], at[2]);
-      } else {
-        ptx::tma_load_4d(destination, map, barrier_address, at[0], at[1], at[2], at[3]);
-      }
+  // A fixed pattern under the box on both sides: the image copied out spans whole 128-byte
+  // rows, whose bytes past the box no load writes.
+  for (int i = t; i < static_cast<int>(kTmaMaxBoxBytes / 2); i += kWgmmaThreads)
+    box[i] = kBoxFill;
+  ptx::fence_proxy_async();
+  __syncthreads();
+  if (t < 32 && ptx::elect_one()) {
+    atomicAdd(&lanes_elected, 1u);
+    const uint32_t destination = ptx::shared_address(box);
+    ptx::mbarrier_arrive_expect_tx(barrier_address, c.box_bytes());
+    const int32_t* at = c.coordinates;
+    if (c.rank == 2) {
+      ptx::tma_load_2d(destination, &load_map, barrier_address, at[0], at[1]);
+    } else if (c.rank == 3) {
+      ptx::tma_load_3d(destination, &load_map, barrier_address, at[0], at[1], at[2]);
+    } else {
+      ptx::tma_load_4d(destination, &load_map, barrier_address, at[0], at[1], at[2], at[3]);
     }
-    ptx::mbarrier_wait(barrier_address, phase);
-    phase ^= 1;
-    constexpr int kElements = static_cast<int>(kTmaMaxBoxBytes / 2);
-    // The whole 128-byte rows the box touches: a swizzle moves chunks within its row.
-    const int image_elements = static_cast<int>((c.box_bytes() + 127) / 128 * 128 / 2);
-    for (int i = t; i < image_elements; i += kWgmmaThreads) {
-      boxes[static_cast<int64_t>(k) * kElements + i] = box[i];
-    }
-    __syncthreads();  // every thread has read the box, and the count, before the next case
-    if (t == 0) {
-      elected[k] = lanes_elected;
-      const int32_t* to = c.out_coordinates;
-      ptx::tma_store_4d(&maps[2 * k + 1], ptx::shared_address(box), to[0], to[1], to[2], to[3]);
-      ptx::bulk_commit();
-      ptx::bulk_wait_read<0>();
-    }
-    __syncthreads();  // the store has read the box before the next case's fill
+  }
+  ptx::mbarrier_wait(barrier_address, 0);
+  // The whole 128-byte rows the box touches: a swizzle moves chunks within its row.
+  const int image_elements = static_cast<int>((c.box_bytes() + 127) / 128 * 128 / 2);
+  for (int i = t; i < image_elements; i += kWgmmaThreads) box_out[i] = box[i];
+  __syncthreads();  // every thread has read the box, and the count
+  if (t == 0) {
+    *elected = lanes_elected;
+    const int32_t* to = c.out_coordinates;
+    ptx::tma_store_4d(&store_map, ptx::shared_address(box), to[0], to[1], to[2], to[3]);
+    ptx::bulk_commit();
+    ptx::bulk_wait_read<0>();
   }
 #endif
 }
