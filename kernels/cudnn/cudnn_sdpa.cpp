@@ -490,7 +490,11 @@ Kernel cudnn_kernel(CudnnVariant variant) {
   kernel.summary = fp8 ? "cuDNN fused attention, e4m3 in and out with per-tensor scales (Hopper)"
                        : "cuDNN fused attention (FlashAttention-2 style engines), fp16/bf16";
   kernel.backend = Backend::cuda;
-  kernel.deterministic = true;
+  // Not bit-for-bit repeatable: on an H200 (2026-12-04) the decode engine cuDNN picks at seqlen_q 1
+  // (two launches: split keys, then a combine) gave other bits on a second run of the same inputs
+  // (b=4,hq=16,hkv=1,sq=1,sk=4096,d=128,bf16), once in two runs. Its results are judged by the
+  // bound alone.
+  kernel.deterministic = fp8;
   kernel.returns_lse = true;
   kernel.support = fp8 ? cudnn_sdpa_fp8_support_table() : cudnn_sdpa_support_table();
   kernel.make_plan = [variant, name = kernel.name](

@@ -11,6 +11,7 @@
 #include "kernels/emu/block.h"
 #include "kernels/emu/block_thread.h"
 #include "kernels/emu/sanitizer.h"
+#include "kernels/emu/tensor_core_sum.h"
 #include "reference/formats.h"
 
 namespace attnbench::emu {
@@ -231,11 +232,7 @@ std::vector<float> Block::complete_wgmma(const PendingWgmma& pending, Site wait_
       for (unsigned k = 0; k < kDepth; ++k) b[k] = read(b_tile, op.b_mn_major, column, k);
       for (unsigned i = 0; i < 2; ++i) {
         const unsigned index = 4 * j + 2 * i + e;
-        double sum = c[index];
-        for (unsigned k = 0; k < kDepth; ++k) {
-          sum += static_cast<double>(a[i][k]) * static_cast<double>(b[k]);
-        }
-        d[index] = static_cast<float>(sum);
+        d[index] = tensor_core_sum(c[index], a[i].data(), b.data(), kDepth);
       }
     }
   }

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <limits>
 
+#include "kernels/emu/tensor_core_sum.h"
 #include "reference/formats.h"
 
 namespace attnbench::emu {
@@ -101,12 +102,8 @@ void mma_m16n8k16(MmaInput input, float (&d)[4], const uint32_t (&a)[4], uint32_
   const unsigned t = block.lane() % 4;
   for (unsigned r = 0; r < 2; ++r) {
     for (unsigned e = 0; e < 2; ++e) {
-      double sum = d[2 * r + e];
-      for (unsigned k = 0; k < 16; ++k) {
-        sum += static_cast<double>(matrix_a[g + 8 * r][k]) *
-               static_cast<double>(matrix_b[k][2 * t + e]);
-      }
-      d[2 * r + e] = static_cast<float>(sum);
+      d[2 * r + e] = tensor_core_sum(d[2 * r + e], matrix_a[g + 8 * r], &matrix_b[0][2 * t + e],
+                                     16, 8);
     }
   }
 }

@@ -17,8 +17,7 @@
 // 4j + 2i + e at row 16w + g + 8i, column 8j + 2t + e; an A fragment in registers is mma.sync
 // m16n8k16's (register 0: row g, k 2t + e; 1: row g + 8; 2: row g, k 2t + 8 + e; 3: row g + 8,
 // k 2t + 8 + e). The shared-memory tiles follow kernels/cuda/common/wgmma_descriptor.h.
-// Accumulation as for mma.sync (kernels/emu/ptx.h): exact products, summed with C in double,
-// rounded once to fp32 per instruction; the conformance test on a GPU settles the difference.
+// Accumulation as for mma.sync: kernels/emu/tensor_core_sum.h, the model fitted on an H200.
 #pragma once
 
 #include <array>

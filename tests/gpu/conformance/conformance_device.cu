@@ -112,6 +112,19 @@ std::string wgmma(const WgmmaCases& cases, std::vector<float>& d) {
   return error;
 }
 
+std::string describe_tma_case(int k, const TmaCase& c) {
+  auto list = [](const auto* values, int n) {
+    std::string text;
+    for (int i = 0; i < n; ++i) text += (i ? "," : "") + std::to_string(values[i]);
+    return "(" + text + ")";
+  };
+  return "case " + std::to_string(k) + " (rank " + std::to_string(c.rank) + ", dims " +
+         list(c.dims, c.rank) + ", box " + list(c.box, c.rank) + ", swizzle " +
+         std::to_string(c.swizzle_bytes) + (c.fill_nan ? ", NaN fill" : ", zero fill") +
+         ", at " + list(c.coordinates, c.rank) + ", store to " + list(c.out_coordinates, 4) +
+         " of " + list(c.out_dims, 4) + ")";
+}
+
 std::string tma(const TmaCases& cases, std::vector<uint16_t>& boxes, std::vector<uint32_t>& elected,
                 std::vector<uint16_t>& stored) {
   const DeviceVector<uint16_t> tensor(cases.tensor);
@@ -127,10 +140,18 @@ std::string tma(const TmaCases& cases, std::vector<uint16_t>& boxes, std::vector
   stored.assign(cases.output.size(), 0);
   DeviceVector<uint16_t> out(boxes);
   DeviceVector<uint32_t> lanes(elected);
-  for (int k = 0; k < count; ++k) {
-    launch_kernel(tma_kernel, 1, kWgmmaThreads, kTmaSharedBytes, nullptr, maps[2 * k],
-                  maps[2 * k + 1], cases.cases[k], out.get() + k * (kTmaMaxBoxBytes / 2),
-                  lanes.get() + k);
+  // Every load alone, then every load with its store, each case synchronized: an error stops the
+  // context, so the first case the hardware refuses is named with what it was doing.
+  for (const bool store_back : {false, true}) {
+    for (int k = 0; k < count; ++k) {
+      launch_kernel(tma_kernel, 1, kWgmmaThreads, kTmaSharedBytes, nullptr, maps[2 * k],
+                    maps[2 * k + 1], cases.cases[k], store_back,
+                    out.get() + k * (kTmaMaxBoxBytes / 2), lanes.get() + k);
+      if (std::string error = finish(); !error.empty()) {
+        return describe_tma_case(k, cases.cases[k]) + (store_back ? ", load and store: " : ", load: ") +
+               error;
+      }
+    }
   }
   const std::string error = finish();
   out.copy_to(boxes);

@@ -81,7 +81,7 @@ std::string tma(const TmaCases& cases, std::vector<uint16_t>& boxes, std::vector
   elected.assign(cases.cases.size(), 0);
   for (size_t k = 0; k < cases.cases.size(); ++k) {
     launch_kernel(tma_kernel, 1, kWgmmaThreads, kTmaSharedBytes, &stream, maps[2 * k],
-                  maps[2 * k + 1], cases.cases[k], boxes.data() + k * (kTmaMaxBoxBytes / 2),
+                  maps[2 * k + 1], cases.cases[k], true, boxes.data() + k * (kTmaMaxBoxBytes / 2),
                   elected.data() + k);
   }
   return last_error();

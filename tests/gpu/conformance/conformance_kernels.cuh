@@ -174,7 +174,8 @@ void with_wgmma_kernel(const WgmmaForm& form, Launch&& launch) {
 // the mbarrier and issues the TMA load through `load_map`; every thread waits for the phase, then
 // copies the box's shared-memory image (swizzled as it landed) to `box_out`, with the number of
 // lanes elected; thread 0 stores the box back through `store_map` and waits for the store to have
-// read it. The maps are __grid_constant__ parameters, as the kernels pass theirs: a map the TMA
+// read it (unless `store_back` is false: the GPU side runs every load alone first, so that a case
+// the hardware refuses is named with its direction). The maps are __grid_constant__ parameters, as the kernels pass theirs: a map the TMA
 // unit reads from global memory needs a tensormap-proxy fence after it is written (the first GPU
 // run, 2026-12-04, stopped on an illegal instruction with the maps in a global array).
 // sm_90a only, as wgmma_kernel.
@@ -182,7 +183,7 @@ constexpr uint16_t kBoxFill = 0x5a5a;  // shared memory under a box before its l
 
 __global__ void tma_kernel(const __grid_constant__ CUtensorMap load_map,
                            const __grid_constant__ CUtensorMap store_map, const TmaCase c,
-                           uint16_t* box_out, uint32_t* elected) {
+                           bool store_back, uint16_t* box_out, uint32_t* elected) {
 #if !defined(__CUDA_ARCH__) || defined(__CUDA_ARCH_FEAT_SM90_ALL)
   ATTNBENCH_DYNAMIC_SHARED(shared, 16);
   const uintptr_t aligned = (reinterpret_cast<uintptr_t>(shared) + 1023) & ~uintptr_t{1023};
@@ -220,8 +221,8 @@ __global__ void tma_kernel(const __grid_constant__ CUtensorMap load_map,
   const int image_elements = static_cast<int>((c.box_bytes() + 127) / 128 * 128 / 2);
   for (int i = t; i < image_elements; i += kWgmmaThreads) box_out[i] = box[i];
   __syncthreads();  // every thread has read the box, and the count
-  if (t == 0) {
-    *elected = lanes_elected;
+  if (t == 0) *elected = lanes_elected;
+  if (t == 0 && store_back) {
     const int32_t* to = c.out_coordinates;
     ptx::tma_store_4d(&store_map, ptx::shared_address(box), to[0], to[1], to[2], to[3]);
     ptx::bulk_commit();
