@@ -246,6 +246,48 @@ constexpr uint16_t kUnstored =
     0x3c3c;  // the output before the stores: a bf16 the stores never hold
 constexpr size_t kTmaTensorElements = size_t{1} << 20;
 
+// The ladder the random boxes start with: a box as cuda.flash3 loads it (4D, 128 bytes wide,
+// 128-byte swizzle, zero fill, inside the tensor), then that box changed in one feature at a time.
+// On the GPU the first box the hardware refuses stops the context, and its number names the
+// feature (the first H200 runs stopped on the first random box: 3D, 112 bytes wide, NaN fill,
+// starting 45 elements before the tensor).
+struct LadderStep {
+  int rank = 4;
+  int inner = 64;  // box[0], elements
+  int swizzle = 128;
+  bool fill_nan = false;
+  int32_t at[4] = {0, 0, 0, 0};
+};
+constexpr LadderStep kTmaLadder[] = {
+    {},                                   // 0: as cuda.flash3
+    {2},                                  // 1: 2D
+    {3},                                  // 2: 3D
+    {4, 56},                              // 3: narrower than the swizzle span
+    {4, 64, 0},                           // 4: no swizzle
+    {4, 64, 128, true},                   // 5: NaN fill
+    {4, 64, 128, false, {0, 12, 3, 1}},   // 6: hanging over the far edges
+    {4, 64, 128, false, {8, 0, 0, 0}},    // 7: inner start 16-byte aligned
+    {4, 64, 128, false, {3, 0, 0, 0}},    // 8: inner start not aligned
+    {4, 64, 128, false, {-8, 0, 0, 0}},   // 9: inner start before the tensor, aligned
+    {4, 64, 128, false, {-45, 0, 0, 0}},  // 10: inner start before the tensor, not aligned
+};
+
+TmaCase ladder_case(const LadderStep& step) {
+  TmaCase c;
+  c.rank = step.rank;
+  c.swizzle_bytes = step.swizzle;
+  c.fill_nan = step.fill_nan;
+  const int64_t dims[4] = {64, 16, 4, 2};
+  const int box[4] = {step.inner, 8, 2, 1};
+  for (int d = 0; d < c.rank; ++d) {
+    c.dims[d] = dims[d];
+    c.box[d] = box[d];
+    c.coordinates[d] = step.at[d];
+    c.out_dims[d] = box[d];  // stored back whole, at the origin of its own output
+  }
+  return c;
+}
+
 TmaCases tma_cases(std::mt19937& rng) {
   TmaCases cases;
   std::uniform_int_distribution<uint32_t> any;
@@ -255,6 +297,12 @@ TmaCases tma_cases(std::mt19937& rng) {
     return std::uniform_int_distribution<int>(low, high)(rng);
   };
   int64_t output_elements = 0;
+  for (const LadderStep& step : kTmaLadder) {
+    TmaCase c = ladder_case(step);
+    c.out_offset = output_elements;
+    output_elements += c.out_dims[0] * c.out_dims[1] * c.out_dims[2] * c.out_dims[3];
+    cases.cases.push_back(c);
+  }
   for (int k = 0; k < kTmaCases; ++k) {
     TmaCase c;
     c.rank = pick(2, 4);
