@@ -139,6 +139,38 @@ TEST(EmuTma, AMisalignedDestinationIsReported) {
   }
 }
 
+// The hardware's rule, found by PtxConformance's ladder on an H200: the box's inner start must lie
+// on 16 bytes. A load 3 bf16 elements in is reported; 8 in (and 8 before the tensor) are not.
+TEST(EmuTma, ABoxStartingOffSixteenBytesIsReported) {
+  std::mt19937 rng(std::random_device{}());
+  std::vector<uint16_t> tensor(64 * 8);
+  for (auto& v : tensor) v = static_cast<uint16_t>(1 + rng() % 60000);
+  const TensorMap map = map_2d(tensor, 64, 8, 64, 8);
+  for (const int32_t x : {3, 8, -8, -45}) {
+    Block block(block_with_shared(32, 4096), 1);
+    std::string reported;
+    try {
+      block.run([&] {
+        Block& b = Block::current();
+        const uint32_t base = b.shared_address(b.dynamic_shared(), HERE);
+        const uint32_t tile = (base + 127) / 128 * 128;
+        if (b.linear_thread() != 0) return;
+        b.mbarrier_init(tile + 2048, 1, HERE);
+        b.mbarrier_arrive(tile + 2048, 64 * 8 * 2, HERE);
+        b.tma_load(map, {x, 0, 0, 0}, tile, tile + 2048, HERE);
+        b.mbarrier_wait_parity(tile + 2048, 0, HERE);
+      });
+    } catch (const EmuError& report) {
+      reported = report.what();
+    }
+    const bool aligned = x % 8 == 0;
+    EXPECT_EQ(reported.empty(), aligned) << "x " << x << ": " << reported;
+    if (!aligned) {
+      EXPECT_NE(reported.find("not a multiple of 16"), std::string::npos) << reported;
+    }
+  }
+}
+
 // TMA stores: a 64 x 8 box written swizzled in shared memory by 64 threads, fenced, stored by one
 // thread at a corner that hangs over the tensor's edge: the inside lands, the rest of the tensor
 // is untouched. The source is read at the wait, so a write after the store's issue and before its
