@@ -224,7 +224,7 @@ class Check:
             groups[fits[0]].append(path)
             sizes[fits[0]] += size
         for n, group in enumerate(groups, start=1):
-            if not group:
+            if not group and not (n == 1 and skipped):
                 continue
             with tarfile.open(self.outdir / f"{CONFORMANCE_DIR}-{n}.tar.gz", "w:gz") as archive:
                 for path in group:

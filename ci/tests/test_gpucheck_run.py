@@ -210,6 +210,19 @@ def test_the_conformance_data_travels_in_two_archives_mma_first(tmp_path, rng, m
     assert skipped == "tma_boxes_device_u16.bin 900 bytes\n"
 
 
+def test_conformance_files_too_large_for_any_archive_are_still_listed(tmp_path, rng, monkeypatch):
+    check = make_check(tmp_path, 100)
+    folder = check.outdir / run.CONFORMANCE_DIR
+    folder.mkdir()
+    monkeypatch.setattr(run, "CONFORMANCE_ARCHIVE_LIMIT", 100)
+    (folder / "wgmma_big_d_device_f32.bin").write_bytes(rng.randbytes(500))
+    check.pack_conformance()
+    with tarfile.open(check.outdir / f"{run.CONFORMANCE_DIR}-1.tar.gz") as archive:
+        skipped = archive.extractfile(f"{run.CONFORMANCE_DIR}/skipped.txt").read().decode()
+    assert skipped == "wgmma_big_d_device_f32.bin 500 bytes\n"
+    assert not (check.outdir / f"{run.CONFORMANCE_DIR}-2.tar.gz").exists()
+
+
 # ---- the bundle's identity -----------------------------------------------------------------------
 
 def test_the_manifest_uses_gits_blob_ids_and_catches_a_changed_file(tmp_path, rng):

@@ -37,7 +37,8 @@ def every_judged_claim(path: Path) -> Path:
     return path
 
 
-CLAIMS = every_judged_claim(Path(tempfile.mkdtemp(prefix="gpucheck-claims.")) / "GPU-CLAIMS.md")
+_CLAIMS_DIR = tempfile.TemporaryDirectory(prefix="gpucheck-claims.")  # removed at exit
+CLAIMS = every_judged_claim(Path(_CLAIMS_DIR.name) / "GPU-CLAIMS.md")
 # The claims gpu-check cannot measure on its one-H200 host.
 HOST_LIMITED = {"multi-gpu", "nvtx", "a100", "nightly-10min"}
 H200_FIGURES = {"cudnn-figure", "cudnn-fp8-figure", "flash2-figure", "flash3-figure",

@@ -1,5 +1,6 @@
 #include "kernels/emu/tensor_core_sum.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -7,11 +8,13 @@ namespace attnbench::emu {
 
 namespace {
 
-// Toward zero to a multiple of `quantum` (a power of two), exactly: the terms have at most 22
-// significant bits and the quotient stays far inside double's range.
+// Toward zero to a multiple of `quantum` (a power of two), exactly: a product has at most 22
+// significant bits, C 24, and the quotient stays far inside double's range.
 double truncate_to(double x, double quantum) { return std::trunc(x / quantum) * quantum; }
 
-// The double `x`, truncated toward zero to fp32.
+// The double `x`, truncated toward zero to fp32. A finite sum beyond fp32's range gives the
+// largest finite fp32, as truncation toward zero would; what the H200 gives there is not
+// measured (the conformance inputs stay in range).
 float truncate_to_float(double x) {
   float rounded = static_cast<float>(x);
   if (std::fabs(static_cast<double>(rounded)) > std::fabs(x)) rounded = std::nextafter(rounded, 0.0f);

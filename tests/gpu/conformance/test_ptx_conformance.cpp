@@ -266,7 +266,7 @@ constexpr LadderStep kTmaLadder[] = {
     {4, 56},                              // 3: narrower than the swizzle span
     {4, 64, 0},                           // 4: no swizzle
     {4, 64, 128, true},                   // 5: NaN fill
-    {4, 64, 128, false, {0, 12, 3, 1}},   // 6: hanging over the far edges
+    {4, 64, 128, false, {0, 12, 3, 1}},   // 6: hanging over the far edges of dims 1 and 2
     {4, 64, 128, false, {8, 0, 0, 0}},    // 7: inner start 16 bytes in
     {4, 64, 128, false, {-8, 0, 0, 0}},   // 8: inner start 16 bytes before the tensor
 };
