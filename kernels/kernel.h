@@ -11,6 +11,7 @@
 
 #include "kernels/params.h"
 #include "kernels/scratch.h"
+#include "reference/fp8_recipe.h"
 #include "reference/problem.h"
 #include "reference/status.h"
 
@@ -72,6 +73,9 @@ struct Kernel {
   Backend backend = Backend::cpu;
   bool deterministic = true;  // runs twice bit-for-bit equal
   bool returns_lse = false;
+  // The FP8 recipe the kernel computes with, where it quantizes its fp16/bf16 inputs itself
+  // (cpu.flash_fp8, ...): the checker's low-precision result follows it.
+  std::optional<Fp8Recipe> fp8_recipe;
   SupportTable support;
   // The bytes one forward moves through device memory, from the kernel's own structure (a
   // materialized score matrix written and read back, ...); the harness divides it by the

@@ -100,6 +100,17 @@ std::string sanitize(const std::string& text) {
 
 }  // namespace
 
+const ReferenceRows& CaseRunner::reference_for(const Kernel& kernel) {
+  if (!kernel.fp8_recipe) return *reference_;
+  for (const auto& [recipe, rows] : recipe_references_) {
+    if (recipe == *kernel.fp8_recipe) return rows;
+  }
+  NvtxRange range("reference (FP8 recipe)");
+  recipe_references_.emplace_back(*kernel.fp8_recipe,
+                                  with_recipe(*reference_, *inputs_, *kernel.fp8_recipe));
+  return recipe_references_.back().second;
+}
+
 bool plan_failure_is_skip(const std::string& message) {
   return message.rfind("out of memory", 0) == 0 || message.rfind("unsupported", 0) == 0 ||
          message.rfind("cudnn:", 0) == 0;
@@ -137,6 +148,7 @@ Status CaseRunner::prepare_inputs(const CaseRequest& request) {
   if (inputs_ && key == inputs_key_) return Status::Ok();
   inputs_.reset();
   reference_.reset();
+  recipe_references_.clear();
   inputs_key_.clear();
   NvtxRange range("inputs");
   Distribution distribution = Distribution::normal;
@@ -245,11 +257,12 @@ CaseOutcome CaseRunner::run(const CaseRequest& request) {
       NvtxRange range("reference");
       reference_ = std::make_unique<ReferenceRows>(compute_reference(*inputs_, request.seed, 1.0f));
     }
+    const ReferenceRows& reference = reference_for(*kernel);
     std::string failure;
     Status run_status;
     {
       NvtxRange range("check");
-      outcome.check = check_kernel(*kernel, *plan, executor_, *inputs_, *reference_, outputs, failure, run_status);
+      outcome.check = check_kernel(*kernel, *plan, executor_, *inputs_, reference, outputs, failure, run_status);
     }
     checked_output_kept = true;
     // A kernel whose memory bypasses the tracking allocator reports its own (or -1: unknown).

@@ -75,6 +75,10 @@ class CaseRunner {
   std::string inputs_key_;  // shape + distribution + seed of the cached inputs
   std::unique_ptr<ProblemInputs> inputs_;
   std::unique_ptr<ReferenceRows> reference_;
+  // The reference rows with the low-precision rows of each FP8 recipe judged on these inputs.
+  std::vector<std::pair<Fp8Recipe, ReferenceRows>> recipe_references_;
+  // reference_, or its rows with the kernel's own FP8 recipe.
+  const ReferenceRows& reference_for(const Kernel& kernel);
 };
 
 // Whether a failed make_plan means "outside what the kernel can do here" (skipped) rather than

@@ -4,11 +4,13 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <random>
 #include <set>
 #include <sstream>
 
 #include "reference/formats.h"
+#include "reference/fp8_recipe.h"
 #include "reference/metrics.h"
 #include "reference/random.h"
 
@@ -130,26 +132,38 @@ std::vector<RowIndex> select_rows(const Problem& problem, uint64_t seed, bool& a
   return rows;
 }
 
-ReferenceRows compute_reference(const ProblemInputs& inputs, uint64_t seed, float out_scale) {
+namespace {
+
+// The low-precision rows: the plain lowp_row, or the FP8 recipe of the kernel being judged.
+void compute_lowp_rows(const ProblemInputs& inputs, float out_scale, const Fp8Recipe* recipe,
+                       ReferenceRows& reference) {
   const Problem& p = inputs.problem;
-  ReferenceRows reference;
-  reference.rows = select_rows(p, seed, reference.all_rows);
   const int64_t n = static_cast<int64_t>(reference.rows.size());
   const int64_t dv = p.head_dim_v;
-  reference.ref.resize(static_cast<size_t>(n * dv));
-  reference.ref_lse.resize(static_cast<size_t>(n));
-  reference.lowp.resize(static_cast<size_t>(n * dv));
-  reference.lowp_lse.resize(static_cast<size_t>(n));
+  reference.lowp.assign(static_cast<size_t>(n * dv), 0.0f);
+  reference.lowp_lse.assign(static_cast<size_t>(n), 0.0f);
   const AttentionInputs view = inputs.view();
+  std::optional<QuantizedInputs> quantized;
+  if (recipe != nullptr) quantized = quantize_inputs(*recipe, p, view);
 #pragma omp parallel for schedule(dynamic, 16)
   for (int64_t r = 0; r < n; ++r) {
     const RowIndex& row = reference.rows[static_cast<size_t>(r)];
-    reference_row(p, view, row.b, row.h, row.query, &reference.ref[static_cast<size_t>(r * dv)],
-                  &reference.ref_lse[static_cast<size_t>(r)]);
-    lowp_row(p, view, out_scale, row.b, row.h, row.query,
-             &reference.lowp[static_cast<size_t>(r * dv)],
-             &reference.lowp_lse[static_cast<size_t>(r)]);
+    float* out = &reference.lowp[static_cast<size_t>(r * dv)];
+    float* lse = &reference.lowp_lse[static_cast<size_t>(r)];
+    if (quantized) {
+      fp8_recipe_row(*recipe, p, *quantized, row.b, row.h, row.query, out, lse);
+    } else {
+      lowp_row(p, view, out_scale, row.b, row.h, row.query, out, lse);
+    }
   }
+}
+
+// The bound's parts from the rows: the lowp error, atol, the LSE error and the noise terms.
+void compute_bound(const ProblemInputs& inputs, ReferenceRows& reference) {
+  const Problem& p = inputs.problem;
+  const int64_t n = static_cast<int64_t>(reference.rows.size());
+  const int64_t dv = p.head_dim_v;
+  const AttentionInputs view = inputs.view();
   double lowp_error = 0;
   double max_rounding = 0;
   double lse_error = 0;
@@ -170,7 +184,7 @@ ReferenceRows compute_reference(const ProblemInputs& inputs, uint64_t seed, floa
   reference.atol = 2 * max_rounding;
   reference.lowp_lse_error = lse_error;
   const bool fp8_inputs = is_fp8(p.input_dtype);
-  if (p.output_dtype != DType::f32 && !fp8_inputs) return reference;
+  if (p.output_dtype != DType::f32 && !fp8_inputs) return;
   const ScoreBounds bounds = score_bounds(p, view, reference.rows);
   if (p.output_dtype == DType::f32) {
     reference.atol += 2 * kFp32Epsilon * fp32_noise_scale(p, reference, bounds);
@@ -184,7 +198,41 @@ ReferenceRows compute_reference(const ProblemInputs& inputs, uint64_t seed, floa
     }
     reference.atol += output_term;
   }
+}
+
+}  // namespace
+
+ReferenceRows compute_reference(const ProblemInputs& inputs, uint64_t seed, float out_scale,
+                                const Fp8Recipe* recipe) {
+  const Problem& p = inputs.problem;
+  ReferenceRows reference;
+  reference.rows = select_rows(p, seed, reference.all_rows);
+  const int64_t n = static_cast<int64_t>(reference.rows.size());
+  const int64_t dv = p.head_dim_v;
+  reference.ref.resize(static_cast<size_t>(n * dv));
+  reference.ref_lse.resize(static_cast<size_t>(n));
+  const AttentionInputs view = inputs.view();
+#pragma omp parallel for schedule(dynamic, 16)
+  for (int64_t r = 0; r < n; ++r) {
+    const RowIndex& row = reference.rows[static_cast<size_t>(r)];
+    reference_row(p, view, row.b, row.h, row.query, &reference.ref[static_cast<size_t>(r * dv)],
+                  &reference.ref_lse[static_cast<size_t>(r)]);
+  }
+  compute_lowp_rows(inputs, out_scale, recipe, reference);
+  compute_bound(inputs, reference);
   return reference;
+}
+
+ReferenceRows with_recipe(const ReferenceRows& reference, const ProblemInputs& inputs,
+                          const Fp8Recipe& recipe) {
+  ReferenceRows judged;
+  judged.rows = reference.rows;
+  judged.all_rows = reference.all_rows;
+  judged.ref = reference.ref;
+  judged.ref_lse = reference.ref_lse;
+  compute_lowp_rows(inputs, 1.0f, &recipe, judged);
+  compute_bound(inputs, judged);
+  return judged;
 }
 
 KernelOutputs make_outputs(const ProblemInputs& inputs, bool with_lse) {

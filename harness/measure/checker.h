@@ -12,6 +12,7 @@
 #include "harness/measure/inputs.h"
 #include "harness/core/records.h"
 #include "kernels/kernel.h"
+#include "reference/fp8_recipe.h"
 
 namespace attnbench {
 
@@ -22,7 +23,8 @@ struct RowIndex {
 };
 
 // Reference values for the sampled rows of one problem's inputs, shared by every kernel that
-// runs on them (the lowp rows depend only on the problem's dtypes).
+// runs on them; the lowp rows depend on the problem's dtypes, and on a kernel's own FP8 recipe
+// where it has one (with_recipe).
 struct ReferenceRows {
   std::vector<RowIndex> rows;
   bool all_rows = false;
@@ -40,7 +42,13 @@ struct ReferenceRows {
 constexpr double kFullCheckWork = 1 << 27;
 
 std::vector<RowIndex> select_rows(const Problem& problem, uint64_t seed, bool& all_rows);
-ReferenceRows compute_reference(const ProblemInputs& inputs, uint64_t seed, float out_scale);
+// The reference rows of `inputs`; the low-precision rows follow `recipe` when one is given
+// (a kernel with its own FP8 recipe: reference/fp8_recipe.h), lowp_row otherwise.
+ReferenceRows compute_reference(const ProblemInputs& inputs, uint64_t seed, float out_scale,
+                                const Fp8Recipe* recipe = nullptr);
+// `reference`'s fp64 rows with the low-precision rows and the bound of `recipe`.
+ReferenceRows with_recipe(const ReferenceRows& reference, const ProblemInputs& inputs,
+                          const Fp8Recipe& recipe);
 
 // Buffers one kernel writes: the output in its dtype, and fp32 LSE when the kernel returns it.
 struct KernelOutputs {

@@ -1,0 +1,258 @@
+#include "reference/fp8_recipe.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <stdexcept>
+
+#include "reference/formats.h"
+
+namespace attnbench {
+namespace {
+
+constexpr double kLog2e = 1.4426950408889634;
+constexpr double kLn2 = 0.6931471805599453;
+
+uint64_t splitmix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+bool power_of_two(int64_t n) { return n > 0 && (n & (n - 1)) == 0; }
+
+}  // namespace
+
+// The Walsh-Hadamard butterflies in double: sums of +-x, exact for fp16 inputs at d <= 256 (bf16's
+// wider exponent range can round where values far apart in magnitude meet).
+void incoherent_rotation(std::vector<double>& x, uint64_t sign_seed) {
+  const size_t d = x.size();
+  if (!power_of_two(static_cast<int64_t>(d))) {
+    throw std::invalid_argument("incoherent rotation of a row of " + std::to_string(d) +
+                                " values: the Hadamard transform needs a power of two");
+  }
+  for (size_t i = 0; i < d; ++i) {
+    if (splitmix64(sign_seed + i) & 1) x[i] = -x[i];
+  }
+  for (size_t half = 1; half < d; half *= 2) {
+    for (size_t i = 0; i < d; i += 2 * half) {
+      for (size_t j = i; j < i + half; ++j) {
+        const double a = x[j], b = x[j + half];
+        x[j] = a + b;
+        x[j + half] = a - b;
+      }
+    }
+  }
+  const double norm = 1.0 / std::sqrt(static_cast<double>(d));
+  for (double& value : x) value *= norm;
+}
+
+namespace {
+
+int64_t group_count(Fp8Scaling scaling, int64_t batch, int64_t seqlen, int64_t heads,
+                    int64_t block_rows) {
+  switch (scaling) {
+    case Fp8Scaling::per_head:
+      return batch * heads;
+    case Fp8Scaling::per_block:
+      return batch * heads * ((seqlen + block_rows - 1) / block_rows);
+    default:
+      return 1;
+  }
+}
+
+// Steps 1 and 2 for one tensor of (batch, seqlen, heads, dim) at `placement` of `view`.
+QuantizedTensor quantize_tensor(const Fp8Recipe& recipe, const TensorView& view,
+                                const TensorPlacement& placement, int64_t buffer_elements,
+                                int64_t batch, int64_t seqlen, int64_t heads, int64_t dim,
+                                bool rotate) {
+  QuantizedTensor out;
+  out.scaling = recipe.scaling;
+  out.block_rows = recipe.block_rows;
+  out.heads = heads;
+  out.seqlen = seqlen;
+  std::vector<float> values(static_cast<size_t>(buffer_elements), 0.0f);
+  std::vector<float> amax(
+      static_cast<size_t>(group_count(recipe.scaling, batch, seqlen, heads, recipe.block_rows)),
+      0.0f);
+  std::vector<double> row(static_cast<size_t>(dim));
+  auto first_of = [&](int64_t b, int64_t s, int64_t h) {
+    return placement.offset + b * placement.strides.batch + s * placement.strides.seq +
+           h * placement.strides.head;
+  };
+  for (int64_t b = 0; b < batch; ++b) {
+    for (int64_t s = 0; s < seqlen; ++s) {
+      for (int64_t h = 0; h < heads; ++h) {
+        for (int64_t d = 0; d < dim; ++d) row[static_cast<size_t>(d)] = view.at(b, s, h, d);
+        if (rotate) incoherent_rotation(row, recipe.sign_seed);
+        float& group_amax = amax[static_cast<size_t>(out.group_of(b, s, h))];
+        const int64_t first = first_of(b, s, h);
+        for (int64_t d = 0; d < dim; ++d) {
+          const float value = static_cast<float>(row[static_cast<size_t>(d)]);
+          values[static_cast<size_t>(first + d)] = value;
+          group_amax = std::max(group_amax, std::fabs(value));
+        }
+      }
+    }
+  }
+  const float largest = max_finite(DType::e4m3);
+  out.descales.resize(amax.size());
+  for (size_t g = 0; g < amax.size(); ++g) out.descales[g] = amax[g] > 0 ? amax[g] / largest : 1.0f;
+  out.bits.assign(static_cast<size_t>(buffer_elements), 0);
+  for (int64_t b = 0; b < batch; ++b) {
+    for (int64_t s = 0; s < seqlen; ++s) {
+      for (int64_t h = 0; h < heads; ++h) {
+        const float inverse = 1.0f / out.descales[static_cast<size_t>(out.group_of(b, s, h))];
+        const int64_t first = first_of(b, s, h);
+        for (int64_t d = 0; d < dim; ++d) {
+          const size_t at = static_cast<size_t>(first + d);
+          out.bits[at] = float_to_e4m3_bits(values[at] * inverse);
+          values[at] = e4m3_bits_to_float(out.bits[at]);
+        }
+      }
+    }
+  }
+  out.values = std::move(values);
+  return out;
+}
+
+}  // namespace
+
+std::string describe(const Fp8Recipe& recipe) {
+  std::string text = recipe.scaling == Fp8Scaling::per_block
+                         ? "per-block " + std::to_string(recipe.block_rows) + "-token scales"
+                         : std::string(fp8_scaling_name(recipe.scaling)) + " scales";
+  if (recipe.incoherent) text += ", incoherent (Hadamard)";
+  text += ", " + std::to_string(recipe.key_tile) + "-key tiles";
+  if (recipe.reverse_keys) text += " last first";
+  return text + ", P offset 2^" + std::to_string(recipe.p_max_offset);
+}
+
+std::string fp8_recipe_limits(const Fp8Recipe& recipe, const Problem& problem) {
+  if (problem.input_dtype != DType::f16 && problem.input_dtype != DType::bf16) {
+    return "the FP8 recipe quantizes fp16 or bf16 inputs itself (given " +
+           std::string(dtype_name(problem.input_dtype)) + ")";
+  }
+  if (recipe.incoherent &&
+      (!power_of_two(problem.head_dim_qk) || problem.head_dim_qk > 256)) {
+    return "incoherent processing needs a power-of-two head_dim_qk up to 256 (given " +
+           std::to_string(problem.head_dim_qk) + ")";
+  }
+  if (recipe.scaling == Fp8Scaling::none) return "the FP8 recipe needs a scaling (not none)";
+  return "";
+}
+
+int64_t QuantizedTensor::group_of(int64_t b, int64_t s, int64_t h) const {
+  switch (scaling) {
+    case Fp8Scaling::per_head:
+      return b * heads + h;
+    case Fp8Scaling::per_block: {
+      const int64_t blocks = (seqlen + block_rows - 1) / block_rows;
+      return (b * heads + h) * blocks + s / block_rows;
+    }
+    default:
+      return 0;
+  }
+}
+
+float QuantizedTensor::value(const TensorPlacement& placement, int64_t b, int64_t s, int64_t h,
+                             int64_t d) const {
+  const int64_t at = placement.offset + b * placement.strides.batch + s * placement.strides.seq +
+                     h * placement.strides.head + d;
+  return values[static_cast<size_t>(at)] * descales[static_cast<size_t>(group_of(b, s, h))];
+}
+
+QuantizedInputs quantize_inputs(const Fp8Recipe& recipe, const Problem& problem,
+                                const AttentionInputs& inputs) {
+  QuantizedInputs out;
+  out.layout = describe_layout(problem);
+  const ProblemLayout& l = out.layout;
+  // Packed QKV shares one buffer: each tensor's bits are indexed as that buffer.
+  const int64_t k_elements = l.k_buffer_elements > 0 ? l.k_buffer_elements : l.q_buffer_elements;
+  const int64_t v_elements = l.v_buffer_elements > 0 ? l.v_buffer_elements : l.q_buffer_elements;
+  out.q = quantize_tensor(recipe, inputs.q, l.q, l.q_buffer_elements, problem.batch,
+                          problem.seqlen_q, problem.heads_q, problem.head_dim_qk, recipe.incoherent);
+  out.k = quantize_tensor(recipe, inputs.k, l.k, k_elements, problem.batch, problem.seqlen_k,
+                          problem.heads_kv, problem.head_dim_qk, recipe.incoherent);
+  out.v = quantize_tensor(recipe, inputs.v, l.v, v_elements, problem.batch, problem.seqlen_k,
+                          problem.heads_kv, problem.head_dim_v, false);
+  return out;
+}
+
+float fp8_p(float x) { return round_to(DType::e4m3, std::exp2(x)); }
+
+void fp8_recipe_row(const Fp8Recipe& recipe, const Problem& problem, const QuantizedInputs& inputs,
+                    int64_t b, int64_t h, int64_t query, float* out_row, float* lse,
+                    bool round_output) {
+  const int64_t dv = problem.head_dim_v, dqk = problem.head_dim_qk;
+  std::fill(out_row, out_row + dv, 0.0f);
+  const KeyRange keys = problem.visible(b, query);
+  if (keys.size() == 0) {
+    if (lse != nullptr) *lse = -std::numeric_limits<float>::infinity();
+    return;
+  }
+  const int64_t kv_head = h / (problem.heads_q / problem.heads_kv);
+  const ProblemLayout& layout = inputs.layout;
+  const float scale = static_cast<float>(problem.softmax_scale());
+  std::vector<float> q(static_cast<size_t>(dqk));
+  for (int64_t d = 0; d < dqk; ++d) {
+    q[static_cast<size_t>(d)] =
+        inputs.q.values[static_cast<size_t>(layout.q.offset + b * layout.q.strides.batch +
+                                            query * layout.q.strides.seq +
+                                            h * layout.q.strides.head + d)];
+  }
+  const float q_descale = inputs.q.descales[static_cast<size_t>(inputs.q.group_of(b, query, h))];
+  // Tiles at multiples of key_tile, as a kernel walks them, clipped to the visible keys.
+  const int64_t first_tile = keys.begin / recipe.key_tile;
+  const int64_t last_tile = (keys.end - 1) / recipe.key_tile;
+  std::vector<float> out(static_cast<size_t>(dv), 0.0f), scores;
+  float row_max = -std::numeric_limits<float>::infinity(), row_sum = 0;
+  for (int64_t step = 0; step <= last_tile - first_tile; ++step) {
+    const int64_t tile = recipe.reverse_keys ? last_tile - step : first_tile + step;
+    const int64_t begin = std::max(keys.begin, tile * recipe.key_tile);
+    const int64_t end = std::min(keys.end, (tile + 1) * recipe.key_tile);
+    scores.assign(static_cast<size_t>(end - begin), 0.0f);
+    float tile_max = -std::numeric_limits<float>::infinity();
+    for (int64_t j = begin; j < end; ++j) {
+      const int64_t k_first = layout.k.offset + b * layout.k.strides.batch +
+                              j * layout.k.strides.seq + kv_head * layout.k.strides.head;
+      const float* k = inputs.k.values.data() + k_first;
+      float dot = 0;
+      for (int64_t d = 0; d < dqk; ++d) dot += q[static_cast<size_t>(d)] * k[d];
+      const float k_descale = inputs.k.descales[static_cast<size_t>(inputs.k.group_of(b, j, kv_head))];
+      const float s = dot * q_descale * k_descale * scale;
+      scores[static_cast<size_t>(j - begin)] = s;
+      tile_max = std::max(tile_max, s);
+    }
+    if (tile_max > row_max) {
+      const float correction =
+          std::exp2(static_cast<float>((row_max - tile_max) * kLog2e));  // 0 for the first tile
+      for (float& o : out) o *= correction;
+      row_sum *= correction;
+      row_max = tile_max;
+    }
+    for (int64_t j = begin; j < end; ++j) {
+      const float x = static_cast<float>((scores[static_cast<size_t>(j - begin)] - row_max) * kLog2e) +
+                      static_cast<float>(recipe.p_max_offset);
+      row_sum += std::exp2(x);
+      const float p = fp8_p(x);
+      if (p == 0.0f) continue;
+      const float* v = inputs.v.values.data() + layout.v.offset + b * layout.v.strides.batch +
+                       j * layout.v.strides.seq + kv_head * layout.v.strides.head;
+      const float v_descale =
+          inputs.v.descales[static_cast<size_t>(inputs.v.group_of(b, j, kv_head))];
+      for (int64_t d = 0; d < dv; ++d) out[static_cast<size_t>(d)] += p * (v[d] * v_descale);
+    }
+  }
+  for (int64_t d = 0; d < dv; ++d) {
+    const float value = out[static_cast<size_t>(d)] / row_sum;
+    out_row[d] = round_output ? round_to(problem.output_dtype, value) : value;
+  }
+  if (lse != nullptr) {
+    *lse = static_cast<float>(row_max + std::log(static_cast<double>(row_sum)) -
+                              recipe.p_max_offset * kLn2);
+  }
+}
+
+}  // namespace attnbench

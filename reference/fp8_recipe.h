@@ -1,0 +1,85 @@
+// An FP8 attention recipe (issue 16): how a kernel turns fp16/bf16 Q, K, V into e4m3 and computes
+// attention with them, FlashAttention-3's FP8 forward as the paper describes it. One truth for
+// three users: cpu.flash_fp8 runs it, the checker's low-precision result emulates the recipe of
+// the kernel it judges, and the fp8_accuracy study compares recipes.
+//
+// The recipe, in order:
+//   1. incoherent processing (optional): Q and K, each row of head_dim d, multiplied by
+//      (1/sqrt(d)) H diag(s), H the d x d Hadamard matrix and s random signs from a stored seed,
+//      the same for Q and K, in double (exact up to the final scaling). Q K^T is unchanged; an
+//      outlier channel is spread over all d channels. V is not rotated.
+//   2. quantization: each group of values (the whole tensor, one (batch, head), or one block of
+//      block_rows tokens of one head) gets scale 448 / amax, is rounded to e4m3 (saturating) and
+//      keeps its descale amax / 448.
+//   3. scores s = (q_e4m3 . k_e4m3) * descale_q * descale_k * softmax scale, in fp32 (the e4m3
+//      products are exact).
+//   4. keys in tiles of key_tile (forward or reverse order), an online softmax: m = running max
+//      over the tiles so far; P = 2^((s - m) log2 e + p_max_offset), so the row's largest P is
+//      2^offset and P uses e4m3's range (FlashAttention-3's max offset); the row sum l takes P
+//      unrounded; P rounded to e4m3 multiplies V's e4m3 values (descaled per group), accumulated
+//      in fp32; O and l rescaled by 2^((m_old - m) log2 e) when the max grows.
+//   5. out = O / l, rounded to the output dtype; LSE = m + ln(l) - offset ln 2.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "reference/attention.h"
+#include "reference/problem.h"
+
+namespace attnbench {
+
+struct Fp8Recipe {
+  Fp8Scaling scaling = Fp8Scaling::per_tensor;  // per_tensor, per_head or per_block
+  int64_t block_rows = 64;                      // per_block: tokens of one head per scale
+  bool incoherent = false;                      // step 1
+  uint64_t sign_seed = 0x5eed5eed5eed5eedull;   // s of step 1
+  int64_t key_tile = 128;                       // step 4
+  bool reverse_keys = false;                    // step 4: last tile first
+  int p_max_offset = 8;                         // step 4: P's largest value is 2^8
+  bool operator==(const Fp8Recipe&) const = default;
+};
+
+// One line naming the recipe ("per-block 64 scales, incoherent, 128-key tiles, P offset 2^8").
+std::string describe(const Fp8Recipe& recipe);
+
+// Why the recipe cannot run `problem` ("" when it can): fp16/bf16 inputs, a power-of-two head_dim
+// for incoherent processing.
+std::string fp8_recipe_limits(const Fp8Recipe& recipe, const Problem& problem);
+
+// One input tensor after steps 1 and 2: e4m3 bits in the placement's layout, and a descale per
+// group (group_of gives a (batch, seq, head)'s group).
+struct QuantizedTensor {
+  std::vector<uint8_t> bits;     // indexed as the input buffer it came from
+  std::vector<float> values;     // the bits' e4m3 values (not descaled), indexed as `bits`
+  std::vector<float> descales;   // per group
+  Fp8Scaling scaling = Fp8Scaling::per_tensor;
+  int64_t block_rows = 64;
+  int64_t heads = 1;
+  int64_t seqlen = 1;
+  int64_t group_of(int64_t b, int64_t s, int64_t h) const;
+  float value(const TensorPlacement& placement, int64_t b, int64_t s, int64_t h, int64_t d) const;
+};
+
+// Step 1 on one row (its length a power of two): (1/sqrt(d)) H diag(s) x in double.
+void incoherent_rotation(std::vector<double>& row, uint64_t sign_seed);
+
+// Steps 1 and 2 for Q, K and V of `problem` (the views' dtypes fp16/bf16).
+struct QuantizedInputs {
+  QuantizedTensor q, k, v;
+  ProblemLayout layout;
+};
+QuantizedInputs quantize_inputs(const Fp8Recipe& recipe, const Problem& problem,
+                                const AttentionInputs& inputs);
+
+// The e4m3 value of P (step 4) before P @ V: 2^x rounded to e4m3, x = (s - m) log2 e + offset.
+float fp8_p(float x);
+
+// Steps 3 to 5 for one query row (h a query head): out_row gets head_dim_v floats (before the
+// output rounding when round_output is false), *lse the natural-log LSE.
+void fp8_recipe_row(const Fp8Recipe& recipe, const Problem& problem, const QuantizedInputs& inputs,
+                    int64_t b, int64_t h, int64_t query, float* out_row, float* lse,
+                    bool round_output = true);
+
+}  // namespace attnbench
