@@ -22,8 +22,7 @@ int64_t kv_head_of(const Problem& problem, int64_t h) {
 // contiguous: one dtype dispatch per row instead of one per element (the reference spends its
 // time here on long key sequences).
 void load_row(const TensorView& view, int64_t b, int64_t s, int64_t h, int64_t dim, float* row) {
-  const int64_t first = view.placement.offset + b * view.placement.strides.batch +
-                        s * view.placement.strides.seq + h * view.placement.strides.head;
+  const int64_t first = view.placement.row_start(b, s, h);
   switch (view.dtype) {
     case DType::f32: {
       const float* data = static_cast<const float*>(view.data) + first;
@@ -59,9 +58,7 @@ void load_row(const TensorView& view, int64_t b, int64_t s, int64_t h, int64_t d
 }  // namespace
 
 float TensorView::at(int64_t b, int64_t s, int64_t h, int64_t d) const {
-  const int64_t index = placement.offset + b * placement.strides.batch + s * placement.strides.seq +
-                        h * placement.strides.head + d;
-  return load_element(dtype, data, index) * descale;
+  return load_element(dtype, data, placement.row_start(b, s, h) + d) * descale;
 }
 
 void reference_row(const Problem& problem, const AttentionInputs& inputs, int64_t b, int64_t h,

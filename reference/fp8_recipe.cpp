@@ -77,17 +77,13 @@ QuantizedTensor quantize_tensor(const Fp8Recipe& recipe, const TensorView& view,
       static_cast<size_t>(group_count(recipe.scaling, batch, seqlen, heads, recipe.block_rows)),
       0.0f);
   std::vector<double> row(static_cast<size_t>(dim));
-  auto first_of = [&](int64_t b, int64_t s, int64_t h) {
-    return placement.offset + b * placement.strides.batch + s * placement.strides.seq +
-           h * placement.strides.head;
-  };
   for (int64_t b = 0; b < batch; ++b) {
     for (int64_t s = 0; s < seqlen; ++s) {
       for (int64_t h = 0; h < heads; ++h) {
         for (int64_t d = 0; d < dim; ++d) row[static_cast<size_t>(d)] = view.at(b, s, h, d);
         if (rotate) incoherent_rotation(row, recipe.sign_seed);
         float& group_amax = amax[static_cast<size_t>(out.group_of(b, s, h))];
-        const int64_t first = first_of(b, s, h);
+        const int64_t first = placement.row_start(b, s, h);
         for (int64_t d = 0; d < dim; ++d) {
           const float value = static_cast<float>(row[static_cast<size_t>(d)]);
           values[static_cast<size_t>(first + d)] = value;
@@ -104,7 +100,7 @@ QuantizedTensor quantize_tensor(const Fp8Recipe& recipe, const TensorView& view,
     for (int64_t s = 0; s < seqlen; ++s) {
       for (int64_t h = 0; h < heads; ++h) {
         const float inverse = 1.0f / out.descales[static_cast<size_t>(out.group_of(b, s, h))];
-        const int64_t first = first_of(b, s, h);
+        const int64_t first = placement.row_start(b, s, h);
         for (int64_t d = 0; d < dim; ++d) {
           const size_t at = static_cast<size_t>(first + d);
           out.bits[at] = float_to_e4m3_bits(values[at] * inverse);
@@ -156,13 +152,6 @@ int64_t QuantizedTensor::group_of(int64_t b, int64_t s, int64_t h) const {
   }
 }
 
-float QuantizedTensor::value(const TensorPlacement& placement, int64_t b, int64_t s, int64_t h,
-                             int64_t d) const {
-  const int64_t at = placement.offset + b * placement.strides.batch + s * placement.strides.seq +
-                     h * placement.strides.head + d;
-  return values[static_cast<size_t>(at)] * descales[static_cast<size_t>(group_of(b, s, h))];
-}
-
 QuantizedInputs quantize_inputs(const Fp8Recipe& recipe, const Problem& problem,
                                 const AttentionInputs& inputs) {
   QuantizedInputs out;
@@ -195,13 +184,7 @@ void fp8_recipe_row(const Fp8Recipe& recipe, const Problem& problem, const Quant
   const int64_t kv_head = h / (problem.heads_q / problem.heads_kv);
   const ProblemLayout& layout = inputs.layout;
   const float scale = static_cast<float>(problem.softmax_scale());
-  std::vector<float> q(static_cast<size_t>(dqk));
-  for (int64_t d = 0; d < dqk; ++d) {
-    q[static_cast<size_t>(d)] =
-        inputs.q.values[static_cast<size_t>(layout.q.offset + b * layout.q.strides.batch +
-                                            query * layout.q.strides.seq +
-                                            h * layout.q.strides.head + d)];
-  }
+  const float* q = inputs.q.values.data() + layout.q.row_start(b, query, h);
   const float q_descale = inputs.q.descales[static_cast<size_t>(inputs.q.group_of(b, query, h))];
   // Tiles at multiples of key_tile, as a kernel walks them, clipped to the visible keys.
   const int64_t first_tile = keys.begin / recipe.key_tile;
@@ -215,11 +198,9 @@ void fp8_recipe_row(const Fp8Recipe& recipe, const Problem& problem, const Quant
     scores.assign(static_cast<size_t>(end - begin), 0.0f);
     float tile_max = -std::numeric_limits<float>::infinity();
     for (int64_t j = begin; j < end; ++j) {
-      const int64_t k_first = layout.k.offset + b * layout.k.strides.batch +
-                              j * layout.k.strides.seq + kv_head * layout.k.strides.head;
-      const float* k = inputs.k.values.data() + k_first;
+      const float* k = inputs.k.values.data() + layout.k.row_start(b, j, kv_head);
       float dot = 0;
-      for (int64_t d = 0; d < dqk; ++d) dot += q[static_cast<size_t>(d)] * k[d];
+      for (int64_t d = 0; d < dqk; ++d) dot += q[d] * k[d];
       const float k_descale = inputs.k.descales[static_cast<size_t>(inputs.k.group_of(b, j, kv_head))];
       const float s = dot * q_descale * k_descale * scale;
       scores[static_cast<size_t>(j - begin)] = s;
@@ -238,8 +219,7 @@ void fp8_recipe_row(const Fp8Recipe& recipe, const Problem& problem, const Quant
       row_sum += std::exp2(x);
       const float p = fp8_p(x);
       if (p == 0.0f) continue;
-      const float* v = inputs.v.values.data() + layout.v.offset + b * layout.v.strides.batch +
-                       j * layout.v.strides.seq + kv_head * layout.v.strides.head;
+      const float* v = inputs.v.values.data() + layout.v.row_start(b, j, kv_head);
       const float v_descale =
           inputs.v.descales[static_cast<size_t>(inputs.v.group_of(b, j, kv_head))];
       for (int64_t d = 0; d < dv; ++d) out[static_cast<size_t>(d)] += p * (v[d] * v_descale);

@@ -59,7 +59,6 @@ struct QuantizedTensor {
   int64_t heads = 1;
   int64_t seqlen = 1;
   int64_t group_of(int64_t b, int64_t s, int64_t h) const;
-  float value(const TensorPlacement& placement, int64_t b, int64_t s, int64_t h, int64_t d) const;
 };
 
 // Step 1 on one row (its length a power of two): (1/sqrt(d)) H diag(s) x in double.

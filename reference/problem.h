@@ -53,6 +53,10 @@ struct Strides {
 struct TensorPlacement {
   Strides strides;
   int64_t offset = 0;  // first element, in elements of its buffer
+  // The element (b, s, h, 0): the start of one contiguous row of head_dim elements.
+  int64_t row_start(int64_t b, int64_t s, int64_t h) const {
+    return offset + b * strides.batch + s * strides.seq + h * strides.head;
+  }
 };
 // Buffers the harness allocates: q, k, v share the first buffer for qkv_packed.
 struct ProblemLayout {

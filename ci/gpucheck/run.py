@@ -55,6 +55,14 @@ EARLIER_RUN_FILES = ("attnbench.sqlite", "attnbench.sqlite-wal", "attnbench.sqli
 EARLIER_RUN_FOLDERS = ("logs", "failures", CONFORMANCE_DIR)
 
 
+def add_listing(archive, name, lines):
+    """A text file `name` in the open tar `archive`, one line each: what was left out of it."""
+    listing = io.BytesIO("".join(f"{line}\n" for line in lines).encode())
+    info = tarfile.TarInfo(name)
+    info.size = len(listing.getvalue())
+    archive.addfile(info, listing)
+
+
 class Interrupted(Exception):
     pass
 
@@ -196,10 +204,7 @@ class Check:
                         continue
                     archived += size
                     archive.add(path, arcname=str(path.relative_to(self.outdir)))
-            listing = io.BytesIO("".join(f"{line}\n" for line in skipped).encode())
-            info = tarfile.TarInfo("skipped.txt")
-            info.size = len(listing.getvalue())
-            archive.addfile(info, listing)
+            add_listing(archive, "skipped.txt", skipped)
         for folder in folders:
             shutil.rmtree(folder)
         self.pack_conformance()
@@ -230,10 +235,7 @@ class Check:
                 for path in group:
                     archive.add(path, arcname=f"{CONFORMANCE_DIR}/{path.name}")
                 if n == 1 and skipped:
-                    listing = io.BytesIO("".join(f"{line}\n" for line in skipped).encode())
-                    info = tarfile.TarInfo(f"{CONFORMANCE_DIR}/skipped.txt")
-                    info.size = len(listing.getvalue())
-                    archive.addfile(info, listing)
+                    add_listing(archive, f"{CONFORMANCE_DIR}/skipped.txt", skipped)
         shutil.rmtree(folder)
 
     # ---- the interruption --------------------------------------------------------------------

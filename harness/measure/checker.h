@@ -42,11 +42,9 @@ struct ReferenceRows {
 constexpr double kFullCheckWork = 1 << 27;
 
 std::vector<RowIndex> select_rows(const Problem& problem, uint64_t seed, bool& all_rows);
-// The reference rows of `inputs`; the low-precision rows follow `recipe` when one is given
-// (a kernel with its own FP8 recipe: reference/fp8_recipe.h), lowp_row otherwise.
-ReferenceRows compute_reference(const ProblemInputs& inputs, uint64_t seed, float out_scale,
-                                const Fp8Recipe* recipe = nullptr);
-// `reference`'s fp64 rows with the low-precision rows and the bound of `recipe`.
+ReferenceRows compute_reference(const ProblemInputs& inputs, uint64_t seed, float out_scale);
+// `reference`'s fp64 rows with the low-precision rows and the bound of a kernel's own FP8 recipe
+// (reference/fp8_recipe.h) in place of lowp_row's.
 ReferenceRows with_recipe(const ReferenceRows& reference, const ProblemInputs& inputs,
                           const Fp8Recipe& recipe);
 

@@ -129,8 +129,7 @@ float quantize_into(const std::vector<float>& values, DType dtype, Fp8Scaling sc
     for (int64_t s = 0; s < seqlen; ++s) {
       for (int64_t h = 0; h < heads; ++h) {
         const float* source = values.data() + ((b * seqlen + s) * heads + h) * dim;
-        const int64_t base = placement.offset + b * placement.strides.batch +
-                             s * placement.strides.seq + h * placement.strides.head;
+        const int64_t base = placement.row_start(b, s, h);
         for (int64_t d = 0; d < dim; ++d)
           store_element(dtype, buffer, base + d, source[d] * inverse);
       }

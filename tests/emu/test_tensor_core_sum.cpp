@@ -4,9 +4,9 @@
 // rounds, keeps another number of bits, or aligns to the products' true exponents fails them.
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 #include <random>
 #include <vector>
 
@@ -45,16 +45,8 @@ const Recorded kRecorded[] = {
 };
 // clang-format on
 
-float float_of(uint32_t bits) {
-  float value;
-  std::memcpy(&value, &bits, sizeof value);
-  return value;
-}
-uint32_t bits_of(float value) {
-  uint32_t bits;
-  std::memcpy(&bits, &value, sizeof bits);
-  return bits;
-}
+float float_of(uint32_t bits) { return std::bit_cast<float>(bits); }
+uint32_t bits_of(float value) { return std::bit_cast<uint32_t>(value); }
 
 TEST(TensorCoreSum, GivesTheBitsAnH200GaveWhereRoundingOnceDoesNot) {
   for (const Recorded& r : kRecorded) {

@@ -48,8 +48,7 @@ TEST(Fp8Recipe, EveryScaleGroupsLargestValueLandsOnTheLargestE4m3) {
       for (int64_t s = 0; s < p.seqlen_k; ++s)
         for (int64_t h = 0; h < p.heads_kv; ++h)
           for (int64_t d = 0; d < p.head_dim_qk; ++d) {
-            const int64_t at = q.layout.k.offset + b * q.layout.k.strides.batch +
-                               s * q.layout.k.strides.seq + h * q.layout.k.strides.head + d;
+            const int64_t at = q.layout.k.row_start(b, s, h) + d;
             float& m = group_max[static_cast<size_t>(q.k.group_of(b, s, h))];
             m = std::max(m, std::fabs(q.k.values[static_cast<size_t>(at)]));
           }
