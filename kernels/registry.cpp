@@ -29,6 +29,10 @@ std::vector<Kernel> registered_kernels() {
       cpu_masked_inplace_kernel(),
       cpu_masked_fused_kernel(),
       cpu_flash_kernel(),
+      cpu_flash_fp8_kernel(),
+      cpu_flash_fp8_block_kernel(),
+      cpu_flash_fp8_incoherent_kernel(),
+      cpu_flash_fp8_block_incoherent_kernel(),
 #if defined(ATTNBENCH_HAVE_CUDA)
       // ---- CUDA and cuDNN -----------------------------------------------------------------------
       cuda_naive_cublas_kernel(),

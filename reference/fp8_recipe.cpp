@@ -62,6 +62,33 @@ int64_t group_count(Fp8Scaling scaling, int64_t batch, int64_t seqlen, int64_t h
   }
 }
 
+// An e4m3 tensor as stored, steps 1 and 2 done by whoever stored it: its bits and values, and
+// the view's one descale (the harness's FP8 inputs carry one per tensor).
+QuantizedTensor stored_tensor(const TensorView& view, const TensorPlacement& placement,
+                              int64_t buffer_elements, int64_t batch, int64_t seqlen, int64_t heads,
+                              int64_t dim) {
+  QuantizedTensor out;
+  out.heads = heads;
+  out.seqlen = seqlen;
+  out.descales = {view.descale};
+  out.bits.assign(static_cast<size_t>(buffer_elements), 0);
+  out.values.assign(static_cast<size_t>(buffer_elements), 0.0f);
+  const auto* stored = static_cast<const uint8_t*>(view.data);
+  for (int64_t b = 0; b < batch; ++b) {
+    for (int64_t s = 0; s < seqlen; ++s) {
+      for (int64_t h = 0; h < heads; ++h) {
+        const int64_t first = placement.row_start(b, s, h);
+        for (int64_t d = 0; d < dim; ++d) {
+          const size_t at = static_cast<size_t>(first + d);
+          out.bits[at] = stored[at];
+          out.values[at] = e4m3_bits_to_float(stored[at]);
+        }
+      }
+    }
+  }
+  return out;
+}
+
 // Steps 1 and 2 for one tensor of (batch, seqlen, heads, dim) at `placement` of `view`.
 QuantizedTensor quantize_tensor(const Fp8Recipe& recipe, const TensorView& view,
                                 const TensorPlacement& placement, int64_t buffer_elements,
@@ -115,6 +142,19 @@ QuantizedTensor quantize_tensor(const Fp8Recipe& recipe, const TensorView& view,
 
 }  // namespace
 
+std::vector<Fp8Recipe> opaque_fp8_recipes() {
+  std::vector<Fp8Recipe> recipes;
+  for (const int64_t tile : {64, 128}) {
+    for (const bool reverse : {false, true}) {
+      Fp8Recipe recipe;
+      recipe.key_tile = tile;
+      recipe.reverse_keys = reverse;
+      recipes.push_back(recipe);
+    }
+  }
+  return recipes;
+}
+
 std::string describe(const Fp8Recipe& recipe) {
   std::string text = recipe.scaling == Fp8Scaling::per_block
                          ? "per-block " + std::to_string(recipe.block_rows) + "-token scales"
@@ -126,12 +166,19 @@ std::string describe(const Fp8Recipe& recipe) {
 }
 
 std::string fp8_recipe_limits(const Fp8Recipe& recipe, const Problem& problem) {
+  if (problem.input_dtype == DType::e4m3) {
+    if (recipe.scaling != Fp8Scaling::per_tensor || recipe.incoherent) {
+      return "inputs stored in e4m3 carry one descale per tensor and cannot be rotated: the "
+             "recipe must be per-tensor and not incoherent";
+    }
+    return "";
+  }
   if (problem.input_dtype != DType::f16 && problem.input_dtype != DType::bf16) {
-    return "the FP8 recipe quantizes fp16 or bf16 inputs itself (given " +
+    return "the FP8 recipe quantizes fp16 or bf16 inputs itself, or takes e4m3 inputs as stored "
+           "(given " +
            std::string(dtype_name(problem.input_dtype)) + ")";
   }
-  if (recipe.incoherent &&
-      (!power_of_two(problem.head_dim_qk) || problem.head_dim_qk > 256)) {
+  if (recipe.incoherent && (!power_of_two(problem.head_dim_qk) || problem.head_dim_qk > 256)) {
     return "incoherent processing needs a power-of-two head_dim_qk up to 256 (given " +
            std::to_string(problem.head_dim_qk) + ")";
   }
@@ -160,8 +207,18 @@ QuantizedInputs quantize_inputs(const Fp8Recipe& recipe, const Problem& problem,
   // Packed QKV shares one buffer: each tensor's bits are indexed as that buffer.
   const int64_t k_elements = l.k_buffer_elements > 0 ? l.k_buffer_elements : l.q_buffer_elements;
   const int64_t v_elements = l.v_buffer_elements > 0 ? l.v_buffer_elements : l.q_buffer_elements;
-  out.q = quantize_tensor(recipe, inputs.q, l.q, l.q_buffer_elements, problem.batch,
-                          problem.seqlen_q, problem.heads_q, problem.head_dim_qk, recipe.incoherent);
+  if (problem.input_dtype == DType::e4m3) {
+    out.q = stored_tensor(inputs.q, l.q, l.q_buffer_elements, problem.batch, problem.seqlen_q,
+                          problem.heads_q, problem.head_dim_qk);
+    out.k = stored_tensor(inputs.k, l.k, k_elements, problem.batch, problem.seqlen_k,
+                          problem.heads_kv, problem.head_dim_qk);
+    out.v = stored_tensor(inputs.v, l.v, v_elements, problem.batch, problem.seqlen_k,
+                          problem.heads_kv, problem.head_dim_v);
+    return out;
+  }
+  out.q =
+      quantize_tensor(recipe, inputs.q, l.q, l.q_buffer_elements, problem.batch, problem.seqlen_q,
+                      problem.heads_q, problem.head_dim_qk, recipe.incoherent);
   out.k = quantize_tensor(recipe, inputs.k, l.k, k_elements, problem.batch, problem.seqlen_k,
                           problem.heads_kv, problem.head_dim_qk, recipe.incoherent);
   out.v = quantize_tensor(recipe, inputs.v, l.v, v_elements, problem.batch, problem.seqlen_k,
@@ -169,7 +226,19 @@ QuantizedInputs quantize_inputs(const Fp8Recipe& recipe, const Problem& problem,
   return out;
 }
 
+float fp8_p_exponent(float score, float row_max, int p_max_offset) {
+  return static_cast<float>((score - row_max) * kLog2e) + static_cast<float>(p_max_offset);
+}
+
+float fp8_rescale(float old_max, float new_max) {
+  return std::exp2(static_cast<float>((old_max - new_max) * kLog2e));
+}
+
 float fp8_p(float x) { return round_to(DType::e4m3, std::exp2(x)); }
+
+float fp8_lse(float row_max, float row_sum, int p_max_offset) {
+  return static_cast<float>(row_max + std::log(static_cast<double>(row_sum)) - p_max_offset * kLn2);
+}
 
 void fp8_recipe_row(const Fp8Recipe& recipe, const Problem& problem, const QuantizedInputs& inputs,
                     int64_t b, int64_t h, int64_t query, float* out_row, float* lse,
@@ -201,21 +270,21 @@ void fp8_recipe_row(const Fp8Recipe& recipe, const Problem& problem, const Quant
       const float* k = inputs.k.values.data() + layout.k.row_start(b, j, kv_head);
       float dot = 0;
       for (int64_t d = 0; d < dqk; ++d) dot += q[d] * k[d];
-      const float k_descale = inputs.k.descales[static_cast<size_t>(inputs.k.group_of(b, j, kv_head))];
+      const float k_descale =
+          inputs.k.descales[static_cast<size_t>(inputs.k.group_of(b, j, kv_head))];
       const float s = dot * q_descale * k_descale * scale;
       scores[static_cast<size_t>(j - begin)] = s;
       tile_max = std::max(tile_max, s);
     }
     if (tile_max > row_max) {
-      const float correction =
-          std::exp2(static_cast<float>((row_max - tile_max) * kLog2e));  // 0 for the first tile
+      const float correction = fp8_rescale(row_max, tile_max);  // 0 for the first tile
       for (float& o : out) o *= correction;
       row_sum *= correction;
       row_max = tile_max;
     }
     for (int64_t j = begin; j < end; ++j) {
-      const float x = static_cast<float>((scores[static_cast<size_t>(j - begin)] - row_max) * kLog2e) +
-                      static_cast<float>(recipe.p_max_offset);
+      const float x =
+          fp8_p_exponent(scores[static_cast<size_t>(j - begin)], row_max, recipe.p_max_offset);
       row_sum += std::exp2(x);
       const float p = fp8_p(x);
       if (p == 0.0f) continue;
@@ -229,10 +298,7 @@ void fp8_recipe_row(const Fp8Recipe& recipe, const Problem& problem, const Quant
     const float value = out[static_cast<size_t>(d)] / row_sum;
     out_row[d] = round_output ? round_to(problem.output_dtype, value) : value;
   }
-  if (lse != nullptr) {
-    *lse = static_cast<float>(row_max + std::log(static_cast<double>(row_sum)) -
-                              recipe.p_max_offset * kLn2);
-  }
+  if (lse != nullptr) *lse = fp8_lse(row_max, row_sum, recipe.p_max_offset);
 }
 
 }  // namespace attnbench

@@ -41,11 +41,17 @@ struct Fp8Recipe {
   bool operator==(const Fp8Recipe&) const = default;
 };
 
+// The recipes an opaque FP8 kernel (cuDNN's, whose tile size and key order are not published)
+// may follow on e4m3 inputs: per-tensor, 64- and 128-key tiles, forward and reverse key order, P
+// offset 2^8 (cuDNN's scale_s = 256). The checker judges such a kernel by the widest of them.
+std::vector<Fp8Recipe> opaque_fp8_recipes();
+
 // One line naming the recipe ("per-block 64 scales, incoherent, 128-key tiles, P offset 2^8").
 std::string describe(const Fp8Recipe& recipe);
 
 // Why the recipe cannot run `problem` ("" when it can): fp16/bf16 inputs, a power-of-two head_dim
-// for incoherent processing.
+// for incoherent processing; or e4m3 inputs taken as stored (steps 1 and 2 already done, one
+// descale per tensor), for a per-tensor recipe without incoherent processing.
 std::string fp8_recipe_limits(const Fp8Recipe& recipe, const Problem& problem);
 
 // One input tensor after steps 1 and 2: e4m3 bits in the placement's layout, and a descale per
@@ -64,7 +70,8 @@ struct QuantizedTensor {
 // Step 1 on one row (its length a power of two): (1/sqrt(d)) H diag(s) x in double.
 void incoherent_rotation(std::vector<double>& row, uint64_t sign_seed);
 
-// Steps 1 and 2 for Q, K and V of `problem` (the views' dtypes fp16/bf16).
+// Steps 1 and 2 for Q, K and V of `problem` (the views' dtypes fp16/bf16); e4m3 views are taken
+// as stored, with their descales.
 struct QuantizedInputs {
   QuantizedTensor q, k, v;
   ProblemLayout layout;
@@ -72,8 +79,14 @@ struct QuantizedInputs {
 QuantizedInputs quantize_inputs(const Fp8Recipe& recipe, const Problem& problem,
                                 const AttentionInputs& inputs);
 
-// The e4m3 value of P (step 4) before P @ V: 2^x rounded to e4m3, x = (s - m) log2 e + offset.
+// Step 4, one score at a time, as every user of the recipe computes it (the kernels and the
+// checker's rows must agree to the bit on these): P's exponent x = (s - m) log2 e + offset; the
+// rescale 2^((m_old - m) log2 e) of O and l when the running max grows (0 from -inf); P's e4m3
+// value 2^x before P @ V; and step 5's LSE, m + ln(l) - offset ln 2.
+float fp8_p_exponent(float score, float row_max, int p_max_offset);
+float fp8_rescale(float old_max, float new_max);
 float fp8_p(float x);
+float fp8_lse(float row_max, float row_sum, int p_max_offset);
 
 // Steps 3 to 5 for one query row (h a query head): out_row gets head_dim_v floats (before the
 // output rounding when round_output is false), *lse the natural-log LSE.

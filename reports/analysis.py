@@ -86,6 +86,21 @@ def flops_ceilings(results):
     return {key: statistics.median(values) for key, values in ratios.items()}
 
 
+def accuracy_by_recipe(results):
+    """RMSE against fp64 per kernel (an FP8 kernel's name is its recipe) and input distribution:
+    (distributions, {kernel: {distribution: median RMSE over its checked shapes}}), the figure's
+    and the table's one source. Empty when no result stores an RMSE."""
+    values = defaultdict(lambda: defaultdict(list))
+    for result in results:
+        if result.checked and result.rmse is not None:
+            values[result.kernel][result.distribution].append(result.rmse)
+    distributions = sorted({d for by_distribution in values.values() for d in by_distribution},
+                           key=lambda d: (d != "normal", d))
+    table = {kernel: {d: statistics.median(v) for d, v in by_distribution.items()}
+             for kernel, by_distribution in sorted(values.items())}
+    return distributions, table
+
+
 # ---- small multiples: which panel and which line a result belongs to -------------------------
 
 FP8_DTYPES = ("e4m3", "e5m2")

@@ -70,6 +70,7 @@ class Result:
     fraction_of_peak_flops: float | None
     max_abs_error: float | None
     bound: float | None
+    rmse: float | None  # RMSE against fp64 over the checked rows
     checked: bool
     extra_memory_bytes: int | None
     launches: int | None
@@ -309,7 +310,9 @@ class Database:
             FROM results r JOIN cases c ON c.id = r.case_id
             WHERE r.run_id = ? ORDER BY r.id"""
         results = []
-        has_details = "details_json" in self.columns("results")
+        columns = self.columns("results")
+        has_details = "details_json" in columns
+        has_rmse = "rmse" in columns
         for row in self.rows(sql, (run_id,)):
             # Kernel, distribution and device come from columns; the shape text is only in the key.
             results.append(Result(
@@ -328,6 +331,7 @@ class Database:
                 flops_per_s=_finite(row["flops_per_s"]),
                 fraction_of_peak_flops=_finite(row["fraction_of_peak_flops"]),
                 max_abs_error=_finite(row["max_abs_error"]), bound=_finite(row["bound"]),
+                rmse=_finite(row["rmse"]) if has_rmse else None,
                 checked=bool(row["checked"]),
                 extra_memory_bytes=_known_count(row["extra_memory_bytes"]),
                 launches=_known_count(row["launches"]), energy_j=_finite(row["energy_j"]),

@@ -267,6 +267,32 @@ def accuracy(path, results, colours):
     return _save(figure, path)
 
 
+def accuracy_by_recipe(path, results, colours):
+    """Median RMSE against fp64 per kernel, grouped by input distribution (log axis): where an
+    FP8 recipe gains or loses accuracy (issue 16's study) and how far any kernel sits from fp16."""
+    distributions, table = analysis.accuracy_by_recipe(results)
+    if not table:
+        return None
+    kernels = list(table)
+    width = 0.8 / len(kernels)
+    figure = Figure(figsize=(max(6.0, 1.2 * len(distributions) * max(1, len(kernels) / 3) + 2),
+                             4.2), layout="constrained")
+    ax = figure.subplots()
+    for index, kernel in enumerate(kernels):
+        xs = [column + (index - (len(kernels) - 1) / 2) * width
+              for column, d in enumerate(distributions) if d in table[kernel]]
+        ys = [table[kernel][d] for d in distributions if d in table[kernel]]
+        ax.bar(xs, ys, width=width, color=colours(kernel), label=plain(kernel))
+    ax.set_yscale("log")
+    ax.set_xticks(range(len(distributions)))
+    ax.set_xticklabels([plain(d) for d in distributions])
+    ax.set_xlabel("input distribution")
+    ax.set_ylabel("RMSE against fp64 (median over shapes, log)")
+    ax.grid(True, axis="y", alpha=0.3)
+    ax.legend(fontsize=7, loc="upper left", ncols=2)
+    return _save(figure, path)
+
+
 def predicted_vs_measured(path, results, colours):
     pairs = [r for r in results if r.predicted_s and r.timed]
     if not pairs:

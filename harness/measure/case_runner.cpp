@@ -101,7 +101,19 @@ std::string sanitize(const std::string& text) {
 }  // namespace
 
 const ReferenceRows& CaseRunner::reference_for(const Kernel& kernel) {
-  if (!kernel.fp8_recipe) return *reference_;
+  switch (lowp_model_for(kernel, inputs_->problem)) {
+    case LowpModel::plain:
+      return *reference_;
+    case LowpModel::envelope:
+      if (!envelope_reference_) {
+        NvtxRange range("reference (FP8 envelope)");
+        envelope_reference_ =
+            std::make_unique<ReferenceRows>(with_envelope(*reference_, *inputs_));
+      }
+      return *envelope_reference_;
+    case LowpModel::own_recipe:
+      break;
+  }
   for (const auto& [recipe, rows] : recipe_references_) {
     if (recipe == *kernel.fp8_recipe) return rows;
   }
@@ -149,6 +161,7 @@ Status CaseRunner::prepare_inputs(const CaseRequest& request) {
   inputs_.reset();
   reference_.reset();
   recipe_references_.clear();
+  envelope_reference_.reset();
   inputs_key_.clear();
   NvtxRange range("inputs");
   Distribution distribution = Distribution::normal;

@@ -77,7 +77,9 @@ class CaseRunner {
   std::unique_ptr<ReferenceRows> reference_;
   // The reference rows with the low-precision rows of each FP8 recipe judged on these inputs.
   std::vector<std::pair<Fp8Recipe, ReferenceRows>> recipe_references_;
-  // reference_, or its rows with the kernel's own FP8 recipe.
+  std::unique_ptr<ReferenceRows> envelope_reference_;
+  // The rows lowp_model_for names: reference_, its rows with the kernel's own FP8 recipe, or the
+  // envelope of the opaque FP8 recipes.
   const ReferenceRows& reference_for(const Kernel& kernel);
 };
 

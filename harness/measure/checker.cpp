@@ -234,6 +234,21 @@ ReferenceRows with_recipe(const ReferenceRows& reference, const ProblemInputs& i
   return judged;
 }
 
+LowpModel lowp_model_for(const Kernel& kernel, const Problem& problem) {
+  if (kernel.fp8_recipe) return LowpModel::own_recipe;
+  return problem.input_dtype == DType::e4m3 ? LowpModel::envelope : LowpModel::plain;
+}
+
+ReferenceRows with_envelope(const ReferenceRows& reference, const ProblemInputs& inputs) {
+  ReferenceRows envelope = reference;
+  for (const Fp8Recipe& recipe : opaque_fp8_recipes()) {
+    const ReferenceRows modeled = with_recipe(reference, inputs, recipe);
+    envelope.lowp_error = std::max(envelope.lowp_error, modeled.lowp_error);
+    envelope.lowp_lse_error = std::max(envelope.lowp_lse_error, modeled.lowp_lse_error);
+  }
+  return envelope;
+}
+
 KernelOutputs make_outputs(const ProblemInputs& inputs, bool with_lse) {
   KernelOutputs outputs;
   outputs.out = GuardedBuffer(static_cast<size_t>(inputs.layout.out_elements) *

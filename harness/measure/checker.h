@@ -48,6 +48,17 @@ ReferenceRows compute_reference(const ProblemInputs& inputs, uint64_t seed, floa
 ReferenceRows with_recipe(const ReferenceRows& reference, const ProblemInputs& inputs,
                           const Fp8Recipe& recipe);
 
+// Which low-precision rows judge a kernel (one truth for the case runner and the tests):
+//   own_recipe  a kernel that declares its FP8 recipe (Kernel::fp8_recipe): that recipe's rows;
+//   envelope    a kernel without one on e4m3 inputs (cuDNN's, whose tiles and key order are not
+//               published): the widest of the plain lowp rows and opaque_fp8_recipes()' rows;
+//   plain       any other: compute_reference's lowp rows.
+enum class LowpModel { plain, own_recipe, envelope };
+LowpModel lowp_model_for(const Kernel& kernel, const Problem& problem);
+// `reference` with the envelope's bound: its lowp and LSE errors the largest over the modeled
+// recipes and the plain rows (the lowp rows kept are the plain ones).
+ReferenceRows with_envelope(const ReferenceRows& reference, const ProblemInputs& inputs);
+
 // Buffers one kernel writes: the output in its dtype, and fp32 LSE when the kernel returns it.
 struct KernelOutputs {
   GuardedBuffer out;

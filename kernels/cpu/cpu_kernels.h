@@ -14,5 +14,14 @@ Kernel cpu_masked_inplace_kernel();
 Kernel cpu_masked_fused_kernel();
 // cpu.flash: tiled online softmax (FlashAttention-2 style) on BLAS tiles.
 Kernel cpu_flash_kernel();
+// cpu.flash_fp8*: FlashAttention-3's FP8 recipe (reference/fp8_recipe.h) on fp16/bf16 inputs,
+// quantized inside the forward: per-tensor scales, per-block, incoherent processing, both.
+Kernel cpu_flash_fp8_kernel();
+Kernel cpu_flash_fp8_block_kernel();
+Kernel cpu_flash_fp8_incoherent_kernel();
+Kernel cpu_flash_fp8_block_incoherent_kernel();
+// Any recipe as a CPU kernel (the four above are four recipes; tests build others).
+Kernel cpu_flash_fp8_recipe_kernel(const std::string& name, const std::string& summary,
+                                   const Fp8Recipe& recipe);
 
 }  // namespace attnbench

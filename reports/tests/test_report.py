@@ -310,6 +310,44 @@ def test_report_of_a_real_cpu_run(tmp_path):
     check_images(tmp_path / "report", {"index": index})
 
 
+def test_accuracy_by_recipe_shows_each_kernels_median_rmse(tmp_path, rng):
+    """Issue 16's accuracy-by-recipe table and figure: per kernel and distribution, the median
+    of the stored RMSEs over the shapes; a kernel missing a distribution leaves its cell empty."""
+    db = tmp_path / "recipes.sqlite"
+    fixture = fixtures.Fixture(db)
+    run_id = fixture.run(fixtures.START, suite="fp8-accuracy")
+    cpu = fixture.device(run_id, "cpu", "Intel(R) Xeon(R) Processor", "cpu:ci", threads=2)
+    stored = defaultdict(list)
+    kernels = ("cpu.flash", "cpu.flash_fp8", "cpu.flash_fp8_incoherent")
+    for kernel in kernels:
+        for distribution in ("normal", "outliers", "sink"):
+            if kernel == "cpu.flash" and distribution == "sink":
+                continue
+            for seqlen in (256, 512, 1024):
+                case = fixtures.Case(kernel, heads_q=2, heads_kv=2, seqlen_q=seqlen,
+                                     seqlen_k=seqlen, dtype="fp16", distribution=distribution)
+                rmse = rng.uniform(1e-5, 1e-1)
+                fixture.result(run_id, cpu, case, median_s=1e-3, error=rmse * 4, bound=1.0,
+                               rmse=rmse)
+                stored[(kernel, distribution)].append(rmse)
+    fixture.close()
+    out = tmp_path / "report"
+    build(db, out)
+    index = Page(out / "index.html")
+    rows = {row[0].text: row[1:] for row in index.rows("recipe-accuracy")}
+    assert set(rows) == set(kernels)
+    for kernel in kernels:
+        # Columns: normal first, then the others by name.
+        for cell, distribution in zip(rows[kernel], ("normal", "outliers", "sink")):
+            values = stored.get((kernel, distribution))
+            if values:
+                assert cell.value == pytest.approx(statistics.median(values), rel=1e-12)
+            else:
+                assert cell.text == ""
+    assert "img/recipes.png" in index.images
+    check_images(out, {"index": index})
+
+
 # ---- the detector's stored judgement is the one truth (issue 12) -----------------------------
 
 CPU_NAME = "Intel(R) Xeon(R) Processor"

@@ -133,7 +133,7 @@ TEST_F(Cli, RunStoresCheckedAndTimedResultsAndShowPrintsThem) {
   const Result<StoredRun> stored = load_latest_run(db());
   ASSERT_TRUE(stored) << stored.status().message;
   EXPECT_EQ(stored->status, "complete");
-  ASSERT_EQ(stored->results.size(), 5u);
+  ASSERT_EQ(stored->results.size(), 9u);  // the five CPU kernels and the four FP8 recipes
   for (const ResultRecord& r : stored->results) {
     EXPECT_EQ(r.status, ResultStatus::passed) << r.kernel << " " << r.message;
     EXPECT_EQ(r.samples.size(), 3u);
@@ -146,7 +146,7 @@ TEST_F(Cli, RunStoresCheckedAndTimedResultsAndShowPrintsThem) {
   CommandResult show = run_command("show --db " + db());
   EXPECT_EQ(show.exit_code, 0) << show.output;
   EXPECT_NE(show.output.find("cpu.flash"), std::string::npos);
-  EXPECT_NE(show.output.find("5 passed"), std::string::npos) << show.output;
+  EXPECT_NE(show.output.find("9 passed"), std::string::npos) << show.output;
 
   std::ifstream json(gbench_json);
   std::string text((std::istreambuf_iterator<char>(json)), std::istreambuf_iterator<char>());

@@ -431,7 +431,7 @@ TEST_P(CpuKernelTest, RefusesProblemsOutsideItsTable) {
   EXPECT_NE(message.find("dtype e4m3 not supported"), std::string::npos) << message;
 }
 
-INSTANTIATE_TEST_SUITE_P(Registry, CpuKernelTest, ::testing::ValuesIn(cpu_kernel_names()),
+INSTANTIATE_TEST_SUITE_P(Registry, CpuKernelTest, ::testing::ValuesIn(exact_cpu_kernel_names()),
                          [](const ::testing::TestParamInfo<std::string>& param) {
                            return test_name_part(param.param);
                          });
@@ -520,10 +520,16 @@ TEST(CpuKernelSupport, ReasonsNameWhatIsMissing) {
   EXPECT_NE(description.find("archs: cpu"), std::string::npos) << description;
 }
 
-TEST(CpuKernelRegistry, ListsTheFiveCpuKernels) {
+TEST(CpuKernelRegistry, ListsTheNineCpuKernels) {
   EXPECT_EQ(cpu_kernel_names(),
             (std::vector<std::string>{"cpu.naive", "cpu.masked_outofplace", "cpu.masked_inplace",
-                                      "cpu.masked_fused", "cpu.flash"}));
+                                      "cpu.masked_fused", "cpu.flash", "cpu.flash_fp8",
+                                      "cpu.flash_fp8_block", "cpu.flash_fp8_incoherent",
+                                      "cpu.flash_fp8_block_incoherent"}));
+  EXPECT_EQ(fp8_recipe_cpu_kernel_names(),
+            (std::vector<std::string>{"cpu.flash_fp8", "cpu.flash_fp8_block",
+                                      "cpu.flash_fp8_incoherent",
+                                      "cpu.flash_fp8_block_incoherent"}));
   for (const Kernel& kernel : all_kernels()) {
     if (kernel.backend != Backend::cpu) continue;
     EXPECT_EQ(find_kernel(kernel.name), &kernel);

@@ -19,6 +19,25 @@ inline std::vector<std::string> cpu_kernel_names() {
   return names;
 }
 
+// The CPU kernels that compute attention as written, to fp32 (not an FP8 recipe's): these agree
+// with an fp64 loop to the output dtype's rounding.
+inline std::vector<std::string> exact_cpu_kernel_names() {
+  std::vector<std::string> names;
+  for (const Kernel& kernel : all_kernels()) {
+    if (kernel.backend == Backend::cpu && !kernel.fp8_recipe) names.push_back(kernel.name);
+  }
+  return names;
+}
+
+// The CPU kernels that run an FP8 recipe (cpu.flash_fp8 and its variants).
+inline std::vector<std::string> fp8_recipe_cpu_kernel_names() {
+  std::vector<std::string> names;
+  for (const Kernel& kernel : all_kernels()) {
+    if (kernel.backend == Backend::cpu && kernel.fp8_recipe) names.push_back(kernel.name);
+  }
+  return names;
+}
+
 // The in-house CUDA kernels the emulated device runs (backend emu, not listed as unavailable).
 inline std::vector<std::string> emulated_kernel_names() {
   std::vector<std::string> names;
