@@ -19,7 +19,6 @@ namespace attnbench::emu {
 namespace {
 
 constexpr unsigned kWarpgroupThreads = 128;
-constexpr unsigned kDepth = 16;  // k16
 constexpr unsigned kMaxN = 256;
 
 // What every lane of a warp gives at issue: the descriptors must agree across the warp, and an A
@@ -31,8 +30,39 @@ struct IssuePayload {
 };
 static_assert(sizeof(IssuePayload) <= kLanePayloadBytes);
 
+unsigned element_bytes(MmaInput input) { return input == MmaInput::e4m3 ? 1 : 2; }
+
+// An element's value from its bits (the low byte for e4m3).
 float widen(MmaInput input, uint16_t bits) {
-  return input == MmaInput::f16 ? fp16_bits_to_float(bits) : bf16_bits_to_float(bits);
+  switch (input) {
+    case MmaInput::f16:
+      return fp16_bits_to_float(bits);
+    case MmaInput::bf16:
+      return bf16_bits_to_float(bits);
+    case MmaInput::e4m3:
+      return e4m3_bits_to_float(static_cast<uint8_t>(bits));
+  }
+  return 0.0f;
+}
+
+// Row g and g + 8's elements of this lane's A registers, at columns 2t (+ 8) of 16 for 16-bit
+// inputs, 4t (+ 16) of 32 for e4m3 (wgmma.h).
+void gather_a_fragment(MmaInput input, unsigned t, const uint32_t (&a)[4],
+                       std::array<std::array<float, kMaxWgmmaDepth>, 2>& rows) {
+  const unsigned bytes = element_bytes(input);
+  const unsigned per_register = 4 / bytes;       // elements in one 32-bit register
+  const unsigned half = wgmma_depth(input) / 2;  // registers 2 and 3: the upper half of K
+  for (unsigned e = 0; e < per_register; ++e) {
+    auto element = [&](uint32_t reg) {
+      const uint32_t bits = reg >> (8 * bytes * e);
+      return widen(input, static_cast<uint16_t>(bytes == 1 ? bits & 0xffu : bits & 0xffffu));
+    };
+    const unsigned k = per_register * t + e;
+    rows[0][k] = element(a[0]);
+    rows[1][k] = element(a[1]);
+    rows[0][half + k] = element(a[2]);
+    rows[1][half + k] = element(a[3]);
+  }
 }
 
 Swizzle swizzle_of(uint32_t bytes) {
@@ -42,15 +72,19 @@ Swizzle swizzle_of(uint32_t bytes) {
                        : Swizzle::none;
 }
 
-// The shared address of element (r, k) of a 16-bit operand tile (wgmma_descriptor.h's table),
-// swizzled as the hardware does, from the address's absolute bits.
-uint32_t element_address(const gpu::WgmmaOperand& tile, bool mn_major, unsigned r, unsigned k) {
+// The shared address of element (r, k) of an operand tile of `bytes`-byte elements
+// (wgmma_descriptor.h's table, whose 16-byte core-matrix rows hold 16 / bytes elements), swizzled
+// as the hardware does, from the address's absolute bits. MN-major tiles are 16-bit only.
+uint32_t element_address(const gpu::WgmmaOperand& tile, bool mn_major, unsigned r, unsigned k,
+                         unsigned bytes) {
   const uint32_t width = tile.swizzle_bytes == 0 ? 16 : tile.swizzle_bytes;
+  const unsigned per_row = 16 / bytes;  // elements in a core matrix's 16-byte row
   uint32_t offset;
   if (!mn_major) {
-    offset = tile.swizzle_bytes == 0 ? (r / 8) * tile.stride_bytes + (k / 8) * tile.leading_bytes +
-                                           (r % 8) * 16 + 2 * (k % 8)
-                                     : (r / 8) * tile.stride_bytes + (r % 8) * width + 2 * k;
+    offset = tile.swizzle_bytes == 0
+                 ? (r / 8) * tile.stride_bytes + (k / per_row) * tile.leading_bytes + (r % 8) * 16 +
+                       bytes * (k % per_row)
+                 : (r / 8) * tile.stride_bytes + (r % 8) * width + bytes * k;
   } else if (tile.swizzle_bytes == 0) {
     offset =
         (r / 8) * tile.stride_bytes + 2 * (r % 8) + (k / 8) * tile.leading_bytes + (k % 8) * 16;
@@ -76,7 +110,12 @@ void Block::wgmma_issue(const WgmmaOp& op, Site site) {
                    " threads are not whole warpgroups of 128");
   }
   if (op.n == 0 || op.n % 8 != 0 || op.n > kMaxN) {
-    throw EmuError(at + "N = " + std::to_string(op.n) + "; m64nNk16 takes N = 8, 16, ..., 256");
+    throw EmuError(at + "N = " + std::to_string(op.n) + "; m64nNk16/k32 takes N = 8, 16, ..., 256");
+  }
+  if (op.input == MmaInput::e4m3 && op.b_mn_major) {
+    throw EmuError(at +
+                   "an e4m3 wgmma takes B K-major only (FP8 has no imm-trans-b): store V as "
+                   "[d][key]");
   }
   if (!self.wgmma.fenced) {
     throw EmuError(at + "thread " + std::to_string(running_) +
@@ -100,16 +139,7 @@ void Block::wgmma_issue(const WgmmaOp& op, Site site) {
     }
     // Rows g and g + 8 of the warp's A fragment come from lanes 4g .. 4g + 3.
     if (op.a_registers != nullptr && lane / 4 == this->lane() / 4) {
-      const unsigned t = lane % 4;
-      for (unsigned e = 0; e < 2; ++e) {
-        auto element = [&](uint32_t reg) {
-          return widen(op.input, static_cast<uint16_t>(reg >> (16 * e)));
-        };
-        pending.a_rows[0][2 * t + e] = element(theirs.a[0]);
-        pending.a_rows[1][2 * t + e] = element(theirs.a[1]);
-        pending.a_rows[0][2 * t + 8 + e] = element(theirs.a[2]);
-        pending.a_rows[1][2 * t + 8 + e] = element(theirs.a[3]);
-      }
+      gather_a_fragment(op.input, lane % 4, theirs.a, pending.a_rows);
     }
   }
   if (op.a_registers != nullptr) std::memcpy(pending.a_at_issue.data(), mine.a, sizeof mine.a);
@@ -193,13 +223,15 @@ std::vector<float> Block::complete_wgmma(const PendingWgmma& pending, Site wait_
                    ": a descriptor's base offset is not 0 (the emulator swizzles from "
                    "absolute addresses, which makes it unnecessary; it does not model it)");
   }
+  const unsigned bytes = element_bytes(op.input);
+  const unsigned depth = wgmma_depth(op.input);
   auto read = [&](const gpu::WgmmaOperand& tile, bool mn_major, unsigned r, unsigned k) {
-    const uint32_t address = element_address(tile, mn_major, r, k);
-    const unsigned char* pointer = shared_pointer(address, 2, {pending.file, pending.line});
+    const uint32_t address = element_address(tile, mn_major, r, k, bytes);
+    const unsigned char* pointer = shared_pointer(address, bytes, {pending.file, pending.line});
     if constexpr (kSanitizer == Sanitizer::thread) {
       wgmma_chunks_read_.push_back(pointer - (address % 16));  // noted as read, race build only
     }
-    for (int b = 0; b < 2; ++b) {
+    for (unsigned b = 0; b < bytes; ++b) {
       const unsigned char* seen = async_view_of(pointer + b);
       if (seen != nullptr && *seen != pointer[b]) {
         throw EmuError(issued + " reads shared address " + std::to_string(address + b) +
@@ -207,19 +239,20 @@ std::vector<float> Block::complete_wgmma(const PendingWgmma& pending, Site wait_
                        "tensor cores read through the async proxy)");
       }
     }
-    uint16_t bits;
-    std::memcpy(&bits, pointer, sizeof bits);
+    uint16_t bits = 0;
+    std::memcpy(&bits, pointer, bytes);  // little-endian: a byte lands in the low bits
     return widen(op.input, bits);
   };
   const unsigned warp = (running_ / kWarpSize) % (kWarpgroupThreads / kWarpSize);
   const unsigned g = lane() / 4;
   const unsigned t = lane() % 4;
-  std::array<std::array<float, kDepth>, 2> a = pending.a_rows;
+  std::array<std::array<float, kMaxWgmmaDepth>, 2> a = pending.a_rows;
   if (op.a_registers == nullptr) {
     for (unsigned i = 0; i < 2; ++i) {
-      for (unsigned k = 0; k < kDepth; ++k) a[i][k] = read(a_tile, false, 16 * warp + g + 8 * i, k);
+      for (unsigned k = 0; k < depth; ++k) a[i][k] = read(a_tile, false, 16 * warp + g + 8 * i, k);
     }
   }
+  const int kept_bits = op.input == MmaInput::e4m3 ? kFp8TensorCoreBits : kHalfTensorCoreBits;
   std::vector<float> c(op.n / 2, 0.0f);
   if (op.accumulate) {
     c = pending.chained ? threads_[running_]->wgmma.chained_results.at(op.d) : pending.c;
@@ -228,11 +261,11 @@ std::vector<float> Block::complete_wgmma(const PendingWgmma& pending, Site wait_
   for (unsigned j = 0; j < op.n / 8; ++j) {
     for (unsigned e = 0; e < 2; ++e) {
       const unsigned column = 8 * j + 2 * t + e;
-      std::array<float, kDepth> b;
-      for (unsigned k = 0; k < kDepth; ++k) b[k] = read(b_tile, op.b_mn_major, column, k);
+      std::array<float, kMaxWgmmaDepth> b;
+      for (unsigned k = 0; k < depth; ++k) b[k] = read(b_tile, op.b_mn_major, column, k);
       for (unsigned i = 0; i < 2; ++i) {
         const unsigned index = 4 * j + 2 * i + e;
-        d[index] = tensor_core_sum(c[index], a[i].data(), b.data(), kDepth);
+        d[index] = tensor_core_sum(c[index], a[i].data(), b.data(), depth, 1, kept_bits);
       }
     }
   }

@@ -114,4 +114,9 @@ float ex2_approx_ftz(float x) {
   return std::fpclassify(y) == FP_SUBNORMAL ? 0.0f : y;
 }
 
+uint32_t pack_e4m3x4(float x0, float x1, float x2, float x3) {
+  return uint32_t{float_to_e4m3_bits(x0)} | (uint32_t{float_to_e4m3_bits(x1)} << 8) |
+         (uint32_t{float_to_e4m3_bits(x2)} << 16) | (uint32_t{float_to_e4m3_bits(x3)} << 24);
+}
+
 }  // namespace attnbench::emu

@@ -34,4 +34,10 @@ void mma_m16n8k16(MmaInput input, float (&d)[4], const uint32_t (&a)[4], uint32_
 // +0; otherwise the host's exp2f (the GPU's is within 2 ulp of it).
 float ex2_approx_ftz(float x);
 
+// Two cvt.rn.satfinite.e4m3x2.f32: x0..x3 rounded to e4m3 (to nearest even, saturating to
+// +-448, NaN kept), x0 in the low byte: reference/formats.h's rounding, equal to CUDA's own
+// __nv_cvt_float_to_fp8(..., __NV_SATFINITE, __NV_E4M3) (test_formats_vs_cuda); not yet compared
+// with the H200's cvt instruction.
+uint32_t pack_e4m3x4(float x0, float x1, float x2, float x3);
+
 }  // namespace attnbench::emu

@@ -9,7 +9,7 @@ namespace attnbench::emu {
 namespace {
 
 // Toward zero to a multiple of `quantum` (a power of two), exactly: a product has at most 22
-// significant bits, C 24, and the quotient stays far inside double's range.
+// significant bits (8 for e4m3), C 24, and the quotient stays far inside double's range.
 double truncate_to(double x, double quantum) { return std::trunc(x / quantum) * quantum; }
 
 // The double `x`, truncated toward zero to fp32. A finite sum beyond fp32's range gives the
@@ -23,7 +23,8 @@ float truncate_to_float(double x) {
 
 }  // namespace
 
-float tensor_core_sum(float c, const float* a, const float* b, unsigned count, unsigned b_stride) {
+float tensor_core_sum(float c, const float* a, const float* b, unsigned count, unsigned b_stride,
+                      int kept_bits) {
   bool finite = std::isfinite(c);
   int alignment = std::numeric_limits<int>::min();
   if (c != 0.0f) alignment = std::ilogb(c);
@@ -38,7 +39,7 @@ float tensor_core_sum(float c, const float* a, const float* b, unsigned count, u
       sum += static_cast<double>(a[k]) * static_cast<double>(b[k * b_stride]);
     return static_cast<float>(sum);
   }
-  const double quantum = std::ldexp(1.0, alignment - 25);
+  const double quantum = std::ldexp(1.0, alignment - kept_bits);
   double sum = truncate_to(c, quantum);
   for (unsigned k = 0; k < count; ++k) {
     sum += truncate_to(static_cast<double>(a[k]) * static_cast<double>(b[k * b_stride]), quantum);

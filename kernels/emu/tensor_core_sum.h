@@ -18,7 +18,18 @@
 
 namespace attnbench::emu {
 
-// c + sum_k a[k] * b[k * b_stride], k < count (16 for one k-step), as the tensor cores give it.
-float tensor_core_sum(float c, const float* a, const float* b, unsigned count, unsigned b_stride = 1);
+// The quantum of step 3 is 2^(alignment - kept_bits): 25 for fp16/bf16 inputs (fitted, above).
+constexpr int kHalfTensorCoreBits = 25;
+// FP8 (e4m3) inputs, wgmma m64nNk32: NOT fitted to an H200. Hopper's FP8 tensor cores keep
+// "around 14 bits" of a sum (DeepSeek-V3's report, section 3.3.2); this model takes the same
+// steps with 32 products per k-step and a quantum of 2^(alignment - 13), until a GPU run of
+// PtxConformance measures it. The checker's kFp8ScoreRelativeError covers 14-bit sums at 16k keys
+// (tests/measure/test_checker_fp8.cpp).
+constexpr int kFp8TensorCoreBits = 13;
+
+// c + sum_k a[k] * b[k * b_stride], k < count (16 for one fp16/bf16 k-step, 32 for e4m3), as the
+// tensor cores give it.
+float tensor_core_sum(float c, const float* a, const float* b, unsigned count, unsigned b_stride = 1,
+                      int kept_bits = kHalfTensorCoreBits);
 
 }  // namespace attnbench::emu

@@ -18,6 +18,11 @@
 // m16n8k16's (register 0: row g, k 2t + e; 1: row g + 8; 2: row g, k 2t + 8 + e; 3: row g + 8,
 // k 2t + 8 + e). The shared-memory tiles follow kernels/cuda/common/wgmma_descriptor.h.
 // Accumulation as for mma.sync: kernels/emu/tensor_core_sum.h, the model fitted on an H200.
+// e4m3 inputs (m64nNk32): 32 deep, one byte an element (a K-major k32 step is 32 bytes, as a
+// 16-bit k16 step); both operands K-major (the ISA has no transpose for FP8: V must be stored
+// [d][key]); an A fragment in registers is mma.sync m16n8k32's for 8-bit types (register 0: row g,
+// k 4t + e for byte e; 1: row g + 8; 2: row g, k 16 + 4t + e; 3: row g + 8, k 16 + 4t + e); the
+// sums follow tensor_core_sum's FP8 model, which is not yet measured.
 #pragma once
 
 #include <array>
@@ -28,15 +33,19 @@
 
 namespace attnbench::emu {
 
-enum class MmaInput : uint8_t { f16, bf16 };
+enum class MmaInput : uint8_t { f16, bf16, e4m3 };
+
+// K of one instruction: m64nNk16 for 16-bit inputs, m64nNk32 for e4m3.
+constexpr unsigned wgmma_depth(MmaInput input) { return input == MmaInput::e4m3 ? 32 : 16; }
+constexpr unsigned kMaxWgmmaDepth = 32;
 
 struct WgmmaOp {
   MmaInput input = MmaInput::bf16;
-  unsigned n = 0;                         // m64nNk16: N, a multiple of 8 up to 256
+  unsigned n = 0;                         // m64nNkK: N, a multiple of 8 up to 256
   uint64_t a_descriptor = 0;              // A from shared memory (K-major) when no registers
   const uint32_t* a_registers = nullptr;  // A from registers: this thread's 4
   uint64_t b_descriptor = 0;
-  bool b_mn_major = false;  // imm-trans-b: B stored N-contiguous (V as [key][d])
+  bool b_mn_major = false;  // imm-trans-b: B stored N-contiguous (V as [key][d]); 16-bit only
   bool accumulate = true;   // scale-d: D = A B + D, else D = A B
   float* d = nullptr;       // this thread's n / 2 accumulators
 };
@@ -44,7 +53,7 @@ struct WgmmaOp {
 // One issued wgmma, kept until its group completes.
 struct PendingWgmma {
   WgmmaOp op;
-  std::array<std::array<float, 16>, 2> a_rows{};  // A from registers: rows g and g + 8, at issue
+  std::array<std::array<float, kMaxWgmmaDepth>, 2> a_rows{};  // A from registers: rows g, g + 8
   std::array<uint32_t, 4> a_at_issue{};           // to tell a write to them before the wait
   std::vector<float> c;                           // D at issue (empty: chained or not accumulating)
   bool chained = false;                           // C is the previous pending wgmma's D

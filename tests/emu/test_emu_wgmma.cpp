@@ -9,6 +9,8 @@
 #include <gtest/gtest.h>
 
 #include <bit>
+#include <cmath>
+#include <cstring>
 #include <functional>
 #include <random>
 #include <string>
@@ -18,6 +20,7 @@
 #include "kernels/cuda/common/shared.cuh"
 #include "kernels/cuda/common/tma_map.h"
 #include "kernels/cuda/common/wgmma_descriptor.h"
+#include "reference/formats.h"
 
 namespace attnbench {
 namespace {
@@ -36,13 +39,36 @@ emu::Launch warpgroup(uint64_t seed, size_t shared_bytes) {
   return launch;
 }
 
+// How an operand's elements are stored: 16-bit types as themselves, e4m3 (ptx::E4m3) as bytes.
 template <typename Element>
-Element to_element(float value) {
+struct Stored {
+  using type = Element;
+};
+template <>
+struct Stored<ptx::E4m3> {
+  using type = uint8_t;
+};
+template <typename Element>
+constexpr int kBytes = sizeof(typename Stored<Element>::type);
+template <typename Element>
+constexpr int kDepthStep = ptx::kWgmmaDepth<Element>;
+
+template <typename Element>
+typename Stored<Element>::type to_element(float value) {
   if constexpr (std::is_same_v<Element, __half>) {
     return __float2half_rn(value);
-  } else {
+  } else if constexpr (std::is_same_v<Element, __nv_bfloat16>) {
     return __float2bfloat16_rn(value);
+  } else {
+    return float_to_e4m3_bits(value);
   }
+}
+
+template <typename Element>
+constexpr DType dtype_of() {
+  return std::is_same_v<Element, __half>          ? DType::f16
+         : std::is_same_v<Element, __nv_bfloat16> ? DType::bf16
+                                                  : DType::e4m3;
 }
 
 // A row-major matrix of small integers in global memory (16-byte aligned: new[] memory).
@@ -50,7 +76,7 @@ template <typename Element>
 struct Matrix {
   int rows = 0;
   int cols = 0;
-  std::vector<Element> values;
+  std::vector<typename Stored<Element>::type> values;
   std::vector<float> exact;
   Matrix(int rows_, int cols_, std::mt19937& rng) : rows(rows_), cols(cols_) {
     for (int i = 0; i < rows * cols; ++i) {
@@ -80,20 +106,22 @@ struct OperandTile {
   bool three_dimensional = false;
 
   OperandTile(const Matrix<Element>& m, Layout layout) {
-    const int width = layout.swizzle_bytes / 2;  // elements per swizzled row
+    constexpr int kElement = kBytes<Element>;
+    constexpr int kChunk = 16 / kElement;               // elements in a core matrix's 16-byte row
+    const int width = layout.swizzle_bytes / kElement;  // elements per swizzled row
     gpu::TensorMapSpec spec;
-    spec.element = std::is_same_v<Element, __half> ? DType::f16 : DType::bf16;
+    spec.element = dtype_of<Element>();
     spec.base = m.values.data();
     spec.swizzle_bytes = layout.swizzle_bytes;
-    const int64_t row_bytes = int64_t{m.cols} * 2;
+    const int64_t row_bytes = int64_t{m.cols} * kElement;
     bytes = static_cast<uint32_t>(m.rows * row_bytes);
     if (layout.swizzle_bytes == 0) {
-      // 3D: (8 contiguous elements, every row, the 8-element chunks): core matrices of 8 x 16B.
+      // 3D: (16 contiguous bytes, every row, the 16-byte chunks): core matrices of 8 x 16B.
       spec.rank = 3;
       three_dimensional = true;
-      spec.dims = {8, m.rows, m.cols / 8, 1};
-      spec.stride_bytes = {2, row_bytes, 16, 0};
-      spec.box = {8, m.rows, m.cols / 8, 1};
+      spec.dims = {kChunk, m.rows, m.cols / kChunk, 1};
+      spec.stride_bytes = {kElement, row_bytes, 16, 0};
+      spec.box = {kChunk, m.rows, m.cols / kChunk, 1};
       add_box(spec, {0, 0, 0}, 0);
       const uint32_t chunk_stride = static_cast<uint32_t>(m.rows * 16);
       if (!layout.mn_major) {          // rows = the M/N extent, cols = K
@@ -111,7 +139,7 @@ struct OperandTile {
     if (m.cols % width != 0) throw std::invalid_argument("the tile must span whole swizzle rows");
     spec.rank = 2;
     spec.dims = {m.cols, m.rows, 1, 1};
-    spec.stride_bytes = {2, row_bytes, 0, 0};
+    spec.stride_bytes = {kElement, row_bytes, 0, 0};
     spec.box = {width, m.rows, 1, 1};
     const uint32_t box_bytes = static_cast<uint32_t>(m.rows * layout.swizzle_bytes);
     for (int c = 0; c < m.cols / width; ++c) add_box(spec, {c * width, 0, 0}, c * box_bytes);
@@ -119,8 +147,9 @@ struct OperandTile {
     stride_bytes = 8 * swizzle;
     if (!layout.mn_major) {
       step_offset = [=](int step) {
-        const int k = 16 * step;
-        return static_cast<uint32_t>(k / width) * box_bytes + 2u * static_cast<uint32_t>(k % width);
+        const int k = kDepthStep<Element> * step;
+        return static_cast<uint32_t>(k / width) * box_bytes +
+               static_cast<uint32_t>(kElement * (k % width));
       };
     } else {
       leading_bytes = box_bytes;  // the next `width` n
@@ -154,22 +183,23 @@ struct OperandTile {
   }
 };
 
-// This thread's A fragment for k16 step `step` (mma.sync's layout, rows 16w.. of warp w).
+// This thread's A fragment for k-step `step` (mma.sync's layout, rows 16w.. of warp w): the 4
+// bytes at row g (+ 8), k = 4 bytes' worth from (4 / element size) t, and the same half a step on.
 template <typename Element>
 void a_fragment(const Matrix<Element>& a, unsigned thread, int step, uint32_t (&fragment)[4]) {
+  constexpr int kPerRegister = 4 / kBytes<Element>;
   const int row = 16 * static_cast<int>((thread / 32) % 4) + static_cast<int>(thread % 32) / 4;
-  const int k = 16 * step + 2 * static_cast<int>(thread % 4);
+  const int k = kDepthStep<Element> * step + kPerRegister * static_cast<int>(thread % 4);
   auto pack = [&](int r, int c) {
-    const Element pair[2] = {a.values[static_cast<size_t>(r) * a.cols + c],
-                             a.values[static_cast<size_t>(r) * a.cols + c + 1]};
     uint32_t bits;
-    std::memcpy(&bits, pair, sizeof bits);
+    std::memcpy(&bits, &a.values[static_cast<size_t>(r) * a.cols + c], sizeof bits);
     return bits;
   };
+  constexpr int kHalf = kDepthStep<Element> / 2;
   fragment[0] = pack(row, k);
   fragment[1] = pack(row + 8, k);
-  fragment[2] = pack(row, k + 8);
-  fragment[3] = pack(row + 8, k + 8);
+  fragment[2] = pack(row, k + kHalf);
+  fragment[3] = pack(row + 8, k + kHalf);
 }
 
 // Where accumulator i of `thread` sits in the 64 x N result.
@@ -228,7 +258,7 @@ void check_product(const Product& config) {
       d[i] = c[static_cast<size_t>(row) * kN + col];
     }
     ptx::wgmma_fence();
-    for (int step = 0; step < config.depth / 16; ++step) {
+    for (int step = 0; step < config.depth / kDepthStep<Element>; ++step) {
       const uint64_t b_desc = b_tile.descriptor(b_start, step, config.b.swizzle_bytes);
       const bool accumulate = config.accumulate || step > 0;
       if (a_in_registers) {
@@ -300,6 +330,58 @@ TEST(EmuWgmma, NMajorBAsVIsStoredInEverySwizzleMode) {
 TEST(EmuWgmma, AFromRegisters_N256) {
   check_product<256, __nv_bfloat16, false>({{-1}, {128}, 64, true});
   check_product<64, __half, true>({{-1}, {64, true}, 32, false});
+}
+
+// ---- e4m3 (m64nNk32): 32 bytes of a row per step, both operands K-major -----------------------
+
+TEST(EmuWgmma, E4m3KMajorTilesInEverySwizzleMode) {
+  for (const int swizzle : {128, 64, 32, 0}) {
+    SCOPED_TRACE("swizzle " + std::to_string(swizzle));
+    check_product<64, ptx::E4m3, false>({{swizzle}, {swizzle}, 128, false});
+  }
+}
+
+TEST(EmuWgmma, E4m3AFromRegistersAndOntoC) {
+  check_product<128, ptx::E4m3, false>({{-1}, {128}, 128, true});
+  check_product<256, ptx::E4m3, false>({{64}, {64}, 64, true});
+  check_product<64, ptx::E4m3, false>({{-1}, {0}, 64, true});
+}
+
+// The ISA has no transpose for FP8 (ptx.cuh refuses it at compile time; the emulator names it).
+TEST(EmuWgmma, AnE4m3WgmmaWithAnNMajorBIsReported) {
+  try {
+    emu::launch_grid(warpgroup(fresh_seed(), 16384), [&] {
+      float d[32] = {};
+      emu::WgmmaOp op;
+      op.input = emu::MmaInput::e4m3;
+      op.n = 64;
+      op.b_mn_major = true;
+      op.d = d;
+      ptx::wgmma_fence();
+      emu::Block::current().wgmma_issue(op, {__FILE__, __LINE__});
+    });
+    FAIL() << "an N-major B for e4m3 must be reported";
+  } catch (const emu::EmuError& report) {
+    EXPECT_NE(std::string(report.what()).find("an e4m3 wgmma takes B K-major only"),
+              std::string::npos)
+        << report.what();
+  }
+}
+
+// P's A fragment from fp32: each float rounded to e4m3 in its own byte, x0 lowest.
+TEST(EmuPtx, PackE4m3x4RoundsEachValueIntoItsByte) {
+  std::mt19937 rng(static_cast<uint32_t>(fresh_seed()));
+  std::uniform_real_distribution<float> magnitude(-12.0f, 10.0f);
+  for (int i = 0; i < 10000; ++i) {
+    float x[4];
+    for (float& v : x) v = std::exp2(magnitude(rng)) * ((rng() & 1) ? -1.0f : 1.0f);
+    const uint32_t packed = ptx::pack_e4m3x4(x[0], x[1], x[2], x[3]);
+    for (int b = 0; b < 4; ++b) {
+      ASSERT_EQ((packed >> (8 * b)) & 0xffu, float_to_e4m3_bits(x[b])) << x[b];
+    }
+  }
+  // Saturating (satfinite): beyond 448 gives 448 (0x7e), not NaN; NaN stays NaN (0x7f).
+  EXPECT_EQ(ptx::pack_e4m3x4(1000.0f, -1e30f, std::nanf(""), 448.0f), 0x7e7ffe7eu);
 }
 
 // ---- asynchrony and what the ISA leaves undefined --------------------------------------------

@@ -89,5 +89,20 @@ TEST(TensorCoreSum, TruncatesNonNegativeSumsDownByLessThanItsQuanta) {
   }
 }
 
+// The FP8 model (kFp8TensorCoreBits, not yet fitted) keeps 13 bits below the alignment exponent
+// where the fp16/bf16 one keeps 25: a term 2^-14 of the largest is lost, 2^-13 kept.
+TEST(TensorCoreSum, TheFp8ModelKeepsThirteenBitsBelowTheAlignment) {
+  const float one[2] = {1.0f, 1.0f};
+  const float small[2] = {1.0f, 0x1p-14f};
+  const float kept[2] = {1.0f, 0x1p-13f};
+  EXPECT_EQ(emu::tensor_core_sum(0.0f, small, one, 2, 1, emu::kFp8TensorCoreBits), 1.0f);
+  EXPECT_EQ(emu::tensor_core_sum(0.0f, kept, one, 2, 1, emu::kFp8TensorCoreBits), 1.0f + 0x1p-13f);
+  EXPECT_EQ(emu::tensor_core_sum(0.0f, small, one, 2), 1.0f + 0x1p-14f);  // fp16/bf16: kept
+  // Negative terms truncate toward zero too: -2^-14 - 2^-15 below 1 is lost entirely.
+  const float negative[3] = {1.0f, -0x1p-14f, -0x1p-15f};
+  const float ones[3] = {1.0f, 1.0f, 1.0f};
+  EXPECT_EQ(emu::tensor_core_sum(0.0f, negative, ones, 3, 1, emu::kFp8TensorCoreBits), 1.0f);
+}
+
 }  // namespace
 }  // namespace attnbench

@@ -14,7 +14,8 @@
 //   tma_load_{2,3,4}d (cp.async.bulk.tensor on an mbarrier), tma_store_4d, bulk_commit,
 //   bulk_wait_read<N> (cp.async.bulk.tensor's store, commit_group, wait_group.read),
 //   fence_proxy_async, setmaxnreg_inc / setmaxnreg_dec, wgmma_ss / wgmma_rs (wgmma.mma_async
-//   m64nNk16), wgmma_fence, wgmma_commit, wgmma_wait<N>, wgmma_fence_operand
+//   m64nNk16 for f16/bf16, m64nNk32 for e4m3), wgmma_fence, wgmma_commit, wgmma_wait<N>,
+//   wgmma_fence_operand, pack_e4m3x4 (two cvt.rn.satfinite.e4m3x2.f32)
 // Conversions with their rounding (__floats2half2_rn, ...) are CUDA's intrinsics on the GPU and
 // bit-exact copies of them under emu (kernels/emu/cuda_subset.h).
 #pragma once
@@ -36,11 +37,17 @@ namespace attnbench::ptx {
 inline namespace ATTNBENCH_TARGET {
 
 constexpr int kCopyBytes = 16;
+// The Element of an FP8 wgmma: e4m3 bytes (kernels hold them as uint8_t / packed uint32_t).
+struct E4m3 {};
 // The wgmma.mma_async shapes and inputs wrapped here.
 template <int kN, typename Element>
 constexpr bool kWgmmaWrapped = (kN == 64 || kN == 128 || kN == 256) &&
                                (std::is_same_v<Element, __half> ||
-                                std::is_same_v<Element, __nv_bfloat16>);
+                                std::is_same_v<Element, __nv_bfloat16> ||
+                                std::is_same_v<Element, E4m3>);
+// K of one wgmma: 32 bytes of each row, 16 elements of 16 bits or 32 of e4m3.
+template <typename Element>
+constexpr int kWgmmaDepth = std::is_same_v<Element, E4m3> ? 32 : 16;
 
 #if !defined(ATTNBENCH_EMU)
 
@@ -259,11 +266,13 @@ __device__ __forceinline__ void setmaxnreg_dec() {
   asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kRegisters));
 }
 
-// wgmma.mma_async m64nNk16 with fp32 accumulators (N = 64, 128, 256; f16 or bf16), issued by
-// the four warps of a warpgroup together: D = A B + D (D = A B when `accumulate` is false). B
-// comes from shared memory through a descriptor (kernels/cuda/common/wgmma_descriptor.h), K-major
-// or, with kTransposeB, N-major (V stored [key][d]); A from shared memory (K-major) or from
-// registers (mma.sync's A fragment, rows 16 w.. of warp w). Asynchronous: `d` belongs to the
+// wgmma.mma_async m64nNk16 with fp32 accumulators (N = 64, 128, 256; f16 or bf16), or m64nNk32
+// for e4m3 (Element E4m3), issued by the four warps of a warpgroup together: D = A B + D (D = A B
+// when `accumulate` is false). B comes from shared memory through a descriptor
+// (kernels/cuda/common/wgmma_descriptor.h), K-major or, with kTransposeB (16-bit only: FP8 has no
+// transpose), N-major (V stored [key][d]); A from shared memory (K-major) or from registers
+// (mma.sync's A fragment, rows 16 w.. of warp w: m16n8k16's for 16-bit inputs, m16n8k32's for
+// e4m3, four bytes a register). Asynchronous: `d` belongs to the
 // tensor cores from issue to the wgmma_wait that completes its group; wgmma_fence before the
 // first wgmma of a batch, wgmma_fence_operand around issue and wait so the compiler keeps the
 // accumulators in place.
@@ -304,12 +313,58 @@ __device__ __forceinline__ void setmaxnreg_dec() {
                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b),                             \
                  "r"(static_cast<int>(accumulate)), "n"(kTransposeB ? 1 : 0))
 
+// e4m3 (m64nNk32): no transpose operands, both A and B K-major.
+#define ATTNBENCH_WGMMA_SS_E4M3(N, REGS, A, B, S, ...)                                          \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, " S                                            \
+               ", 0;\n"                                                                         \
+               "wgmma.mma_async.sync.aligned.m64n" #N "k32.f32.e4m3.e4m3 {" REGS "}, " A ", " B \
+               ", p, 1, 1;\n}\n"                                                                \
+               : __VA_ARGS__                                                                    \
+               : "l"(a), "l"(b), "r"(static_cast<int>(accumulate)))
+#define ATTNBENCH_WGMMA_RS_E4M3(N, REGS, A, B, S, ...)                                          \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, " S                                            \
+               ", 0;\n"                                                                         \
+               "wgmma.mma_async.sync.aligned.m64n" #N "k32.f32.e4m3.e4m3 {" REGS "}, " A ", " B \
+               ", p, 1, 1;\n}\n"                                                                \
+               : __VA_ARGS__                                                                    \
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b),                            \
+                 "r"(static_cast<int>(accumulate)))
+
+template <int kN>
+__device__ __forceinline__ void wgmma_ss_e4m3(float (&d)[kN / 2], uint64_t a, uint64_t b,
+                                              bool accumulate) {
+  if constexpr (kN == 64) {
+    ATTNBENCH_WGMMA_SS_E4M3(64, ATTNBENCH_REGS_32, "%32", "%33", "%34", ATTNBENCH_F32(0));
+  } else if constexpr (kN == 128) {
+    ATTNBENCH_WGMMA_SS_E4M3(128, ATTNBENCH_REGS_64, "%64", "%65", "%66", ATTNBENCH_F64(0));
+  } else {
+    ATTNBENCH_WGMMA_SS_E4M3(256, ATTNBENCH_REGS_128, "%128", "%129", "%130", ATTNBENCH_F128);
+  }
+}
+template <int kN>
+__device__ __forceinline__ void wgmma_rs_e4m3(float (&d)[kN / 2], const uint32_t (&a)[4],
+                                              uint64_t b, bool accumulate) {
+  if constexpr (kN == 64) {
+    ATTNBENCH_WGMMA_RS_E4M3(64, ATTNBENCH_REGS_32, "{%32, %33, %34, %35}", "%36", "%37",
+                            ATTNBENCH_F32(0));
+  } else if constexpr (kN == 128) {
+    ATTNBENCH_WGMMA_RS_E4M3(128, ATTNBENCH_REGS_64, "{%64, %65, %66, %67}", "%68", "%69",
+                            ATTNBENCH_F64(0));
+  } else {
+    ATTNBENCH_WGMMA_RS_E4M3(256, ATTNBENCH_REGS_128, "{%128, %129, %130, %131}", "%132", "%133",
+                            ATTNBENCH_F128);
+  }
+}
+
 template <int kN, typename Element, bool kTransposeB>
 __device__ __forceinline__ void wgmma_ss(float (&d)[kN / 2], uint64_t a, uint64_t b,
                                          bool accumulate) {
-  static_assert(kWgmmaWrapped<kN, Element>, "wrapped: m64nNk16, N = 64, 128, 256, f16 or bf16");
+  static_assert(kWgmmaWrapped<kN, Element>, "wrapped: N = 64, 128, 256; f16, bf16 or e4m3");
+  static_assert(!(std::is_same_v<Element, E4m3> && kTransposeB), "FP8 wgmma reads B K-major only");
   constexpr bool kBf16 = std::is_same_v<Element, __nv_bfloat16>;
-  if constexpr (kN == 64 && kBf16) {
+  if constexpr (std::is_same_v<Element, E4m3>) {
+    wgmma_ss_e4m3<kN>(d, a, b, accumulate);
+  } else if constexpr (kN == 64 && kBf16) {
     ATTNBENCH_WGMMA_SS(64, "bf16", ATTNBENCH_REGS_32, "%32", "%33", "%34", "%35", ATTNBENCH_F32(0));
   } else if constexpr (kN == 64) {
     ATTNBENCH_WGMMA_SS(64, "f16", ATTNBENCH_REGS_32, "%32", "%33", "%34", "%35", ATTNBENCH_F32(0));
@@ -330,9 +385,12 @@ __device__ __forceinline__ void wgmma_ss(float (&d)[kN / 2], uint64_t a, uint64_
 template <int kN, typename Element, bool kTransposeB>
 __device__ __forceinline__ void wgmma_rs(float (&d)[kN / 2], const uint32_t (&a)[4], uint64_t b,
                                          bool accumulate) {
-  static_assert(kWgmmaWrapped<kN, Element>, "wrapped: m64nNk16, N = 64, 128, 256, f16 or bf16");
+  static_assert(kWgmmaWrapped<kN, Element>, "wrapped: N = 64, 128, 256; f16, bf16 or e4m3");
+  static_assert(!(std::is_same_v<Element, E4m3> && kTransposeB), "FP8 wgmma reads B K-major only");
   constexpr bool kBf16 = std::is_same_v<Element, __nv_bfloat16>;
-  if constexpr (kN == 64 && kBf16) {
+  if constexpr (std::is_same_v<Element, E4m3>) {
+    wgmma_rs_e4m3<kN>(d, a, b, accumulate);
+  } else if constexpr (kN == 64 && kBf16) {
     ATTNBENCH_WGMMA_RS(64, "bf16", ATTNBENCH_REGS_32, "{%32, %33, %34, %35}", "%36", "%37", "%38",
                        ATTNBENCH_F32(0));
   } else if constexpr (kN == 64) {
@@ -355,6 +413,15 @@ __device__ __forceinline__ void wgmma_rs(float (&d)[kN / 2], const uint32_t (&a)
 
 __device__ __forceinline__ void wgmma_fence() {
   asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+}
+
+// Four floats rounded to e4m3 (to nearest, saturating to +-448, NaN kept) in one register, x0 in
+// the low byte: the A fragment of an e4m3 wgmma from fp32 values.
+__device__ __forceinline__ uint32_t pack_e4m3x4(float x0, float x1, float x2, float x3) {
+  uint16_t low, high;
+  asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;\n" : "=h"(low) : "f"(x1), "f"(x0));
+  asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;\n" : "=h"(high) : "f"(x3), "f"(x2));
+  return uint32_t{low} | (uint32_t{high} << 16);
 }
 __device__ __forceinline__ void wgmma_commit() {
   asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
@@ -506,9 +573,11 @@ inline void setmaxnreg_dec() {}
 
 template <int kN, typename Element>
 constexpr emu::WgmmaOp wgmma_op(float (&d)[kN / 2], bool transpose_b, bool accumulate) {
-  static_assert(kWgmmaWrapped<kN, Element>, "wrapped: m64nNk16, N = 64, 128, 256, f16 or bf16");
+  static_assert(kWgmmaWrapped<kN, Element>, "wrapped: N = 64, 128, 256; f16, bf16 or e4m3");
   emu::WgmmaOp op;
-  op.input = std::is_same_v<Element, __half> ? emu::MmaInput::f16 : emu::MmaInput::bf16;
+  op.input = std::is_same_v<Element, __half>          ? emu::MmaInput::f16
+             : std::is_same_v<Element, __nv_bfloat16> ? emu::MmaInput::bf16
+                                                      : emu::MmaInput::e4m3;
   op.n = kN;
   op.b_mn_major = transpose_b;
   op.accumulate = accumulate;
@@ -533,6 +602,9 @@ inline void wgmma_rs(float (&d)[kN / 2], const uint32_t (&a)[4], uint64_t b, boo
 }
 inline void wgmma_fence(ATTNBENCH_PTX_CALLER) {
   emu::Block::current().wgmma_fence(ATTNBENCH_PTX_SITE);
+}
+inline uint32_t pack_e4m3x4(float x0, float x1, float x2, float x3) {
+  return emu::pack_e4m3x4(x0, x1, x2, x3);
 }
 inline void wgmma_commit(ATTNBENCH_PTX_CALLER) {
   emu::Block::current().wgmma_commit(ATTNBENCH_PTX_SITE);

@@ -19,13 +19,15 @@ struct MmaCases {
   std::vector<float> c;     // (cases, 32 lanes, 4)
 };
 
-// wgmma.mma_async m64nNk16 (issue 15): one compiled form per case list, its operand layouts
-// drawn per case. A case is a shared-memory image of 16-bit values (A's tile at byte 0, B's at
-// kWgmmaBOffset), each operand's descriptor fields (byte offset of its start in the image, LBO,
-// SBO, swizzle bytes), A's registers for the register form, and C.
+// wgmma.mma_async m64nNk16 (issue 15) and m64nNk32 for e4m3 (issue 16): one compiled form per
+// case list, its operand layouts drawn per case. A case is a shared-memory image of 16-bit words
+// (two e4m3 bytes each for e4m3; A's tile at byte 0, B's at kWgmmaBOffset), each operand's
+// descriptor fields (byte offset of its start in the image, LBO, SBO, swizzle bytes), A's
+// registers for the register form, and C. A k-step is 32 bytes of a row for every input.
+enum class WgmmaInput { f16, bf16, e4m3 };
 struct WgmmaForm {
   int n = 64;  // 64, 128, 256
-  bool bf16 = false;
+  WgmmaInput input = WgmmaInput::f16;
   bool b_n_major = false;    // B read N-major (V as the flash3 kernels read it), else K-major
   bool a_registers = false;  // A from registers (wgmma RS), else from shared memory (SS)
 };
@@ -35,6 +37,7 @@ constexpr int kWgmmaLayoutWords = 8;      // A: offset, LBO, SBO, swizzle; then 
 struct WgmmaCases {
   WgmmaForm form;
   int cases = 0;
+  int exact_cases = 0;            // the first cases: small integers, whose sums every model keeps
   int image_elements = 0;         // 16-bit values per case's image
   std::vector<uint16_t> images;   // (cases, image_elements)
   std::vector<uint32_t> layouts;  // (cases, kWgmmaLayoutWords)

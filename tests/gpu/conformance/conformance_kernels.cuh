@@ -163,10 +163,14 @@ void with_wgmma_operands(const WgmmaForm& form, Launch& launch) {
 }
 template <typename Launch>
 void with_wgmma_kernel(const WgmmaForm& form, Launch&& launch) {
-  if (form.bf16) {
+  if (form.input == WgmmaInput::bf16) {
     with_wgmma_operands<__nv_bfloat16>(form, launch);
-  } else {
+  } else if (form.input == WgmmaInput::f16) {
     with_wgmma_operands<__half>(form, launch);
+  } else if (form.a_registers) {  // e4m3: B K-major only
+    with_wgmma_n<ptx::E4m3, false, true>(form.n, launch);
+  } else {
+    with_wgmma_n<ptx::E4m3, false, false>(form.n, launch);
   }
 }
 
