@@ -105,10 +105,18 @@ TEST(ChangePoints, PeltFindsKnownStepsAndNothingInNoise) {
   for (size_t i = 0; i < steps.size(); ++i) {
     steps[i] = noise(rng) + (i >= 30 ? 5 : 0) + (i >= 70 ? -5 : 0);
   }
+  // Both steps are found where they are. Noise alone gives a spurious change point in up to 5 %
+  // of series (asserted below), and so may this one: at most one point beside the two steps
+  // (seed 2011701307380919737 gives one, where asserting exactly two failed).
   const std::vector<size_t> found = pelt_change_points(steps, change_point_penalty(steps), 3);
-  ASSERT_EQ(found.size(), 2u);
-  EXPECT_NEAR(static_cast<double>(found[0]), 30, 1);
-  EXPECT_NEAR(static_cast<double>(found[1]), 70, 1);
+  const auto near = [&](double at) {
+    return std::count_if(found.begin(), found.end(), [&](size_t point) {
+      return std::fabs(static_cast<double>(point) - at) <= 1;
+    });
+  };
+  EXPECT_EQ(near(30), 1) << "change points found: " << found.size();
+  EXPECT_EQ(near(70), 1) << "change points found: " << found.size();
+  EXPECT_LE(found.size(), 3u);
 
   // Pure noise: spurious change points are rare.
   int spurious = 0;
