@@ -46,6 +46,7 @@ std::vector<Kernel> registered_kernels() {
       cuda_flash3_ws_kernel(),
       cuda_flash3_pingpong_kernel(),
       cuda_flash3_kernel(),
+      cuda_flash3_fp8_kernel(),
       cudnn_sdpa_kernel(),
       cudnn_sdpa_fp8_kernel(),
 #endif

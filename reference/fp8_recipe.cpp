@@ -242,7 +242,7 @@ float fp8_lse(float row_max, float row_sum, int p_max_offset) {
 
 void fp8_recipe_row(const Fp8Recipe& recipe, const Problem& problem, const QuantizedInputs& inputs,
                     int64_t b, int64_t h, int64_t query, float* out_row, float* lse,
-                    bool round_output) {
+                    bool round_output, float out_scale) {
   const int64_t dv = problem.head_dim_v, dqk = problem.head_dim_qk;
   std::fill(out_row, out_row + dv, 0.0f);
   const KeyRange keys = problem.visible(b, query);
@@ -296,7 +296,10 @@ void fp8_recipe_row(const Fp8Recipe& recipe, const Problem& problem, const Quant
   }
   for (int64_t d = 0; d < dv; ++d) {
     const float value = out[static_cast<size_t>(d)] / row_sum;
-    out_row[d] = round_output ? round_to(problem.output_dtype, value) : value;
+    out_row[d] = !round_output ? value
+                 : is_fp8(problem.output_dtype)
+                     ? round_to(problem.output_dtype, value * out_scale) / out_scale
+                     : round_to(problem.output_dtype, value);
   }
   if (lse != nullptr) *lse = fp8_lse(row_max, row_sum, recipe.p_max_offset);
 }

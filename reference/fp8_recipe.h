@@ -89,9 +89,10 @@ float fp8_p(float x);
 float fp8_lse(float row_max, float row_sum, int p_max_offset);
 
 // Steps 3 to 5 for one query row (h a query head): out_row gets head_dim_v floats (before the
-// output rounding when round_output is false), *lse the natural-log LSE.
+// output rounding when round_output is false; an FP8 output rounded as value * out_scale and
+// descaled back, as lowp_row does), *lse the natural-log LSE.
 void fp8_recipe_row(const Fp8Recipe& recipe, const Problem& problem, const QuantizedInputs& inputs,
                     int64_t b, int64_t h, int64_t query, float* out_row, float* lse,
-                    bool round_output = true);
+                    bool round_output = true, float out_scale = 1.0f);
 
 }  // namespace attnbench

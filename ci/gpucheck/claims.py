@@ -217,7 +217,7 @@ def is_figure_shape(r: dict, dtype: str) -> bool:
 
 FLASH3_STAGES = ("cuda.flash3_wg1", "cuda.flash3_ws", "cuda.flash3_pingpong", "cuda.flash3")
 FIGURE_DTYPE = {"cudnn.sdpa": "bf16", "cuda.flash2": "bf16", "torch.sdpa_flash": "bf16",
-                "torch.sdpa_cudnn": "bf16", "cudnn.sdpa_fp8": "e4m3",
+                "torch.sdpa_cudnn": "bf16", "cudnn.sdpa_fp8": "e4m3", "cuda.flash3_fp8": "e4m3",
                 **{stage: "bf16" for stage in FLASH3_STAGES}}
 
 
@@ -836,6 +836,16 @@ def flash3_pingpong_correct(evidence: Evidence) -> Finding:
 @judge("flash3-correct", "ctest suite passes", steps=(CTEST,))
 def flash3_correct(evidence: Evidence) -> Finding:
     return judge_tests(evidence, suite_tests(evidence, "cuda.flash3"))
+
+
+@judge("flash3-fp8-correct", "hopper-fp8 suite passes", steps=(CTEST,))
+def flash3_fp8_correct(evidence: Evidence) -> Finding:
+    return judge_tests(evidence, suite_tests(evidence, "cuda.flash3_fp8"))
+
+
+@judge("flash3-fp8-figure", ">= 850 TFLOP/s", any_step=(FIGURES, SMOKE), h200=True)
+def flash3_fp8_figure(evidence: Evidence) -> Finding:
+    return judge_figure(evidence, "cuda.flash3_fp8", 850)
 
 
 FLASH3_MINIMUM_TFLOPS = 550

@@ -37,7 +37,8 @@ CASE_BUDGETS = {"figures": 0.5, "gpu-smoke": 0.3}
 INHOUSE = ("cuda.naive", "cuda.masked_outofplace", "cuda.masked_inplace", "cuda.masked_fused",
            "cuda.flash1")
 GPU_KERNELS = INHOUSE + ("cuda.flash2", "cuda.flash3_wg1", "cuda.flash3_ws", "cuda.flash3_pingpong",
-                          "cuda.flash3", "cuda.naive_cublas", "cudnn.sdpa", "cudnn.sdpa_fp8")
+                          "cuda.flash3", "cuda.flash3_fp8", "cuda.naive_cublas", "cudnn.sdpa",
+                          "cudnn.sdpa_fp8")
 SUITE_TEST = "GpuKernels/GpuCtestSuite.EveryCaseInsideTheTablePasses/"
 CUDNN_SHARDS = 4  # tests/gpu/test_gpu.cpp's kCudnnShards
 
@@ -81,6 +82,7 @@ PREDICTED_FACTOR = {"cuda.masked_fused": 0.6, "cuda.naive": 1.0, "cuda.masked_in
 class Scenario:
     cudnn_tflops: float = 650.0
     fp8_tflops: float = 950.0
+    flash3_fp8_tflops: float | None = 880.0  # cuda.flash3_fp8 at the figure shape
     flash2_tflops: float = 470.0
     torch_tflops: float | None = 500.0  # None: no torch.sdpa_flash result (no PyTorch peers)
     torch_cudnn_tflops: float | None = 550.0  # None: no torch.sdpa_cudnn result
@@ -206,6 +208,7 @@ class OutdirBuilder:
         s = self.scenario
         kernels = {"cudnn.sdpa": ("bf16", s.cudnn_tflops),
                    "cudnn.sdpa_fp8": ("e4m3", s.fp8_tflops),
+                   "cuda.flash3_fp8": ("e4m3", s.flash3_fp8_tflops),
                    "cuda.flash2": ("bf16", s.flash2_tflops),
                    "torch.sdpa_flash": ("bf16", s.torch_tflops),
                    "torch.sdpa_cudnn": ("bf16", s.torch_cudnn_tflops),

@@ -42,7 +42,7 @@ CLAIMS = every_judged_claim(Path(_CLAIMS_DIR.name) / "GPU-CLAIMS.md")
 # The claims gpu-check cannot measure on its one-H200 host.
 HOST_LIMITED = {"multi-gpu", "nvtx", "a100", "nightly-10min"}
 H200_FIGURES = {"cudnn-figure", "cudnn-fp8-figure", "flash2-figure", "flash3-figure",
-                "calibrate-bf16-gemm", "calibrate-copy"}
+                "flash3-fp8-figure", "calibrate-bf16-gemm", "calibrate-copy"}
 COLUMNS = ("id", "claim", "threshold", "measured", "result", "why")
 
 
@@ -94,6 +94,7 @@ def test_every_claim_id_has_a_judge_and_a_row_and_a_healthy_run_passes_them(tmp_
     # The healthy run's figures, as stored, beside their claims.
     assert rows["cudnn-figure"]["measured"] == tflops(built.flops_per_s["cudnn.sdpa"])
     assert rows["cudnn-fp8-figure"]["measured"] == tflops(built.flops_per_s["cudnn.sdpa_fp8"])
+    assert rows["flash3-fp8-figure"]["measured"] == tflops(built.flops_per_s["cuda.flash3_fp8"])
     gemm = built.calibrations[("gemm", "bf16")]
     assert rows["calibrate-bf16-gemm"]["measured"] == f"{gemm / 1e12:.1f} TFLOP/s"
     copy = built.calibrations[("copy", "bytes")]

@@ -151,7 +151,7 @@ void compute_lowp_rows(const ProblemInputs& inputs, float out_scale, const Fp8Re
     float* out = &reference.lowp[static_cast<size_t>(r * dv)];
     float* lse = &reference.lowp_lse[static_cast<size_t>(r)];
     if (quantized) {
-      fp8_recipe_row(*recipe, p, *quantized, row.b, row.h, row.query, out, lse);
+      fp8_recipe_row(*recipe, p, *quantized, row.b, row.h, row.query, out, lse, true, out_scale);
     } else {
       lowp_row(p, view, out_scale, row.b, row.h, row.query, out, lse);
     }

@@ -56,8 +56,8 @@ class EmuExecutor final : public DeviceExecutor {
     return Status::Ok();
   }
 
-  // The case's buffers as the emulated instructions may read them: the inputs, the key lengths
-  // and the outputs (their canaries outside).
+  // The case's buffers as the emulated instructions may read them: the inputs, the key lengths,
+  // the outputs (their canaries outside) and the plans' scratch.
   void register_buffers(KernelOutputs& outputs) {
     std::vector<emu::Allocation>& memory = stream_.global_memory;
     memory.clear();
@@ -70,6 +70,9 @@ class EmuExecutor final : public DeviceExecutor {
         {inputs_->key_lengths.data(), inputs_->key_lengths.size() * sizeof(int), "key_lengths"});
     memory.push_back({outputs.out.data(), outputs.out.bytes(), "out"});
     if (outputs.has_lse) memory.push_back({outputs.lse.data(), outputs.lse.bytes(), "lse"});
+    scratch_.for_each_live([&](const void* pointer, size_t bytes) {
+      memory.push_back({pointer, bytes, "scratch"});
+    });
   }
 
   ScratchAllocator& scratch() override { return scratch_; }

@@ -50,6 +50,13 @@ class TrackingHostAllocator final : public ScratchAllocator {
   }
   size_t live_bytes() const { return live_bytes_; }
   size_t limit_bytes() const { return limit_bytes_; }
+  // Calls visit(pointer, bytes) for every live allocation (the emulated device's bounds: a
+  // kernel's scratch is one of the case's buffers).
+  template <typename Visit>
+  void for_each_live(Visit&& visit) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (const auto& [pointer, bytes] : live_) visit(static_cast<const void*>(pointer), bytes);
+  }
 
  private:
   std::mutex mutex_;

@@ -1,5 +1,5 @@
-// Planted bugs (issue 14, "Must show"; issue 15): each a test-only variant of cuda.flash2,
-// cuda.flash3_wg1 or cuda.flash3_ws made from the real kernel source with one edit
+// Planted bugs (issue 14, "Must show"; issues 15, 16): each a test-only variant of cuda.flash2,
+// cuda.flash3_wg1, cuda.flash3_ws or cuda.flash3_fp8 made from the real kernel source with one edit
 // (kernels/emu/planted/planted_bugs.cmake, which refuses an edit that does not match), run on the
 // emulated device through `attnbench check` as a user runs it. Each must fail with its named
 // reason on a case its real kernel passes, so none can pass vacuously; the order-dependent one is
@@ -107,6 +107,30 @@ TEST_P(PlantedFlash3Bug, AStageReleasedBeforeTheWgmmaWaitFails) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Emu, PlantedFlash3Bug, ::testing::Values("flash3_wg1", "flash3_ws"),
+                         [](const ::testing::TestParamInfo<const char*>& param_info) {
+                           return std::string(param_info.param);
+                         });
+
+// cuda.flash3_fp8 (issue 16): P's e4m3 fragment packed in S's accumulator order (as a 16-bit
+// kernel's), and Q's and K's descales left out of the scores. Per-tensor descales, so they are
+// not 1; two query blocks, four key tiles on the ring of two stages.
+constexpr const char* kFlash3Fp8Shape =
+    "b=1,hq=2,hkv=1,sq=130,sk=511,d=128,dtype=e4m3,out=e4m3,fp8_scaling=per_tensor";
+
+class PlantedFlash3Fp8Bug : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(PlantedFlash3Fp8Bug, FailsItsCheckWhereTheKernelPasses) {
+  const ScratchDirectory dir("attnbench_planted_flash3_fp8");
+  expect_passed(check_once("cuda.flash3_fp8", dir, "", kFlash3Fp8Shape), /*deterministic=*/true);
+  const std::string variant = std::string("test.flash3_fp8_") + GetParam();
+  const ResultRecord planted = check_once(variant, dir, "", kFlash3Fp8Shape);
+  EXPECT_EQ(planted.kernel, variant);
+  EXPECT_EQ(planted.status, ResultStatus::failed) << planted.message;
+  EXPECT_NE(planted.message.find("max|out-ref|"), std::string::npos) << planted.message;
+}
+
+INSTANTIATE_TEST_SUITE_P(Emu, PlantedFlash3Fp8Bug,
+                         ::testing::Values("p_in_accumulator_order", "qk_descales_ignored"),
                          [](const ::testing::TestParamInfo<const char*>& param_info) {
                            return std::string(param_info.param);
                          });

@@ -623,6 +623,34 @@ TEST_F(StaticCuda, Flash3StagesUseWgmmaTmaAndMbarriersWithoutSpills) {
   EXPECT_TRUE(frames.empty()) << "register spills or local arrays:\n" << join_lines(frames);
 }
 
+// cuda.flash3_fp8 (issue 16): e4m3 wgmma is QGMMA in SASS (k32): per key tile d / 32 for S and
+// 128 / 32 for P V, and MUFU.EX2 once per score of the thread's 64 and once per row for the
+// rescale; P packed to e4m3 by F2FP; TMA loads and mbarriers; no HGMMA or HMMA; one copy of the
+// tile in the loop. Its registers and stack: NoKernelHasAStackFrame and the check above.
+constexpr int kRowsPerThreadFp8 = 2;  // a thread's rows of a wgmma m64 accumulator
+
+TEST_F(StaticCuda, Flash3Fp8UsesQgmmaOnE4m3) {
+  const SassCode code = read_sass(kHopperLibrary);
+  constexpr int kHeadDim = 128, kBlockK = 128, kStep = 32;
+  int matched = 0;
+  for (const auto& [key, per_arch] : code) {
+    const std::string name = demangle(key.second);
+    if (name.find("flash3_fp8_forward<128>") == std::string::npos) continue;
+    ++matched;
+    const auto counts = per_arch.find("sm_90a");
+    ASSERT_NE(counts, per_arch.end()) << name << ": no sm_90a SASS";
+    const OpcodeCounts& c = counts->second;
+    EXPECT_EQ(opcode_count(c, "QGMMA"), kHeadDim / kStep + kBlockK / kStep) << name;
+    EXPECT_EQ(opcode_count(c, "MUFU.EX2"), kBlockK / 2 + kRowsPerThreadFp8) << name;
+    EXPECT_EQ(opcode_count(c, "HGMMA"), 0) << name;
+    EXPECT_EQ(opcode_count(c, "HMMA"), 0) << name;
+    for (const char* opcode : {"F2FP", "UTMALDG", "SYNCS"}) {
+      EXPECT_GT(opcode_count(c, opcode), 0) << name << ": no " << opcode;
+    }
+  }
+  EXPECT_EQ(matched, 1) << "flash3_fp8_forward<128> not found in the SASS of " << kHopperLibrary;
+}
+
 // The negative control: cuda.flash2 (mma.sync, ldmatrix, cp.async) held to flash3's expectation
 // fails it on each of its six kernels, for each reason.
 TEST_F(StaticCuda, NegativeControlFlash2FailsTheHopperCheck) {

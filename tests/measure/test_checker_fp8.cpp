@@ -185,7 +185,9 @@ TEST(CheckerFp8, OpaqueKernelsAreJudgedByTheEnvelope) {
   EXPECT_EQ(lowp_model_for(declared, parsed_shape(kShape)), LowpModel::own_recipe);
 }
 
-// Every modeled recipe passes the envelope on the inputs where the key order matters most.
+// A kernel following any modeled recipe (its scores summed by narrow_dot's own loop, not the
+// recipe's) passes the envelope on normal inputs and on sink inputs, where the key order matters
+// most; printed beside it, the plain bound it would have had.
 TEST(CheckerFp8, EveryModeledRecipePassesTheEnvelope) {
   for (const Distribution distribution : {Distribution::normal, Distribution::sink}) {
     for (const Fp8Recipe& recipe : opaque_fp8_recipes()) {
@@ -197,8 +199,6 @@ TEST(CheckerFp8, EveryModeledRecipePassesTheEnvelope) {
       std::printf("%-8s %-55s max|out-ref| %.3e, plain bound %.3e, envelope %.3e\n",
                   std::string(distribution_name(distribution)).c_str(), describe(recipe).c_str(),
                   judged.summary.max_abs_error, plain_bound, judged.summary.bound);
-      EXPECT_GE(judged.envelope.lowp_error, judged.plain.lowp_error);
-      EXPECT_GE(judged.envelope.lowp_lse_error, judged.plain.lowp_lse_error);
     }
   }
 }
@@ -208,9 +208,11 @@ TEST(CheckerFp8, AMissingRescaleFailsTheEnvelope) {
   EXPECT_NE(judged.failure, "");
 }
 
-// Issue 16: the FP8 tensor cores' narrow sums, at 16k keys where a score sums over the most
-// tiles' worth of e4m3 products. A model keeping 14 bits of each 32-product step (Hopper keeps
-// "about 14", DeepSeek-V3's report) must pass; one keeping 8 bits is more than the term allows.
+// Issue 16: the FP8 tensor cores' narrow sums in the scores (d = 128: four 32-product steps a
+// score), at 16k keys, where the most scores meet in one row's softmax. A model keeping 14 bits
+// of each step (Hopper keeps "about 14", DeepSeek-V3's report) must pass; one keeping 8 bits is
+// more than the term allows. P V's sum runs in fp32 here: its narrow accumulation over many key
+// steps is not modeled by this test, nor bounded by the checker's term.
 TEST(CheckerFp8, NarrowAccumulationAtSeqlen16kStaysInsideTheBound) {
   constexpr const char* kLong =
       "b=1,hq=2,sq=16,sk=16384,d=128,dtype=e4m3,out=bf16,fp8_scaling=per_tensor";

@@ -555,7 +555,7 @@ TEST(SuiteLookup, ByNameByPathAndUnknownNames) {
   EXPECT_EQ(
       load_suite("smok").status().message,
       "unknown suite 'smok'; available: cpu, ctest, fp8-accuracy, gpu-figures, gpu-smoke, "
-      "hopper-stages, llm, nightly, smoke (or a path to a .toml file)");
+      "hopper-fp8, hopper-stages, llm, nightly, smoke (or a path to a .toml file)");
   // A name ending in .toml is a path (relative to the working directory), not a suite name.
   EXPECT_EQ(load_suite("no_such_suite_here.toml").status().message,
             "cannot read suite file 'no_such_suite_here.toml': no such file");
@@ -627,8 +627,8 @@ TEST(ShippedSuites, AllParseAndValidate) {
     }
   }
   EXPECT_EQ(names, (std::vector<std::string>{"cpu", "ctest", "fp8-accuracy", "gpu-figures",
-                                             "gpu-smoke", "hopper-stages", "llm", "nightly",
-                                             "smoke"}));
+                                             "gpu-smoke", "hopper-fp8", "hopper-stages", "llm",
+                                             "nightly", "smoke"}));
 }
 
 TEST(ShippedSuites, SmokeCoversEveryMaskKindAndCpuDtypeOnSmallShapes) {

@@ -37,15 +37,19 @@ struct SharedTiles {
   }
 };
 
-// The descriptor of the k16 step `step` of a K-major tile whose boxes hold `box_rows` rows (Q
-// and K); `tile` may point inside a box (a consumer's 64 rows of a larger Q tile), at a multiple
-// of 8 rows.
-__device__ __forceinline__ uint64_t k_major_step(uint32_t tile, int box_rows, int step) {
-  const int column = step * kWgmmaK;
+// The descriptor of a K-major tile whose boxes hold `box_rows` rows of kSwizzleBytes, starting
+// `byte` bytes along K (a k-step is 32 bytes at every element size: k16 of 16-bit, k32 of e4m3);
+// `tile` may point inside a box (a consumer's 64 rows of a larger Q tile), at a multiple of 8
+// rows.
+__device__ __forceinline__ uint64_t k_major_at(uint32_t tile, int box_rows, int byte) {
   const uint32_t start = tile +
-                         static_cast<uint32_t>(column / kBoxColumns * box_rows * kSwizzleBytes) +
-                         static_cast<uint32_t>(column % kBoxColumns * kElementBytes);
+                         static_cast<uint32_t>(byte / kSwizzleBytes * box_rows * kSwizzleBytes) +
+                         static_cast<uint32_t>(byte % kSwizzleBytes);
   return gpu::encode_wgmma_descriptor({start, 0, kSwizzleAtomBytes, kSwizzleBytes, 0});
+}
+// The k16 step `step` of a 16-bit tile (Q and K).
+__device__ __forceinline__ uint64_t k_major_step(uint32_t tile, int box_rows, int step) {
+  return k_major_at(tile, box_rows, step * kWgmmaK * kElementBytes);
 }
 
 // The descriptor of the k16 step `step` (keys 16 step ..) of V's [key][d] tile, read N-major: the

@@ -7,8 +7,9 @@
 #
 # A family is a kernel source and the entry that registers one instantiation of its edited copy
 # (@name@ and @summary@ filled in per bug): flash2 (cuda.flash2 at d=64, bf16), flash3_wg1
-# (cuda.flash3_wg1 at d=128, bf16) and flash3_ws (cuda.flash3_ws at d=128, bf16: the
-# warp-specialized kernel, whose pipeline crosses warpgroups).
+# (cuda.flash3_wg1 at d=128, bf16), flash3_ws (cuda.flash3_ws at d=128, bf16: the
+# warp-specialized kernel, whose pipeline crosses warpgroups) and flash3_fp8 (cuda.flash3_fp8 at
+# d=128, e4m3).
 
 set(ATTNBENCH_PLANTED_DIR "${CMAKE_CURRENT_BINARY_DIR}/planted")
 set(ATTNBENCH_PLANTED_SOURCES "")
@@ -57,9 +58,24 @@ set(ATTNBENCH_PLANTED_KERNEL_flash3_ws
 set(ATTNBENCH_PLANTED_ENTRY_flash3_ws "${ATTNBENCH_PLANTED_FLASH3_ENTRY}")
 set(ATTNBENCH_PLANTED_TRAITS_flash3_ws WsTraits)
 set(ATTNBENCH_PLANTED_STAGE_flash3_ws ws)
+# cuda.flash3_fp8 (issue 16) at its one instantiation, d 128 e4m3.
+set(ATTNBENCH_PLANTED_KERNEL_flash3_fp8
+    "${PROJECT_SOURCE_DIR}/kernels/cuda/flash3/flash3_fp8_kernel.cuh")
+set(ATTNBENCH_PLANTED_ENTRY_flash3_fp8 [=[
+namespace attnbench::flash3::planted_@name@ {
+template Status launch_flash3_fp8<128>(const Flash3Params&, uint8_t*, int, cudaStream_t);
+}  // namespace attnbench::flash3::planted_@name@
+
+namespace attnbench {
+Kernel planted_flash3_fp8_@name@_kernel() {
+  return flash3::flash3_fp8_kernel_entry("test.flash3_fp8_@name@", "@summary@",
+                                         &flash3::planted_@name@::launch_flash3_fp8<128>);
+}
+}  // namespace attnbench
+]=])
 set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS
   "${ATTNBENCH_PLANTED_KERNEL_flash2}" "${ATTNBENCH_PLANTED_KERNEL_flash3_wg1}"
-  "${ATTNBENCH_PLANTED_KERNEL_flash3_ws}")
+  "${ATTNBENCH_PLANTED_KERNEL_flash3_ws}" "${ATTNBENCH_PLANTED_KERNEL_flash3_fp8}")
 
 # attnbench_plant_bug(FAMILY NAME SUMMARY FIND1 REPLACE1 [FIND2 REPLACE2 ...])
 function(attnbench_plant_bug family name summary)
@@ -204,6 +220,20 @@ attnbench_plant_bug(flash3_ws release_before_wait "stage released to the produce
       stage_of.release(iteration);
       ptx::wgmma_wait<0>();
       ptx::wgmma_fence_operand(o);]=])
+
+# flash3_fp8 1. P packed in S's accumulator order, as a 16-bit kernel's P is: the e4m3 A
+#    fragment then holds other keys (and rows) than V^T's permuted keys are stored for.
+attnbench_plant_bug(flash3_fp8 p_in_accumulator_order "P packed without the e4m3 fragment's key order"
+  [=[fragments[step][0] = ptx::pack_e4m3x4(x[0] * k, x[1] * k, x[4] * k, x[5] * k);]=]
+  [=[fragments[step][0] = ptx::pack_e4m3x4(x[0] * k, x[1] * k, x[2] * k, x[3] * k);]=]
+  [=[fragments[step][1] = ptx::pack_e4m3x4(x[2] * k, x[3] * k, x[6] * k, x[7] * k);]=]
+  [=[fragments[step][1] = ptx::pack_e4m3x4(x[4] * k, x[5] * k, x[6] * k, x[7] * k);]=])
+# flash3_fp8 2. Q's and K's descales left out of the softmax's scale: right only where they are 1.
+attnbench_plant_bug(flash3_fp8 qk_descales_ignored "the scores taken without Q's and K's descales"
+  [=[
+  p.scale *= qk_descale;
+  p.scale_log2 *= qk_descale;]=] [=[
+  (void)qk_descale;]=])
 
 # The list the registry reads (kernels/emu/planted/planted_kernels.h).
 set(declarations "")

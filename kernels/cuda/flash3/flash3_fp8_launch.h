@@ -1,0 +1,76 @@
+// cuda.flash3_fp8's shapes and launch function (kernels/cuda/flash3/flash3_fp8_kernel.cuh), for
+// the plan (flash3_fp8.cpp) and the tests: host code, no device code.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "kernels/cuda/common/cuda_api.h"
+#include "kernels/cuda/flash3/flash3_launch.h"
+#include "kernels/cuda/flash3/flash3_traits.h"
+#include "kernels/kernel.h"
+#include "reference/mask.h"  // ATTNBENCH_HOST_DEVICE
+#include "reference/status.h"
+
+namespace attnbench::flash3 {
+
+// One e4m3 wgmma k-step: 32 elements, 32 bytes of a K-major row.
+constexpr int kFp8StepElements = 32;
+constexpr int kFp8StepBytes = 32;
+// P is scaled by 2^8 before its rounding to e4m3 (the recipe's p_max_offset 8): its largest
+// value 256, inside e4m3's 448; the output divides it out.
+constexpr int kFp8PMaxOffset = 8;
+constexpr float kFp8PScale = static_cast<float>(1 << kFp8PMaxOffset);
+
+// The tiles of cuda.flash3_fp8 (one warpgroup, 64 query rows, 128 keys a tile, 2 stages): Q is
+// d / 128 boxes of 64 rows x 128 bytes, K d / 128 boxes of 128 rows, V^T one box of d rows x 128
+// keys; each region starts 1024-aligned (their sizes are multiples of 1024).
+template <int HeadDim_>
+struct Fp8Traits {
+  static constexpr int kHeadDim = HeadDim_;
+  static constexpr int kBlockQ = kWgmmaM;
+  static constexpr int kBlockK = 128;
+  static constexpr int kStages = 2;
+  static constexpr int kThreads = kWarpgroupThreads;
+  static constexpr int kBoxes = kHeadDim / kSwizzleBytes;  // 128-byte boxes across d
+  static constexpr uint32_t kQBytes = kBlockQ * kHeadDim;
+  static constexpr uint32_t kKBytes = kBlockK * kHeadDim;
+  static constexpr uint32_t kVtBytes = kHeadDim * kBlockK;
+  static constexpr size_t kSharedBytes =
+      kTileAlignment + kQBytes + kStages * (size_t{kKBytes} + kVtBytes);
+
+  static_assert(kHeadDim == 128, "instantiated at d = 128: one 128-byte box across d");
+  static_assert(kBlockK * 1 == kSwizzleBytes, "a V^T row of one tile is one 128-byte swizzled row");
+  static_assert(kSharedBytes <= 227 * 1024, "the tiles fit an H200's 227 KiB per block");
+};
+
+// The key in V^T's column a (0..31) of each 32 keys: the S accumulator that P's e4m3 A fragment
+// holds at column a (flash3_fp8_kernel.cuh). a = [a4 t1 t0 i1 i0] -> key [a4 i1 t1 t0 i0].
+ATTNBENCH_HOST_DEVICE constexpr int v_key_of_column(int a) {
+  return (a & 16) | ((a & 2) << 2) | (((a >> 2) & 3) << 1) | (a & 1);
+}
+
+// V^T's keys per (batch, head_kv, d) row: seqlen_k rounded up to whole tiles.
+inline int64_t fp8_keys_padded(int64_t seqlen_k) {
+  return (seqlen_k + Fp8Traits<128>::kBlockK - 1) / Fp8Traits<128>::kBlockK *
+         Fp8Traits<128>::kBlockK;
+}
+
+inline namespace ATTNBENCH_TARGET {
+
+// One forward: the layout pass (V into `vt`, keys_padded keys a row), then the kernel. params'
+// v_map is V^T's map.
+template <int HeadDim>
+Status launch_flash3_fp8(const Flash3Params& params, uint8_t* vt, int keys_padded,
+                         cudaStream_t stream);
+extern template Status launch_flash3_fp8<128>(const Flash3Params&, uint8_t*, int, cudaStream_t);
+
+using Fp8LaunchFunction = Status (*)(const Flash3Params&, uint8_t*, int, cudaStream_t);
+
+// The Kernel entry over one launch function at d 128: cuda.flash3_fp8's, and the planted-bug
+// variants' (kernels/emu/planted/planted_bugs.cmake).
+Kernel flash3_fp8_kernel_entry(std::string name, std::string summary, Fp8LaunchFunction launch);
+
+}  // namespace ATTNBENCH_TARGET
+}  // namespace attnbench::flash3
