@@ -36,8 +36,8 @@ float ex2_approx_ftz(float x);
 
 // Two cvt.rn.satfinite.e4m3x2.f32: x0..x3 rounded to e4m3 (to nearest even, saturating to
 // +-448, NaN kept), x0 in the low byte: reference/formats.h's rounding, equal to CUDA's own
-// __nv_cvt_float_to_fp8(..., __NV_SATFINITE, __NV_E4M3) (test_formats_vs_cuda); not yet compared
-// with the H200's cvt instruction.
+// __nv_cvt_float_to_fp8(..., __NV_SATFINITE, __NV_E4M3) (test_formats_vs_cuda); PtxConformance
+// compares it with a GPU's cvt instruction (not yet run on one).
 uint32_t pack_e4m3x4(float x0, float x1, float x2, float x3);
 
 }  // namespace attnbench::emu

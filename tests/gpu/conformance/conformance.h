@@ -79,6 +79,8 @@ struct Side {
   std::string (*mma)(bool bf16, const MmaCases& cases, std::vector<float>& d);
   std::string (*ex2)(const std::vector<float>& x, std::vector<float>& y);
   std::string (*pack)(bool bf16, const std::vector<float>& x, std::vector<uint32_t>& packed);
+  // ptx::pack_e4m3x4 of x[4i .. 4i + 3] into packed[i] (cvt.rn.satfinite.e4m3x2.f32, issue 16).
+  std::string (*pack_e4m3)(const std::vector<float>& x, std::vector<uint32_t>& packed);
   std::string (*ldmatrix)(int form, const std::vector<uint16_t>& tiles,
                           const std::vector<uint32_t>& rows, std::vector<uint32_t>& out);
   std::string (*wgmma)(const WgmmaCases& cases, std::vector<float>& d);

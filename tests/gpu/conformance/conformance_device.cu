@@ -83,6 +83,17 @@ std::string pack(bool bf16, const std::vector<float>& x, std::vector<uint32_t>& 
   return error;
 }
 
+std::string pack_e4m3(const std::vector<float>& x, std::vector<uint32_t>& packed) {
+  const int quads = static_cast<int>(x.size() / 4);
+  packed.assign(static_cast<size_t>(quads), 0);
+  const DeviceVector<float> in(x);
+  DeviceVector<uint32_t> out(packed);
+  launch_kernel(pack_e4m3_kernel, kBlocks, kThreads, 0, nullptr, in.get(), out.get(), quads);
+  const std::string error = finish();
+  out.copy_to(packed);
+  return error;
+}
+
 std::string ldmatrix(int form, const std::vector<uint16_t>& tiles,
                      const std::vector<uint32_t>& rows, std::vector<uint32_t>& out) {
   const int cases = static_cast<int>(rows.size() / kLanes);
@@ -162,6 +173,6 @@ std::string tma(const TmaCases& cases, std::vector<uint16_t>& boxes, std::vector
 
 }  // namespace
 
-Side device_side() { return {&mma, &ex2, &pack, &ldmatrix, &wgmma, &tma}; }
+Side device_side() { return {&mma, &ex2, &pack, &pack_e4m3, &ldmatrix, &wgmma, &tma}; }
 
 }  // namespace attnbench::conformance

@@ -47,6 +47,14 @@ std::string pack(bool bf16, const std::vector<float>& x, std::vector<uint32_t>& 
   return last_error();
 }
 
+std::string pack_e4m3(const std::vector<float>& x, std::vector<uint32_t>& packed) {
+  emu::Stream stream;
+  const int quads = static_cast<int>(x.size() / 4);
+  packed.assign(static_cast<size_t>(quads), 0);
+  launch_kernel(pack_e4m3_kernel, kBlocks, kThreads, 0, &stream, x.data(), packed.data(), quads);
+  return last_error();
+}
+
 std::string ldmatrix(int form, const std::vector<uint16_t>& tiles,
                      const std::vector<uint32_t>& rows, std::vector<uint32_t>& out) {
   emu::Stream stream;
@@ -89,6 +97,6 @@ std::string tma(const TmaCases& cases, std::vector<uint16_t>& boxes, std::vector
 
 }  // namespace
 
-Side emulated_side() { return {&mma, &ex2, &pack, &ldmatrix, &wgmma, &tma}; }
+Side emulated_side() { return {&mma, &ex2, &pack, &pack_e4m3, &ldmatrix, &wgmma, &tma}; }
 
 }  // namespace attnbench::conformance

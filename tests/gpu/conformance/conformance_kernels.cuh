@@ -45,6 +45,17 @@ __global__ void ex2_kernel(const float* x, float* y, int n) {
   }
 }
 
+// ptx::pack_e4m3x4 of x[4i .. 4i + 3]: P's e4m3 A fragment in cuda.flash3_fp8. sm_90a only, as
+// wgmma_kernel (the e4m3 cvt needs sm_89; the sm_80 build holds an empty body).
+__global__ void pack_e4m3_kernel(const float* x, uint32_t* packed, int quads) {
+#if !defined(__CUDA_ARCH__) || defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  const int stride = static_cast<int>(blockDim.x * gridDim.x);
+  for (int i = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x); i < quads; i += stride) {
+    packed[i] = ptx::pack_e4m3x4(x[4 * i], x[4 * i + 1], x[4 * i + 2], x[4 * i + 3]);
+  }
+#endif
+}
+
 // __floats2half2_rn / __floats2bfloat162_rn of (x[2i], x[2i + 1]), as the packed 32 bits.
 template <bool kBf16>
 __global__ void pack_kernel(const float* x, uint32_t* packed, int pairs) {

@@ -548,6 +548,25 @@ void run_conformance(const Side& side, const Side* other, Report& report) {
     report.record("ex2.approx.ftz.f32 (2 ulp)", x.size(), mismatches, first);
     EXPECT_EQ(mismatches, 0u) << first;
   }
+  {
+    // e4m3 packing (P's A fragment): the same floats, four a register, at a scale that spreads
+    // them over e4m3's range (2^-9 .. 448) and past it (saturation).
+    std::vector<float> quads(x.size());
+    for (size_t i = 0; i < x.size(); ++i)
+      quads[i] = std::ldexp(x[i], static_cast<int>(i % 24) - 12);
+    std::vector<uint32_t> packed, packed_other;
+    ASSERT_EQ(side.pack_e4m3(quads, packed), "");
+    write_vector(dir / "pack_e4m3_input_f32.bin", quads);
+    write_vector(dir / "pack_e4m3_emulated_u32.bin", packed);
+    if (other) {
+      ASSERT_EQ(other->pack_e4m3(quads, packed_other), "");
+      write_vector(dir / "pack_e4m3_device_u32.bin", packed_other);
+      size_t mismatches = 0;
+      for (size_t i = 0; i < packed.size(); ++i) mismatches += packed[i] != packed_other[i];
+      report.record("cvt.rn.satfinite.e4m3x2.f32 (pack_e4m3x4)", packed.size(), mismatches, "");
+      EXPECT_EQ(mismatches, 0u) << "pack_e4m3x4";
+    }
+  }
   for (const bool bf16 : {false, true}) {
     const std::string format = bf16 ? "bf16" : "f16";
     std::vector<uint32_t> packed, packed_other;
