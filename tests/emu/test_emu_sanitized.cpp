@@ -28,12 +28,14 @@ using emu::Sanitizer;
 
 // The subset: GQA with causal_br and tails in both sequences (d=64, bf16); one query row tail
 // and a longer key side at d=128, fp16; two batches with a query side past one tile.
-// And the Hopper stages' one instantiation (d=128, bf16): GQA, causal_br, tails, two key tiles.
+// And the Hopper stages' one instantiation (d=128, bf16): GQA, causal_br, tails, two key tiles;
+// the same at e4m3 for cuda.flash3_fp8 (its layout pass, then TMA reading V^T from scratch).
 const char* const kSubset[] = {
     "b=1,hq=2,hkv=1,sq=70,sk=130,d=64,dtype=bf16,mask=causal_br",
     "b=1,hq=1,sq=17,sk=113,d=128,dtype=fp16",
     "b=2,hq=1,sq=65,sk=65,d=64,dtype=fp16,mask=causal",
     "b=1,hq=2,hkv=1,sq=70,sk=200,d=128,dtype=bf16,mask=causal_br",
+    "b=1,hq=2,hkv=1,sq=70,sk=200,d=128,dtype=e4m3,out=e4m3,fp8_scaling=per_tensor,mask=causal_br",
 };
 
 // The planted bugs' cases (tests/emu/test_emu_planted.cpp): two query blocks, the pipeline's
@@ -87,12 +89,15 @@ TEST(SanitizedEmu, EveryInHouseKernelPassesTheSubsetWithNoReport) {
     EXPECT_FALSE(details.contains("emu_sanitizer_report")) << r.details_json;
     passed += r.status == ResultStatus::passed;
   }
-  // Seven kernels over the four shapes; the three Hopper stages only at d=128, bf16 (the last).
+  // Seven kernels over the four 16-bit shapes; the three Hopper stages only at d=128, bf16 (the
+  // fourth); cuda.flash3_fp8 only at e4m3 (the fifth), where every other kernel skips.
   constexpr int kInHouseKernels = 7;
   constexpr int kHopperStages = 3;
-  EXPECT_EQ(passed + skipped,
-            (kInHouseKernels + kHopperStages) * static_cast<int>(std::size(kSubset)));
-  EXPECT_EQ(passed, kInHouseKernels * static_cast<int>(std::size(kSubset)) + kHopperStages);
+  constexpr int kFp8Kernels = 1;
+  constexpr int k16BitShapes = static_cast<int>(std::size(kSubset)) - 1;
+  EXPECT_EQ(passed + skipped, (kInHouseKernels + kHopperStages + kFp8Kernels) *
+                                  static_cast<int>(std::size(kSubset)));
+  EXPECT_EQ(passed, kInHouseKernels * k16BitShapes + kHopperStages + kFp8Kernels);
 }
 
 struct PlantedReport {
