@@ -189,8 +189,7 @@ __global__ void __launch_bounds__(kWarpgroupThreads, 1)
     const int first_key = keys.key_of(iteration, T::kBlockK);
     ptx::mbarrier_wait(kv_full(stage), static_cast<unsigned>(iteration / T::kStages) % 2);
 
-    // ---- S = Q K^T, one wgmma m64n128k32 per 32 of d
-    // ---------------------------------------------
+    // ---- S = Q K^T, one wgmma m64n128k32 per 32 of d --------------------------------------------
     float s[T::kBlockK / 2];
     ptx::wgmma_fence();
 #pragma unroll
