@@ -79,15 +79,7 @@ class Flash3Plan final : public Plan {
         stage_(stage),
         name_(std::move(name)) {}
 
-  Status build() {
-    int sm = 0;
-    if (Status status = gpu::sm_version(device_, sm); !status) return status;
-    if (sm != kRequiredSm) {
-      return Status::Error("unsupported: " + name_ +
-                           " runs sm_90a code (Hopper) only; device is sm_" + std::to_string(sm));
-    }
-    return gpu::check_shared_memory(device_, kernel_.shared_bytes, name_);
-  }
+  Status build() { return check_hopper_device(device_, kernel_.shared_bytes, name_); }
 
   Status run(const AttentionParams& params) override {
     if (Status status = gpu::check_params_match(problem_, params); !status) return status;
@@ -109,14 +101,8 @@ class Flash3Plan final : public Plan {
 };
 
 SupportTable flash3_support_table(const std::vector<Instantiation>& instantiations) {
-  SupportTable table;
+  SupportTable table = flash3_common_support();
   gpu::add_instantiated(table, instantiations);
-  table.separate_v_dim = false;
-  table.masks = {MaskKind::none, MaskKind::causal, MaskKind::causal_br, MaskKind::window,
-                 MaskKind::padding};
-  table.layouts = {Layout::bshd, Layout::bhsd, Layout::qkv_packed};
-  table.gqa = true;
-  table.archs = {"sm_90"};
   table.notes =
       "TMA loads (128-byte swizzle) into an mbarrier ring, wgmma m64nNk16 with fp32 "
       "accumulation, P rounded to the input dtype for P V; no scratch memory";
@@ -124,6 +110,27 @@ SupportTable flash3_support_table(const std::vector<Instantiation>& instantiatio
 }
 
 }  // namespace
+
+Status check_hopper_device(int device, size_t shared_bytes, const std::string& name) {
+  int sm = 0;
+  if (Status status = gpu::sm_version(device, sm); !status) return status;
+  if (sm != kRequiredSm) {
+    return Status::Error("unsupported: " + name + " runs sm_90a code (Hopper) only; device is sm_" +
+                         std::to_string(sm));
+  }
+  return gpu::check_shared_memory(device, shared_bytes, name);
+}
+
+SupportTable flash3_common_support() {
+  SupportTable table;
+  table.separate_v_dim = false;
+  table.masks = {MaskKind::none, MaskKind::causal, MaskKind::causal_br, MaskKind::window,
+                 MaskKind::padding};
+  table.layouts = {Layout::bshd, Layout::bhsd, Layout::qkv_packed};
+  table.gqa = true;
+  table.archs = {"sm_90"};
+  return table;
+}
 
 Kernel flash3_kernel_entry(std::string name, std::string summary, Stage stage,
                            std::vector<Instantiation> instantiations) {

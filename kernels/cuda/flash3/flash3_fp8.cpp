@@ -18,8 +18,6 @@ using Fp8Tiles = Fp8Traits<128>;  // the one instantiation
 
 namespace {
 
-constexpr int kRequiredSm = 90;
-
 // A 4D view (inner, rows, head, batch) of e4m3 bytes, boxes of 128 bytes x `box_rows`, the
 // 128-byte swizzle; elements past the view read as zeros.
 gpu::TensorMapSpec byte_spec(const void* base, int64_t inner, int64_t rows, int64_t heads,
@@ -48,13 +46,7 @@ class Flash3Fp8Plan final : public Plan {
         keys_padded_(fp8_keys_padded(problem.seqlen_k)) {}
 
   Status build(ScratchAllocator& allocator) {
-    int sm = 0;
-    if (Status status = gpu::sm_version(device_, sm); !status) return status;
-    if (sm != kRequiredSm) {
-      return Status::Error("unsupported: " + name_ +
-                           " runs sm_90a code (Hopper) only; device is sm_" + std::to_string(sm));
-    }
-    if (Status status = gpu::check_shared_memory(device_, Fp8Tiles::kSharedBytes, name_); !status) {
+    if (Status status = check_hopper_device(device_, Fp8Tiles::kSharedBytes, name_); !status) {
       return status;
     }
     const size_t vt_bytes = static_cast<size_t>(problem_.batch) * problem_.heads_kv *
@@ -108,15 +100,9 @@ class Flash3Fp8Plan final : public Plan {
 };
 
 SupportTable flash3_fp8_support_table() {
-  SupportTable table;
+  SupportTable table = flash3_common_support();
   table.input_dtypes = {DType::e4m3};
   table.head_dims = {Fp8Tiles::kHeadDim};
-  table.separate_v_dim = false;
-  table.masks = {MaskKind::none, MaskKind::causal, MaskKind::causal_br, MaskKind::window,
-                 MaskKind::padding};
-  table.layouts = {Layout::bshd, Layout::bhsd, Layout::qkv_packed};
-  table.gqa = true;
-  table.archs = {"sm_90"};
   table.notes =
       "e4m3 in and out, per-tensor descales; a layout pass writes V^T (wgmma takes FP8 B "
       "K-major only) into scratch every forward, inside the timed region; wgmma m64nNk32 e4m3 "

@@ -62,6 +62,14 @@ struct Instantiation {
   int block_k;
 };
 
+// The gate every flash3 plan passes when built: an sm_90 device (the kernels are sm_90a code)
+// offering `shared_bytes` of shared memory per block; `name` names the kernel in the refusal.
+Status check_hopper_device(int device, size_t shared_bytes, const std::string& name);
+
+// What every flash3 kernel's support table holds beside its dtypes and head dims: every mask and
+// layout, GQA, head_dim_v == head_dim_qk, sm_90.
+SupportTable flash3_common_support();
+
 // The Kernel entry of a flash3 stage over `instantiations`, timed by the stage's time model.
 Kernel flash3_kernel_entry(std::string name, std::string summary, Stage stage,
                            std::vector<Instantiation> instantiations);
