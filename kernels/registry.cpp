@@ -47,6 +47,7 @@ std::vector<Kernel> registered_kernels() {
       cuda_flash3_pingpong_kernel(),
       cuda_flash3_kernel(),
       cuda_flash3_fp8_kernel(),
+      cuda_flash3_fp8_incoherent_kernel(),
       cudnn_sdpa_kernel(),
       cudnn_sdpa_fp8_kernel(),
 #endif

@@ -6,6 +6,7 @@
 #include <stdexcept>
 
 #include "reference/formats.h"
+#include "reference/fp8_scale.h"
 
 namespace attnbench {
 namespace {
@@ -24,6 +25,12 @@ bool power_of_two(int64_t n) { return n > 0 && (n & (n - 1)) == 0; }
 
 }  // namespace
 
+double incoherent_rotation_norm(int64_t d) { return 1.0 / std::sqrt(static_cast<double>(d)); }
+
+bool incoherent_sign_negative(uint64_t sign_seed, int64_t channel) {
+  return (splitmix64(sign_seed + static_cast<uint64_t>(channel)) & 1) != 0;
+}
+
 // The Walsh-Hadamard butterflies in double: sums of +-x, exact for fp16 inputs at d <= 256 (bf16's
 // wider exponent range can round where values far apart in magnitude meet).
 void incoherent_rotation(std::vector<double>& x, uint64_t sign_seed) {
@@ -33,7 +40,7 @@ void incoherent_rotation(std::vector<double>& x, uint64_t sign_seed) {
                                 " values: the Hadamard transform needs a power of two");
   }
   for (size_t i = 0; i < d; ++i) {
-    if (splitmix64(sign_seed + i) & 1) x[i] = -x[i];
+    if (incoherent_sign_negative(sign_seed, static_cast<int64_t>(i))) x[i] = -x[i];
   }
   for (size_t half = 1; half < d; half *= 2) {
     for (size_t i = 0; i < d; i += 2 * half) {
@@ -44,7 +51,7 @@ void incoherent_rotation(std::vector<double>& x, uint64_t sign_seed) {
       }
     }
   }
-  const double norm = 1.0 / std::sqrt(static_cast<double>(d));
+  const double norm = incoherent_rotation_norm(static_cast<int64_t>(d));
   for (double& value : x) value *= norm;
 }
 
@@ -119,9 +126,8 @@ QuantizedTensor quantize_tensor(const Fp8Recipe& recipe, const TensorView& view,
       }
     }
   }
-  const float largest = max_finite(DType::e4m3);
   out.descales.resize(amax.size());
-  for (size_t g = 0; g < amax.size(); ++g) out.descales[g] = amax[g] > 0 ? amax[g] / largest : 1.0f;
+  for (size_t g = 0; g < amax.size(); ++g) out.descales[g] = fp8_descale(amax[g]);
   out.bits.assign(static_cast<size_t>(buffer_elements), 0);
   for (int64_t b = 0; b < batch; ++b) {
     for (int64_t s = 0; s < seqlen; ++s) {

@@ -9,8 +9,8 @@
 //      the same for Q and K, in double (exact up to the final scaling). Q K^T is unchanged; an
 //      outlier channel is spread over all d channels. V is not rotated.
 //   2. quantization: each group of values (the whole tensor, one (batch, head), or one block of
-//      block_rows tokens of one head) gets scale 448 / amax, is rounded to e4m3 (saturating) and
-//      keeps its descale amax / 448.
+//      block_rows tokens of one head) gets scale 1 / descale, is rounded to e4m3 (saturating) and
+//      keeps its descale amax / 448 (fp8_descale, reference/fp8_scale.h).
 //   3. scores s = (q_e4m3 . k_e4m3) * descale_q * descale_k * softmax scale, in fp32 (the e4m3
 //      products are exact).
 //   4. keys in tiles of key_tile (forward or reverse order), an online softmax: m = running max
@@ -57,9 +57,9 @@ std::string fp8_recipe_limits(const Fp8Recipe& recipe, const Problem& problem);
 // One input tensor after steps 1 and 2: e4m3 bits in the placement's layout, and a descale per
 // group (group_of gives a (batch, seq, head)'s group).
 struct QuantizedTensor {
-  std::vector<uint8_t> bits;     // indexed as the input buffer it came from
-  std::vector<float> values;     // the bits' e4m3 values (not descaled), indexed as `bits`
-  std::vector<float> descales;   // per group
+  std::vector<uint8_t> bits;    // indexed as the input buffer it came from
+  std::vector<float> values;    // the bits' e4m3 values (not descaled), indexed as `bits`
+  std::vector<float> descales;  // per group
   Fp8Scaling scaling = Fp8Scaling::per_tensor;
   int64_t block_rows = 64;
   int64_t heads = 1;
@@ -67,8 +67,13 @@ struct QuantizedTensor {
   int64_t group_of(int64_t b, int64_t s, int64_t h) const;
 };
 
-// Step 1 on one row (its length a power of two): (1/sqrt(d)) H diag(s) x in double.
+// Step 1 on one row (its length a power of two): (1/sqrt(d)) H diag(s) x in double, the
+// butterflies of stage h = 1, 2, 4, ... taking x[j] + x[j + h] and x[j] - x[j + h] (a GPU pass
+// that keeps this order and precision gets the same bits: cuda.flash3_fp8_incoherent).
 void incoherent_rotation(std::vector<double>& row, uint64_t sign_seed);
+// s of step 1: whether channel `channel` is negated; and the final scaling 1 / sqrt(d).
+bool incoherent_sign_negative(uint64_t sign_seed, int64_t channel);
+double incoherent_rotation_norm(int64_t d);
 
 // Steps 1 and 2 for Q, K and V of `problem` (the views' dtypes fp16/bf16); e4m3 views are taken
 // as stored, with their descales.

@@ -218,18 +218,21 @@ def is_figure_shape(r: dict, dtype: str) -> bool:
 FLASH3_STAGES = ("cuda.flash3_wg1", "cuda.flash3_ws", "cuda.flash3_pingpong", "cuda.flash3")
 FIGURE_DTYPE = {"cudnn.sdpa": "bf16", "cuda.flash2": "bf16", "torch.sdpa_flash": "bf16",
                 "torch.sdpa_cudnn": "bf16", "cudnn.sdpa_fp8": "e4m3", "cuda.flash3_fp8": "e4m3",
+                "cuda.flash3_fp8_incoherent": "bf16",
                 **{stage: "bf16" for stage in FLASH3_STAGES}}
 
 
-def figure_results(evidence: Evidence, kernel: str) -> list[tuple[int, dict]]:
-    """(run id, result) of `kernel` at its figure shape: the figures step's run first, then
-    gpu-smoke's (whose suite holds the figure shapes too)."""
+def figure_results(evidence: Evidence, kernel: str,
+                   dtype: str | None = None) -> list[tuple[int, dict]]:
+    """(run id, result) of `kernel` at its figure shape (in `dtype`, else the kernel's figure
+    dtype): the figures step's run first, then gpu-smoke's (whose suite holds the figure shapes
+    too)."""
     found = []
     for step in (FIGURES, SMOKE):
         if step_gap(evidence, step):
             continue
         for r in evidence.gpu_results(step, status=None):
-            if r["kernel"] == kernel and is_figure_shape(r, FIGURE_DTYPE[kernel]):
+            if r["kernel"] == kernel and is_figure_shape(r, dtype or FIGURE_DTYPE[kernel]):
                 found.append((evidence.run_id(step), r))
     return found
 
@@ -840,12 +843,41 @@ def flash3_correct(evidence: Evidence) -> Finding:
 
 @judge("flash3-fp8-correct", "hopper-fp8 suite passes", steps=(CTEST,))
 def flash3_fp8_correct(evidence: Evidence) -> Finding:
-    return judge_tests(evidence, suite_tests(evidence, "cuda.flash3_fp8"))
+    return judge_tests(evidence, suite_tests(evidence, "cuda.flash3_fp8")
+                       + suite_tests(evidence, "cuda.flash3_fp8_incoherent"))
 
 
 @judge("flash3-fp8-figure", ">= 850 TFLOP/s", any_step=(FIGURES, SMOKE), h200=True)
 def flash3_fp8_figure(evidence: Evidence) -> Finding:
     return judge_figure(evidence, "cuda.flash3_fp8", 850)
+
+
+# A prediction, not a measurement: the passes rotate Q and K twice (the amax pass, then the
+# quantize pass), about 40 warp shuffles a row each time; at the figure shape ~42 M shuffles, ~170
+# us on 132 SMs at one a clock, against a forward of ~2.3 ms: about 7 %.
+HADAMARD_MAXIMUM_COST = 0.10
+
+
+@judge("flash3-fp8-hadamard-cost", f"rotation <= {HADAMARD_MAXIMUM_COST:.0%} of the forward",
+       steps=(FIGURES,), h200=True)
+def flash3_fp8_hadamard_cost(evidence: Evidence) -> Finding:
+    """cuda.flash3_fp8_incoherent against cuda.flash3_fp8 on the same bf16 figure shape: both
+    time their amax, quantize and layout passes, so the difference is the rotation's cost, in %
+    of cuda.flash3_fp8's whole forward."""
+    medians = {}
+    for kernel in ("cuda.flash3_fp8", "cuda.flash3_fp8_incoherent"):
+        timed = [r for _, r in figure_results(evidence, kernel, "bf16")
+                 if r["status"] == "passed" and r.get("median_s")]
+        if not timed:
+            return unmeasured(f"no timed {kernel} result at the bf16 figure shape")
+        medians[kernel] = timed[0]["median_s"]
+    plain, rotated = medians["cuda.flash3_fp8"], medians["cuda.flash3_fp8_incoherent"]
+    cost = (rotated - plain) / plain
+    measured = f"{cost:+.1%} ({rotated * 1e6:.1f} us against {plain * 1e6:.1f} us)"
+    why = "cuda.flash3_fp8_incoherent against cuda.flash3_fp8, bf16 in, at the figure shape"
+    if cost > HADAMARD_MAXIMUM_COST:
+        return failed(measured, why)
+    return passed(measured, why)
 
 
 FLASH3_MINIMUM_TFLOPS = 550

@@ -155,11 +155,11 @@ def predict_ctest(cli, device_model, environment=None):
     kernels = ["cuda.naive_cublas", "cuda.naive", "cuda.masked_outofplace", "cuda.masked_inplace",
                "cuda.masked_fused", "cuda.flash1", "cuda.flash2", "cuda.flash3_wg1",
                "cuda.flash3_ws", "cuda.flash3_pingpong", "cuda.flash3", "cuda.flash3_fp8",
-               "cudnn.sdpa", "cudnn.sdpa_fp8"]
+               "cuda.flash3_fp8_incoherent", "cudnn.sdpa", "cudnn.sdpa_fp8"]
     durations, cases, rows = [], 0, []
     for kernel in kernels:
         # tests/support/kernel_names.h's correctness_suite_of: the Hopper stages (d 128, bf16
-        # only) and the FP8 kernel (e4m3, d 128) run ctest's shapes at their size.
+        # only) and the FP8 kernels (d 128) run ctest's shapes at their size.
         suite = ("hopper-fp8" if kernel.startswith("cuda.flash3_fp8")
                  else "hopper-stages" if kernel.startswith("cuda.flash3_") else "ctest")
         planned = attnbench_plan(cli, ["--suite", suite, "--kernels", kernel, "--check"],

@@ -37,7 +37,8 @@ CASE_BUDGETS = {"figures": 0.5, "gpu-smoke": 0.3}
 INHOUSE = ("cuda.naive", "cuda.masked_outofplace", "cuda.masked_inplace", "cuda.masked_fused",
            "cuda.flash1")
 GPU_KERNELS = INHOUSE + ("cuda.flash2", "cuda.flash3_wg1", "cuda.flash3_ws", "cuda.flash3_pingpong",
-                          "cuda.flash3", "cuda.flash3_fp8", "cuda.naive_cublas", "cudnn.sdpa",
+                          "cuda.flash3", "cuda.flash3_fp8", "cuda.flash3_fp8_incoherent",
+                          "cuda.naive_cublas", "cudnn.sdpa",
                           "cudnn.sdpa_fp8")
 SUITE_TEST = "GpuKernels/GpuCtestSuite.EveryCaseInsideTheTablePasses/"
 CUDNN_SHARDS = 4  # tests/gpu/test_gpu.cpp's kCudnnShards
@@ -83,6 +84,10 @@ class Scenario:
     cudnn_tflops: float = 650.0
     fp8_tflops: float = 950.0
     flash3_fp8_tflops: float | None = 880.0  # cuda.flash3_fp8 at the figure shape
+    # cuda.flash3_fp8 on bf16 at the figure shape, and cuda.flash3_fp8_incoherent's extra time
+    # over it (the rotation's cost, a fraction of the forward); None: no bf16 results.
+    flash3_fp8_bf16_tflops: float | None = 700.0
+    hadamard_cost: float = 0.02
     flash2_tflops: float = 470.0
     torch_tflops: float | None = 500.0  # None: no torch.sdpa_flash result (no PyTorch peers)
     torch_cudnn_tflops: float | None = 550.0  # None: no torch.sdpa_cudnn result
@@ -224,6 +229,13 @@ class OutdirBuilder:
                 extra_memory_bytes=0 if kernel == "cuda.flash2" else 1 << 20,
                 **({} if energy is not None else {"energy_j": self.rng.uniform(0.3, 0.7)}),
                 **self.flash3_prediction(kernel, case))
+        if s.flash3_fp8_bf16_tflops is not None:
+            for kernel, tflops in (("cuda.flash3_fp8", s.flash3_fp8_bf16_tflops),
+                                   ("cuda.flash3_fp8_incoherent",
+                                    s.flash3_fp8_bf16_tflops / (1 + s.hadamard_cost))):
+                self.timed_result(run_id, gpu, Case(kernel, dtype="bf16", **FIGURE), tflops,
+                                  CASE_BUDGETS["figures"], extra_memory_bytes=1 << 20,
+                                  **({} if energy is not None else {"energy_j": 0.5}))
         if s.flash3_tflops is not None:
             for mask, tflops in (("none", s.flash3_tflops),
                                  ("causal", s.flash3_tflops * s.flash3_causal_ratio)):

@@ -53,11 +53,13 @@ def test_every_step_has_a_prediction_and_the_figures_only_the_claimed_kernels():
     kernels = {c["kernel"] for c in supported}
     # Only the kernels a figure claim judges (cuda.flash2's claim is relative to
     # torch.sdpa_flash, listed for when the peer exists; the flash3 stages stand beside
-    # cuda.flash3), each at one shape except cuda.flash3 (its seqlen 16k pair too).
+    # cuda.flash3), each at one shape except cuda.flash3 (its seqlen 16k pair too) and
+    # cuda.flash3_fp8 (at bf16 too, beside cuda.flash3_fp8_incoherent: the rotation's cost).
     assert kernels <= set(FIGURE_DTYPE)
     assert {"cudnn.sdpa", "cudnn.sdpa_fp8", "cuda.flash2", *FLASH3_STAGES} <= kernels
     assert sum(c["kernel"] == "cuda.flash3" for c in supported) == 3
-    assert figures.calls[1].cases == len(kernels) + 2
+    assert sum(c["kernel"] == "cuda.flash3_fp8" for c in supported) == 2
+    assert figures.calls[1].cases == len(kernels) + 3
 
 
 def test_makespan_puts_the_longest_first():

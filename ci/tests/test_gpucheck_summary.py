@@ -42,7 +42,8 @@ CLAIMS = every_judged_claim(Path(_CLAIMS_DIR.name) / "GPU-CLAIMS.md")
 # The claims gpu-check cannot measure on its one-H200 host.
 HOST_LIMITED = {"multi-gpu", "nvtx", "a100", "nightly-10min"}
 H200_FIGURES = {"cudnn-figure", "cudnn-fp8-figure", "flash2-figure", "flash3-figure",
-                "flash3-fp8-figure", "calibrate-bf16-gemm", "calibrate-copy"}
+                "flash3-fp8-figure", "flash3-fp8-hadamard-cost", "calibrate-bf16-gemm",
+                "calibrate-copy"}
 COLUMNS = ("id", "claim", "threshold", "measured", "result", "why")
 
 
@@ -95,6 +96,7 @@ def test_every_claim_id_has_a_judge_and_a_row_and_a_healthy_run_passes_them(tmp_
     assert rows["cudnn-figure"]["measured"] == tflops(built.flops_per_s["cudnn.sdpa"])
     assert rows["cudnn-fp8-figure"]["measured"] == tflops(built.flops_per_s["cudnn.sdpa_fp8"])
     assert rows["flash3-fp8-figure"]["measured"] == tflops(built.flops_per_s["cuda.flash3_fp8"])
+    assert rows["flash3-fp8-hadamard-cost"]["measured"].startswith("+2.0% (")
     gemm = built.calibrations[("gemm", "bf16")]
     assert rows["calibrate-bf16-gemm"]["measured"] == f"{gemm / 1e12:.1f} TFLOP/s"
     copy = built.calibrations[("copy", "bytes")]
@@ -209,6 +211,26 @@ def test_flash3_without_its_figure_is_not_measured(tmp_path, rng):
     _, rows = summarize(tmp_path)
     assert rows["flash3-figure"]["result"] == NOT_MEASURED
     assert rows["flash3-figure"]["why"].startswith("no cuda.flash3 result at the figure shape")
+
+
+@pytest.mark.parametrize("cost, result", [(0.06, PASS), (0.15, FAIL)])
+def test_the_hadamard_cost_is_the_incoherent_kernels_extra_time_over_the_plain_one(
+        tmp_path, rng, cost, result):
+    build_outdir(tmp_path, rng, Scenario(flash3_fp8_bf16_tflops=rng.uniform(300, 800),
+                                         hadamard_cost=cost))
+    status, rows = summarize(tmp_path)
+    row = rows["flash3-fp8-hadamard-cost"]
+    assert (row["result"], row["threshold"]) == (result, "rotation <= 10% of the forward"), row
+    assert row["measured"].startswith(f"+{cost:.1%} (")
+    assert status == (0 if result == PASS else 1)
+
+
+def test_the_hadamard_cost_without_the_bf16_figures_is_not_measured(tmp_path, rng):
+    build_outdir(tmp_path, rng, Scenario(flash3_fp8_bf16_tflops=None))
+    _, rows = summarize(tmp_path)
+    row = rows["flash3-fp8-hadamard-cost"]
+    assert row["result"] == NOT_MEASURED
+    assert row["why"] == "no timed cuda.flash3_fp8 result at the bf16 figure shape"
 
 
 # ---- (d) an interrupted run with no database ----------------------------------------------------

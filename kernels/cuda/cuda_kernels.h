@@ -37,9 +37,11 @@ Kernel cuda_flash3_pingpong_kernel();
 // cuda.flash3: all of it (ping-pong and the softmax overlapped with P V), head dims 64/128/256,
 // fp16 and bf16.
 Kernel cuda_flash3_kernel();
-// cuda.flash3_fp8: FlashAttention-3's FP8 forward (e4m3 in and out, per-tensor descales, V^T by
-// a layout pass), its first stage: one warpgroup, d 128 (issue 16).
+// cuda.flash3_fp8: FlashAttention-3's FP8 forward (e4m3 in and out with per-tensor descales, or
+// fp16/bf16 quantized by its own passes; V^T by a layout pass), its first stage: one warpgroup,
+// d 128 (issue 16). cuda.flash3_fp8_incoherent: the same on fp16/bf16 with Q and K rotated first.
 Kernel cuda_flash3_fp8_kernel();
+Kernel cuda_flash3_fp8_incoherent_kernel();
 
 }  // namespace ATTNBENCH_TARGET
 }  // namespace attnbench

@@ -1,9 +1,10 @@
 // Planted bugs (issue 14, "Must show"; issues 15, 16): each a test-only variant of cuda.flash2,
-// cuda.flash3_wg1, cuda.flash3_ws or cuda.flash3_fp8 made from the real kernel source with one edit
-// (kernels/emu/planted/planted_bugs.cmake, which refuses an edit that does not match), run on the
-// emulated device through `attnbench check` as a user runs it. Each must fail with its named
-// reason on a case its real kernel passes, so none can pass vacuously; the order-dependent one is
-// caught under several schedule seeds, and two seeds record different schedules.
+// cuda.flash3_wg1, cuda.flash3_ws, cuda.flash3_fp8 or cuda.flash3_fp8_incoherent made from the
+// real kernel source with one edit (kernels/emu/planted/planted_bugs.cmake, which refuses an edit
+// that does not match), run on the emulated device through `attnbench check` as a user runs it.
+// Each must fail with its named reason on a case its real kernel passes, so none can pass
+// vacuously; the order-dependent one is caught under several schedule seeds, and two seeds record
+// different schedules.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -131,6 +132,29 @@ TEST_P(PlantedFlash3Fp8Bug, FailsItsCheckWhereTheKernelPasses) {
 
 INSTANTIATE_TEST_SUITE_P(Emu, PlantedFlash3Fp8Bug,
                          ::testing::Values("p_in_accumulator_order", "qk_descales_ignored"),
+                         [](const ::testing::TestParamInfo<const char*>& param_info) {
+                           return std::string(param_info.param);
+                         });
+
+// cuda.flash3_fp8_incoherent (issue 16), through its passes on bf16: the rotation without its
+// 1 / sqrt(d), and the forward reading the params' Q descale (1) in place of the pass's.
+constexpr const char* kFlash3Fp8IncoherentShape = "b=1,hq=2,hkv=1,sq=130,sk=511,d=128,dtype=bf16";
+
+class PlantedFlash3Fp8IncoherentBug : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(PlantedFlash3Fp8IncoherentBug, FailsItsCheckWhereTheKernelPasses) {
+  const ScratchDirectory dir("attnbench_planted_flash3_fp8_incoherent");
+  expect_passed(check_once("cuda.flash3_fp8_incoherent", dir, "", kFlash3Fp8IncoherentShape),
+                /*deterministic=*/true);
+  const std::string variant = std::string("test.flash3_fp8_incoherent_") + GetParam();
+  const ResultRecord planted = check_once(variant, dir, "", kFlash3Fp8IncoherentShape);
+  EXPECT_EQ(planted.kernel, variant);
+  EXPECT_EQ(planted.status, ResultStatus::failed) << planted.message;
+  EXPECT_NE(planted.message.find("max|out-ref|"), std::string::npos) << planted.message;
+}
+
+INSTANTIATE_TEST_SUITE_P(Emu, PlantedFlash3Fp8IncoherentBug,
+                         ::testing::Values("rotation_unnormalized", "computed_q_descale_ignored"),
                          [](const ::testing::TestParamInfo<const char*>& param_info) {
                            return std::string(param_info.param);
                          });

@@ -29,7 +29,8 @@ using emu::Sanitizer;
 // The subset: GQA with causal_br and tails in both sequences (d=64, bf16); one query row tail
 // and a longer key side at d=128, fp16; two batches with a query side past one tile.
 // And the Hopper stages' one instantiation (d=128, bf16): GQA, causal_br, tails, two key tiles;
-// the same at e4m3 for cuda.flash3_fp8 (its layout pass, then TMA reading V^T from scratch).
+// the same at e4m3 for cuda.flash3_fp8 (its layout pass, then TMA reading V^T from scratch); the
+// FP8 kernels' passes before the forward on the two 16-bit shapes at d=128.
 const char* const kSubset[] = {
     "b=1,hq=2,hkv=1,sq=70,sk=130,d=64,dtype=bf16,mask=causal_br",
     "b=1,hq=1,sq=17,sk=113,d=128,dtype=fp16",
@@ -90,14 +91,17 @@ TEST(SanitizedEmu, EveryInHouseKernelPassesTheSubsetWithNoReport) {
     passed += r.status == ResultStatus::passed;
   }
   // Seven kernels over the four 16-bit shapes; the three Hopper stages only at d=128, bf16 (the
-  // fourth); cuda.flash3_fp8 only at e4m3 (the fifth), where every other kernel skips.
+  // fourth); the two FP8 kernels at d=128: cuda.flash3_fp8 on the two 16-bit shapes there (the
+  // second and fourth) and at e4m3 (the fifth, where every other kernel skips),
+  // cuda.flash3_fp8_incoherent on the two 16-bit ones.
   constexpr int kInHouseKernels = 7;
   constexpr int kHopperStages = 3;
-  constexpr int kFp8Kernels = 1;
+  constexpr int kFp8Kernels = 2;
+  constexpr int kFp8Cases = 3 + 2;
   constexpr int k16BitShapes = static_cast<int>(std::size(kSubset)) - 1;
-  EXPECT_EQ(passed + skipped, (kInHouseKernels + kHopperStages + kFp8Kernels) *
-                                  static_cast<int>(std::size(kSubset)));
-  EXPECT_EQ(passed, kInHouseKernels * k16BitShapes + kHopperStages + kFp8Kernels);
+  EXPECT_EQ(passed + skipped,
+            (kInHouseKernels + kHopperStages + kFp8Kernels) * static_cast<int>(std::size(kSubset)));
+  EXPECT_EQ(passed, kInHouseKernels * k16BitShapes + kHopperStages + kFp8Cases);
 }
 
 struct PlantedReport {

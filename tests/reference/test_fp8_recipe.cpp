@@ -10,6 +10,7 @@
 #include "harness/measure/inputs.h"
 #include "reference/formats.h"
 #include "reference/fp8_recipe.h"
+#include "reference/fp8_scale.h"
 
 namespace attnbench {
 namespace {
@@ -39,7 +40,8 @@ TEST(Fp8Recipe, EveryScaleGroupsLargestValueLandsOnTheLargestE4m3) {
   ASSERT_TRUE(parse_shape("b=2,hq=4,hkv=2,sq=200,sk=136,d=64,dtype=bf16", p).ok);
   ProblemInputs inputs;
   ASSERT_TRUE(make_inputs(p, Distribution::outliers, std::random_device{}(), inputs).ok);
-  for (const Fp8Scaling scaling : {Fp8Scaling::per_tensor, Fp8Scaling::per_head, Fp8Scaling::per_block}) {
+  for (const Fp8Scaling scaling :
+       {Fp8Scaling::per_tensor, Fp8Scaling::per_head, Fp8Scaling::per_block}) {
     Fp8Recipe recipe;
     recipe.scaling = scaling;
     const QuantizedInputs q = quantize_inputs(recipe, p, inputs.view());
@@ -58,6 +60,16 @@ TEST(Fp8Recipe, EveryScaleGroupsLargestValueLandsOnTheLargestE4m3) {
     EXPECT_EQ(group_max.size(), expected_groups) << fp8_scaling_name(scaling);
     for (float m : group_max) EXPECT_EQ(m, 448.0f) << fp8_scaling_name(scaling);
   }
+}
+
+// The descale rule the host and the device share (reference/fp8_scale.h) keeps e4m3's largest
+// value as formats.h knows it, and gives an all-zero group the descale 1.
+TEST(Fp8Recipe, TheSharedDescaleRuleMapsAmaxOntoE4m3sLargest) {
+  EXPECT_EQ(kE4m3Largest, max_finite(DType::e4m3));
+  EXPECT_EQ(fp8_descale(0.0f), 1.0f);
+  std::mt19937 rng(std::random_device{}());
+  const float amax = std::uniform_real_distribution<float>(1e-3f, 1e3f)(rng);
+  EXPECT_EQ(fp8_descale(amax), amax / 448.0f) << "amax " << amax;
 }
 
 TEST(Fp8Recipe, VisitingTheTilesInReverseChangesOnlyPsRounding) {

@@ -25,6 +25,13 @@ template <>
 struct ElementOf<DType::bf16> {
   using type = __nv_bfloat16;
 };
+template <>
+struct ElementOf<DType::e4m3> {
+  using type = uint8_t;  // the stored bits (ptx::pack_e4m3x4 writes them)
+};
+
+__device__ __forceinline__ float to_float(__half value) { return __half2float(value); }
+__device__ __forceinline__ float to_float(__nv_bfloat16 value) { return __bfloat162float(value); }
 
 // Two floats rounded to the element type, `low` in the low 16 bits: the order of an MMA
 // fragment register (its lower column first).

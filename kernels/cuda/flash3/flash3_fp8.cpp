@@ -1,9 +1,13 @@
-// cuda.flash3_fp8's plan (issue 16): the support table, the sm_90 and shared-memory gates, V^T's
-// scratch (the layout pass writes it every forward), the TMA maps of Q, K (e4m3, 128-byte boxes)
-// and V^T, encoded per forward, and the launch. The kernel is flash3_fp8_kernel.cuh.
+// The plan of cuda.flash3_fp8 and cuda.flash3_fp8_incoherent (issue 16): the support table, the
+// sm_90 and shared-memory gates, the scratch the passes before the forward write every forward
+// (V^T; for 16-bit inputs also Q and K in e4m3, the amax partials and the descales), the TMA maps
+// of Q, K (e4m3, 128-byte boxes) and V^T, encoded per forward, and the launch. The kernel and its
+// passes are flash3_fp8_kernel.cuh.
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "kernels/cuda/common/cuda_check.h"
 #include "kernels/cuda/common/plan_helpers.h"
@@ -37,11 +41,12 @@ gpu::TensorMapSpec byte_spec(const void* base, int64_t inner, int64_t rows, int6
 class Flash3Fp8Plan final : public Plan {
  public:
   Flash3Fp8Plan(const Problem& problem, const PlanContext& context, std::string name,
-                Fp8LaunchFunction launch)
+                const Fp8Recipe& recipe, Fp8LaunchFunction launch)
       : problem_(problem),
         stream_(static_cast<cudaStream_t>(context.stream)),
         device_(context.device),
         name_(std::move(name)),
+        recipe_(recipe),
         launch_(launch),
         keys_padded_(fp8_keys_padded(problem.seqlen_k)) {}
 
@@ -51,8 +56,16 @@ class Flash3Fp8Plan final : public Plan {
     }
     const size_t vt_bytes = static_cast<size_t>(problem_.batch) * problem_.heads_kv *
                             problem_.head_dim_v * static_cast<size_t>(keys_padded_);
-    return gpu::allocate_scratch(allocator, vt_bytes,
-                                 name_ + " V^T (b*hkv*d*seqlen_k rounded to 128, e4m3)", vt_);
+    if (Status status = gpu::allocate_scratch(
+            allocator, vt_bytes, name_ + " V^T (b*hkv*d*seqlen_k rounded to 128, e4m3)", vt_);
+        !status) {
+      return status;
+    }
+    if (quantizes()) {
+      if (Status status = allocate_quantize_scratch(allocator); !status) return status;
+    }
+    pass_args_ = make_pass_args();
+    return Status::Ok();
   }
 
   Status run(const AttentionParams& params) override {
@@ -62,18 +75,76 @@ class Flash3Fp8Plan final : public Plan {
     if (Status status = encode_maps(params, launch); !status) {
       return Status::Error(name_ + ": " + status.message);
     }
-    return launch_(launch, vt_.as<uint8_t>(), static_cast<int>(keys_padded_), stream_);
+    return launch_(launch, pass_args_, stream_);
   }
 
  private:
+  // 16-bit inputs: the kernel's passes quantize them (the recipe's steps 1 and 2).
+  bool quantizes() const { return problem_.input_dtype != DType::e4m3; }
+
+  struct ScratchRequest {
+    size_t bytes;
+    std::string what;
+    ScratchBuffer* buffer;
+  };
+
+  Status allocate_quantize_scratch(ScratchAllocator& allocator) {
+    const size_t q_bytes = static_cast<size_t>(problem_.batch) * problem_.seqlen_q *
+                           problem_.heads_q * problem_.head_dim_qk;
+    const size_t k_bytes = static_cast<size_t>(problem_.batch) * problem_.seqlen_k *
+                           problem_.heads_kv * problem_.head_dim_qk;
+    const ScratchRequest requests[] = {
+        {q_bytes, " Q in e4m3 (b*sq*hq*d)", &q_},
+        {k_bytes, " K in e4m3 (b*sk*hkv*d)", &k_},
+        {3 * kAmaxBlocks * sizeof(float),
+         " amax partials (3 x " + std::to_string(kAmaxBlocks) + " floats)", &amax_partials_},
+        {3 * sizeof(float), " descales of Q, K, V", &descales_},
+    };
+    for (const ScratchRequest& request : requests) {
+      if (Status status = gpu::allocate_scratch(allocator, request.bytes, name_ + request.what,
+                                                *request.buffer);
+          !status) {
+        return status;
+      }
+    }
+    return Status::Ok();
+  }
+
+  // The passes' scratch and, for the incoherent recipe, its signs and norm
+  // (reference/fp8_recipe.h).
+  Fp8PassArgs make_pass_args() const {
+    Fp8PassArgs args;
+    args.vt = vt_.as<uint8_t>();
+    args.keys_padded = static_cast<int>(keys_padded_);
+    if (!quantizes()) return args;
+    args.q = q_.as<uint8_t>();
+    args.k = k_.as<uint8_t>();
+    args.amax_partials = amax_partials_.as<float>();
+    args.descales = descales_.as<float>();
+    args.incoherent = recipe_.incoherent;
+    for (int64_t channel = 0; channel < problem_.head_dim_qk; ++channel) {
+      if (incoherent_sign_negative(recipe_.sign_seed, channel)) {
+        args.sign_bits[channel / 32] |= 1u << (channel % 32);
+      }
+    }
+    args.rotation_norm = incoherent_rotation_norm(problem_.head_dim_qk);
+    return args;
+  }
+
+  // Q and K: the e4m3 inputs as the params lay them out, or the quantize pass's packed copies.
   Status encode_maps(const AttentionParams& p, Flash3Params& launch) const {
     const int64_t d = p.head_dim_qk;
+    const bool packed = quantizes();
     const std::pair<gpu::TensorMapSpec, CUtensorMap*> maps[] = {
-        {byte_spec(p.q, d, p.seqlen_q, p.heads_q, p.batch, p.q_row_stride, p.q_head_stride,
-                   p.q_batch_stride, Fp8Tiles::kBlockQ),
+        {packed ? byte_spec(q_.data(), d, p.seqlen_q, p.heads_q, p.batch, p.heads_q * d, d,
+                            int64_t{p.seqlen_q} * p.heads_q * d, Fp8Tiles::kBlockQ)
+                : byte_spec(p.q, d, p.seqlen_q, p.heads_q, p.batch, p.q_row_stride, p.q_head_stride,
+                            p.q_batch_stride, Fp8Tiles::kBlockQ),
          &launch.q_map},
-        {byte_spec(p.k, d, p.seqlen_k, p.heads_kv, p.batch, p.k_row_stride, p.k_head_stride,
-                   p.k_batch_stride, Fp8Tiles::kBlockK),
+        {packed ? byte_spec(k_.data(), d, p.seqlen_k, p.heads_kv, p.batch, p.heads_kv * d, d,
+                            int64_t{p.seqlen_k} * p.heads_kv * d, Fp8Tiles::kBlockK)
+                : byte_spec(p.k, d, p.seqlen_k, p.heads_kv, p.batch, p.k_row_stride,
+                            p.k_head_stride, p.k_batch_stride, Fp8Tiles::kBlockK),
          &launch.k_map},
         // V^T (batch, head_kv, d, keys_padded): keys inner, d rows a box.
         {byte_spec(vt_.data(), keys_padded_, p.head_dim_v, p.heads_kv, p.batch, keys_padded_,
@@ -94,49 +165,79 @@ class Flash3Fp8Plan final : public Plan {
   cudaStream_t stream_;
   int device_;
   std::string name_;
+  Fp8Recipe recipe_;
   Fp8LaunchFunction launch_;
   int64_t keys_padded_;
   ScratchBuffer vt_;
+  ScratchBuffer q_, k_, amax_partials_, descales_;  // 16-bit inputs
+  Fp8PassArgs pass_args_;                           // made once the scratch is allocated
 };
 
-SupportTable flash3_fp8_support_table() {
+// Which passes each FP8 series' time includes (issue 16: the README repeats it), by what it is
+// instantiated for.
+SupportTable flash3_fp8_support_table(const std::vector<Fp8Instantiation>& instantiations,
+                                      bool incoherent) {
   SupportTable table = flash3_common_support();
-  table.input_dtypes = {DType::e4m3};
-  table.head_dims = {Fp8Tiles::kHeadDim};
-  table.notes =
-      "e4m3 in and out, per-tensor descales; a layout pass writes V^T (wgmma takes FP8 B "
-      "K-major only) into scratch every forward, inside the timed region; wgmma m64nNk32 e4m3 "
-      "with fp32 accumulation, P scaled by 2^8 and rounded to e4m3; one warpgroup per 64 rows";
+  gpu::add_instantiated(table, instantiations);
+  const bool stored =
+      std::count(table.input_dtypes.begin(), table.input_dtypes.end(), DType::e4m3) > 0;
+  const bool quantized = table.input_dtypes.size() > (stored ? 1u : 0u);
+  std::vector<std::string> notes;
+  if (stored) {
+    notes.push_back(
+        "e4m3 in and out with per-tensor descales: the timed forward includes the layout pass "
+        "writing V^T");
+  }
+  if (quantized) {
+    notes.push_back(
+        std::string("fp16/bf16 in and out: the timed forward also includes an amax "
+                    "pass and the passes quantizing ") +
+        (incoherent ? "Q and K rotated by (1/sqrt(d)) H diag(s) in double" : "Q and K") +
+        " and V (into V^T) to e4m3, per-tensor scales");
+  }
+  notes.push_back(
+      "V^T because wgmma takes FP8 B K-major only; wgmma m64nNk32 e4m3 with fp32 accumulation, P "
+      "scaled by 2^8 and rounded to e4m3; one warpgroup per 64 rows");
+  for (const std::string& note : notes) {
+    table.notes += (table.notes.empty() ? "" : "; ") + note;
+  }
   return table;
 }
 
 }  // namespace
 
-Kernel flash3_fp8_kernel_entry(std::string name, std::string summary, Fp8LaunchFunction launch) {
+Kernel flash3_fp8_kernel_entry(std::string name, std::string summary, const Fp8Recipe& recipe,
+                               std::vector<Fp8Instantiation> instantiations) {
   Kernel kernel;
   kernel.name = std::move(name);
   kernel.summary = std::move(summary);
   kernel.backend = kKernelBackend;
   kernel.deterministic = true;
   kernel.returns_lse = true;
-  // The recipe it runs on stored e4m3 inputs: per-tensor descales, 128-key tiles in order, P's
-  // offset 2^8; the checker judges it by that recipe's rows.
-  Fp8Recipe recipe;
-  recipe.key_tile = Fp8Tiles::kBlockK;
-  recipe.p_max_offset = kFp8PMaxOffset;
+  // The checker judges it by its recipe's own rows.
   kernel.fp8_recipe = recipe;
-  kernel.support = flash3_fp8_support_table();
-  kernel.make_plan = [name = kernel.name, launch](
+  kernel.support = flash3_fp8_support_table(instantiations, recipe.incoherent);
+  kernel.make_plan = [name = kernel.name, recipe, instantiations](
                          const Problem& problem,
                          const PlanContext& context) -> Result<std::unique_ptr<Plan>> {
-    if (problem.head_dim_v != problem.head_dim_qk || problem.head_dim_qk != Fp8Tiles::kHeadDim) {
+    const Fp8Instantiation* found =
+        gpu::find_instantiation(instantiations, problem.head_dim_qk, problem.input_dtype);
+    if (found == nullptr || problem.head_dim_v != problem.head_dim_qk) {
       return Status::Error(name + ": no instantiation for " + shape_string(problem));
     }
-    auto plan = std::make_unique<Flash3Fp8Plan>(problem, context, name, launch);
+    auto plan = std::make_unique<Flash3Fp8Plan>(problem, context, name, recipe, found->launch);
     if (Status status = plan->build(context.scratch); !status) return status;
     return plan;
   };
   return kernel;
+}
+
+Fp8Recipe flash3_fp8_recipe(bool incoherent) {
+  Fp8Recipe recipe;
+  recipe.key_tile = Fp8Tiles::kBlockK;
+  recipe.p_max_offset = kFp8PMaxOffset;
+  recipe.incoherent = incoherent;
+  return recipe;
 }
 
 }  // namespace ATTNBENCH_TARGET
@@ -146,12 +247,30 @@ namespace attnbench {
 inline namespace ATTNBENCH_TARGET {
 
 Kernel cuda_flash3_fp8_kernel() {
+  using flash3::launch_flash3_fp8;
+  constexpr int kD = flash3::Fp8Tiles::kHeadDim;
   return flash3::flash3_fp8_kernel_entry(
       "cuda.flash3_fp8",
       "FlashAttention-3's FP8 forward on Hopper, first stage: e4m3 Q, K, V with per-tensor "
-      "descales, V^T by a layout pass, wgmma k32 e4m3, P in e4m3 with a 2^8 offset, one "
-      "warpgroup",
-      &flash3::launch_flash3_fp8<flash3::Fp8Tiles::kHeadDim>);
+      "descales (or fp16/bf16 quantized by its own passes), V^T by a layout pass, wgmma k32 "
+      "e4m3, P in e4m3 with a 2^8 offset, one warpgroup",
+      flash3::flash3_fp8_recipe(/*incoherent=*/false),
+      {{kD, DType::e4m3, &launch_flash3_fp8<kD, DType::e4m3>},
+       {kD, DType::f16, &launch_flash3_fp8<kD, DType::f16>},
+       {kD, DType::bf16, &launch_flash3_fp8<kD, DType::bf16>}});
+}
+
+Kernel cuda_flash3_fp8_incoherent_kernel() {
+  using flash3::launch_flash3_fp8;
+  constexpr int kD = flash3::Fp8Tiles::kHeadDim;
+  return flash3::flash3_fp8_kernel_entry(
+      "cuda.flash3_fp8_incoherent",
+      "cuda.flash3_fp8 with incoherent processing: fp16/bf16 Q and K rotated by (1/sqrt(d)) "
+      "H diag(s) in a pass before quantization to e4m3 (per-tensor scales), as FlashAttention-3's "
+      "paper describes",
+      flash3::flash3_fp8_recipe(/*incoherent=*/true),
+      {{kD, DType::f16, &launch_flash3_fp8<kD, DType::f16>},
+       {kD, DType::bf16, &launch_flash3_fp8<kD, DType::bf16>}});
 }
 
 }  // namespace ATTNBENCH_TARGET

@@ -1,14 +1,16 @@
-// cuda.flash3_fp8 — FlashAttention-3's FP8 forward on Hopper (sm_90a), its first stage: one
-// warpgroup of 64 query rows per CTA, as cuda.flash3_wg1, on e4m3 Q, K, V (issue 16).
+// cuda.flash3_fp8 and cuda.flash3_fp8_incoherent — FlashAttention-3's FP8 forward on Hopper
+// (sm_90a), its first stage: one warpgroup of 64 query rows per CTA, as cuda.flash3_wg1 (issue 16).
 //
-// What it computes: the FP8 recipe of reference/fp8_recipe.h on inputs already stored in e4m3
-// with per-tensor descales (the recipe's steps 3-5; this kernel declares that recipe, so the
-// checker judges it by the recipe's own rows):
+// What it computes: the FP8 recipe of reference/fp8_recipe.h (each kernel declares its recipe, so
+// the checker judges it by the recipe's own rows). Steps 1 and 2 are either done already (e4m3
+// inputs with per-tensor descales) or done here by the passes before the forward (fp16/bf16
+// inputs): an amax pass, a pass rotating (incoherent) and quantizing Q and K into packed e4m3
+// copies, and the V^T layout pass quantizing V; they give the recipe's bits exactly. Then:
 //   S = Q_e4m3 K_e4m3^T                  wgmma m64n128k32 e4m3, fp32 accumulators
 //   s = S * descale_q * descale_k * softmax scale (folded into the online softmax's scale)
 //   P = 2^((s - m) log2 e) * 256         rounded to e4m3 (P's largest value 2^8, inside 448)
 //   O += P V                             wgmma m64n<d>k32 e4m3, P from registers
-//   out = O * descale_v / (256 l)        rounded to e4m3 with out_scale; LSE natural-log
+//   out = O * descale_v / (256 l)        e4m3 (with out_scale) or the 16-bit input type; LSE
 // What FP8 changes against the 16-bit stages (PTX ISA, wgmma for .e4m3):
 //   - a k-step is 32 elements (32 bytes, as a 16-bit k16 step), and a 128-byte swizzled row holds
 //     128 elements: Q and K tiles are d / 128 boxes of rows x 128 bytes;
@@ -21,15 +23,17 @@
 //     lies in the registers, packed four values a register (pack_e4m3x4).
 // Performance: not yet measured on a GPU (GPU-CLAIMS.md, flash3-fp8-*). One warpgroup waits for
 // each wgmma batch, as cuda.flash3_wg1 does: the warp-specialized, ping-pong stages are next.
-// Known limits: d = head_dim_v = 128; e4m3 in and out; per-tensor descales (fp8_scaling none or
-// per_tensor); rows whose strides are multiples of 16 bytes (the TMA's rule).
+// Known limits: d = head_dim_v = 128; per-tensor scales (e4m3 inputs: fp8_scaling none or
+// per_tensor); e4m3 rows whose strides are multiples of 16 bytes (the TMA's rule).
 #pragma once
 
 #include <climits>
 #include <cstdint>
+#include <type_traits>
 
 #include "kernels/cuda/common/cuda_api.h"
 #include "kernels/cuda/common/cuda_check.h"
+#include "kernels/cuda/common/fragments.cuh"
 #include "kernels/cuda/common/launch.cuh"
 #include "kernels/cuda/common/ptx.cuh"
 #include "kernels/cuda/common/shared.cuh"
@@ -42,33 +46,230 @@
 #include "kernels/cuda/flash3/flash3_softmax.cuh"
 #include "kernels/cuda/flash3/flash3_traits.h"
 #include "kernels/params.h"
+#include "reference/fp8_scale.h"
 
 namespace attnbench::flash3 {
 inline namespace ATTNBENCH_TARGET {
 
-// The layout pass: V (batch, key, head_kv, d) e4m3 into V^T (batch, head_kv, d, keys_padded),
-// each 32 keys in v_key_of_column's order, zeros past seqlen_k. One thread per 32 bytes of a row.
-template <int HeadDim>
-__global__ void fp8_v_layout(const AttentionParams p, uint8_t* vt, int keys_padded) {
-  const int64_t chunks = static_cast<int64_t>(keys_padded) / 32;
+// ---- the passes before the forward -------------------------------------------------------------
+
+// The inputs the passes read, as blockIdx.y of the amax pass numbers them.
+enum Fp8Tensor : int { kTensorQ = 0, kTensorK = 1, kTensorV = 2 };
+
+// One input tensor as rows of d elements, row r = (batch, token, head) in that order: the order
+// of the packed e4m3 copies the quantize pass writes (Fp8PassArgs::q, ::k).
+struct InputRows {
+  const void* base;
+  int64_t batch_stride, row_stride, head_stride;  // elements
+  int64_t tokens, heads, count;
+
+  __device__ __forceinline__ int64_t offset(int64_t row) const {
+    const int64_t head = row % heads;
+    const int64_t token = row / heads % tokens;
+    return row / heads / tokens * batch_stride + token * row_stride + head * head_stride;
+  }
+};
+
+__device__ __forceinline__ InputRows input_rows(const AttentionParams& p, int tensor) {
+  if (tensor == kTensorQ) {
+    return {p.q,
+            p.q_batch_stride,
+            p.q_row_stride,
+            p.q_head_stride,
+            p.seqlen_q,
+            p.heads_q,
+            static_cast<int64_t>(p.batch) * p.seqlen_q * p.heads_q};
+  }
+  const bool k = tensor == kTensorK;
+  return {k ? p.k : p.v,
+          k ? p.k_batch_stride : p.v_batch_stride,
+          k ? p.k_row_stride : p.v_row_stride,
+          k ? p.k_head_stride : p.v_head_stride,
+          p.seqlen_k,
+          p.heads_kv,
+          static_cast<int64_t>(p.batch) * p.seqlen_k * p.heads_kv};
+}
+
+// The largest `value` of the block's threads, to every thread; the passes' blocks are
+// kPassThreads. Once per kernel: a second call would need a __syncthreads before its writes.
+__device__ __forceinline__ float block_max(float value) {
+  static_assert(kPassThreads % 32 == 0, "whole warps");
+  struct Warps {
+    float value[kPassThreads / 32];
+  };
+  ATTNBENCH_SHARED(Warps, warps, 4);
+#pragma unroll
+  for (int lanes = 16; lanes > 0; lanes /= 2) {
+    value = fmaxf(value, __shfl_xor_sync(gpu::kFullWarp, value, lanes));
+  }
+  if (threadIdx.x % 32 == 0) warps.value[threadIdx.x / 32] = value;
+  __syncthreads();
+  float result = warps.value[0];
+#pragma unroll
+  for (int w = 1; w < kPassThreads / 32; ++w) result = fmaxf(result, warps.value[w]);
+  return result;
+}
+
+// The recipe's step 2 on one tensor: its amax, from the amax pass's partials, and its descale by
+// the rule the recipe uses (fp8_descale, reference/fp8_scale.h).
+__device__ __forceinline__ float tensor_descale(const Fp8PassArgs& args, int tensor) {
+  static_assert(kAmaxBlocks <= kPassThreads, "one thread reads each partial");
+  const float partial =
+      threadIdx.x < kAmaxBlocks ? args.amax_partials[tensor * kAmaxBlocks + threadIdx.x] : 0.0f;
+  return fp8_descale(block_max(partial));
+}
+
+// args.sign_bits[index] by selects: a parameter array indexed at run time would copy the
+// whole parameter struct to local memory.
+__device__ __forceinline__ uint32_t sign_word(const Fp8PassArgs& args, int index) {
+  uint32_t word = args.sign_bits[0];
+#pragma unroll
+  for (int i = 1; i < 4; ++i) word = index == i ? args.sign_bits[i] : word;
+  return word;
+}
+
+// One row of a 16-bit input after the recipe's step 1, rounded to float as the recipe keeps it:
+// lane l holds channels l * d / 32 ... Rotated (Q and K when incoherent): the signs, then the
+// Hadamard butterflies of reference/fp8_recipe.cpp in its order and in double (stages 1 and 2
+// inside a lane, the rest across lanes), then 1 / sqrt(d); the same bits as the recipe's.
+template <int HeadDim, typename Element>
+__device__ __forceinline__ void prepared_row(const Element* row, bool rotate,
+                                             const Fp8PassArgs& args,
+                                             float (&values)[HeadDim / 32]) {
+  constexpr int kPerLane = HeadDim / 32;
+  static_assert(HeadDim <= 32 * 4, "sign_bits holds 128 channels");
+  const int lane = static_cast<int>(threadIdx.x % 32);
+  double x[kPerLane];
+#pragma unroll
+  for (int j = 0; j < kPerLane; ++j) x[j] = gpu::to_float(row[lane * kPerLane + j]);
+  if (rotate) {
+#pragma unroll
+    for (int j = 0; j < kPerLane; ++j) {
+      const int channel = lane * kPerLane + j;
+      if ((sign_word(args, channel / 32) >> (channel % 32)) & 1u) x[j] = -x[j];
+    }
+#pragma unroll
+    for (int half = 1; half < kPerLane; half *= 2) {
+#pragma unroll
+      for (int j = 0; j < kPerLane; ++j) {
+        if ((j & half) == 0) {
+          const double a = x[j], b = x[j + half];
+          x[j] = a + b;
+          x[j + half] = a - b;
+        }
+      }
+    }
+#pragma unroll
+    for (int lanes = 1; lanes < 32; lanes *= 2) {
+      const bool upper = (lane & lanes) != 0;
+#pragma unroll
+      for (int j = 0; j < kPerLane; ++j) {
+        const double other = __shfl_xor_sync(gpu::kFullWarp, x[j], lanes);
+        x[j] = upper ? other - x[j] : x[j] + other;
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < kPerLane; ++j) x[j] *= args.rotation_norm;
+  }
+#pragma unroll
+  for (int j = 0; j < kPerLane; ++j) values[j] = static_cast<float>(x[j]);
+}
+
+// The amax pass (16-bit inputs): blockIdx.y's tensor (Q, K, V) after step 1, one warp a row;
+// each block writes its largest |value| to its partial.
+template <int HeadDim, typename Element>
+__global__ void __launch_bounds__(kPassThreads)
+    fp8_amax(const AttentionParams p, const Fp8PassArgs args) {
+  const int tensor = static_cast<int>(blockIdx.y);
+  const InputRows rows = input_rows(p, tensor);
+  const bool rotate = args.incoherent && tensor != kTensorV;
+  constexpr int kWarps = kPassThreads / 32;
+  float amax = 0.0f;
+  for (int64_t row = static_cast<int64_t>(blockIdx.x) * kWarps + threadIdx.x / 32; row < rows.count;
+       row += static_cast<int64_t>(gridDim.x) * kWarps) {
+    float values[HeadDim / 32];
+    prepared_row<HeadDim>(static_cast<const Element*>(rows.base) + rows.offset(row), rotate, args,
+                          values);
+#pragma unroll
+    for (int j = 0; j < HeadDim / 32; ++j) amax = fmaxf(amax, fabsf(values[j]));
+  }
+  amax = block_max(amax);
+  if (threadIdx.x == 0) args.amax_partials[tensor * kAmaxBlocks + blockIdx.x] = amax;
+}
+
+// The quantize pass of Q and K (16-bit inputs; blockIdx.y 0 Q, 1 K): step 1 again, then each
+// value times 1 / descale rounded to e4m3 (saturating), into the packed copy; block 0 stores
+// the descale for the forward.
+template <int HeadDim, typename Element>
+__global__ void __launch_bounds__(kPassThreads)
+    fp8_quantize_qk(const AttentionParams p, const Fp8PassArgs args) {
+  constexpr int kPerLane = HeadDim / 32;
+  static_assert(kPerLane % 4 == 0, "a lane stores its e4m3 values four to a word");
+  const int tensor = static_cast<int>(blockIdx.y);
+  const InputRows rows = input_rows(p, tensor);
+  const float descale = tensor_descale(args, tensor);
+  if (blockIdx.x == 0 && threadIdx.x == 0) args.descales[tensor] = descale;
+  const float inverse = 1.0f / descale;
+  uint8_t* out = tensor == kTensorQ ? args.q : args.k;
+  constexpr int kWarps = kPassThreads / 32;
+  const int lane = static_cast<int>(threadIdx.x % 32);
+  for (int64_t row = static_cast<int64_t>(blockIdx.x) * kWarps + threadIdx.x / 32; row < rows.count;
+       row += static_cast<int64_t>(gridDim.x) * kWarps) {
+    float values[kPerLane];
+    prepared_row<HeadDim>(static_cast<const Element*>(rows.base) + rows.offset(row),
+                          args.incoherent, args, values);
+    auto* words = reinterpret_cast<uint32_t*>(out + row * HeadDim + lane * kPerLane);
+#pragma unroll
+    for (int j = 0; j < kPerLane; j += 4) {
+      words[j / 4] = ptx::pack_e4m3x4(values[j] * inverse, values[j + 1] * inverse,
+                                      values[j + 2] * inverse, values[j + 3] * inverse);
+    }
+  }
+}
+
+// The layout pass: V (batch, key, head_kv, d) into V^T (batch, head_kv, d, keys_padded) in e4m3,
+// each 32 keys in v_key_of_column's order, zeros past seqlen_k; e4m3 V copied, 16-bit V
+// quantized with its descale (stored by block 0). One thread per 32 bytes of a V^T row.
+template <int HeadDim, typename Element>
+__global__ void __launch_bounds__(kPassThreads)
+    fp8_v_layout(const AttentionParams p, const Fp8PassArgs args) {
+  constexpr bool kQuantizes = !std::is_same_v<Element, uint8_t>;
+  float inverse = 1.0f;
+  if constexpr (kQuantizes) {
+    const float descale = tensor_descale(args, kTensorV);
+    if (blockIdx.x == 0 && threadIdx.x == 0) args.descales[kTensorV] = descale;
+    inverse = 1.0f / descale;
+  }
+  const int64_t chunks = static_cast<int64_t>(args.keys_padded) / 32;
   const int64_t rows = static_cast<int64_t>(p.batch) * p.heads_kv * HeadDim;
-  const auto* v = static_cast<const uint8_t*>(p.v);
-  for (int64_t item = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-       item < rows * chunks; item += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+  const auto* v = static_cast<const Element*>(p.v);
+  for (int64_t item = static_cast<int64_t>(blockIdx.x) * kPassThreads + threadIdx.x;
+       item < rows * chunks; item += static_cast<int64_t>(gridDim.x) * kPassThreads) {
     const int64_t row = item / chunks;  // (batch, head_kv, d)
     const int64_t first_key = item % chunks * 32;
     const int64_t d = row % HeadDim;
     const int64_t head = row / HeadDim % p.heads_kv;
     const int64_t batch = row / HeadDim / p.heads_kv;
-    uint8_t* out = vt + row * keys_padded + first_key;
+    uint8_t* out = args.vt + row * args.keys_padded + first_key;
     for (int a = 0; a < 32; ++a) {
       const int64_t key = first_key + v_key_of_column(a);
-      out[a] = key < p.seqlen_k
-                   ? v[batch * p.v_batch_stride + key * p.v_row_stride + head * p.v_head_stride + d]
-                   : uint8_t{0};
+      if (key >= p.seqlen_k) {
+        out[a] = 0;
+        continue;
+      }
+      const Element value =
+          v[batch * p.v_batch_stride + key * p.v_row_stride + head * p.v_head_stride + d];
+      if constexpr (kQuantizes) {
+        out[a] = static_cast<uint8_t>(
+            ptx::pack_e4m3x4(gpu::to_float(value) * inverse, 0.0f, 0.0f, 0.0f) & 0xffu);
+      } else {
+        out[a] = value;
+      }
     }
   }
 }
+
+// ---- the forward --------------------------------------------------------------------------------
 
 // The descriptor of k-step `step` (32 e4m3 along K) of a K-major tile whose boxes hold `box_rows`
 // rows of 128 bytes (Q, K, and V^T, whose rows are d).
@@ -94,37 +295,48 @@ __device__ __forceinline__ void probabilities_as_e4m3(const float (&s)[kCount],
   }
 }
 
-// O * factor / l rounded to e4m3 (two bytes, one column pair, per store), then the LSE.
-template <int HeadDim>
-__device__ __forceinline__ void store_output_e4m3(const AttentionParams& p,
-                                                  const BlockPosition& block,
-                                                  OnlineSoftmax& softmax,
-                                                  const float (&o)[HeadDim / 2], float factor) {
+// O * factor / l in the output's type (e4m3: two bytes, 16-bit: four, one column pair a
+// store), then the LSE.
+template <int HeadDim, typename Output>
+__device__ __forceinline__ void store_fp8_output(const AttentionParams& p,
+                                                 const BlockPosition& block, OnlineSoftmax& softmax,
+                                                 const float (&o)[HeadDim / 2], float factor) {
   softmax.finish();
-  uint8_t* out = static_cast<uint8_t*>(p.out) + block.batch * p.out_batch_stride +
-                 block.head * p.out_head_stride;
+  Output* out = static_cast<Output*>(p.out) + block.batch * p.out_batch_stride +
+                block.head * p.out_head_stride;
 #pragma unroll
   for (int index = 0; index < HeadDim / 2; index += 2) {
     const int r = accumulator_row(index);
     const int64_t query = block.first_row + thread_row(r);
     if (query < p.seqlen_q) {
       const float scale = softmax.inverse_sum(r) * factor;
-      const uint32_t bits = ptx::pack_e4m3x4(o[index] * scale, o[index + 1] * scale, 0.0f, 0.0f);
-      // The column is even: a 2-byte aligned pair.
-      *reinterpret_cast<uint16_t*>(out + query * p.out_row_stride + accumulator_column(index)) =
-          static_cast<uint16_t>(bits);
+      Output* pair = out + query * p.out_row_stride + accumulator_column(index);
+      // The column is even: an aligned pair.
+      if constexpr (std::is_same_v<Output, uint8_t>) {
+        const uint32_t bits = ptx::pack_e4m3x4(o[index] * scale, o[index + 1] * scale, 0.0f, 0.0f);
+        *reinterpret_cast<uint16_t*>(pair) = static_cast<uint16_t>(bits);
+      } else {
+        *reinterpret_cast<uint32_t*>(pair) =
+            gpu::pack_pair<Output>(o[index] * scale, o[index + 1] * scale);
+      }
     }
   }
   store_lse(p, block, softmax, 0);
 }
 
-template <int HeadDim>
+// Output: e4m3's bits (uint8_t) for e4m3 inputs, else the 16-bit input type. `descales`: Q's, K's
+// and V's, written by the quantize passes (16-bit inputs); null for e4m3 inputs, whose descales
+// are the params'.
+template <int HeadDim, typename Output>
 __global__ void __launch_bounds__(kWarpgroupThreads, 1)
-    flash3_fp8_forward(const __grid_constant__ Flash3Params params) {
+    flash3_fp8_forward(const __grid_constant__ Flash3Params params, const float* descales) {
   using T = Fp8Traits<HeadDim>;
-  // The scores are products of stored e4m3 values: their descales join the softmax's scale.
+  // The scores are products of e4m3 values: their descales join the softmax's scale.
   AttentionParams p = params.attention;
-  const float qk_descale = p.q_descale * p.k_descale;
+  const float q_descale = descales != nullptr ? descales[kTensorQ] : p.q_descale;
+  const float k_descale = descales != nullptr ? descales[kTensorK] : p.k_descale;
+  const float v_descale = descales != nullptr ? descales[kTensorV] : p.v_descale;
+  const float qk_descale = q_descale * k_descale;
   p.scale *= qk_descale;
   p.scale_log2 *= qk_descale;
   struct Barriers {
@@ -225,24 +437,44 @@ __global__ void __launch_bounds__(kWarpgroupThreads, 1)
     }
   }
 
-  // O holds sum P * 256 * v_stored: out = O * descale_v / (256 l), then out_scale for e4m3.
-  store_output_e4m3<HeadDim>(p, block, softmax, o, p.v_descale / kFp8PScale * p.out_scale);
+  // O holds sum P * 256 * v_e4m3: out = O * descale_v / (256 l), and an e4m3 output times its
+  // out_scale (as the recipe rounds it).
+  const float out_scale = std::is_same_v<Output, uint8_t> ? p.out_scale : 1.0f;
+  store_fp8_output<HeadDim, Output>(p, block, softmax, o, v_descale / kFp8PScale * out_scale);
 }
 
 // ---- launch -------------------------------------------------------------------------------------
 
-template <int HeadDim>
-Status launch_flash3_fp8(const Flash3Params& params, uint8_t* vt, int keys_padded,
-                         cudaStream_t stream) {
+template <int HeadDim, DType kInput>
+Status launch_flash3_fp8(const Flash3Params& params, const Fp8PassArgs& args, cudaStream_t stream) {
   using T = Fp8Traits<HeadDim>;
+  using Element = typename gpu::ElementOf<kInput>::type;
+  constexpr bool kQuantizes = kInput != DType::e4m3;
   const AttentionParams& p = params.attention;
-  constexpr int kLayoutThreads = 256;
-  const int64_t items = static_cast<int64_t>(p.batch) * p.heads_kv * HeadDim * (keys_padded / 32);
-  const int64_t blocks = (items + kLayoutThreads - 1) / kLayoutThreads;
-  launch_kernel(fp8_v_layout<HeadDim>, static_cast<unsigned>(blocks < 65535 ? blocks : 65535),
-                kLayoutThreads, 0, stream, p, vt, keys_padded);
+  const auto blocks_for = [](int64_t items) {
+    const int64_t blocks = (items + kPassThreads - 1) / kPassThreads;
+    return static_cast<unsigned>(blocks < 65535 ? blocks : 65535);
+  };
+  if constexpr (kQuantizes) {
+    launch_kernel(fp8_amax<HeadDim, Element>, dim3(kAmaxBlocks, 3), kPassThreads, 0, stream, p,
+                  args);
+    ATTNBENCH_CUDA_TRY_LAUNCH();
+    // One warp a row of Q or K.
+    const int64_t q_rows = static_cast<int64_t>(p.batch) * p.seqlen_q * p.heads_q;
+    const int64_t k_rows = static_cast<int64_t>(p.batch) * p.seqlen_k * p.heads_kv;
+    const int64_t rows = q_rows > k_rows ? q_rows : k_rows;
+    launch_kernel(fp8_quantize_qk<HeadDim, Element>, dim3(blocks_for(rows * 32), 2), kPassThreads,
+                  0, stream, p, args);
+    ATTNBENCH_CUDA_TRY_LAUNCH();
+  }
+  const int64_t chunks =
+      static_cast<int64_t>(p.batch) * p.heads_kv * HeadDim * (args.keys_padded / 32);
+  launch_kernel(fp8_v_layout<HeadDim, Element>, blocks_for(chunks), kPassThreads, 0, stream, p,
+                args);
   ATTNBENCH_CUDA_TRY_LAUNCH();
-  return launch_blocks<T>("cuda.flash3_fp8", flash3_fp8_forward<HeadDim>, params, stream);
+  const float* descales = kQuantizes ? args.descales : nullptr;
+  return launch_blocks<T>("cuda.flash3_fp8", flash3_fp8_forward<HeadDim, Element>, params, stream,
+                          descales);
 }
 
 }  // namespace ATTNBENCH_TARGET

@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "kernels/cuda/common/cuda_api.h"
 #include "kernels/cuda/flash3/flash3_launch.h"
@@ -57,20 +58,61 @@ inline int64_t fp8_keys_padded(int64_t seqlen_k) {
          Fp8Traits<128>::kBlockK;
 }
 
+// The passes before the forward on 16-bit inputs (cuda.flash3_fp8 at fp16/bf16 and
+// cuda.flash3_fp8_incoherent): the amax pass writes one partial maximum per block and tensor, the
+// quantize passes reduce them to Q's, K's and V's descales.
+constexpr int kAmaxBlocks = 128;
+constexpr int kPassThreads = 256;
+
+// What one FP8 forward writes besides the output, all in the plan's scratch: V^T always; for
+// 16-bit inputs also Q and K in e4m3 and the descales (the forward reads them there).
+struct Fp8PassArgs {
+  uint8_t* vt = nullptr;  // (batch, head_kv, d, keys_padded), v_key_of_column's order
+  int keys_padded = 0;
+  uint8_t* q = nullptr;            // (batch, seqlen_q, heads_q, d) e4m3, packed; 16-bit inputs
+  uint8_t* k = nullptr;            // (batch, seqlen_k, heads_kv, d) e4m3, packed; 16-bit inputs
+  float* amax_partials = nullptr;  // kAmaxBlocks each for Q, K, V; 16-bit inputs
+  float* descales = nullptr;       // Q's, K's, V's amax / 448; 16-bit inputs
+  // The recipe's step 1 on Q and K (reference/fp8_recipe.h): channel c negated where bit c of
+  // sign_bits is set, then the Hadamard butterflies in double, then rotation_norm = 1 / sqrt(d).
+  bool incoherent = false;
+  uint32_t sign_bits[4] = {};
+  double rotation_norm = 0.0;
+};
+
 inline namespace ATTNBENCH_TARGET {
 
-// One forward: the layout pass (V into `vt`, keys_padded keys a row), then the kernel. params'
-// v_map is V^T's map.
-template <int HeadDim>
-Status launch_flash3_fp8(const Flash3Params& params, uint8_t* vt, int keys_padded,
+// One forward: on e4m3 inputs the layout pass (V into V^T), on 16-bit inputs the amax pass and
+// the quantize passes (Q, K into e4m3, V into e4m3 V^T), then the kernel. params' q_map and
+// k_map view the e4m3 Q and K (the inputs, or buffers.q and buffers.k), v_map V^T.
+template <int HeadDim, DType kInput>
+Status launch_flash3_fp8(const Flash3Params& params, const Fp8PassArgs& buffers,
                          cudaStream_t stream);
-extern template Status launch_flash3_fp8<128>(const Flash3Params&, uint8_t*, int, cudaStream_t);
+extern template Status launch_flash3_fp8<128, DType::e4m3>(const Flash3Params&, const Fp8PassArgs&,
+                                                           cudaStream_t);
+extern template Status launch_flash3_fp8<128, DType::f16>(const Flash3Params&, const Fp8PassArgs&,
+                                                          cudaStream_t);
+extern template Status launch_flash3_fp8<128, DType::bf16>(const Flash3Params&, const Fp8PassArgs&,
+                                                           cudaStream_t);
 
-using Fp8LaunchFunction = Status (*)(const Flash3Params&, uint8_t*, int, cudaStream_t);
+using Fp8LaunchFunction = Status (*)(const Flash3Params&, const Fp8PassArgs&, cudaStream_t);
 
-// The Kernel entry over one launch function at d 128: cuda.flash3_fp8's, and the planted-bug
-// variants' (kernels/emu/planted/planted_bugs.cmake).
-Kernel flash3_fp8_kernel_entry(std::string name, std::string summary, Fp8LaunchFunction launch);
+// One (head dim, input dtype) the entry dispatches to (gpu::find_instantiation's shape).
+struct Fp8Instantiation {
+  int64_t head_dim;
+  DType dtype;
+  Fp8LaunchFunction launch;
+};
+
+// The recipe every cuda.flash3_fp8 series computes: per-tensor scales, 128-key tiles in order,
+// P's offset 2^8; incoherent processing where asked.
+Fp8Recipe flash3_fp8_recipe(bool incoherent);
+
+// The Kernel entry of an FP8 forward following `recipe` over its instantiations at d 128:
+// cuda.flash3_fp8's and cuda.flash3_fp8_incoherent's, and the planted-bug variants'
+// (kernels/emu/planted/planted_bugs.cmake).
+Kernel flash3_fp8_kernel_entry(std::string name, std::string summary, const Fp8Recipe& recipe,
+                               std::vector<Fp8Instantiation> instantiations);
 
 }  // namespace ATTNBENCH_TARGET
 }  // namespace attnbench::flash3

@@ -66,10 +66,10 @@ __device__ __forceinline__ KeyTiles key_tiles(const AttentionParams& p, const Bl
 }
 
 // One forward of `kernel` (a kernel of shape Traits) over the scheduler's grid: one CTA per
-// (query block, query head, batch).
-template <typename Traits, typename... KernelParams>
+// (query block, query head, batch); the kernel takes params and then `extra`.
+template <typename Traits, typename... KernelParams, typename... Extra>
 Status launch_blocks(const char* name, void (*kernel)(KernelParams...), const Flash3Params& params,
-                     cudaStream_t stream) {
+                     cudaStream_t stream, Extra... extra) {
   const AttentionParams& p = params.attention;
   const int64_t m_blocks =
       (static_cast<int64_t>(p.seqlen_q) + Traits::kBlockQ - 1) / Traits::kBlockQ;
@@ -80,7 +80,7 @@ Status launch_blocks(const char* name, void (*kernel)(KernelParams...), const Fl
   }
   ATTNBENCH_CUDA_TRY(allow_dynamic_shared(kernel, static_cast<int>(Traits::kSharedBytes)));
   launch_kernel(kernel, static_cast<unsigned>(ctas), Traits::kThreads, Traits::kSharedBytes, stream,
-                params);
+                params, extra...);
   ATTNBENCH_CUDA_TRY_LAUNCH();
   return Status::Ok();
 }

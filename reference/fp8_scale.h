@@ -1,0 +1,19 @@
+// The FP8 recipe's step 2 as one rule for the host and the device (reference/fp8_recipe.h): a
+// group's descale from its amax, the largest |value| of the group after step 1. The recipe's
+// quantize_inputs and cuda.flash3_fp8's quantize passes both call it, so their bits agree.
+#pragma once
+
+#include "reference/mask.h"  // ATTNBENCH_HOST_DEVICE
+
+namespace attnbench {
+
+// e4m3's largest finite value (formats.h's max_finite(DType::e4m3); test_fp8_recipe holds them
+// equal).
+constexpr float kE4m3Largest = 448.0f;
+
+// amax / 448, so the group's largest value lands on e4m3's largest; 1 for an all-zero group.
+ATTNBENCH_HOST_DEVICE inline float fp8_descale(float amax) {
+  return amax > 0.0f ? amax / kE4m3Largest : 1.0f;
+}
+
+}  // namespace attnbench
