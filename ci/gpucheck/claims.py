@@ -841,10 +841,14 @@ def flash3_correct(evidence: Evidence) -> Finding:
     return judge_tests(evidence, suite_tests(evidence, "cuda.flash3"))
 
 
+FP8_KERNELS = ("cuda.flash3_fp8", "cuda.flash3_fp8_incoherent", "cuda.flash3_fp8_block",
+               "cuda.flash3_fp8_block_incoherent")
+
+
 @judge("flash3-fp8-correct", "hopper-fp8 suite passes", steps=(CTEST,))
 def flash3_fp8_correct(evidence: Evidence) -> Finding:
-    return judge_tests(evidence, suite_tests(evidence, "cuda.flash3_fp8")
-                       + suite_tests(evidence, "cuda.flash3_fp8_incoherent"))
+    return judge_tests(evidence, [test for kernel in FP8_KERNELS
+                                  for test in suite_tests(evidence, kernel)])
 
 
 @judge("flash3-fp8-figure", ">= 850 TFLOP/s", any_step=(FIGURES, SMOKE), h200=True)

@@ -60,6 +60,9 @@ const std::map<std::string, KernelCost>& kernel_costs() {
       // Not measured: cuda.flash3_fp8's forward after three memory-bound passes (amax, rotate and
       // quantize Q and K, quantize and lay out V), each reading the 16-bit inputs once more.
       {"cuda.flash3_fp8_incoherent", {0.25, 4, 1e-3}},
+      // Not measured: one pass finds and applies the block scales, then the layout pass.
+      {"cuda.flash3_fp8_block", {0.25, 3, 1e-3}},
+      {"cuda.flash3_fp8_block_incoherent", {0.25, 3, 1e-3}},
       {"cuda.flash1", {0.08, 16, 1e-3}},
       {"cuda.naive_cublas", {0.3, 3, 5e-3}},
       {"cuda.naive", {0.03, 3, 1e-3}},

@@ -39,9 +39,12 @@ Kernel cuda_flash3_pingpong_kernel();
 Kernel cuda_flash3_kernel();
 // cuda.flash3_fp8: FlashAttention-3's FP8 forward (e4m3 in and out with per-tensor descales, or
 // fp16/bf16 quantized by its own passes; V^T by a layout pass), its first stage: one warpgroup,
-// d 128 (issue 16). cuda.flash3_fp8_incoherent: the same on fp16/bf16 with Q and K rotated first.
+// d 128 (issue 16). Its variants on fp16/bf16: _incoherent rotates Q and K first, _block scales
+// per block of 128 tokens, _block_incoherent does both.
 Kernel cuda_flash3_fp8_kernel();
 Kernel cuda_flash3_fp8_incoherent_kernel();
+Kernel cuda_flash3_fp8_block_kernel();
+Kernel cuda_flash3_fp8_block_incoherent_kernel();
 
 }  // namespace ATTNBENCH_TARGET
 }  // namespace attnbench

@@ -37,6 +37,8 @@ std::vector<Kernel> emulated_kernels() {
       cuda_flash3_kernel(),
       cuda_flash3_fp8_kernel(),
       cuda_flash3_fp8_incoherent_kernel(),
+      cuda_flash3_fp8_block_kernel(),
+      cuda_flash3_fp8_block_incoherent_kernel(),
       outside_emu("cuda.naive_cublas", "cuBLAS batched GEMMs with a softmax kernel between"),
       outside_emu("cudnn.sdpa", "cuDNN's fused SDPA"),
       outside_emu("cudnn.sdpa_fp8", "cuDNN's fused SDPA in FP8"),

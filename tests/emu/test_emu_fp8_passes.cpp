@@ -5,9 +5,11 @@
 // the three descales; and the layout pass must write V^T, e4m3 and in v_key_of_column's key order,
 // zeros past seqlen_k. Over fp16 and bf16, the normal and outlier inputs, every layout (so the
 // passes' packed copies are compared through the input's placement), tails off the tiles, more
-// rows than the amax pass's grid covers at once, and an all-zero V (descale 1).
+// rows than the amax pass's grid covers at once, and an all-zero V (descale 1); per-tensor and
+// per-block scales (each group's descale compared).
 #include <gtest/gtest.h>
 
+#include <cctype>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -149,7 +151,10 @@ TEST_P(Fp8Passes, WriteTheRecipesE4m3BitsAndDescales) {
   const int64_t keys_padded = flash3::fp8_keys_padded(problem.seqlen_k);
   const size_t vt_bytes = static_cast<size_t>(problem.batch * problem.heads_kv * d * keys_padded);
 
-  ASSERT_EQ(scratch.count(), 5u) << "V^T, Q, K, the amax partials, the descales";
+  // V^T, Q, K, then the amax partials and the descales (per-tensor scales) or the descales and V's
+  // inverse descales (per-block).
+  const bool per_block = kernel.fp8_recipe->scaling == Fp8Scaling::per_block;
+  ASSERT_EQ(scratch.count(), 5u);
   EXPECT_EQ(differing(scratch.at(1, q_bytes), recipe.q, recipe.layout.q, problem.batch,
                       problem.seqlen_q, problem.heads_q, d),
             0)
@@ -162,11 +167,14 @@ TEST_P(Fp8Passes, WriteTheRecipesE4m3BitsAndDescales) {
                                  problem),
             0)
       << "e4m3 V^T";
-  float descales[3];
-  std::memcpy(descales, scratch.at(4, sizeof descales), sizeof descales);
-  EXPECT_EQ(descales[0], recipe.q.descales.at(0));
-  EXPECT_EQ(descales[1], recipe.k.descales.at(0));
-  EXPECT_EQ(descales[2], recipe.v.descales.at(0));
+  // Q's groups, then K's, then V's, each in the recipe's group order.
+  std::vector<float> expected = recipe.q.descales;
+  expected.insert(expected.end(), recipe.k.descales.begin(), recipe.k.descales.end());
+  expected.insert(expected.end(), recipe.v.descales.begin(), recipe.v.descales.end());
+  std::vector<float> descales(expected.size());
+  std::memcpy(descales.data(), scratch.at(per_block ? 3 : 4, descales.size() * sizeof(float)),
+              descales.size() * sizeof(float));
+  EXPECT_EQ(descales, expected);
 }
 
 // Tails off every tile; bhsd and packed; a Q of 1600 rows, past the amax pass's 128 blocks of 8
@@ -185,11 +193,21 @@ INSTANTIATE_TEST_SUITE_P(
         PassCase{"cuda.flash3_fp8", "b=2,hq=4,hkv=2,sq=70,sk=203,d=128,dtype=fp16",
                  Distribution::outliers},
         PassCase{"cuda.flash3_fp8", "b=2,hq=8,hkv=1,sq=17,sk=300,d=128,dtype=bf16,layout=bhsd",
-                 Distribution::normal}),
+                 Distribution::normal},
+        PassCase{"cuda.flash3_fp8_block", "b=2,hq=4,hkv=2,sq=300,sk=203,d=128,dtype=bf16",
+                 Distribution::outliers},
+        PassCase{"cuda.flash3_fp8_block", "b=1,hq=2,s=129,d=128,dtype=fp16,layout=qkv_packed",
+                 Distribution::sink},
+        PassCase{"cuda.flash3_fp8_block_incoherent",
+                 "b=2,hq=2,hkv=1,sq=70,sk=257,d=128,dtype=fp16,layout=bhsd", Distribution::outliers,
+                 /*zero_v=*/true}),
     [](const ::testing::TestParamInfo<PassCase>& param_info) {
-      return std::string(param_info.param.kernel == std::string("cuda.flash3_fp8") ? "Plain"
-                                                                                   : "Incoherent") +
-             std::to_string(param_info.index);
+      // cuda.flash3_fp8_block_incoherent -> Block_incoherent3 (cuda.flash3_fp8 -> Plain0).
+      const std::string kernel = param_info.param.kernel;
+      const std::string base = "cuda.flash3_fp8";
+      std::string variant = kernel == base ? "plain" : kernel.substr(base.size() + 1);
+      variant[0] = static_cast<char>(std::toupper(variant[0]));
+      return variant + std::to_string(param_info.index);
     });
 
 }  // namespace

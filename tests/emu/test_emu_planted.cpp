@@ -153,6 +153,19 @@ TEST_P(PlantedFlash3Fp8IncoherentBug, FailsItsCheckWhereTheKernelPasses) {
   EXPECT_NE(planted.message.find("max|out-ref|"), std::string::npos) << planted.message;
 }
 
+// cuda.flash3_fp8_block (issue 16): every key tile scaled by K's first block descale. Four key
+// blocks of 128; sink keys (0, 170 and 340) give the first three a far larger amax than the last.
+TEST(PlantedFlash3Fp8BlockBug, FailsItsCheckWhereTheKernelPasses) {
+  const ScratchDirectory dir("attnbench_planted_flash3_fp8_block");
+  const std::string shape = std::string(kFlash3Fp8IncoherentShape) + " --dist sink";
+  expect_passed(check_once("cuda.flash3_fp8_block", dir, "", shape), /*deterministic=*/true);
+  const std::string variant = "test.flash3_fp8_block_first_k_descale_for_every_tile";
+  const ResultRecord planted = check_once(variant, dir, "", shape);
+  EXPECT_EQ(planted.kernel, variant);
+  EXPECT_EQ(planted.status, ResultStatus::failed) << planted.message;
+  EXPECT_NE(planted.message.find("max|out-ref|"), std::string::npos) << planted.message;
+}
+
 INSTANTIATE_TEST_SUITE_P(Emu, PlantedFlash3Fp8IncoherentBug,
                          ::testing::Values("rotation_unnormalized", "computed_q_descale_ignored"),
                          [](const ::testing::TestParamInfo<const char*>& param_info) {

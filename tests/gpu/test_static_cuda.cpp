@@ -626,8 +626,8 @@ TEST_F(StaticCuda, Flash3StagesUseWgmmaTmaAndMbarriersWithoutSpills) {
 // cuda.flash3_fp8 (issue 16): e4m3 wgmma is QGMMA in SASS (k32): per key tile d / 32 for S and
 // 128 / 32 for P V, and MUFU.EX2 once per score of the thread's 64 and once per row for the
 // rescale; P packed to e4m3 by F2FP; TMA loads and mbarriers; no HGMMA or HMMA; one copy of the
-// tile in the loop; in each of its three instantiations (e4m3, fp16 and bf16 out). Its registers
-// and stack: NoKernelHasAStackFrame and the check above.
+// tile in the loop; in each of its five instantiations (e4m3 out; fp16 and bf16 out with per-tensor
+// or per-block descales). Its registers and stack: NoKernelHasAStackFrame and the check above.
 constexpr int kRowsPerThreadFp8 = 2;  // a thread's rows of a wgmma m64 accumulator
 
 TEST_F(StaticCuda, Flash3Fp8UsesQgmmaOnE4m3) {
@@ -649,7 +649,7 @@ TEST_F(StaticCuda, Flash3Fp8UsesQgmmaOnE4m3) {
       EXPECT_GT(opcode_count(c, opcode), 0) << name << ": no " << opcode;
     }
   }
-  EXPECT_EQ(matched, 3) << "flash3_fp8_forward<128, e4m3/fp16/bf16 out> in the SASS of "
+  EXPECT_EQ(matched, 5) << "flash3_fp8_forward<128, e4m3/fp16/bf16 out, scales> in the SASS of "
                         << kHopperLibrary;
 }
 

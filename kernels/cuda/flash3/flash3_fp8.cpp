@@ -61,6 +61,7 @@ class Flash3Fp8Plan final : public Plan {
         !status) {
       return status;
     }
+    groups_ = scale_groups();
     if (quantizes()) {
       if (Status status = allocate_quantize_scratch(allocator); !status) return status;
     }
@@ -82,6 +83,19 @@ class Flash3Fp8Plan final : public Plan {
   // 16-bit inputs: the kernel's passes quantize them (the recipe's steps 1 and 2).
   bool quantizes() const { return problem_.input_dtype != DType::e4m3; }
 
+  // The recipe's scale groups as the passes and the forward index them.
+  Fp8ScaleGroups scale_groups() const {
+    Fp8ScaleGroups groups;
+    groups.block_rows =
+        recipe_.scaling == Fp8Scaling::per_block ? static_cast<int>(recipe_.block_rows) : 0;
+    groups.batch = problem_.batch;
+    groups.heads_q = problem_.heads_q;
+    groups.heads_kv = problem_.heads_kv;
+    groups.seqlen_q = problem_.seqlen_q;
+    groups.seqlen_k = problem_.seqlen_k;
+    return groups;
+  }
+
   struct ScratchRequest {
     size_t bytes;
     std::string what;
@@ -93,12 +107,16 @@ class Flash3Fp8Plan final : public Plan {
                            problem_.heads_q * problem_.head_dim_qk;
     const size_t k_bytes = static_cast<size_t>(problem_.batch) * problem_.seqlen_k *
                            problem_.heads_kv * problem_.head_dim_qk;
+    const bool per_tensor = groups_.block_rows == 0;
     const ScratchRequest requests[] = {
         {q_bytes, " Q in e4m3 (b*sq*hq*d)", &q_},
         {k_bytes, " K in e4m3 (b*sk*hkv*d)", &k_},
-        {3 * kAmaxBlocks * sizeof(float),
+        {per_tensor ? 3 * kAmaxBlocks * sizeof(float) : 0,
          " amax partials (3 x " + std::to_string(kAmaxBlocks) + " floats)", &amax_partials_},
-        {3 * sizeof(float), " descales of Q, K, V", &descales_},
+        {static_cast<size_t>(groups_.total()) * sizeof(float),
+         " descales (" + std::to_string(groups_.total()) + " scale groups)", &descales_},
+        {per_tensor ? 0 : static_cast<size_t>(groups_.count(kTensorV)) * sizeof(float),
+         " inverse descales of V's blocks", &v_inverses_},
     };
     for (const ScratchRequest& request : requests) {
       if (Status status = gpu::allocate_scratch(allocator, request.bytes, name_ + request.what,
@@ -121,6 +139,8 @@ class Flash3Fp8Plan final : public Plan {
     args.k = k_.as<uint8_t>();
     args.amax_partials = amax_partials_.as<float>();
     args.descales = descales_.as<float>();
+    args.v_inverses = v_inverses_.as<float>();
+    args.groups = groups_;
     args.incoherent = recipe_.incoherent;
     for (int64_t channel = 0; channel < problem_.head_dim_qk; ++channel) {
       if (incoherent_sign_negative(recipe_.sign_seed, channel)) {
@@ -169,14 +189,15 @@ class Flash3Fp8Plan final : public Plan {
   Fp8LaunchFunction launch_;
   int64_t keys_padded_;
   ScratchBuffer vt_;
-  ScratchBuffer q_, k_, amax_partials_, descales_;  // 16-bit inputs
-  Fp8PassArgs pass_args_;                           // made once the scratch is allocated
+  Fp8ScaleGroups groups_;
+  ScratchBuffer q_, k_, amax_partials_, descales_, v_inverses_;  // 16-bit inputs
+  Fp8PassArgs pass_args_;  // made once the scratch is allocated
 };
 
 // Which passes each FP8 series' time includes (issue 16: the README repeats it), by what it is
 // instantiated for.
 SupportTable flash3_fp8_support_table(const std::vector<Fp8Instantiation>& instantiations,
-                                      bool incoherent) {
+                                      const Fp8Recipe& recipe) {
   SupportTable table = flash3_common_support();
   gpu::add_instantiated(table, instantiations);
   const bool stored =
@@ -189,11 +210,15 @@ SupportTable flash3_fp8_support_table(const std::vector<Fp8Instantiation>& insta
         "writing V^T");
   }
   if (quantized) {
-    notes.push_back(
-        std::string("fp16/bf16 in and out: the timed forward also includes an amax "
-                    "pass and the passes quantizing ") +
-        (incoherent ? "Q and K rotated by (1/sqrt(d)) H diag(s) in double" : "Q and K") +
-        " and V (into V^T) to e4m3, per-tensor scales");
+    const std::string scales = recipe.scaling == Fp8Scaling::per_block
+                                   ? "per-block scales (" + std::to_string(recipe.block_rows) +
+                                         " tokens of one head; one pass finds and applies them)"
+                                   : "per-tensor scales (an amax pass, then the quantize passes)";
+    notes.push_back("fp16/bf16 in and out: the timed forward also includes the passes quantizing " +
+                    std::string(recipe.incoherent
+                                    ? "Q and K rotated by (1/sqrt(d)) H diag(s) in double"
+                                    : "Q and K") +
+                    " and V (into V^T) to e4m3, " + scales);
   }
   notes.push_back(
       "V^T because wgmma takes FP8 B K-major only; wgmma m64nNk32 e4m3 with fp32 accumulation, P "
@@ -216,7 +241,7 @@ Kernel flash3_fp8_kernel_entry(std::string name, std::string summary, const Fp8R
   kernel.returns_lse = true;
   // The checker judges it by its recipe's own rows.
   kernel.fp8_recipe = recipe;
-  kernel.support = flash3_fp8_support_table(instantiations, recipe.incoherent);
+  kernel.support = flash3_fp8_support_table(instantiations, recipe);
   kernel.make_plan = [name = kernel.name, recipe, instantiations](
                          const Problem& problem,
                          const PlanContext& context) -> Result<std::unique_ptr<Plan>> {
@@ -232,11 +257,15 @@ Kernel flash3_fp8_kernel_entry(std::string name, std::string summary, const Fp8R
   return kernel;
 }
 
-Fp8Recipe flash3_fp8_recipe(bool incoherent) {
+Fp8Recipe flash3_fp8_recipe(bool incoherent, bool block_scales) {
   Fp8Recipe recipe;
   recipe.key_tile = Fp8Tiles::kBlockK;
   recipe.p_max_offset = kFp8PMaxOffset;
   recipe.incoherent = incoherent;
+  if (block_scales) {
+    recipe.scaling = Fp8Scaling::per_block;
+    recipe.block_rows = kFp8BlockRows;
+  }
   return recipe;
 }
 
@@ -254,23 +283,52 @@ Kernel cuda_flash3_fp8_kernel() {
       "FlashAttention-3's FP8 forward on Hopper, first stage: e4m3 Q, K, V with per-tensor "
       "descales (or fp16/bf16 quantized by its own passes), V^T by a layout pass, wgmma k32 "
       "e4m3, P in e4m3 with a 2^8 offset, one warpgroup",
-      flash3::flash3_fp8_recipe(/*incoherent=*/false),
+      flash3::flash3_fp8_recipe(/*incoherent=*/false, /*block_scales=*/false),
       {{kD, DType::e4m3, &launch_flash3_fp8<kD, DType::e4m3>},
        {kD, DType::f16, &launch_flash3_fp8<kD, DType::f16>},
        {kD, DType::bf16, &launch_flash3_fp8<kD, DType::bf16>}});
 }
 
-Kernel cuda_flash3_fp8_incoherent_kernel() {
+namespace {
+
+// A variant of cuda.flash3_fp8 on fp16/bf16 inputs: the same forward, another recipe for the
+// passes before it.
+Kernel flash3_fp8_16bit_variant(std::string name, std::string summary, bool incoherent,
+                                bool block_scales) {
   using flash3::launch_flash3_fp8;
   constexpr int kD = flash3::Fp8Tiles::kHeadDim;
-  return flash3::flash3_fp8_kernel_entry(
+  return flash3::flash3_fp8_kernel_entry(std::move(name), std::move(summary),
+                                         flash3::flash3_fp8_recipe(incoherent, block_scales),
+                                         {{kD, DType::f16, &launch_flash3_fp8<kD, DType::f16>},
+                                          {kD, DType::bf16, &launch_flash3_fp8<kD, DType::bf16>}});
+}
+
+}  // namespace
+
+Kernel cuda_flash3_fp8_incoherent_kernel() {
+  return flash3_fp8_16bit_variant(
       "cuda.flash3_fp8_incoherent",
       "cuda.flash3_fp8 with incoherent processing: fp16/bf16 Q and K rotated by (1/sqrt(d)) "
       "H diag(s) in a pass before quantization to e4m3 (per-tensor scales), as FlashAttention-3's "
       "paper describes",
-      flash3::flash3_fp8_recipe(/*incoherent=*/true),
-      {{kD, DType::f16, &launch_flash3_fp8<kD, DType::f16>},
-       {kD, DType::bf16, &launch_flash3_fp8<kD, DType::bf16>}});
+      /*incoherent=*/true, /*block_scales=*/false);
+}
+
+Kernel cuda_flash3_fp8_block_kernel() {
+  return flash3_fp8_16bit_variant(
+      "cuda.flash3_fp8_block",
+      "cuda.flash3_fp8 with block quantization: fp16/bf16 Q, K, V scaled to e4m3 per block of "
+      "128 tokens of one head (one K and V descale per key tile), as FlashAttention-3's paper "
+      "describes",
+      /*incoherent=*/false, /*block_scales=*/true);
+}
+
+Kernel cuda_flash3_fp8_block_incoherent_kernel() {
+  return flash3_fp8_16bit_variant(
+      "cuda.flash3_fp8_block_incoherent",
+      "cuda.flash3_fp8 with both of FlashAttention-3's techniques: Q and K rotated, then "
+      "fp16/bf16 Q, K, V scaled to e4m3 per block of 128 tokens of one head",
+      /*incoherent=*/true, /*block_scales=*/true);
 }
 
 }  // namespace ATTNBENCH_TARGET

@@ -53,9 +53,6 @@ inline namespace ATTNBENCH_TARGET {
 
 // ---- the passes before the forward -------------------------------------------------------------
 
-// The inputs the passes read, as blockIdx.y of the amax pass numbers them.
-enum Fp8Tensor : int { kTensorQ = 0, kTensorK = 1, kTensorV = 2 };
-
 // One input tensor as rows of d elements, row r = (batch, token, head) in that order: the order
 // of the packed e4m3 copies the quantize pass writes (Fp8PassArgs::q, ::k).
 struct InputRows {
@@ -175,6 +172,19 @@ __device__ __forceinline__ void prepared_row(const Element* row, bool rotate,
   for (int j = 0; j < kPerLane; ++j) values[j] = static_cast<float>(x[j]);
 }
 
+// A lane's values of a row times `inverse`, rounded to e4m3 (saturating), four to a word.
+template <int kPerLane>
+__device__ __forceinline__ void store_e4m3_row(uint8_t* out, const float (&values)[kPerLane],
+                                               float inverse) {
+  static_assert(kPerLane % 4 == 0, "a lane stores its e4m3 values four to a word");
+  auto* words = reinterpret_cast<uint32_t*>(out);
+#pragma unroll
+  for (int j = 0; j < kPerLane; j += 4) {
+    words[j / 4] = ptx::pack_e4m3x4(values[j] * inverse, values[j + 1] * inverse,
+                                    values[j + 2] * inverse, values[j + 3] * inverse);
+  }
+}
+
 // The amax pass (16-bit inputs): blockIdx.y's tensor (Q, K, V) after step 1, one warp a row;
 // each block writes its largest |value| to its partial.
 template <int HeadDim, typename Element>
@@ -204,7 +214,6 @@ template <int HeadDim, typename Element>
 __global__ void __launch_bounds__(kPassThreads)
     fp8_quantize_qk(const AttentionParams p, const Fp8PassArgs args) {
   constexpr int kPerLane = HeadDim / 32;
-  static_assert(kPerLane % 4 == 0, "a lane stores its e4m3 values four to a word");
   const int tensor = static_cast<int>(blockIdx.y);
   const InputRows rows = input_rows(p, tensor);
   const float descale = tensor_descale(args, tensor);
@@ -218,27 +227,80 @@ __global__ void __launch_bounds__(kPassThreads)
     float values[kPerLane];
     prepared_row<HeadDim>(static_cast<const Element*>(rows.base) + rows.offset(row),
                           args.incoherent, args, values);
-    auto* words = reinterpret_cast<uint32_t*>(out + row * HeadDim + lane * kPerLane);
+    store_e4m3_row<kPerLane>(out + row * HeadDim + lane * kPerLane, values, inverse);
+  }
+}
+
+// The quantize pass of per-block scales (16-bit inputs): one block per scale group of blockIdx.y's
+// tensor (kFp8BlockRows tokens of one head), its rows after step 1 held in registers while the
+// block finds their amax; it stores the group's descale, then rounds Q's and K's rows to e4m3
+// into their packed copies (V's rows are rounded by the layout pass).
+template <int HeadDim, typename Element>
+__global__ void __launch_bounds__(kPassThreads)
+    fp8_quantize_blocks(const AttentionParams p, const Fp8PassArgs args) {
+  constexpr int kPerLane = HeadDim / 32;
+  constexpr int kWarps = kPassThreads / 32;
+  constexpr int kRowsPerWarp = kFp8BlockRows / kWarps;
+  const int tensor = static_cast<int>(blockIdx.y);
+  const InputRows rows = input_rows(p, tensor);
+  const int64_t group = blockIdx.x;
+  if (group >= args.groups.count(tensor)) return;  // the whole block: Q and K differ in groups
+  const int64_t blocks = args.groups.blocks(rows.tokens);
+  const int64_t head = group / blocks % rows.heads;
+  const int64_t batch = group / blocks / rows.heads;
+  const int64_t first_token = group % blocks * kFp8BlockRows;
+  const int warp = static_cast<int>(threadIdx.x / 32);
+  const bool rotate = args.incoherent && tensor != kTensorV;
+
+  float values[kRowsPerWarp][kPerLane];
+  float amax = 0.0f;
 #pragma unroll
-    for (int j = 0; j < kPerLane; j += 4) {
-      words[j / 4] = ptx::pack_e4m3x4(values[j] * inverse, values[j + 1] * inverse,
-                                      values[j + 2] * inverse, values[j + 3] * inverse);
-    }
+  for (int i = 0; i < kRowsPerWarp; ++i) {
+    const int64_t token = first_token + warp + kWarps * i;
+    if (token >= rows.tokens) continue;  // the same for the warp's lanes
+    const int64_t row = (batch * rows.tokens + token) * rows.heads + head;
+    prepared_row<HeadDim>(static_cast<const Element*>(rows.base) + rows.offset(row), rotate, args,
+                          values[i]);
+#pragma unroll
+    for (int j = 0; j < kPerLane; ++j) amax = fmaxf(amax, fabsf(values[i][j]));
+  }
+  const float descale = fp8_descale(block_max(amax));
+  if (threadIdx.x == 0) {
+    args.descales[args.groups.index(tensor, batch, first_token, head)] = descale;
+  }
+  const float inverse = 1.0f / descale;
+  if (tensor == kTensorV) {  // the layout pass reads it (a division there would spill)
+    if (threadIdx.x == 0) args.v_inverses[group] = inverse;
+    return;
+  }
+  uint8_t* out = tensor == kTensorQ ? args.q : args.k;
+  const int lane = static_cast<int>(threadIdx.x % 32);
+#pragma unroll
+  for (int i = 0; i < kRowsPerWarp; ++i) {
+    const int64_t token = first_token + warp + kWarps * i;
+    if (token >= rows.tokens) continue;
+    const int64_t row = (batch * rows.tokens + token) * rows.heads + head;
+    store_e4m3_row<kPerLane>(out + row * HeadDim + lane * kPerLane, values[i], inverse);
   }
 }
 
 // The layout pass: V (batch, key, head_kv, d) into V^T (batch, head_kv, d, keys_padded) in e4m3,
 // each 32 keys in v_key_of_column's order, zeros past seqlen_k; e4m3 V copied, 16-bit V
-// quantized with its descale (stored by block 0). One thread per 32 bytes of a V^T row.
+// quantized with its descale: per tensor found here from the amax partials (and stored by block
+// 0), per block the inverse fp8_quantize_blocks stored (32 keys lie in one group). One thread per
+// 32 bytes of a V^T row.
 template <int HeadDim, typename Element>
 __global__ void __launch_bounds__(kPassThreads)
     fp8_v_layout(const AttentionParams p, const Fp8PassArgs args) {
   constexpr bool kQuantizes = !std::is_same_v<Element, uint8_t>;
-  float inverse = 1.0f;
-  if constexpr (kQuantizes) {
+  // A copy in registers: a member function's `this` into the parameter would put it on the stack.
+  const Fp8ScaleGroups groups = args.groups;
+  const bool per_block = groups.block_rows > 0;
+  float tensor_inverse = 1.0f;
+  if (kQuantizes && !per_block) {
     const float descale = tensor_descale(args, kTensorV);
     if (blockIdx.x == 0 && threadIdx.x == 0) args.descales[kTensorV] = descale;
-    inverse = 1.0f / descale;
+    tensor_inverse = 1.0f / descale;
   }
   const int64_t chunks = static_cast<int64_t>(args.keys_padded) / 32;
   const int64_t rows = static_cast<int64_t>(p.batch) * p.heads_kv * HeadDim;
@@ -251,6 +313,14 @@ __global__ void __launch_bounds__(kPassThreads)
     const int64_t head = row / HeadDim % p.heads_kv;
     const int64_t batch = row / HeadDim / p.heads_kv;
     uint8_t* out = args.vt + row * args.keys_padded + first_key;
+    if (first_key >= p.seqlen_k) {  // a tile's padding: no group, no value
+      for (int a = 0; a < 32; ++a) out[a] = 0;
+      continue;
+    }
+    const float inverse = kQuantizes && per_block
+                              ? args.v_inverses[groups.index(kTensorV, batch, first_key, head) -
+                                                groups.first(kTensorV)]
+                              : tensor_inverse;
     for (int a = 0; a < 32; ++a) {
       const int64_t key = first_key + v_key_of_column(a);
       if (key >= p.seqlen_k) {
@@ -324,18 +394,30 @@ __device__ __forceinline__ void store_fp8_output(const AttentionParams& p,
   store_lse(p, block, softmax, 0);
 }
 
-// Output: e4m3's bits (uint8_t) for e4m3 inputs, else the 16-bit input type. `descales`: Q's, K's
-// and V's, written by the quantize passes (16-bit inputs); null for e4m3 inputs, whose descales
-// are the params'.
-template <int HeadDim, typename Output>
+// Output: e4m3's bits (uint8_t) for e4m3 inputs, else the 16-bit input type. `descales`: those
+// the passes stored for 16-bit inputs, found through `groups`; null for e4m3 inputs, whose
+// descales are the params'. kBlockScales: per-block descales (kFp8BlockRows tokens, one key
+// tile): Q's is the CTA's, K's and V's change with each key tile.
+template <int HeadDim, typename Output, bool kBlockScales>
 __global__ void __launch_bounds__(kWarpgroupThreads, 1)
-    flash3_fp8_forward(const __grid_constant__ Flash3Params params, const float* descales) {
+    flash3_fp8_forward(const __grid_constant__ Flash3Params params, const float* descales,
+                       const Fp8ScaleGroups groups) {
   using T = Fp8Traits<HeadDim>;
-  // The scores are products of e4m3 values: their descales join the softmax's scale.
+  static_assert(!kBlockScales || kFp8BlockRows == T::kBlockK, "one K and V descale a key tile");
   AttentionParams p = params.attention;
-  const float q_descale = descales != nullptr ? descales[kTensorQ] : p.q_descale;
-  const float k_descale = descales != nullptr ? descales[kTensorK] : p.k_descale;
-  const float v_descale = descales != nullptr ? descales[kTensorV] : p.v_descale;
+  const BlockPosition block = block_position(p, T::kBlockQ);
+  // The scores are products of e4m3 values: Q's descale, and K's when it is per tensor, join the
+  // softmax's scale; per-block K and V descales are applied per key tile below.
+  const float q_descale =
+      kBlockScales ? descales[groups.index(kTensorQ, block.batch, block.first_row, block.head)]
+      : descales != nullptr ? descales[kTensorQ]
+                            : p.q_descale;
+  const float k_descale = kBlockScales          ? 1.0f
+                          : descales != nullptr ? descales[kTensorK]
+                                                : p.k_descale;
+  const float v_descale = kBlockScales          ? 1.0f
+                          : descales != nullptr ? descales[kTensorV]
+                                                : p.v_descale;
   const float qk_descale = q_descale * k_descale;
   p.scale *= qk_descale;
   p.scale_log2 *= qk_descale;
@@ -357,7 +439,6 @@ __global__ void __launch_bounds__(kWarpgroupThreads, 1)
   const uint32_t q_full = ptx::shared_address(&barriers.q_full);
   const auto kv_full = [&](int stage) { return ptx::shared_address(&barriers.kv_full[stage]); };
 
-  const BlockPosition block = block_position(p, T::kBlockQ);
   const KeyTiles keys = key_tiles(p, block, T::kBlockK);
   const int tile_count = keys.count;
 
@@ -415,20 +496,44 @@ __global__ void __launch_bounds__(kWarpgroupThreads, 1)
     ptx::wgmma_fence_operand(s);
 
     // ---- mask, online softmax (O rescaled), P to e4m3; O += P V, one wgmma per 32 keys --------
+    if constexpr (kBlockScales) {
+      const float k_tile_descale =
+          descales[groups.index(kTensorK, block.batch, first_key, block.head_kv)];
+#pragma unroll
+      for (int i = 0; i < T::kBlockK / 2; ++i) s[i] *= k_tile_descale;
+    }
     if (keys.visible.needs_mask(first_key, T::kBlockK)) softmax.mask(s, first_key);
     softmax.update(s, o);
     uint32_t p_fragments[T::kBlockK / kFp8StepElements][4];
     probabilities_as_e4m3(s, p_fragments);
-    ptx::wgmma_fence();
-    ptx::wgmma_fence_operand(o);
+    if constexpr (kBlockScales) {
+      // The tile's P V into registers of its own, then into O times the tile's V descale.
+      float o_tile[HeadDim / 2];
+      ptx::wgmma_fence();
 #pragma unroll
-    for (int step = 0; step < T::kBlockK / kFp8StepElements; ++step) {
-      ptx::wgmma_rs<HeadDim, ptx::E4m3, false>(
-          o, p_fragments[step], fp8_k_major_step(vt_stage(stage), HeadDim, step), true);
+      for (int step = 0; step < T::kBlockK / kFp8StepElements; ++step) {
+        ptx::wgmma_rs<HeadDim, ptx::E4m3, false>(
+            o_tile, p_fragments[step], fp8_k_major_step(vt_stage(stage), HeadDim, step), step > 0);
+      }
+      ptx::wgmma_commit();
+      ptx::wgmma_wait<0>();
+      ptx::wgmma_fence_operand(o_tile);
+      const float v_tile_descale =
+          descales[groups.index(kTensorV, block.batch, first_key, block.head_kv)];
+#pragma unroll
+      for (int i = 0; i < HeadDim / 2; ++i) o[i] += v_tile_descale * o_tile[i];
+    } else {
+      ptx::wgmma_fence();
+      ptx::wgmma_fence_operand(o);
+#pragma unroll
+      for (int step = 0; step < T::kBlockK / kFp8StepElements; ++step) {
+        ptx::wgmma_rs<HeadDim, ptx::E4m3, false>(
+            o, p_fragments[step], fp8_k_major_step(vt_stage(stage), HeadDim, step), true);
+      }
+      ptx::wgmma_commit();
+      ptx::wgmma_wait<0>();
+      ptx::wgmma_fence_operand(o);
     }
-    ptx::wgmma_commit();
-    ptx::wgmma_wait<0>();
-    ptx::wgmma_fence_operand(o);
 
     // Every warp has waited for its wgmma on this stage: thread 0 may refill it.
     __syncthreads();
@@ -451,30 +556,47 @@ Status launch_flash3_fp8(const Flash3Params& params, const Fp8PassArgs& args, cu
   using Element = typename gpu::ElementOf<kInput>::type;
   constexpr bool kQuantizes = kInput != DType::e4m3;
   const AttentionParams& p = params.attention;
+  const bool per_block = args.groups.block_rows > 0;
   const auto blocks_for = [](int64_t items) {
     const int64_t blocks = (items + kPassThreads - 1) / kPassThreads;
     return static_cast<unsigned>(blocks < 65535 ? blocks : 65535);
   };
   if constexpr (kQuantizes) {
-    launch_kernel(fp8_amax<HeadDim, Element>, dim3(kAmaxBlocks, 3), kPassThreads, 0, stream, p,
-                  args);
-    ATTNBENCH_CUDA_TRY_LAUNCH();
-    // One warp a row of Q or K.
-    const int64_t q_rows = static_cast<int64_t>(p.batch) * p.seqlen_q * p.heads_q;
-    const int64_t k_rows = static_cast<int64_t>(p.batch) * p.seqlen_k * p.heads_kv;
-    const int64_t rows = q_rows > k_rows ? q_rows : k_rows;
-    launch_kernel(fp8_quantize_qk<HeadDim, Element>, dim3(blocks_for(rows * 32), 2), kPassThreads,
-                  0, stream, p, args);
-    ATTNBENCH_CUDA_TRY_LAUNCH();
+    if (per_block) {
+      const int64_t groups = args.groups.count(kTensorQ) > args.groups.count(kTensorK)
+                                 ? args.groups.count(kTensorQ)
+                                 : args.groups.count(kTensorK);
+      launch_kernel(fp8_quantize_blocks<HeadDim, Element>, dim3(static_cast<unsigned>(groups), 3),
+                    kPassThreads, 0, stream, p, args);
+      ATTNBENCH_CUDA_TRY_LAUNCH();
+    } else {
+      launch_kernel(fp8_amax<HeadDim, Element>, dim3(kAmaxBlocks, 3), kPassThreads, 0, stream, p,
+                    args);
+      ATTNBENCH_CUDA_TRY_LAUNCH();
+      // One warp a row of Q or K.
+      const int64_t q_rows = static_cast<int64_t>(p.batch) * p.seqlen_q * p.heads_q;
+      const int64_t k_rows = static_cast<int64_t>(p.batch) * p.seqlen_k * p.heads_kv;
+      const int64_t rows = q_rows > k_rows ? q_rows : k_rows;
+      launch_kernel(fp8_quantize_qk<HeadDim, Element>, dim3(blocks_for(rows * 32), 2), kPassThreads,
+                    0, stream, p, args);
+      ATTNBENCH_CUDA_TRY_LAUNCH();
+    }
   }
   const int64_t chunks =
       static_cast<int64_t>(p.batch) * p.heads_kv * HeadDim * (args.keys_padded / 32);
   launch_kernel(fp8_v_layout<HeadDim, Element>, blocks_for(chunks), kPassThreads, 0, stream, p,
                 args);
   ATTNBENCH_CUDA_TRY_LAUNCH();
-  const float* descales = kQuantizes ? args.descales : nullptr;
-  return launch_blocks<T>("cuda.flash3_fp8", flash3_fp8_forward<HeadDim, Element>, params, stream,
-                          descales);
+  if constexpr (kQuantizes) {
+    if (per_block) {
+      return launch_blocks<T>("cuda.flash3_fp8", flash3_fp8_forward<HeadDim, Element, true>, params,
+                              stream, static_cast<const float*>(args.descales), args.groups);
+    }
+    return launch_blocks<T>("cuda.flash3_fp8", flash3_fp8_forward<HeadDim, Element, false>, params,
+                            stream, static_cast<const float*>(args.descales), args.groups);
+  }
+  return launch_blocks<T>("cuda.flash3_fp8", flash3_fp8_forward<HeadDim, Element, false>, params,
+                          stream, static_cast<const float*>(nullptr), args.groups);
 }
 
 }  // namespace ATTNBENCH_TARGET

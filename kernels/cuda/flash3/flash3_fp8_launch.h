@@ -58,11 +58,46 @@ inline int64_t fp8_keys_padded(int64_t seqlen_k) {
          Fp8Traits<128>::kBlockK;
 }
 
-// The passes before the forward on 16-bit inputs (cuda.flash3_fp8 at fp16/bf16 and
-// cuda.flash3_fp8_incoherent): the amax pass writes one partial maximum per block and tensor, the
-// quantize passes reduce them to Q's, K's and V's descales.
+// The passes before the forward on 16-bit inputs (cuda.flash3_fp8 at fp16/bf16 and its
+// variants). Per-tensor scales: the amax pass writes one partial maximum per block and tensor,
+// the quantize passes reduce them to Q's, K's and V's descales. Per-block scales: one block per
+// scale group finds the group's amax and quantizes it.
 constexpr int kAmaxBlocks = 128;
 constexpr int kPassThreads = 256;
+// Per-block scales: tokens of one head per descale (FlashAttention-3's block quantization), one
+// key tile, so each tile of K and V has one descale.
+constexpr int kFp8BlockRows = 128;
+
+// The inputs the passes read, as blockIdx.y numbers them.
+enum Fp8Tensor : int { kTensorQ = 0, kTensorK = 1, kTensorV = 2 };
+
+// Where each (batch, token, head) of Q, K and V finds its descale in Fp8PassArgs::descales: one per
+// tensor (block_rows 0: index `tensor`), or per block of block_rows tokens of one head, Q's groups
+// first, then K's, then V's, each in reference/fp8_recipe.h's group_of order.
+struct Fp8ScaleGroups {
+  int block_rows = 0;
+  int64_t batch = 1, heads_q = 1, heads_kv = 1, seqlen_q = 1, seqlen_k = 1;
+
+  ATTNBENCH_HOST_DEVICE int64_t blocks(int64_t tokens) const {
+    return (tokens + block_rows - 1) / block_rows;
+  }
+  ATTNBENCH_HOST_DEVICE int64_t count(int tensor) const {
+    if (block_rows == 0) return 1;
+    return tensor == kTensorQ ? batch * heads_q * blocks(seqlen_q)
+                              : batch * heads_kv * blocks(seqlen_k);
+  }
+  ATTNBENCH_HOST_DEVICE int64_t first(int tensor) const {
+    if (block_rows == 0) return tensor;
+    return tensor == kTensorQ ? 0 : count(kTensorQ) + (tensor == kTensorV ? count(kTensorK) : 0);
+  }
+  ATTNBENCH_HOST_DEVICE int64_t total() const { return first(kTensorV) + count(kTensorV); }
+  ATTNBENCH_HOST_DEVICE int64_t index(int tensor, int64_t b, int64_t token, int64_t head) const {
+    if (block_rows == 0) return tensor;
+    const int64_t heads = tensor == kTensorQ ? heads_q : heads_kv;
+    const int64_t tokens = tensor == kTensorQ ? seqlen_q : seqlen_k;
+    return first(tensor) + (b * heads + head) * blocks(tokens) + token / block_rows;
+  }
+};
 
 // What one FP8 forward writes besides the output, all in the plan's scratch: V^T always; for
 // 16-bit inputs also Q and K in e4m3 and the descales (the forward reads them there).
@@ -71,8 +106,10 @@ struct Fp8PassArgs {
   int keys_padded = 0;
   uint8_t* q = nullptr;            // (batch, seqlen_q, heads_q, d) e4m3, packed; 16-bit inputs
   uint8_t* k = nullptr;            // (batch, seqlen_k, heads_kv, d) e4m3, packed; 16-bit inputs
-  float* amax_partials = nullptr;  // kAmaxBlocks each for Q, K, V; 16-bit inputs
-  float* descales = nullptr;       // Q's, K's, V's amax / 448; 16-bit inputs
+  float* amax_partials = nullptr;  // kAmaxBlocks each for Q, K, V; 16-bit, per-tensor scales
+  float* descales = nullptr;       // amax / 448 of each of `groups`; 16-bit inputs
+  float* v_inverses = nullptr;     // 1 / descale of V's groups; 16-bit, per-block scales
+  Fp8ScaleGroups groups;
   // The recipe's step 1 on Q and K (reference/fp8_recipe.h): channel c negated where bit c of
   // sign_bits is set, then the Hadamard butterflies in double, then rotation_norm = 1 / sqrt(d).
   bool incoherent = false;
@@ -82,8 +119,8 @@ struct Fp8PassArgs {
 
 inline namespace ATTNBENCH_TARGET {
 
-// One forward: on e4m3 inputs the layout pass (V into V^T), on 16-bit inputs the amax pass and
-// the quantize passes (Q, K into e4m3, V into e4m3 V^T), then the kernel. params' q_map and
+// One forward: on e4m3 inputs the layout pass (V into V^T), on 16-bit inputs the passes finding
+// the descales and quantizing Q, K into e4m3, V into e4m3 V^T, then the kernel. params' q_map and
 // k_map view the e4m3 Q and K (the inputs, or buffers.q and buffers.k), v_map V^T.
 template <int HeadDim, DType kInput>
 Status launch_flash3_fp8(const Flash3Params& params, const Fp8PassArgs& buffers,
@@ -104,9 +141,10 @@ struct Fp8Instantiation {
   Fp8LaunchFunction launch;
 };
 
-// The recipe every cuda.flash3_fp8 series computes: per-tensor scales, 128-key tiles in order,
-// P's offset 2^8; incoherent processing where asked.
-Fp8Recipe flash3_fp8_recipe(bool incoherent);
+// The recipe every cuda.flash3_fp8 series computes: 128-key tiles in order, P's offset 2^8;
+// per-tensor scales, or per-block (kFp8BlockRows tokens of one head); incoherent processing where
+// asked.
+Fp8Recipe flash3_fp8_recipe(bool incoherent, bool block_scales);
 
 // The Kernel entry of an FP8 forward following `recipe` over its instantiations at d 128:
 // cuda.flash3_fp8's and cuda.flash3_fp8_incoherent's, and the planted-bug variants'
