@@ -222,9 +222,11 @@ def _build(db, out, run_id, compare_to, started):
         _device_plots(image_dir, device, [r for r in results if r.device_id == device.id],
                       colours, ceilings) for device in devices]
     healths = [analysis.device_health(device, results) for device in devices]
+    profiles = db.profiles()
     figures = {
         "accuracy": plots.accuracy(image_dir / "accuracy.png", results, colours),
         "recipes": plots.accuracy_by_recipe(image_dir / "recipes.png", results, colours),
+        "profiles": plots.profile_breakdown(image_dir / "profiles.png", profiles),
         "predicted": plots.predicted_vs_measured(image_dir / "predicted.png", results, colours),
         "clocks": plots.clocks(image_dir / "clocks.png", healths),
         "noise": plots.noise(image_dir / "noise.png", healths),
@@ -242,7 +244,7 @@ def _build(db, out, run_id, compare_to, started):
         reruns=db.reruns_of(run["id"]), device_sections=device_sections, figures=figures,
         orphans=sum(1 for r in results if r.device_id not in device_ids),
         accuracy_rows=_accuracy_rows(results), launch_rows=_launch_rows(results),
-        recipe_accuracy=analysis.accuracy_by_recipe(results),
+        recipe_accuracy=analysis.accuracy_by_recipe(results), profiles=profiles,
         healths=healths, any_energy=any(r.energy_j for r in results),
         duration=analysis.run_duration(run), **common)
     history_page = environment.get_template("history.html").render(

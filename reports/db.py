@@ -431,6 +431,31 @@ class Database:
             history[row["series_key"]][row["run_id"]] = _analysis(row)
         return history
 
+    def profiles(self):
+        """The newest stored profile of each (kernel, shape, distribution, device), oldest first:
+        a dict of its header (kernel, shape, forward_s, median_s, threads, profiled_at) and its
+        phases as stored, largest first with "gaps" last (`attnbench profile`, schema 7)."""
+        if "profiles" not in self.tables:
+            return []
+        by_id = {}
+        for row in self.rows("SELECT * FROM profiles ORDER BY id"):
+            profile = by_id.get(row["profile_id"])
+            if profile is None:
+                profile = {key: row[key] for key in ("profile_id", "profiled_at", "kernel", "shape",
+                                                     "distribution", "device", "forward_s",
+                                                     "median_s", "threads")}
+                profile["first_id"], profile["phases"] = row["id"], []
+                by_id[row["profile_id"]] = profile
+            profile["phases"].append({"name": row["name"], "count": row["count"],
+                                      "total_s": row["total_s"], "share": row["share"]})
+        newest = {}
+        for profile in by_id.values():
+            case = (profile["kernel"], profile["shape"], profile["distribution"], profile["device"])
+            order = (profile["profiled_at"], profile["first_id"])
+            if case not in newest or order > (newest[case]["profiled_at"], newest[case]["first_id"]):
+                newest[case] = profile
+        return sorted(newest.values(), key=lambda p: (p["profiled_at"], p["kernel"], p["shape"]))
+
     def annotations(self):
         if "annotations" not in self.tables:
             return []

@@ -293,6 +293,36 @@ def accuracy_by_recipe(path, results, colours):
     return _save(figure, path)
 
 
+PHASE_COLOURS = {"scores": "#4c72b0", "mask": "#c44e52", "softmax": "#dd8452", "output": "#55a868",
+                 "convert": "#8172b3", "gaps": "#cccccc"}
+
+
+def profile_breakdown(path, profiles):
+    """Each stored profile (`attnbench profile`) as one bar of its phases' shares of the forward's
+    thread time, gaps grey: where each kernel's time goes, side by side."""
+    if not profiles:
+        return None
+    figure = Figure(figsize=(8.0, 1.2 + 0.45 * len(profiles)), layout="constrained")
+    ax = figure.subplots()
+    shown = set()
+    for row, profile in enumerate(profiles):
+        left = 0.0
+        for phase in profile["phases"]:
+            name = phase["name"]
+            ax.barh(row, phase["share"] * 100, left=left, color=PHASE_COLOURS.get(name, "#937860"),
+                    label=None if name in shown else name, edgecolor="white", linewidth=0.5)
+            shown.add(name)
+            left += phase["share"] * 100
+    ax.set_yticks(range(len(profiles)))
+    ax.set_yticklabels([f"{p['kernel']} {p['shape']} ({p['forward_s'] * 1e3:.1f} ms)"
+                        for p in profiles], fontsize=7)
+    ax.invert_yaxis()
+    ax.set_xlim(0, 100)
+    ax.set_xlabel("share of the forward's thread time (%)")
+    ax.legend(fontsize=7, loc="lower center", bbox_to_anchor=(0.5, 1.0), ncols=6, frameon=False)
+    return _save(figure, path)
+
+
 def predicted_vs_measured(path, results, colours):
     pairs = [r for r in results if r.predicted_s and r.timed]
     if not pairs:

@@ -17,6 +17,7 @@
 #include "harness/cli/command_support.h"
 #include "harness/cli/history_cli.h"
 #include "harness/cli/plan_command.h"
+#include "harness/cli/profile_command.h"
 #include "harness/cli/runner.h"
 #include "harness/cli/summary_table.h"
 #include "harness/core/progress.h"
@@ -436,6 +437,33 @@ Subcommand add_plan_command(CLI::App& app) {
           }};
 }
 
+Subcommand add_profile_command(CLI::App& app, CommonOptions& common) {
+  struct Options {
+    ProfileOptions profile;
+    std::string kernels;
+  };
+  auto options = std::make_shared<Options>();
+  ProfileOptions& o = options->profile;
+  CLI::App* profile = app.add_subcommand(
+      "profile", "Where one forward's time goes: its phases per thread, a trace, a stored breakdown");
+  profile->add_option("--suite,-s", o.suite, "Suite name or path to a .toml file");
+  profile->add_option("--shape", o.shapes, "Ad-hoc problem (repeatable)");
+  profile->add_option("--kernels,-k", options->kernels, "Kernel names or globs, comma-separated");
+  profile->add_option("--filter", o.filter, "Regex on case names kernel/shape/dist");
+  profile->add_option("--dist", o.distribution,
+                      "Input distribution for --shape: " + accepted_distribution_names());
+  profile->add_option("--trace", o.trace_path,
+                      "Write the phases as a Chrome/Perfetto trace (JSON) to this file");
+  profile->add_option("--timed", o.timed_forwards, "Pairs of a plain and a recorded forward (median of each)")
+      ->check(CLI::Range(1, 1000));
+  profile->add_option("--db", common.db_path, "SQLite database (default results/attnbench.sqlite)");
+  return {profile, [options, &common] {
+            options->profile.kernel_globs = split_commas(options->kernels);
+            options->profile.db_path = common.db_path;
+            return profile_command(options->profile, std::cout, std::cerr);
+          }};
+}
+
 Subcommand add_show_command(CLI::App& app, CommonOptions& common) {
   auto run = std::make_shared<std::string>("latest");
   CLI::App* show = app.add_subcommand("show", "Print a stored run as a table");
@@ -504,7 +532,8 @@ int run_cli(int argc, char** argv) {
   app.require_subcommand(1);
   std::vector<Subcommand> subcommands = {add_list_command(app, common)};
   const auto [run, check] = add_run_commands(app, common);
-  subcommands.insert(subcommands.end(), {run, check, add_plan_command(app), add_show_command(app, common),
+  subcommands.insert(subcommands.end(), {run, check, add_plan_command(app), add_profile_command(app, common),
+                                         add_show_command(app, common),
                                          add_calibrate_command(app, common), add_report_command(app, common)});
   // The history and regression commands (harness/cli/history_cli.cpp).
   const std::function<std::optional<int>()> history_dispatch = add_history_commands(app, common.db_path);

@@ -18,20 +18,8 @@ namespace {
 using json = nlohmann::json;
 
 Result<Suite> load_selection(const PlanOptions& options) {
-  Suite suite;
-  if (!options.suite.empty()) {
-    Result<Suite> loaded = load_suite(options.suite);
-    if (!loaded) return loaded.status();
-    suite = std::move(*loaded);
-  }
-  for (const std::string& text : options.shapes) {
-    Result<SuiteEntry> entry = shape_entry(text);
-    if (!entry) return entry.status();
-    suite.entries.push_back(std::move(*entry));
-  }
-  if (suite.entries.empty())
-    return Status::Error("nothing to plan: give --suite NAME|FILE or --shape ...");
-  return suite;
+  return selection_suite(options.suite, options.shapes, "", {},
+                         "nothing to plan: give --suite NAME|FILE or --shape ...");
 }
 
 }  // namespace

@@ -87,34 +87,9 @@ Result<std::vector<Device>> select_run_devices(const RunOptions& options,
 
 // The suite file, then the --shape problems, then the exact cases, as one suite.
 Result<Suite> load_run_suite(const RunOptions& options) {
-  Suite suite;
-  if (!options.suite.empty()) {
-    Result<Suite> loaded = load_suite(options.suite);
-    if (!loaded) return loaded.status();
-    suite = std::move(*loaded);
-  }
-  Distribution shape_distribution = Distribution::normal;
-  if (!options.distribution.empty() && !parse_distribution(options.distribution, shape_distribution)) {
-    return Status::Error("--dist '" + options.distribution +
-                         "': accepted: " + accepted_distribution_names());
-  }
-  for (const std::string& text : options.shapes) {
-    Result<SuiteEntry> entry = shape_entry(text);
-    if (!entry) return entry.status();
-    entry->distribution = std::string(distribution_name(shape_distribution));
-    suite.entries.push_back(std::move(*entry));
-  }
-  for (const std::string& text : options.cases) {
-    Result<SuiteEntry> entry = case_entry(text);
-    if (!entry) return entry.status();
-    suite.entries.push_back(std::move(*entry));
-  }
-  if (options.suite.empty() && options.shapes.empty() && options.cases.empty()) {
-    return Status::Error(
-        "nothing to run: give --suite NAME|FILE (see `attnbench list suites`) or --shape "
-        "b=..,hq=..,...");
-  }
-  return suite;
+  return selection_suite(options.suite, options.shapes, options.distribution, options.cases,
+                         "nothing to run: give --suite NAME|FILE (see `attnbench list suites`) or "
+                         "--shape b=..,hq=..,...");
 }
 
 // The case matrix of harness/suite/case_matrix.h, then this runner's shard.

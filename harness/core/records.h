@@ -176,4 +176,23 @@ struct CalibrationRecord {
   std::string measured_at;
 };
 
+// One phase of one profiled forward (`attnbench profile`, issue 17). The rows of one profile share
+// its profile_id; the phase "gaps" holds the thread time no phase recorded (idle threads, work
+// outside the kernel's phases), so a profile's shares add up to 1.
+struct ProfilePhaseRecord {
+  std::string profile_id;   // random uuid of the profiled forward
+  std::string profiled_at;  // ISO 8601 UTC
+  std::string kernel;
+  std::string shape;  // shape_string
+  std::string distribution;
+  std::string device;     // the device label ("cpu")
+  double forward_s = 0;   // the recorded forward's wall time
+  double median_s = 0;    // the median of the timed forwards, recorded by none
+  int64_t threads = 0;    // threads that recorded a phase
+  std::string name;       // the phase
+  int64_t count = 0;      // scopes of the phase over all threads
+  double total_s = 0;     // thread time
+  double share = 0;       // of forward_s x threads
+};
+
 }  // namespace attnbench

@@ -187,6 +187,22 @@ constexpr auto kCalibrationFields = std::to_array<Field<CalibrationRecord>>({
     value<&CalibrationRecord::measured_at>("measured_at"),
 });
 
+constexpr auto kProfilePhaseFields = std::to_array<Field<ProfilePhaseRecord>>({
+    value<&ProfilePhaseRecord::profile_id>("profile_id"),
+    value<&ProfilePhaseRecord::profiled_at>("profiled_at"),
+    value<&ProfilePhaseRecord::kernel>("kernel"),
+    value<&ProfilePhaseRecord::shape>("shape"),
+    value<&ProfilePhaseRecord::distribution>("distribution"),
+    value<&ProfilePhaseRecord::device>("device"),
+    value<&ProfilePhaseRecord::forward_s>("forward_s"),
+    value<&ProfilePhaseRecord::median_s>("median_s"),
+    value<&ProfilePhaseRecord::threads>("threads"),
+    value<&ProfilePhaseRecord::name>("name"),
+    value<&ProfilePhaseRecord::count>("count"),
+    value<&ProfilePhaseRecord::total_s>("total_s"),
+    value<&ProfilePhaseRecord::share>("share"),
+});
+
 // ---- the regression analysis -------------------------------------------------------------------
 
 // run_id leads the row.
@@ -375,6 +391,13 @@ Row calibration_row(const CalibrationRecord& calibration) {
 }
 Status read_calibration(Statement& row, CalibrationRecord& calibration) {
   return read_fields(all(kCalibrationFields), row, calibration);
+}
+
+Row profile_phase_row(const ProfilePhaseRecord& phase) {
+  return to_row(all(kProfilePhaseFields), phase);
+}
+Status read_profile_phase(Statement& row, ProfilePhaseRecord& phase) {
+  return read_fields(all(kProfilePhaseFields), row, phase);
 }
 
 Row level_row(int64_t run_id, const RunLevel& level) {

@@ -191,6 +191,8 @@ Row sample_row(int64_t result_id, const Sample& sample);
 [[nodiscard]] Status read_sample(Statement& row, Sample& sample);
 
 Row calibration_row(const CalibrationRecord& calibration);
+Row profile_phase_row(const ProfilePhaseRecord& phase);
+Status read_profile_phase(Statement& row, ProfilePhaseRecord& phase);
 [[nodiscard]] Status read_calibration(Statement& row, CalibrationRecord& calibration);
 
 Row level_row(int64_t run_id, const RunLevel& level);

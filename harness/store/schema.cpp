@@ -4,7 +4,7 @@
 // R"sql raw strings that follow `kMigrations = {` in this file, so they stay raw strings, in
 // order, and nothing after them in this file is one.
 //
-// ---- the current schema (version 6) ------------------------------------------------------------
+// ---- the current schema (version 7) ------------------------------------------------------------
 // Every table with its columns in SQLite's order (test_store checks this list against a migrated
 // file). Timestamps are ISO 8601 UTC text; a double that was not measured (NaN) is NULL; an id
 // that names nothing (0 in the records) is NULL; enumerations are stored by their C++ names.
@@ -53,6 +53,10 @@
 //       result_id, verdict, accuracy_verdict, center_s, spread_s, threshold, change_fraction,
 //       level, rerun_change, baseline_runs, baseline_run_id, history_from_run_id, since_run_id,
 //       chip_changed, status_change, reason, annotation, detector_version, analysed_at }
+//   profiles: one row per phase of a profiled forward (`attnbench profile`), rows of one forward
+//     sharing profile_id; name "gaps" holds the thread time no phase recorded; share is of
+//     forward_s x threads. { id, profile_id, profiled_at, kernel, shape, distribution, device,
+//       forward_s, median_s, threads, name, count, total_s, share }
 // ---- end of the current schema ---------------------------------------------------------------
 #include "harness/store/schema.h"
 
@@ -366,6 +370,27 @@ DROP TABLE alerts;
 ALTER TABLE alerts_v6 RENAME TO alerts;
 CREATE INDEX alerts_by_run ON alerts (run_id);
 CREATE INDEX alerts_by_series ON alerts (series_key, run_id);
+)sql",
+    // Version 7: the phases of profiled forwards (`attnbench profile`, issue 17), one row per
+    // phase; a profile's rows share its profile_id.
+    R"sql(
+CREATE TABLE profiles (
+  id INTEGER PRIMARY KEY,
+  profile_id TEXT NOT NULL,
+  profiled_at TEXT NOT NULL,
+  kernel TEXT NOT NULL,
+  shape TEXT NOT NULL,
+  distribution TEXT NOT NULL,
+  device TEXT NOT NULL,
+  forward_s REAL NOT NULL,
+  median_s REAL NOT NULL,
+  threads INTEGER NOT NULL,
+  name TEXT NOT NULL,
+  count INTEGER NOT NULL,
+  total_s REAL NOT NULL,
+  share REAL NOT NULL
+);
+CREATE INDEX profiles_by_kernel ON profiles (kernel, shape, profiled_at);
 )sql",
 };
 

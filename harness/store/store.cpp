@@ -232,6 +232,28 @@ Status Store::add_calibration(const CalibrationRecord& calibration) {
   return status ? status : error_with(context, status.message);
 }
 
+Status Store::add_profile(const std::vector<ProfilePhaseRecord>& phases) {
+  const std::string context =
+      path_ + ": cannot store the profile of " + (phases.empty() ? "nothing" : phases[0].kernel);
+  Transaction transaction(db_, Transaction::Kind::write);
+  Status status = transaction.status();
+  for (const ProfilePhaseRecord& phase : phases) {
+    if (status) status = insert_row(db_, "profiles", profile_phase_row(phase));
+  }
+  if (status) status = transaction.commit();
+  return status ? status : error_with(context, status.message);
+}
+
+Result<std::vector<ProfilePhaseRecord>> Store::load_profiles() {
+  Statement all(db_, "SELECT * FROM profiles ORDER BY id");
+  std::vector<ProfilePhaseRecord> phases;
+  Status read;
+  while (read && all.next_row()) read = read_profile_phase(all, phases.emplace_back());
+  if (read) read = all.status();
+  if (!read) return error_with(path_ + ": cannot read the profiles", read.message);
+  return phases;
+}
+
 Result<std::vector<CalibrationRecord>> Store::latest_calibrations(const std::string& device_uuid) {
   Statement latest(db_,
                    "SELECT * FROM calibrations AS c WHERE c.device_uuid = ? AND c.id = "

@@ -28,7 +28,7 @@ namespace attnbench {
 // Version 5: what timing a result cost and why it stopped.
 // Version 6: result_analysis (the detector's whole judgement of every series it analysed) and
 // alert kinds, states and severities under CHECK constraints.
-constexpr int kSchemaVersion = 6;
+constexpr int kSchemaVersion = 7;
 
 struct StoredRun {
   int64_t id = 0;
@@ -188,6 +188,10 @@ class Store {
   // Newest calibration (by measured_at, then insertion) of each (kind, dtype) for a device,
   // ordered by kind and dtype.
   Result<std::vector<CalibrationRecord>> latest_calibrations(const std::string& device_uuid);
+  // One profiled forward's phases (`attnbench profile`), in one transaction.
+  Status add_profile(const std::vector<ProfilePhaseRecord>& phases);
+  // Every stored profile phase, oldest profile first, each profile's phases in stored order.
+  Result<std::vector<ProfilePhaseRecord>> load_profiles();
 
   // ---- history and regression analysis (schema 4) ----------------------------------------
   // The newest run that is not a rerun; nullopt when there is none.

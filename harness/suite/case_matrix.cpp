@@ -12,7 +12,8 @@
 
 namespace attnbench {
 
-// ---- the selection flags -------------------------------------------------------------------------
+// ---- the selection flags
+// -------------------------------------------------------------------------
 
 Result<SuiteEntry> shape_entry(const std::string& text) {
   SuiteEntry entry;
@@ -36,6 +37,35 @@ Result<SuiteEntry> case_entry(const std::string& text) {
   entry.kernel_globs = {text.substr(0, first)};
   entry.distribution = std::string(distribution_name(distribution));
   return entry;
+}
+
+Result<Suite> selection_suite(const std::string& suite, const std::vector<std::string>& shapes,
+                              const std::string& distribution,
+                              const std::vector<std::string>& cases, const std::string& nothing) {
+  Suite selection;
+  if (!suite.empty()) {
+    Result<Suite> loaded = load_suite(suite);
+    if (!loaded) return loaded.status();
+    selection = std::move(*loaded);
+  }
+  Distribution shape_distribution = Distribution::normal;
+  if (!distribution.empty() && !parse_distribution(distribution, shape_distribution)) {
+    return Status::Error("--dist '" + distribution +
+                         "': accepted: " + accepted_distribution_names());
+  }
+  for (const std::string& text : shapes) {
+    Result<SuiteEntry> entry = shape_entry(text);
+    if (!entry) return entry.status();
+    entry->distribution = std::string(distribution_name(shape_distribution));
+    selection.entries.push_back(std::move(*entry));
+  }
+  for (const std::string& text : cases) {
+    Result<SuiteEntry> entry = case_entry(text);
+    if (!entry) return entry.status();
+    selection.entries.push_back(std::move(*entry));
+  }
+  if (suite.empty() && shapes.empty() && cases.empty()) return Status::Error(nothing);
+  return selection;
 }
 
 Result<std::optional<std::regex>> parse_case_filter(const std::string& text) {
@@ -95,15 +125,18 @@ std::optional<int> parse_count(std::string_view text) {
 Result<Shard> parse_shard(const std::string& text) {
   const size_t slash = text.find('/');
   const std::string_view view(text);
-  const std::optional<int> index = slash == std::string::npos ? std::nullopt : parse_count(view.substr(0, slash));
-  const std::optional<int> count = slash == std::string::npos ? std::nullopt : parse_count(view.substr(slash + 1));
+  const std::optional<int> index =
+      slash == std::string::npos ? std::nullopt : parse_count(view.substr(0, slash));
+  const std::optional<int> count =
+      slash == std::string::npos ? std::nullopt : parse_count(view.substr(slash + 1));
   if (!index || !count || *count < 1 || *index < 1 || *index > *count) {
     return Status::Error("--shard '" + text + "': accepted: i/n with 1 <= i <= n, e.g. 2/4");
   }
   return Shard{*index, *count};
 }
 
-// ---- the steps -----------------------------------------------------------------------------------
+// ---- the steps
+// -----------------------------------------------------------------------------------
 
 namespace {
 
@@ -114,7 +147,8 @@ bool matches_any(const std::vector<std::string>& globs, const std::string& name)
 
 }  // namespace
 
-std::vector<CaseSpec> expand_matrix(const Suite& suite, const std::vector<std::string>& kernel_globs,
+std::vector<CaseSpec> expand_matrix(const Suite& suite,
+                                    const std::vector<std::string>& kernel_globs,
                                     const std::vector<MatrixDevice>& devices) {
   std::vector<CaseSpec> cases;
   for (const SuiteEntry& entry : suite.entries) {
@@ -142,9 +176,11 @@ std::vector<CaseSpec> expand_matrix(const Suite& suite, const std::vector<std::s
   return cases;
 }
 
-std::vector<CaseSpec> filter_cases(std::vector<CaseSpec> cases, const std::optional<std::regex>& filter) {
+std::vector<CaseSpec> filter_cases(std::vector<CaseSpec> cases,
+                                   const std::optional<std::regex>& filter) {
   if (filter) {
-    std::erase_if(cases, [&](const CaseSpec& spec) { return !std::regex_search(spec.name, *filter); });
+    std::erase_if(cases,
+                  [&](const CaseSpec& spec) { return !std::regex_search(spec.name, *filter); });
   }
   return cases;
 }
@@ -171,14 +207,16 @@ std::vector<CaseSpec> shard_cases(std::vector<CaseSpec> cases, const Shard& shar
   for (const CaseSpec& spec : cases) shard_of.emplace(spec.inputs, 0);
   int position = 0;
   for (auto& [inputs, index] : shard_of) index = position++ % shard.count + 1;
-  std::erase_if(cases, [&](const CaseSpec& spec) { return shard_of.at(spec.inputs) != shard.index; });
+  std::erase_if(cases,
+                [&](const CaseSpec& spec) { return shard_of.at(spec.inputs) != shard.index; });
   return cases;
 }
 
 std::vector<CaseSpec> expand_cases(const Suite& suite, const std::vector<std::string>& kernel_globs,
                                    const std::optional<std::regex>& filter,
                                    const std::vector<MatrixDevice>& devices) {
-  return order_by_group(dedupe_cases(filter_cases(expand_matrix(suite, kernel_globs, devices), filter)));
+  return order_by_group(
+      dedupe_cases(filter_cases(expand_matrix(suite, kernel_globs, devices), filter)));
 }
 
 }  // namespace attnbench

@@ -37,13 +37,20 @@ struct CaseSpec {
   std::string group;        // device|shape|distribution: cases sharing inputs on one device
 };
 
-// ---- the selection flags -------------------------------------------------------------------------
+// ---- the selection flags
+// -------------------------------------------------------------------------
 
 // --shape TEXT: a suite entry for every kernel, after parse_shape and validate; the message
 // names the shape.
 Result<SuiteEntry> shape_entry(const std::string& text);
 // An exact case "kernel|shape|distribution" (`attnbench rerun`): an entry for that kernel only.
 Result<SuiteEntry> case_entry(const std::string& text);
+// The selection flags as one suite: --suite's entries (by name or path), then each --shape with
+// the --dist distribution (checked: the message lists the accepted names; empty: normal), then
+// each exact --case. `nothing` is the message when none is given ("nothing to run: ...").
+Result<Suite> selection_suite(const std::string& suite, const std::vector<std::string>& shapes,
+                              const std::string& distribution,
+                              const std::vector<std::string>& cases, const std::string& nothing);
 // --filter: an extended regular expression on case names (nullopt when `text` is empty).
 Result<std::optional<std::regex>> parse_case_filter(const std::string& text);
 // --kernels: every glob must name at least one kernel of the registry.
@@ -64,15 +71,18 @@ struct Shard {
 // Parses "i/n"; the message says what is accepted.
 Result<Shard> parse_shard(const std::string& text);
 
-// ---- the steps -----------------------------------------------------------------------------------
+// ---- the steps
+// -----------------------------------------------------------------------------------
 
 // Every (entry, kernel, device) whose kernel is in the entry's globs and in `kernel_globs`
 // (empty: all) and runs on that device's backend: entries in suite order, then kernels in
 // registry order, then devices in the order given. Nothing removed, nothing reordered.
-std::vector<CaseSpec> expand_matrix(const Suite& suite, const std::vector<std::string>& kernel_globs,
+std::vector<CaseSpec> expand_matrix(const Suite& suite,
+                                    const std::vector<std::string>& kernel_globs,
                                     const std::vector<MatrixDevice>& devices);
 // The cases whose name the filter finds (std::regex_search); all of them without a filter.
-std::vector<CaseSpec> filter_cases(std::vector<CaseSpec> cases, const std::optional<std::regex>& filter);
+std::vector<CaseSpec> filter_cases(std::vector<CaseSpec> cases,
+                                   const std::optional<std::regex>& filter);
 // The first of the cases with the same name on the same device; order kept.
 std::vector<CaseSpec> dedupe_cases(std::vector<CaseSpec> cases);
 // Stable: groups in the order of their first case, the cases of one group back to back in

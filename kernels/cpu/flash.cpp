@@ -34,6 +34,7 @@
 
 #include "kernels/cpu/cpu_common.h"
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/phases.h"
 
 namespace attnbench {
 
@@ -150,26 +151,32 @@ class FlashPlan final : public Plan {
     cpu::fill_row(tiles.row_max, 0, rows, kNegInf);
     cpu::fill_row(tiles.row_sum, 0, rows, 0.0f);
     cpu::fill_row(tiles.out, 0, rows * dv, 0.0f);
+    PhaseScope phase("convert");  // fp16/bf16 blocks widened to fp32 for BLAS
     if (keys_begin < keys_end) {
       const cpu::BlockView q =
           cpu::view_block(p.input_dtype, p.q, cpu::q_offset(p, b, h, first_row), p.q_row_stride,
                           rows, dqk, tiles.q_staging);
       for (int64_t first_key = keys_begin; first_key < keys_end; first_key += block_k_) {
         const int64_t cols = std::min(block_k_, keys_end - first_key);
+        phase.next("convert");
         const cpu::BlockView k =
             cpu::view_block(p.input_dtype, p.k, cpu::k_offset(p, b, h_kv, first_key),
                             p.k_row_stride, cols, dqk, tiles.k_staging);
         const cpu::BlockView v =
             cpu::view_block(p.input_dtype, p.v, cpu::v_offset(p, b, h_kv, first_key),
                             p.v_row_stride, cols, dv, tiles.v_staging);
+        phase.next("scores");
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, cols, dqk, p.scale_log2, q.data,
                     q.ld, k.data, k.ld, 0.0f, tiles.scores, block_k_);
+        phase.next("softmax");  // the mask too: masked keys get P = 0 in the same row pass
         online_softmax(p, b, first_row, rows, first_key, cols, tiles);
+        phase.next("output");
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, dv, cols, 1.0f, tiles.scores,
                     block_k_, v.data, v.ld, 1.0f, tiles.out, dv);
       }
     }
 
+    phase.next("output");
     for (int64_t r = 0; r < rows; ++r) {
       const float sum = tiles.row_sum[r];
       float* out_row = tiles.out + r * dv;

@@ -30,6 +30,7 @@
 
 #include "kernels/cpu/cpu_common.h"
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/phases.h"
 
 namespace attnbench {
 
@@ -138,6 +139,7 @@ class MaskedPlan final : public Plan {
         const int64_t b = pair / p.heads_q;
         const int64_t h = pair % p.heads_q;
         const int64_t h_kv = h / p.heads_per_kv;
+        PhaseScope phase("convert");  // fp16/bf16 Q, K, V widened to fp32 for BLAS
         const cpu::BlockView q = cpu::view_block(p.input_dtype, p.q, cpu::q_offset(p, b, h, 0),
                                                  p.q_row_stride, sq, dqk, q_staging);
         const cpu::BlockView k = cpu::view_block(p.input_dtype, p.k, cpu::k_offset(p, b, h_kv, 0),
@@ -145,9 +147,12 @@ class MaskedPlan final : public Plan {
         const cpu::BlockView v = cpu::view_block(p.input_dtype, p.v, cpu::v_offset(p, b, h_kv, 0),
                                                  p.v_row_stride, sk, dv, v_staging);
 
+        phase.next("scores");
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, sq, sk, dqk, p.scale_log2, q.data,
                     q.ld, k.data, k.ld, 0.0f, scores, sk);
-        float* probabilities = apply_mask_and_softmax(p, b, h, scores, masked);
+        // apply_mask_and_softmax moves the phase between mask and softmax, row by row.
+        float* probabilities = apply_mask_and_softmax(p, b, h, scores, masked, phase);
+        phase.next("output");
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, sq, dv, sk, 1.0f, probabilities, sk,
                     v.data, v.ld, 0.0f, out_block, dv);
 
@@ -162,8 +167,11 @@ class MaskedPlan final : public Plan {
 
  private:
   // Turns the scores of one (batch, head) into probabilities; returns where they are.
+  // `phase` is "mask" while the mask is written and "softmax" while the softmax runs (the fused
+  // variant writes no mask: its rows are all softmax).
   ATTNBENCH_CPU_CLONES float* apply_mask_and_softmax(const AttentionParams& p, int64_t b, int64_t h,
-                                                     float* scores, float* masked) const {
+                                                     float* scores, float* masked,
+                                                     PhaseScope& phase) const {
     const int64_t sq = p.seqlen_q, sk = p.seqlen_k;
     float* probabilities = application_ == MaskApplication::out_of_place ? masked : scores;
     for (int64_t i = 0; i < sq; ++i) {
@@ -173,17 +181,22 @@ class MaskedPlan final : public Plan {
       float lse = kNegInf;
       switch (application_) {
         case MaskApplication::out_of_place:
+          phase.next("mask");
           for (int64_t j = 0; j < sk; ++j) {
             p_row[j] = j >= keys.begin && j < keys.end ? s_row[j] : kNegInf;
           }
+          phase.next("softmax");
           lse = softmax_row_with_infinities(p_row, sk);
           break;
         case MaskApplication::in_place:
+          phase.next("mask");
           cpu::fill_row(s_row, 0, keys.begin, kNegInf);
           cpu::fill_row(s_row, keys.end, sk, kNegInf);
+          phase.next("softmax");
           lse = softmax_row_with_infinities(s_row, sk);
           break;
         case MaskApplication::fused:
+          phase.next("softmax");
           lse = softmax_row_in_range(s_row, sk, keys);
           break;
       }

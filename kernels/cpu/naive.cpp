@@ -18,6 +18,7 @@
 
 #include "kernels/cpu/cpu_common.h"
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/phases.h"
 
 namespace attnbench {
 
@@ -107,6 +108,7 @@ class NaivePlan final : public Plan {
         const int64_t h_kv = h / p.heads_per_kv;
 
         // Pass 1: scores, masked keys at -inf.
+        PhaseScope phase("scores");
         for (int64_t i = 0; i < sq; ++i) {
           const Element* q_row = q + cpu::q_offset(p, b, h, i);
           const KeyRange keys = cpu::row_keys(p, b, i);
@@ -127,6 +129,7 @@ class NaivePlan final : public Plan {
         }
 
         // Pass 2: softmax per row. A row with no visible key stays all zeros (LSE -inf).
+        phase.next("softmax");
         for (int64_t i = 0; i < sq; ++i) {
           float* s_row = scores + i * sk;
           float max = kNegInf;
@@ -149,6 +152,7 @@ class NaivePlan final : public Plan {
         }
 
         // Pass 3: out_i = P[i] V.
+        phase.next("output");
         for (int64_t i = 0; i < sq; ++i) {
           const float* p_row = scores + i * sk;
           cpu::fill_row(out_row, 0, dv, 0.0f);

@@ -216,6 +216,19 @@ class Fixture:
         row.update(extra)
         return self._insert("alerts", row)
 
+    def profile(self, kernel, shape, profiled_at, phases, forward_s, median_s, threads=2):
+        """One stored profile (`attnbench profile`, schema 7): `phases` as (name, count, total_s)
+        with "gaps" among them; shares of their sum, as the profiler stores them. Its id."""
+        profile_id = str(uuid.uuid4())
+        whole = sum(total for _, _, total in phases)
+        for name, count, total in phases:
+            self._insert("profiles", {
+                "profile_id": profile_id, "profiled_at": timestamp(profiled_at), "kernel": kernel,
+                "shape": shape, "distribution": "normal", "device": "cpu",
+                "forward_s": forward_s, "median_s": median_s, "threads": threads, "name": name,
+                "count": count, "total_s": total, "share": total / whole})
+        return profile_id
+
     def annotation(self, series_key, kind, reason, created, **extra):
         row = {"series_key": series_key, "kind": kind, "reason": reason,
                "created_at": timestamp(created)}

@@ -348,6 +348,43 @@ def test_accuracy_by_recipe_shows_each_kernels_median_rmse(tmp_path, rng):
     check_images(out, {"index": index})
 
 
+def test_profiles_show_the_newest_breakdown_of_each_kernel_and_shape(tmp_path, rng):
+    """Issue 17's stored profiles: the newest of each kernel and shape, its phases' shares (which
+    add up to 100 %), the forward and the plain median; the older profile is not shown."""
+    db = tmp_path / "profiles.sqlite"
+    fixture = fixtures.Fixture(db)
+    run_id = fixture.run(fixtures.START, suite="smoke")
+    fixture.device(run_id, "cpu", CPU_NAME, "cpu:ci", threads=2)
+    shape = "b=8,hq=16,hkv=16,sq=1024,sk=1024,d=64,dtype=bf16,mask=causal"
+
+    def phases():
+        return [(name, rng.randrange(1, 200), rng.uniform(1e-3, 1.0))
+                for name in ("scores", "mask", "softmax", "output")] + \
+            [("gaps", 0, rng.uniform(0, 0.1))]
+
+    fixture.profile("cpu.masked_inplace", shape, fixtures.START, phases(), 0.5, 0.49)
+    newest = phases()
+    forward_s = rng.uniform(0.1, 2.0)
+    fixture.profile("cpu.masked_inplace", shape, fixtures.START + datetime.timedelta(hours=1),
+                    newest, forward_s, forward_s * 0.98)
+    fixture.profile("cpu.flash", shape, fixtures.START, phases(), 0.2, 0.2)
+    fixture.close()
+    out = tmp_path / "report"
+    build(db, out)
+    index = Page(out / "index.html")
+    shown = index.rows("profile-phases")
+    assert len(shown) == 2, "one row per kernel and shape: the older profile is not shown"
+    rows = {(row[0].text, row[1].text): row for row in shown}
+    assert set(rows) == {("cpu.masked_inplace", shape), ("cpu.flash", shape)}
+    row = rows[("cpu.masked_inplace", shape)]
+    assert row[3].value == pytest.approx(forward_s, rel=1e-12)
+    whole = sum(total for _, _, total in newest)
+    for name, _, total in newest:
+        assert f"{name} {100 * total / whole:.1f} %" in row[6].text
+    assert "img/profiles.png" in index.images
+    check_images(out, {"index": index})
+
+
 # ---- the detector's stored judgement is the one truth (issue 12) -----------------------------
 
 CPU_NAME = "Intel(R) Xeon(R) Processor"

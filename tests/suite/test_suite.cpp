@@ -554,8 +554,9 @@ TEST(SuiteLookup, ByNameByPathAndUnknownNames) {
 
   EXPECT_EQ(
       load_suite("smok").status().message,
-      "unknown suite 'smok'; available: cpu, ctest, fp8-accuracy, gpu-figures, gpu-smoke, "
-      "hopper-fp8, hopper-stages, llm, nightly, smoke (or a path to a .toml file)");
+      "unknown suite 'smok'; available: cpu, ctest, decode, fp8-accuracy, gpu-figures, gpu-smoke, "
+      "hopper-fp8, hopper-stages, llm, long_context, masking, memory, nightly, smoke (or a path "
+      "to a .toml file)");
   // A name ending in .toml is a path (relative to the working directory), not a suite name.
   EXPECT_EQ(load_suite("no_such_suite_here.toml").status().message,
             "cannot read suite file 'no_such_suite_here.toml': no such file");
@@ -626,9 +627,10 @@ TEST(ShippedSuites, AllParseAndValidate) {
           distribution_names().end());
     }
   }
-  EXPECT_EQ(names, (std::vector<std::string>{"cpu", "ctest", "fp8-accuracy", "gpu-figures",
-                                             "gpu-smoke", "hopper-fp8", "hopper-stages", "llm",
-                                             "nightly", "smoke"}));
+  EXPECT_EQ(names,
+            (std::vector<std::string>{"cpu", "ctest", "decode", "fp8-accuracy", "gpu-figures",
+                                      "gpu-smoke", "hopper-fp8", "hopper-stages", "llm",
+                                      "long_context", "masking", "memory", "nightly", "smoke"}));
 }
 
 TEST(ShippedSuites, SmokeCoversEveryMaskKindAndCpuDtypeOnSmallShapes) {
@@ -781,6 +783,19 @@ TEST(ShippedSuites, LlmIsBf16CausalWithPrefillAndDecode) {
   EXPECT_TRUE(prefill);
   EXPECT_EQ(decode_rows, (std::set<int64_t>{1, 4, 16}));
   EXPECT_EQ(decode_keys, (std::set<int64_t>{1024, 4096, 8192, 32768}));
+}
+
+// Issue 17's study suites: each loads, holds cases, and writes its expected finding beside them.
+TEST(StudySuites, EachLoadsAndStatesItsExpectedFinding) {
+  for (const char* name : {"masking", "memory", "long_context", "decode"}) {
+    SCOPED_TRACE(name);
+    const Suite suite = value_of(load_suite(name));
+    EXPECT_FALSE(suite.entries.empty());
+    std::ifstream file(suites_directory() + "/" + name + ".toml");
+    const std::string text((std::istreambuf_iterator<char>(file)),
+                           std::istreambuf_iterator<char>());
+    EXPECT_NE(text.find("expected finding"), std::string::npos);
+  }
 }
 
 }  // namespace

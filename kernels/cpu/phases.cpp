@@ -1,0 +1,69 @@
+#include "kernels/cpu/phases.h"
+
+#include <omp.h>
+
+#include <atomic>
+#include <chrono>
+#include <stdexcept>
+
+namespace attnbench {
+namespace {
+
+std::atomic<PhaseRecording*> g_recording{nullptr};
+
+}  // namespace
+
+int64_t phase_clock_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+// Events reserved per thread, so appending does not reallocate inside a forward's phases.
+constexpr size_t kReservedEvents = 1 << 16;
+
+PhaseRecording::PhaseRecording(int threads)
+    : threads_(static_cast<size_t>(threads > 0 ? threads : 1)) {
+  for (ThreadEvents& thread : threads_) thread.events.reserve(kReservedEvents);
+  PhaseRecording* expected = nullptr;
+  if (!g_recording.compare_exchange_strong(expected, this)) {
+    throw std::logic_error("PhaseRecording: another recording is already installed");
+  }
+}
+
+PhaseRecording::~PhaseRecording() { g_recording.store(nullptr); }
+
+void PhaseRecording::record(int thread, const PhaseEvent& event) {
+  if (thread >= 0 && static_cast<size_t>(thread) < threads_.size()) {
+    threads_[static_cast<size_t>(thread)].events.push_back(event);
+  }
+}
+
+std::vector<std::vector<PhaseEvent>> PhaseRecording::by_thread() const {
+  std::vector<std::vector<PhaseEvent>> events;
+  for (const ThreadEvents& thread : threads_) events.push_back(thread.events);
+  return events;
+}
+
+PhaseScope::PhaseScope(const char* phase)
+    : recording_(g_recording.load(std::memory_order_relaxed)), phase_(phase) {
+  if (recording_ != nullptr) start_ns_ = phase_clock_ns();
+}
+
+PhaseScope::~PhaseScope() {
+  if (recording_ != nullptr) {
+    recording_->record(omp_get_thread_num(), PhaseEvent{phase_, start_ns_, phase_clock_ns()});
+  }
+}
+
+void PhaseScope::next(const char* phase) {
+  if (recording_ == nullptr || phase == phase_) {
+    phase_ = phase;
+    return;
+  }
+  recording_->record(omp_get_thread_num(), PhaseEvent{phase_, start_ns_, phase_clock_ns()});
+  phase_ = phase;
+  start_ns_ = phase_clock_ns();  // after the append: its cost is nobody's phase
+}
+
+}  // namespace attnbench

@@ -1,0 +1,61 @@
+// Where a CPU forward spends its time (issue 17, `attnbench profile`): a kernel marks each phase of
+// its work (scores, mask, softmax, output, ...) with a PhaseScope. While a PhaseRecording lives,
+// every scope appends (phase, start, end) on the host's steady clock to its OpenMP thread's list;
+// otherwise constructing a scope is one relaxed atomic load and next() a call that returns at
+// once. Scopes must not nest: a thread's phases do not overlap, so their times add up. Recording
+// costs a clock read and an append per phase change; that time falls between two phases (the
+// profile's "gaps"), not inside one.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace attnbench {
+
+struct PhaseEvent {
+  const char* phase;  // a string literal of the kernel's
+  int64_t start_ns;   // phase_clock_ns()
+  int64_t end_ns;
+};
+
+// The steady clock in nanoseconds, as the events and the profiler's forward time read it.
+int64_t phase_clock_ns();
+
+// Installs itself for its lifetime (one at a time). Events of threads numbered past `threads` are
+// dropped (the profiler sizes it by omp_get_max_threads()).
+class PhaseRecording {
+ public:
+  explicit PhaseRecording(int threads);
+  ~PhaseRecording();
+  PhaseRecording(const PhaseRecording&) = delete;
+  PhaseRecording& operator=(const PhaseRecording&) = delete;
+
+  void record(int thread, const PhaseEvent& event);
+  // Per OpenMP thread number, each in the order its scopes ended.
+  std::vector<std::vector<PhaseEvent>> by_thread() const;
+
+ private:
+  // One thread's list on a cache line of its own: threads append side by side.
+  struct alignas(64) ThreadEvents {
+    std::vector<PhaseEvent> events;
+  };
+  std::vector<ThreadEvents> threads_;
+};
+
+// One phase from construction to destruction, or to next(), which ends it and starts another (a
+// next() to the phase already running changes nothing).
+class PhaseScope {
+ public:
+  explicit PhaseScope(const char* phase);
+  ~PhaseScope();
+  void next(const char* phase);
+  PhaseScope(const PhaseScope&) = delete;
+  PhaseScope& operator=(const PhaseScope&) = delete;
+
+ private:
+  PhaseRecording* recording_;  // null: not recording
+  const char* phase_;
+  int64_t start_ns_ = 0;
+};
+
+}  // namespace attnbench

@@ -1,0 +1,128 @@
+// `attnbench profile` as a user runs it (issue 17, "Must show" in CI): the issue's command on
+// cpu.naive and cpu.flash writes a trace that loads, with each thread's phases, and stores a
+// breakdown per kernel whose shares sum to 100 %; the recorded forward agrees with the timed
+// median within 10 %; GPU kernels are named, not profiled; and the masking study's CPU finding
+// holds: the mask's thread time is largest out of place, smaller in place, absent fused. These
+// tests run alone (RUN_SERIAL): other tests' load would blur the timings they compare.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "harness/store/store.h"
+#include "tests/support/command.h"
+#include "tests/support/scratch_directory.h"
+
+namespace attnbench {
+namespace {
+
+CommandResult attnbench(const std::string& arguments) {
+  return run_shell(std::string(ATTNBENCH_CLI) + " " + arguments);
+}
+
+// The stored phases, by profile: kernel -> phase name -> row.
+std::map<std::string, std::map<std::string, ProfilePhaseRecord>> stored_profiles(
+    const std::string& db) {
+  Result<std::unique_ptr<Store>> store = Store::open(db);
+  EXPECT_TRUE(store) << store.status().message;
+  std::map<std::string, std::map<std::string, ProfilePhaseRecord>> by_kernel;
+  if (!store) return by_kernel;
+  Result<std::vector<ProfilePhaseRecord>> phases = (*store)->load_profiles();
+  EXPECT_TRUE(phases) << phases.status().message;
+  if (!phases) return by_kernel;
+  for (const ProfilePhaseRecord& phase : *phases) by_kernel[phase.kernel][phase.name] = phase;
+  return by_kernel;
+}
+
+TEST(Profile, TheIssuesCommandWritesATraceThatLoadsAndABreakdownThatSumsTo100Percent) {
+  const ScratchDirectory dir("attnbench_profile");
+  const std::string trace = dir.file("t.json"), db = dir.file("profile.sqlite");
+  const CommandResult profiled = attnbench(
+      "profile --kernels cpu.naive,cpu.flash --shape b=8,hq=16,s=1024,d=64,dtype=bf16,mask=causal "
+      "--trace " +
+      trace + " --timed 3 --db " + db);
+  ASSERT_EQ(profiled.exit_code, 0) << profiled.output;
+  std::printf("%s", profiled.output.c_str());
+  EXPECT_NE(profiled.output.find("2 profiled"), std::string::npos) << profiled.output;
+
+  // The trace: JSON that chrome://tracing and Perfetto load, each kernel a process with the
+  // forward and its threads' phases.
+  std::ifstream file(trace);
+  const nlohmann::json document = nlohmann::json::parse(file, nullptr, false);
+  ASSERT_FALSE(document.is_discarded()) << "the trace is not JSON";
+  std::map<int, std::set<std::string>> names_by_process;
+  for (const nlohmann::json& event : document.at("traceEvents")) {
+    if (event.at("ph") == "X") names_by_process[event.at("pid")].insert(event.at("name"));
+  }
+  ASSERT_EQ(names_by_process.size(), 2u);
+  for (const auto& [pid, names] : names_by_process) {
+    for (const char* phase : {"forward", "scores", "softmax", "output"}) {
+      EXPECT_TRUE(names.count(phase)) << "process " << pid << " has no " << phase;
+    }
+  }
+
+  // The stored breakdowns: shares of 100 %, the recorded forward near the timed median.
+  const auto profiles = stored_profiles(db);
+  ASSERT_EQ(profiles.size(), 2u);
+  for (const auto& [kernel, phases] : profiles) {
+    SCOPED_TRACE(kernel);
+    double shares = 0;
+    for (const auto& [name, phase] : phases) shares += phase.share;
+    EXPECT_NEAR(shares, 1.0, 1e-9);
+    for (const char* phase : {"scores", "softmax", "output", "gaps"}) {
+      EXPECT_TRUE(phases.count(phase)) << "no " << phase;
+    }
+    const ProfilePhaseRecord& any = phases.begin()->second;
+    EXPECT_EQ(any.shape, "b=8,hq=16,hkv=16,sq=1024,sk=1024,d=64,dtype=bf16,mask=causal");
+    EXPECT_GE(any.threads, 1);
+    EXPECT_NEAR(any.forward_s / any.median_s, 1.0, 0.10)
+        << "recorded " << any.forward_s << " s against a timed median of " << any.median_s << " s";
+    // The phases leave little of the threads' time unrecorded (BLAS and loops are phases).
+    EXPECT_LT(phases.at("gaps").share, 0.5);
+  }
+}
+
+TEST(Profile, GpuKernelsAreNamedAndNotProfiled) {
+  const ScratchDirectory dir("attnbench_profile_gpu");
+  const CommandResult profiled = attnbench(
+      "profile --kernels cuda.flash2,cpu.flash --shape b=1,hq=2,s=128,d=64,dtype=bf16 --timed 1 "
+      "--db " +
+      dir.file("p.sqlite"));
+  EXPECT_EQ(profiled.exit_code, 0) << profiled.output;
+  EXPECT_NE(profiled.output.find("cuda.flash2 [cuda]: not profiled"), std::string::npos)
+      << profiled.output;
+  EXPECT_NE(profiled.output.find("1 profiled"), std::string::npos) << profiled.output;
+}
+
+TEST(Profile, TheMaskingStudysCpuFindingHoldsOutOfPlaceThenInPlaceThenFused) {
+  const ScratchDirectory dir("attnbench_profile_masking");
+  const std::string db = dir.file("masking.sqlite");
+  const CommandResult profiled =
+      attnbench("profile --suite masking --kernels 'cpu.masked_*' --timed 1 --db " + db);
+  ASSERT_EQ(profiled.exit_code, 0) << profiled.output;
+  std::printf("%s", profiled.output.c_str());
+  const auto profiles = stored_profiles(db);
+  ASSERT_EQ(profiles.size(), 3u);
+  const auto mask_s = [&](const std::string& kernel) {
+    const auto& phases = profiles.at(kernel);
+    const auto found = phases.find("mask");
+    return found == phases.end() ? 0.0 : found->second.total_s;
+  };
+  const double outofplace = mask_s("cpu.masked_outofplace");
+  const double inplace = mask_s("cpu.masked_inplace");
+  const double fused = mask_s("cpu.masked_fused");
+  std::printf("mask thread time: out of place %.2f ms, in place %.2f ms, fused %.2f ms\n",
+              outofplace * 1e3, inplace * 1e3, fused * 1e3);
+  // Out of place copies every score of the row, in place writes only the masked ones, fused
+  // writes none (its softmax takes the row's key range: no mask phase at all).
+  EXPECT_GT(outofplace, inplace);
+  EXPECT_TRUE(profiles.at("cpu.masked_inplace").count("mask"));
+  EXPECT_EQ(fused, 0.0) << "the fused softmax writes no mask";
+}
+
+}  // namespace
+}  // namespace attnbench

@@ -1,0 +1,162 @@
+// The profile's arithmetic and its trace (harness/measure/profile.h), and the phase recorder the
+// CPU kernels mark their phases with (kernels/cpu/phases.h): on fresh random events, every
+// phase's count and thread time is the sum of its events, the shares (gaps included) add up to
+// 100 %, and the trace holds one track per thread plus the forward's.
+#include <gtest/gtest.h>
+#include <omp.h>
+
+#include <map>
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "harness/measure/profile.h"
+#include "kernels/cpu/phases.h"
+
+namespace attnbench {
+namespace {
+
+const char* const kPhases[] = {"scores", "mask", "softmax", "output"};
+
+struct RandomForward {
+  std::vector<std::vector<PhaseEvent>> by_thread;
+  int64_t start_ns = 1'000'000;
+  int64_t end_ns = 0;
+  std::map<std::string, double> seconds;  // per phase
+  std::map<std::string, int64_t> counts;
+};
+
+// Threads that each run back-to-back phases with random gaps, inside one forward; some threads
+// record nothing (they count as absent, not as idle).
+RandomForward random_forward(std::mt19937_64& rng) {
+  RandomForward forward;
+  const int threads = std::uniform_int_distribution<int>(2, 8)(rng);
+  forward.by_thread.resize(static_cast<size_t>(threads) + 1);  // the last one records nothing
+  int64_t latest = forward.start_ns;
+  for (int t = 0; t < threads; ++t) {
+    int64_t now = forward.start_ns + std::uniform_int_distribution<int64_t>(0, 500)(rng);
+    const int events = std::uniform_int_distribution<int>(1, 40)(rng);
+    for (int e = 0; e < events; ++e) {
+      const char* phase = kPhases[std::uniform_int_distribution<int>(0, 3)(rng)];
+      const int64_t duration = std::uniform_int_distribution<int64_t>(1, 100'000)(rng);
+      forward.by_thread[static_cast<size_t>(t)].push_back({phase, now, now + duration});
+      forward.seconds[phase] += static_cast<double>(duration) * 1e-9;
+      ++forward.counts[phase];
+      now += duration + std::uniform_int_distribution<int64_t>(0, 2'000)(rng);
+    }
+    latest = std::max(latest, now);
+  }
+  forward.end_ns = latest + 1'000;
+  return forward;
+}
+
+TEST(ProfileBreakdown, EveryPhaseSumsItsEventsAndTheSharesWithTheGapsMakeOneHundredPercent) {
+  const uint64_t seed = (uint64_t{std::random_device{}()} << 32) | std::random_device{}();
+  std::mt19937_64 rng(seed);
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  for (int draw = 0; draw < 20; ++draw) {
+    const RandomForward forward = random_forward(rng);
+    const ProfileBreakdown breakdown =
+        breakdown_of(forward.by_thread, forward.start_ns, forward.end_ns);
+    const int recording_threads = static_cast<int>(forward.by_thread.size()) - 1;
+    EXPECT_EQ(breakdown.threads, recording_threads);
+    EXPECT_DOUBLE_EQ(breakdown.forward_s,
+                     static_cast<double>(forward.end_ns - forward.start_ns) * 1e-9);
+    ASSERT_EQ(breakdown.phases.size(), forward.seconds.size() + 1);
+    EXPECT_EQ(breakdown.phases.back().name, kGapsPhase);
+    double shares = 0, recorded = 0;
+    for (size_t i = 0; i < breakdown.phases.size(); ++i) {
+      const PhaseTotal& phase = breakdown.phases[i];
+      shares += phase.share;
+      if (phase.name == kGapsPhase) continue;
+      recorded += phase.total_s;
+      EXPECT_NEAR(phase.total_s, forward.seconds.at(phase.name), 1e-12) << phase.name;
+      EXPECT_EQ(phase.count, forward.counts.at(phase.name)) << phase.name;
+      if (i > 0) {
+        EXPECT_LE(phase.total_s, breakdown.phases[i - 1].total_s) << "largest first";
+      }
+    }
+    EXPECT_NEAR(shares, 1.0, 1e-12);
+    const double capacity = breakdown.forward_s * recording_threads;
+    EXPECT_NEAR(breakdown.phases.back().total_s, capacity - recorded, 1e-12);
+  }
+}
+
+TEST(ProfileBreakdown, PhasesLongerThanTheForwardAreSharesOfTheirOwnSum) {
+  // Two threads' phases of 3 ms each in a forward of 2 ms: only overlapping (nested) scopes, a
+  // kernel's bug, can do this; the shares still add up to 100 %.
+  const std::vector<std::vector<PhaseEvent>> by_thread = {{{"scores", 0, 3'000'000}},
+                                                          {{"output", 0, 3'000'000}}};
+  const ProfileBreakdown breakdown = breakdown_of(by_thread, 0, 2'000'000);
+  ASSERT_EQ(breakdown.phases.size(), 3u);
+  EXPECT_DOUBLE_EQ(breakdown.phases[0].share + breakdown.phases[1].share, 1.0);
+  EXPECT_EQ(breakdown.phases[2].total_s, 0.0);
+  EXPECT_EQ(breakdown.phases[2].share, 0.0);
+}
+
+TEST(ProfileTrace, HoldsATrackPerRecordingThreadAndTheForwardInMicroseconds) {
+  std::mt19937_64 rng(std::random_device{}());
+  const RandomForward forward = random_forward(rng);
+  const nlohmann::json events = trace_events(forward.by_thread, forward.start_ns, forward.end_ns, 3,
+                                             "cpu.flash b=1", forward.start_ns);
+  size_t phases = 0, tracks = 0, forwards = 0;
+  for (const nlohmann::json& event : events) {
+    EXPECT_EQ(event.at("pid"), 3);
+    if (event.at("ph") == "M") {
+      tracks += event.at("name") == "thread_name";
+      continue;
+    }
+    ASSERT_EQ(event.at("ph"), "X");
+    EXPECT_GE(event.at("ts").get<double>(), 0.0);
+    EXPECT_GT(event.at("dur").get<double>(), 0.0);
+    if (event.at("name") == "forward") {
+      ++forwards;
+      EXPECT_EQ(event.at("tid"), 0);
+      EXPECT_DOUBLE_EQ(event.at("dur").get<double>(),
+                       static_cast<double>(forward.end_ns - forward.start_ns) / 1e3);
+    } else {
+      ++phases;
+      EXPECT_GE(event.at("tid").get<int>(), 1);
+    }
+  }
+  size_t recorded = 0;
+  for (const auto& thread : forward.by_thread) recorded += thread.size();
+  EXPECT_EQ(phases, recorded);
+  EXPECT_EQ(forwards, 1u);
+  EXPECT_EQ(tracks, forward.by_thread.size());  // the recording threads' and "forward"
+  const nlohmann::json document = trace_document(events);
+  EXPECT_EQ(nlohmann::json::parse(document.dump()).at("traceEvents").size(), events.size());
+}
+
+TEST(PhaseRecording, RecordsEachOpenMpThreadsScopesAndNothingWithoutARecording) {
+  const int threads = std::max(2, omp_get_max_threads());
+  std::optional<PhaseScope> before("scores");  // started before any recording: never recorded
+  PhaseRecording recording(threads);
+  before.reset();
+  EXPECT_THROW(PhaseRecording second(1), std::logic_error) << "one recording at a time";
+  int team = 0;
+#pragma omp parallel num_threads(threads)
+  {
+#pragma omp single
+    team = omp_get_num_threads();
+    PhaseScope phase("scores");
+    phase.next("scores");  // the phase already running: no event
+    phase.next("softmax");
+  }
+  int scopes = 0;
+  for (const std::vector<PhaseEvent>& events : recording.by_thread()) {
+    if (events.empty()) continue;
+    ASSERT_EQ(events.size(), 2u);
+    EXPECT_STREQ(events[0].phase, "scores");
+    EXPECT_STREQ(events[1].phase, "softmax");
+    EXPECT_LE(events[0].start_ns, events[0].end_ns);
+    EXPECT_LE(events[0].end_ns, events[1].start_ns) << "the append's cost falls between phases";
+    EXPECT_LE(events[1].start_ns, events[1].end_ns);
+    scopes += 2;
+  }
+  EXPECT_EQ(scopes, 2 * team);
+}
+
+}  // namespace
+}  // namespace attnbench
