@@ -1,6 +1,4 @@
 // `attnbench merge`: databases from many runners into one (merging a run twice is a no-op).
-#include "harness/cli/history.h"
-
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -14,6 +12,7 @@
 #include "harness/analysis/alert_wording.h"
 #include "harness/cli/ci_reports.h"
 #include "harness/cli/command_support.h"
+#include "harness/cli/history.h"
 #include "harness/cli/runner.h"
 #include "harness/core/progress.h"
 #include "harness/core/series_key.h"
@@ -41,7 +40,8 @@ int merge_command(const std::vector<std::string>& sources, const std::string& in
     const MergeReport& report = *merged;
     out << "merged " << source << ": " << report.runs_added << " runs added, "
         << report.runs_already_present << " already present, " << report.calibrations_added
-        << " calibrations, " << report.annotations_added << " annotations\n";
+        << " calibrations, " << report.annotations_added << " annotations, "
+        << report.profiles_added << " profiles\n";
     total.runs_added += report.runs_added;
   }
   out << "merge: " << total.runs_added << " runs added to " << into << "\n";

@@ -140,7 +140,7 @@ Result<MergeReport> Store::merge_from(const std::string& source_path) {
     ++report.runs_added;
   }
 
-  // Calibrations and annotations this file lacks (same values, same time).
+  // Calibrations, annotations and profiles this file lacks (same values, same time).
   Transaction transaction(db_, Transaction::Kind::write);
   Status status = transaction.status();
   Statement calibrations(source->db_, "SELECT * FROM calibrations ORDER BY id");
@@ -180,6 +180,26 @@ Result<MergeReport> Store::merge_from(const std::string& source_path) {
       ++report.annotations_added;
     }
     if (status) status = exists.status();
+  }
+  std::vector<ProfilePhaseRecord> phases;
+  if (status) {
+    Result<std::vector<ProfilePhaseRecord>> read = source->load_profiles();
+    status = read.status();
+    if (read) phases = std::move(*read);
+  }
+  // Profiles this file lacks: each profile's rows, by its profile_id.
+  std::string checked_id;
+  bool copy_profile = false;
+  for (size_t i = 0; status && i < phases.size(); ++i) {
+    if (phases[i].profile_id != checked_id) {
+      checked_id = phases[i].profile_id;
+      Statement exists(db_, "SELECT count(*) AS n FROM profiles WHERE profile_id = ?");
+      exists.bind(text(checked_id));
+      copy_profile = exists.next_row() && exists.get<int64_t>("n") == 0;
+      status = exists.status();
+      report.profiles_added += copy_profile ? 1 : 0;
+    }
+    if (status && copy_profile) status = insert_row(db_, "profiles", profile_phase_row(phases[i]));
   }
   if (status) status = transaction.commit();
   if (!status) return error_with(context, status.message);

@@ -142,6 +142,7 @@ struct MergeReport {
   int runs_already_present = 0;
   int calibrations_added = 0;
   int annotations_added = 0;
+  int profiles_added = 0;  // profiled forwards (`attnbench profile`), each once by profile_id
 };
 
 struct RunListEntry {

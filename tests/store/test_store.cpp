@@ -1226,6 +1226,16 @@ TEST_F(StoreTest, MergeCopiesEachRunOnceAndMapsItsIds) {
     calibration.value = 1e12;
     calibration.measured_at = "2025-12-01T00:00:00Z";
     EXPECT_TRUE(store->add_calibration(calibration).ok);
+    // One profiled forward of two phases (`attnbench profile`), its id the file's own.
+    std::vector<ProfilePhaseRecord> profile(2);
+    for (size_t p = 0; p < profile.size(); ++p) {
+      profile[p].profile_id = "profile-of-" + chip;
+      profile[p].profiled_at = "2025-12-01T00:00:00Z";
+      profile[p].kernel = "cpu.flash";
+      profile[p].name = p == 0 ? "scores" : "gaps";
+      profile[p].total_s = std::uniform_real_distribution<double>(1e-3, 1.0)(rng_);
+    }
+    EXPECT_TRUE(store->add_profile(profile).ok);
   };
   const std::string a = path("runner-a.sqlite");
   const std::string b = path("runner-b.sqlite");
@@ -1238,6 +1248,7 @@ TEST_F(StoreTest, MergeCopiesEachRunOnceAndMapsItsIds) {
   MergeReport report = value_of(target->merge_from(a));
   EXPECT_EQ(report.runs_added, 2);
   EXPECT_EQ(report.calibrations_added, 1);
+  EXPECT_EQ(report.profiles_added, 1);
   report = value_of(target->merge_from(b));
   EXPECT_EQ(report.runs_added, 2);
   // Merging again changes nothing.
@@ -1245,6 +1256,11 @@ TEST_F(StoreTest, MergeCopiesEachRunOnceAndMapsItsIds) {
   EXPECT_EQ(report.runs_added, 0);
   EXPECT_EQ(report.runs_already_present, 2);
   EXPECT_EQ(report.calibrations_added, 0);
+  EXPECT_EQ(report.profiles_added, 0);
+  const std::vector<ProfilePhaseRecord> merged_profiles = value_of(target->load_profiles());
+  ASSERT_EQ(merged_profiles.size(), 4u) << "each file's two phases, once";
+  EXPECT_EQ(merged_profiles[0].profile_id, "profile-of-GPU-a");
+  EXPECT_EQ(merged_profiles[3].profile_id, "profile-of-GPU-b");
   EXPECT_FALSE(target->merge_from(path("merged.sqlite")).ok());
   EXPECT_FALSE(target->merge_from(path("absent.sqlite")).ok());
 
