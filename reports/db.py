@@ -443,7 +443,7 @@ class Database:
             if profile is None:
                 profile = {key: row[key] for key in ("profile_id", "profiled_at", "kernel", "shape",
                                                      "distribution", "device", "forward_s",
-                                                     "median_s", "threads")}
+                                                     "median_s", "threads", "extra_memory_bytes")}
                 profile["first_id"], profile["phases"] = row["id"], []
                 by_id[row["profile_id"]] = profile
             profile["phases"].append({"name": row["name"], "count": row["count"],

@@ -34,6 +34,7 @@ struct ProfiledCase {
   int64_t start_ns = 0;
   int64_t end_ns = 0;
   double median_s = 0;
+  int64_t extra_memory_bytes = 0;  // as `run` measures it: the plan's own, or scratch's peak
 };
 
 // One forward while a recording lives: its phases and its start and end.
@@ -60,6 +61,7 @@ Result<ProfiledCase> profile_case(const CaseSpec& spec, uint64_t seed, int timed
     return status;
   }
   if (Status status = (*executor)->load_inputs(inputs); !status) return status;
+  (*executor)->reset_scratch_peak();
   Result<std::unique_ptr<Plan>> plan =
       spec.kernel->make_plan(spec.problem, (*executor)->plan_context());
   if (!plan) return plan.status();
@@ -85,21 +87,25 @@ Result<ProfiledCase> profile_case(const CaseSpec& spec, uint64_t seed, int timed
   ProfiledCase shown =
       std::move(*middle(recorded, [](const ProfiledCase& c) { return c.end_ns - c.start_ns; }));
   shown.median_s = *middle(plain, [](double seconds) { return seconds; });
+  shown.extra_memory_bytes = (*plan)->own_extra_memory_bytes().value_or(
+      static_cast<int64_t>((*executor)->scratch_peak_bytes()));
   return shown;
 }
 
-void print_breakdown(const ProfileBreakdown& breakdown, double median_s, std::ostream& out) {
+void print_breakdown(const ProfileBreakdown& breakdown, double median_s, int64_t extra_memory_bytes,
+                     std::ostream& out) {
   char line[160];
   if (breakdown.threads == 0) {
     out << "  no phase recorded: the kernel marks none (kernels/cpu/phases.h); forward "
         << breakdown.forward_s * 1e3 << " ms\n";
     return;
   }
-  std::snprintf(
-      line, sizeof line,
-      "  forward %.3f ms on %d threads (plain median %.3f ms; recorded vs plain %+.1f %%)\n",
-      breakdown.forward_s * 1e3, breakdown.threads, median_s * 1e3,
-      (breakdown.forward_s / median_s - 1) * 100);
+  std::snprintf(line, sizeof line,
+                "  forward %.3f ms on %d threads (plain median %.3f ms; recorded vs plain "
+                "%+.1f %%), extra memory %.1f MiB\n",
+                breakdown.forward_s * 1e3, breakdown.threads, median_s * 1e3,
+                (breakdown.forward_s / median_s - 1) * 100,
+                static_cast<double>(extra_memory_bytes) / (1 << 20));
   out << line;
   std::snprintf(line, sizeof line, "  %-10s %8s %14s %7s\n", "phase", "count", "thread time ms",
                 "share");
@@ -112,7 +118,8 @@ void print_breakdown(const ProfileBreakdown& breakdown, double median_s, std::os
 }
 
 std::vector<ProfilePhaseRecord> profile_rows(const CaseSpec& spec,
-                                             const ProfileBreakdown& breakdown, double median_s) {
+                                             const ProfileBreakdown& breakdown,
+                                             const ProfiledCase& profiled) {
   const std::string id = make_uuid();
   const std::string at = now_utc_iso8601();
   std::vector<ProfilePhaseRecord> rows;
@@ -125,7 +132,8 @@ std::vector<ProfilePhaseRecord> profile_rows(const CaseSpec& spec,
     row.distribution = std::string(distribution_name(spec.distribution));
     row.device = cpu_model_name();
     row.forward_s = breakdown.forward_s;
-    row.median_s = median_s;
+    row.median_s = profiled.median_s;
+    row.extra_memory_bytes = profiled.extra_memory_bytes;
     row.threads = breakdown.threads;
     row.name = phase.name;
     row.count = phase.count;
@@ -192,14 +200,14 @@ bool profile_one(const CaseSpec& spec, int pid, uint64_t seed, const ProfileOpti
   if (origin_ns == 0) origin_ns = result->start_ns;
   const ProfileBreakdown breakdown =
       breakdown_of(result->by_thread, result->start_ns, result->end_ns);
-  print_breakdown(breakdown, result->median_s, out);
+  print_breakdown(breakdown, result->median_s, result->extra_memory_bytes, out);
   for (json& event :
        trace_events(result->by_thread, result->start_ns, result->end_ns, pid,
                     spec.kernel->name + " " + shape_string(spec.problem), origin_ns)) {
     events.push_back(std::move(event));
   }
   if (store != nullptr) {
-    if (Status s = store->add_profile(profile_rows(spec, breakdown, result->median_s)); !s) {
+    if (Status s = store->add_profile(profile_rows(spec, breakdown, *result)); !s) {
       err << "error: " << s.message << "\n";
       return false;
     }

@@ -189,7 +189,8 @@ struct ProfilePhaseRecord {
   double forward_s = 0;   // the recorded forward's wall time
   double median_s = 0;    // the median of the timed forwards, recorded by none
   int64_t threads = 0;    // threads that recorded a phase
-  std::string name;       // the phase
+  int64_t extra_memory_bytes = 0;  // the plan's scratch high-water mark, as `run` measures it
+  std::string name;                // the phase
   int64_t count = 0;      // scopes of the phase over all threads
   double total_s = 0;     // thread time
   double share = 0;       // of forward_s x threads

@@ -197,6 +197,7 @@ constexpr auto kProfilePhaseFields = std::to_array<Field<ProfilePhaseRecord>>({
     value<&ProfilePhaseRecord::forward_s>("forward_s"),
     value<&ProfilePhaseRecord::median_s>("median_s"),
     value<&ProfilePhaseRecord::threads>("threads"),
+    value<&ProfilePhaseRecord::extra_memory_bytes>("extra_memory_bytes"),
     value<&ProfilePhaseRecord::name>("name"),
     value<&ProfilePhaseRecord::count>("count"),
     value<&ProfilePhaseRecord::total_s>("total_s"),

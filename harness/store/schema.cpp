@@ -56,7 +56,7 @@
 //   profiles: one row per phase of a profiled forward (`attnbench profile`), rows of one forward
 //     sharing profile_id; name "gaps" holds the thread time no phase recorded; share is of
 //     forward_s x threads. { id, profile_id, profiled_at, kernel, shape, distribution, device,
-//       forward_s, median_s, threads, name, count, total_s, share }
+//       forward_s, median_s, threads, extra_memory_bytes, name, count, total_s, share }
 // ---- end of the current schema ---------------------------------------------------------------
 #include "harness/store/schema.h"
 
@@ -385,6 +385,7 @@ CREATE TABLE profiles (
   forward_s REAL NOT NULL,
   median_s REAL NOT NULL,
   threads INTEGER NOT NULL,
+  extra_memory_bytes INTEGER NOT NULL,
   name TEXT NOT NULL,
   count INTEGER NOT NULL,
   total_s REAL NOT NULL,

@@ -225,7 +225,8 @@ class Fixture:
             self._insert("profiles", {
                 "profile_id": profile_id, "profiled_at": timestamp(profiled_at), "kernel": kernel,
                 "shape": shape, "distribution": "normal", "device": "cpu",
-                "forward_s": forward_s, "median_s": median_s, "threads": threads, "name": name,
+                "forward_s": forward_s, "median_s": median_s, "threads": threads,
+                "extra_memory_bytes": 1 << 20, "name": name,
                 "count": count, "total_s": total, "share": total / whole})
         return profile_id
 
