@@ -1,6 +1,6 @@
 // cuda.flash3's time model (kernels/cuda/flash3/flash3_time_model.h): the counts per key tile,
 // what each stage's schedule overlaps, the CTA scheduling, and the table of predictions the note
-// and README quote (not GPU measurements). The counts are pinned against the SASS in
+// and docs/hopper.md quote (not GPU measurements). The counts are pinned against the SASS in
 // StaticCuda.Flash3TimeModelCountsAreTheSass.
 #include <gtest/gtest.h>
 
@@ -123,7 +123,7 @@ TEST(Flash3TimeModel, IsTheKernelsPrediction) {
   }
 }
 
-// The table the note and README quote: a model, not a measurement.
+// The table the note and docs/hopper.md quote: a model, not a measurement.
 TEST(Flash3TimeModel, PrintsThePredictedTable) {
   const struct {
     const char* kernel;

@@ -194,7 +194,7 @@ class Flash3Fp8Plan final : public Plan {
   Fp8PassArgs pass_args_;  // made once the scratch is allocated
 };
 
-// Which passes each FP8 series' time includes (issue 16: the README repeats it), by what it is
+// Which passes each FP8 series' time includes (issue 16: docs/fp8.md repeats it), by what it is
 // instantiated for.
 SupportTable flash3_fp8_support_table(const std::vector<Fp8Instantiation>& instantiations,
                                       const Fp8Recipe& recipe) {
