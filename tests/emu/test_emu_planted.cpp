@@ -112,6 +112,16 @@ INSTANTIATE_TEST_SUITE_P(Emu, PlantedFlash3Bug, ::testing::Values("flash3_wg1", 
                            return std::string(param_info.param);
                          });
 
+// The planted variant fails its check (wrong output) on `shape` where `kernel` passes it.
+void expect_fails_where_the_kernel_passes(const std::string& kernel, const std::string& variant,
+                                          const std::string& shape, const ScratchDirectory& dir) {
+  expect_passed(check_once(kernel, dir, "", shape), /*deterministic=*/true);
+  const ResultRecord planted = check_once(variant, dir, "", shape);
+  EXPECT_EQ(planted.kernel, variant);
+  EXPECT_EQ(planted.status, ResultStatus::failed) << planted.message;
+  EXPECT_NE(planted.message.find("max|out-ref|"), std::string::npos) << planted.message;
+}
+
 // cuda.flash3_fp8 (issue 16): P's e4m3 fragment packed in S's accumulator order (as a 16-bit
 // kernel's), and Q's and K's descales left out of the scores. Per-tensor descales, so they are
 // not 1; two query blocks, four key tiles on the ring of two stages.
@@ -122,12 +132,8 @@ class PlantedFlash3Fp8Bug : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(PlantedFlash3Fp8Bug, FailsItsCheckWhereTheKernelPasses) {
   const ScratchDirectory dir("attnbench_planted_flash3_fp8");
-  expect_passed(check_once("cuda.flash3_fp8", dir, "", kFlash3Fp8Shape), /*deterministic=*/true);
-  const std::string variant = std::string("test.flash3_fp8_") + GetParam();
-  const ResultRecord planted = check_once(variant, dir, "", kFlash3Fp8Shape);
-  EXPECT_EQ(planted.kernel, variant);
-  EXPECT_EQ(planted.status, ResultStatus::failed) << planted.message;
-  EXPECT_NE(planted.message.find("max|out-ref|"), std::string::npos) << planted.message;
+  expect_fails_where_the_kernel_passes(
+      "cuda.flash3_fp8", std::string("test.flash3_fp8_") + GetParam(), kFlash3Fp8Shape, dir);
 }
 
 INSTANTIATE_TEST_SUITE_P(Emu, PlantedFlash3Fp8Bug,
@@ -144,13 +150,9 @@ class PlantedFlash3Fp8IncoherentBug : public ::testing::TestWithParam<const char
 
 TEST_P(PlantedFlash3Fp8IncoherentBug, FailsItsCheckWhereTheKernelPasses) {
   const ScratchDirectory dir("attnbench_planted_flash3_fp8_incoherent");
-  expect_passed(check_once("cuda.flash3_fp8_incoherent", dir, "", kFlash3Fp8IncoherentShape),
-                /*deterministic=*/true);
-  const std::string variant = std::string("test.flash3_fp8_incoherent_") + GetParam();
-  const ResultRecord planted = check_once(variant, dir, "", kFlash3Fp8IncoherentShape);
-  EXPECT_EQ(planted.kernel, variant);
-  EXPECT_EQ(planted.status, ResultStatus::failed) << planted.message;
-  EXPECT_NE(planted.message.find("max|out-ref|"), std::string::npos) << planted.message;
+  expect_fails_where_the_kernel_passes("cuda.flash3_fp8_incoherent",
+                                       std::string("test.flash3_fp8_incoherent_") + GetParam(),
+                                       kFlash3Fp8IncoherentShape, dir);
 }
 
 // cuda.flash3_fp8_block (issue 16): every key tile scaled by K's first block descale. Four key
@@ -158,12 +160,8 @@ TEST_P(PlantedFlash3Fp8IncoherentBug, FailsItsCheckWhereTheKernelPasses) {
 TEST(PlantedFlash3Fp8BlockBug, FailsItsCheckWhereTheKernelPasses) {
   const ScratchDirectory dir("attnbench_planted_flash3_fp8_block");
   const std::string shape = std::string(kFlash3Fp8IncoherentShape) + " --dist sink";
-  expect_passed(check_once("cuda.flash3_fp8_block", dir, "", shape), /*deterministic=*/true);
-  const std::string variant = "test.flash3_fp8_block_first_k_descale_for_every_tile";
-  const ResultRecord planted = check_once(variant, dir, "", shape);
-  EXPECT_EQ(planted.kernel, variant);
-  EXPECT_EQ(planted.status, ResultStatus::failed) << planted.message;
-  EXPECT_NE(planted.message.find("max|out-ref|"), std::string::npos) << planted.message;
+  expect_fails_where_the_kernel_passes(
+      "cuda.flash3_fp8_block", "test.flash3_fp8_block_first_k_descale_for_every_tile", shape, dir);
 }
 
 INSTANTIATE_TEST_SUITE_P(Emu, PlantedFlash3Fp8IncoherentBug,
