@@ -106,8 +106,17 @@ gating_lines() {
     awk '$1 == "error"' "$log"
   fi
 }
-confirmed_kernels() { gating_lines "$1" | awk '{ print $4 }' | sort -u | paste -sd, -; }
-suspected_count() { grep -cE '^warning +SUSPECTED ' "$1" || true; }
+# The triage prints one line per kernel and device, "<severity> <kernel> on <device>: <what>",
+# its shapes indented beneath.
+confirmed_kernels() { gating_lines "$1" | awk '{ print $2 }' | sort -u | paste -sd, -; }
+# Suspicions the newest nightly left open (warnings: not annotated), from its stored alerts.
+suspected_count() {
+  python3 -c 'import sqlite3, sys
+db = sqlite3.connect(sys.argv[1])
+print(db.execute("SELECT count(*) FROM alerts WHERE state = ? AND severity = ? AND run_id = "
+                 "(SELECT max(id) FROM runs WHERE rerun_of IS NULL)",
+                 ("suspected", "warning")).fetchone()[0])' "$1"
+}
 
 # The unchanged build first: its binary names the CPU kernels to draw from.
 build build-gate
@@ -170,7 +179,7 @@ for ((i = 1; i <= baseline + unchanged; i++)); do
     done
   fi
   kernels=$(confirmed_kernels "$out/$log")
-  suspected=$(suspected_count "$out/$log")
+  suspected=$(suspected_count "$db")
   phase=$([ "$i" -le "$baseline" ] && echo baseline || echo unchanged)
   if [ "$phase" = unchanged ] && { [ "$code" -ne 0 ] || [ -n "$kernels" ]; }; then
     false_alarms=$((false_alarms + 1))
@@ -206,7 +215,7 @@ for kernel in "${injected[@]}"; do
     t0=$(date +%s)
     code=$(run_nightly "build-gate-slow-$kernel" "$log" "$kdb" "-inject-$kernel")
     kernels=$(confirmed_kernels "$out/$log")
-    suspected=$(suspected_count "$out/$log")
+    suspected=$(suspected_count "$kdb")
     seconds=$(( $(date +%s) - t0 )); nightly_seconds+=("$seconds")
     echo "| $n | $j of 5 | $code | ${kernels:-none} | $suspected | $seconds |" >> "$summary"
     echo "ci/gate-check.sh: nightly $n ($kernel +$percent %, slowed $j): exit $code, confirmed: ${kernels:-none}, $seconds s"

@@ -25,6 +25,39 @@ CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome", "chrome")
 LOAD_TIMEOUT_S = 30
 
 
+# Probes of the triage (issue 18), evaluated in the loaded page.
+# Where the gate's sentence and each group's row sit: {"verdict": [top, bottom] or null,
+# "groups": [{"key", "kernel", "rank", "top", "bottom"}, ...]} in page order.
+TRIAGE_LAYOUT_PROBE = """(() => {
+  const box = (element) => { const r = element.getBoundingClientRect(); return [r.top, r.bottom]; };
+  const verdict = document.getElementById('triage-verdict');
+  const groups = [...document.querySelectorAll('#triage-table tbody.triage-group')].map((body) => {
+    const [top, bottom] = box(body.querySelector('tr.group'));
+    return {key: body.dataset.key, kernel: body.querySelector('td.kernel').textContent.trim(),
+            rank: [...body.classList].find((c) => c.startsWith('rank-')).slice(5), top, bottom};
+  });
+  return {verdict: verdict ? box(verdict) : null, groups};
+})()"""
+# Every cell of the triage (its folded rows opened) whose content reaches past its own box:
+# [{"text", "cell": [left, right], "content": [left, right]}]; [] when nothing overflows.
+TRIAGE_OVERFLOW_PROBE = """(() => {
+  for (const details of document.querySelectorAll('#triage-table details')) details.open = true;
+  const wide = [];
+  for (const cell of document.querySelectorAll('#triage-table td, #triage-table th')) {
+    const box = cell.getBoundingClientRect();
+    const range = document.createRange();
+    range.selectNodeContents(cell);
+    const content = range.getBoundingClientRect();
+    if (cell.scrollWidth > cell.clientWidth + 1 || content.right > box.right + 1 ||
+        content.left < box.left - 1) {
+      wide.push({text: cell.textContent.trim().slice(0, 80), cell: [box.left, box.right],
+                 content: [content.left, content.right]});
+    }
+  }
+  return wide;
+})()"""
+
+
 class BrowserError(Exception):
     pass
 
@@ -44,6 +77,7 @@ class PageLoad:
     triage_top: float | None = None  # px from the top of the viewport; None without a table
     triage_bottom: float | None = None
     screenshot: bytes = b""
+    probe: object = None  # what the probe expression returned, after the load
 
 
 class Chromium:
@@ -132,14 +166,16 @@ class Chromium:
                     return event
             self.events.append(self._read_message(deadline))
 
-    def load(self, page_path):
-        """Opens a file:// page at the viewport size and reports on it."""
+    def load(self, page_path, viewport=VIEWPORT, probe=None):
+        """Opens a file:// page at the viewport size and reports on it; `probe`, a JavaScript
+        expression, is evaluated once the page has loaded (before the screenshot, so what it
+        changes shows) and its value returned."""
         target = self.send("Target.createTarget", url="about:blank")["targetId"]
         session = self.send("Target.attachToTarget", targetId=target, flatten=True)["sessionId"]
         for domain in ("Page", "Runtime", "Log"):
             self.send(f"{domain}.enable", session)
-        self.send("Emulation.setDeviceMetricsOverride", session, width=VIEWPORT[0],
-                  height=VIEWPORT[1], deviceScaleFactor=1, mobile=False)
+        self.send("Emulation.setDeviceMetricsOverride", session, width=viewport[0],
+                  height=viewport[1], deviceScaleFactor=1, mobile=False)
         self.events.clear()
         url = pathlib.Path(page_path).resolve().as_uri()
         self.send("Page.navigate", session, url=url)
@@ -150,10 +186,11 @@ class Chromium:
                                      " || document.getElementById('triage'); if (!t) return null;"
                                      " const r = t.getBoundingClientRect();"
                                      " return [r.top, r.bottom]; })()")
+        probed = self.evaluate(session, probe) if probe else None
         shot = self.send("Page.captureScreenshot", session, format="png")["data"]
         return PageLoad(load_ms / 1000.0, self._errors(),
                         box[0] if box else None, box[1] if box else None,
-                        base64.b64decode(shot))
+                        base64.b64decode(shot), probed)
 
     def evaluate(self, session, expression):
         reply = self.send("Runtime.evaluate", session, expression=expression, returnByValue=True)
@@ -180,6 +217,6 @@ class Chromium:
         return errors
 
 
-def load_page(page_path, binary=None):
+def load_page(page_path, binary=None, viewport=VIEWPORT, probe=None):
     with Chromium(binary) as browser:
-        return browser.load(page_path)
+        return browser.load(page_path, viewport, probe)

@@ -10,6 +10,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 import jinja2
+import markupsafe
 from markupsafe import Markup
 
 from reports import analysis, fmt, plots
@@ -43,7 +44,13 @@ def _environment(templates):
         trim_blocks=True,
         lstrip_blocks=True)
     environment.globals.update(fmt=fmt, statuses=STATUSES)
+    environment.filters["breakable"] = breakable
     return environment
+
+
+def breakable(text):
+    """Text that may wrap after each comma (a case string has no other break point), escaped."""
+    return Markup(",<wbr>").join(markupsafe.escape(part) for part in str(text).split(","))
 
 
 def _device_rows(db, devices, run):
@@ -209,12 +216,21 @@ def _build(db, out, run_id, compare_to, started):
     series = analysis.build_series(
         history, db.alerts(series_keys=keys), db.annotations(), runs,
         {key: {run["id"]: row} for key, row in run_analysis.items()}, results)
-    triage = analysis.triage(run, results, run_alerts, history, previous_keys, run_analysis)
+    # The triage the analysis stored (grouped, in its order, with the gate's sentence); a flat
+    # list from the alerts and results only for a run analysed before schema 8, or never.
+    grouped = db.run_triage(run["id"])
+    triage = [] if grouped else \
+        analysis.triage(run, results, run_alerts, history, previous_keys, run_analysis)
     _compare_environments(db, triage, run, runs_by_id, run_analysis)
-    history_plots, not_drawn = _history_plots(db, image_dir, run, triage, series, runs_by_id)
+    triage_keys = [row["series_key"] for group in grouped["groups"] for row in group["rows"]] \
+        if grouped else [item.series_key for item in triage]
+    history_plots, not_drawn = _history_plots(db, image_dir, run, triage_keys, series, runs_by_id)
     for item in triage:
         if item.series_key in history_plots:
             item.plot_anchor = analysis.anchor("s", item.series_key)
+    for row in (r for group in grouped["groups"] for r in group["rows"]) if grouped else ():
+        row["plot_anchor"] = analysis.anchor("s", row["series_key"]) \
+            if row["series_key"] in history_plots else ""
 
     colours = plots.KernelColours([r.kernel for r in results] + [s.kernel for s in series.values()])
     ceilings = analysis.flops_ceilings(results)
@@ -240,7 +256,8 @@ def _build(db, out, run_id, compare_to, started):
     device_ids = {d.id for d in devices}
     index = environment.get_template("index.html").render(
         page="index", counts=analysis.status_counts(results),
-        devices=_device_rows(db, devices, run), triage=triage, run_alerts=run_alerts,
+        devices=_device_rows(db, devices, run), triage=triage, grouped=grouped,
+        run_alerts=run_alerts,
         reruns=db.reruns_of(run["id"]), device_sections=device_sections, figures=figures,
         orphans=sum(1 for r in results if r.device_id not in device_ids),
         accuracy_rows=_accuracy_rows(results), launch_rows=_launch_rows(results),
@@ -286,11 +303,11 @@ def _compare_environments(db, triage, run, runs_by_id, run_analysis):
         _fill_environment(db, item, run, runs_by_id, run_analysis, device_of_result)
 
 
-def _history_plots(db, image_dir, run, triage, series, runs_by_id):
+def _history_plots(db, image_dir, run, triage_keys, series, runs_by_id):
     """Full plots of every series in the triage, then of every series with an alert in this
     run or an annotation, up to MAX_HISTORY_PLOTS, each with the baselines the detector stored
     for its runs. Returns ({key: image}, how many were left out)."""
-    wanted = [item.series_key for item in triage if item.series_key in series]
+    wanted = [key for key in triage_keys if key in series]
     wanted += [key for key, item in series.items()
                if item.annotations or any(a["run_id"] == run["id"] for a in item.alerts)]
     wanted = list(dict.fromkeys(wanted))

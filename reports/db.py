@@ -418,6 +418,22 @@ class Database:
         return {row["series_key"]: _analysis(row) for row in self.rows(
             "SELECT * FROM result_analysis WHERE run_id = ? ORDER BY series_key", (run_id,))}
 
+    def run_triage(self, run_id):
+        """The triage the analysis decided for this run (schema version 8): {"gate", "fail_on",
+        "verdict", "groups"} with the groups in their order, each with its rows, as the analysis
+        stored them; None for a run analysed before it (or never)."""
+        if "run_triage" not in self.tables:
+            return None
+        row = self.connection.execute("SELECT * FROM run_triage WHERE run_id = ?",
+                                      (run_id,)).fetchone()
+        if row is None:
+            return None
+        groups = json.loads(row["groups_json"])
+        if not isinstance(groups, list):
+            raise ReportError(f"{self.path}: run {run_id}'s triage is not a list of groups")
+        return {"gate": row["gate"], "fail_on": row["fail_on"], "verdict": row["verdict"],
+                "groups": groups}
+
     def analysis_history(self, series_keys, up_to_run):
         """{series_key: {run_id: Analysis}} of these series up to a run: the baseline of every
         point of their history plots."""

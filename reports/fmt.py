@@ -44,6 +44,11 @@ def percent(value, signed=False):
     return f"{value * 100:+.3g} %" if signed else f"{value * 100:.3g} %"
 
 
+def change(value):
+    """A relative change (0.1017) as the triage lines them up: one decimal, signed (+10.2 %)."""
+    return "-" if value is None else f"{value * 100:+.1f} %"
+
+
 def number(value):
     if value is None:
         return "-"

@@ -40,16 +40,11 @@ std::string plain_percent(double fraction) {
   return text;
 }
 
-std::string case_name(const std::string& series_key) {
-  return kernel_of_series_key(series_key) + " " + shape_of_series_key(series_key);
-}
-
-std::string performance_message(const std::string& series_key, const SeriesAnalysis& verdict,
-                                int64_t run_id) {
+std::string performance_message(const SeriesAnalysis& verdict, int64_t run_id) {
   const PerformanceJudgement& perf = verdict.performance;
   const Baseline& baseline = verdict.baseline;
   std::ostringstream message;
-  message << case_name(series_key) << ": " << signed_percent(perf.trip.change)
+  message << signed_percent(perf.trip.change)
           << " vs its baseline (" << format_seconds(baseline.center) << " over "
           << baseline.points.size() << " runs, threshold " << plain_percent(perf.trip.threshold)
           << ")";
@@ -65,21 +60,20 @@ std::string performance_message(const std::string& series_key, const SeriesAnaly
   return message.str();
 }
 
-std::string accuracy_message(const std::string& series_key, const SeriesAnalysis& verdict,
-                             double candidate_error, const DetectorOptions& options) {
+std::string accuracy_message(const SeriesAnalysis& verdict, double candidate_error,
+                             const DetectorOptions& options) {
   char text[192];
   std::snprintf(text, sizeof text,
                 "max error / bound %.3g is %.2fx the baseline's worst %.3g (limit %.0fx)",
                 candidate_error, verdict.accuracy.ratio, verdict.baseline.error,
                 options.accuracy_growth);
-  return case_name(series_key) + ": " + text;
+  return text;
 }
 
-std::string status_message(const std::string& series_key, const SeriesAnalysis& verdict,
-                           const ResultRecord* result, const std::vector<SeriesPoint>& history) {
+std::string status_message(const SeriesAnalysis& verdict, const ResultRecord* result,
+                           const std::vector<SeriesPoint>& history) {
   const std::string state = result ? std::string(result_status_name(result->status)) : "missing";
-  std::string message = case_name(series_key) + ": " +
-                        (verdict.status_change.empty() ? state : verdict.status_change) +
+  std::string message = (verdict.status_change.empty() ? state : verdict.status_change) +
                         (result && !result->message.empty() ? ": " + result->message : "");
   if (!result && !history.empty()) {
     message += " (last measured in run " + std::to_string(history.back().run_id) + ")";
@@ -87,12 +81,9 @@ std::string status_message(const std::string& series_key, const SeriesAnalysis& 
   return message;
 }
 
-std::string kernel_message(const GroupAnalysis& group, const std::string& device,
-                           const std::vector<std::pair<double, std::string>>& shapes,
-                           int64_t run_id) {
+std::string kernel_message(const GroupAnalysis& group, int64_t run_id) {
   std::ostringstream message;
-  message << kernel_of_series_key(group.group) << " on " << device << ", all " << shapes.size()
-          << " shapes: median " << signed_percent(group.trip.change) << " (threshold "
+  message << "median " << signed_percent(group.trip.change) << " (threshold "
           << plain_percent(group.trip.threshold) << ")";
   // The median is against what the kernel's history predicts at the other kernels' level,
   // not against the run's level that each shape's own change below is measured from.
@@ -107,8 +98,6 @@ std::string kernel_message(const GroupAnalysis& group, const std::string& device
   }
   if (group.since_run_id != 0 && group.since_run_id != run_id) message << " since run " << group.since_run_id;
   if (!group.reason.empty()) message << "; " << group.reason;
-  message << "; shapes (each against the run's level):";
-  for (const auto& [change, shape] : shapes) message << " " << shape << " (" << signed_percent(change) << ")";
   return message.str();
 }
 

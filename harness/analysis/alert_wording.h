@@ -17,20 +17,16 @@ std::string signed_percent(double fraction);  // "+3.1 %", "-" when not finite
 std::string plain_percent(double fraction);   // "3.1 %"
 std::string short_sha(const std::string& sha);  // the first 10 hex digits of a commit
 
-// "cuda.flash2 b=1,...": the kernel and the case of a series key.
-std::string case_name(const std::string& series_key);
-
-std::string performance_message(const std::string& series_key, const SeriesAnalysis& verdict,
-                                int64_t run_id);
-std::string accuracy_message(const std::string& series_key, const SeriesAnalysis& verdict,
-                             double candidate_error, const DetectorOptions& options);
+// An alert's message says what was found, never which case: the alert's series key names it,
+// and every reader (the CLI, the summaries, the report) shows the case beside the message.
+std::string performance_message(const SeriesAnalysis& verdict, int64_t run_id);
+std::string accuracy_message(const SeriesAnalysis& verdict, double candidate_error,
+                             const DetectorOptions& options);
 // A failure or a status change; `result` is null when the series is missing from the run.
-std::string status_message(const std::string& series_key, const SeriesAnalysis& verdict,
-                           const ResultRecord* result, const std::vector<SeriesPoint>& history);
-// `shapes`: each shape's own change (against the run's level), largest first.
-std::string kernel_message(const GroupAnalysis& group, const std::string& device,
-                           const std::vector<std::pair<double, std::string>>& shapes,
-                           int64_t run_id);
+std::string status_message(const SeriesAnalysis& verdict, const ResultRecord* result,
+                           const std::vector<SeriesPoint>& history);
+// The aggregate's median change and why it stands where it does (its shapes are the triage's).
+std::string kernel_message(const GroupAnalysis& group, int64_t run_id);
 std::string unusual_run_message(const std::string& device, const RunAnalysis& analysis);
 std::string fewer_cases_message(int64_t run_id, size_t results, int64_t previous_run_id,
                                 size_t previous_results, bool complete);

@@ -269,6 +269,9 @@ GroupConditions group_conditions(const std::vector<GroupMember>& members,
   return conditions;
 }
 
+// A host-timed (CPU) suspicion whose rerun agreed waits for the next nightly (and its rerun).
+constexpr const char* kAwaitingNextRun = "its next run (rerun too)";
+
 // The verdict on an aggregate that tripped slower.
 void judge_group_trip(const GroupConditions& c, const GroupPrior& prior, GroupAnalysis& group) {
   const bool has_rerun = std::isfinite(group.rerun_trip.change);
@@ -292,14 +295,17 @@ void judge_group_trip(const GroupConditions& c, const GroupPrior& prior, GroupAn
     } else {
       group.state = Verdict::suspected;
       group.reason += needs_next;
+      group.awaiting = kAwaitingNextRun;
     }
   } else if (c.clock_off) {
     group.state = Verdict::ambiguous;
     group.reason =
         "SM clock far from the kernel's usual, or the whole run far from its usual level";
+    group.awaiting = "a clean rerun or a clear run";
   } else if (group.chip_changed) {
     group.state = Verdict::suspected;
     group.reason = "on a chip the baseline never ran on: a chip change alone is never confirmed";
+    group.awaiting = "more runs on this chip";
   } else if (prior_suspicion && (!c.host_timed || prior.state == Verdict::confirmed ||
                                  (has_rerun && group.rerun_trip.slower))) {
     group.state = Verdict::confirmed;
@@ -314,8 +320,10 @@ void judge_group_trip(const GroupConditions& c, const GroupPrior& prior, GroupAn
     group.reason = "the rerun is slower too";
   } else {
     group.state = Verdict::suspected;
-    group.reason = has_rerun ? "the rerun is slower too" + needs_next
-                             : "awaiting confirmation (rerun, or the next run)";
+    group.awaiting = !c.host_timed ? "a rerun or its next run"
+                     : has_rerun   ? kAwaitingNextRun
+                                   : "a rerun, then its next run";
+    group.reason = has_rerun ? "the rerun is slower too" + needs_next : "awaiting " + group.awaiting;
     // A suspicion carries its start forward (one that began on a new chip too).
     if (is_suspicion(prior.state)) group.since_run_id = prior.since_run_id;
   }

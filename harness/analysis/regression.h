@@ -258,6 +258,8 @@ struct GroupAnalysis {
   bool chip_changed = false;
   Trip rerun_trip;
   std::string reason;
+  // What would settle a suspected or unclear aggregate ("its next run"); empty otherwise.
+  std::string awaiting;
 };
 
 // An excursion of one series: a run of its looked-back history slower than the runs around it

@@ -147,8 +147,9 @@ struct SeriesSlot {
 
 class StoredRunAnalysis {
  public:
-  StoredRunAnalysis(Store& store, int64_t run_id, const DetectorOptions& options)
-      : store_(store), run_id_(run_id), options_(options) {}
+  StoredRunAnalysis(Store& store, int64_t run_id, const DetectorOptions& options,
+                    bool fail_on_suspected)
+      : store_(store), run_id_(run_id), options_(options), fail_on_suspected_(fail_on_suspected) {}
 
   Result<RegressionReport> analyse() {
     if (Status loaded = load_runs(); !loaded) return loaded;
@@ -169,13 +170,41 @@ class StoredRunAnalysis {
       for (const GroupAnalysis& group : analysis.groups) record_group(device, inputs, analysis, group);
     }
     for (const auto& [name, count] : verdict_counts) report_.verdict_counts.emplace_back(name, count);
+    report_.triage = build_triage(run_id_, report_.measured, report_.alerts, report_.analyses,
+                                  fail_on_suspected_);
     Status stored = store_.store_analysis(run_id_, report_.alerts, report_.levels, report_.analyses,
-                                          earlier_);
+                                          earlier_, stored_triage(report_.triage));
     if (!stored) return stored;
+    if (Status refreshed = refresh_earlier_triages(); !refreshed) return refreshed;
     return std::move(report_);
   }
 
  private:
+  // This run's verdicts changed earlier runs' alerts (a suspicion not repeated is an outlier):
+  // their triages are decided again from their alerts as they now stand, under their own policy.
+  Status refresh_earlier_triages() {
+    std::set<int64_t> runs;
+    for (const AlertStateChange& change : earlier_) runs.insert(change.run_id);
+    for (int64_t run : runs) {
+      const Result<std::optional<StoredTriage>> stored = store_.run_triage(run);
+      if (!stored) return stored.status();
+      if (!*stored) continue;  // analysed before schema 8: it has none to refresh
+      const Result<std::vector<AlertRecord>> alerts = store_.run_alerts(run);
+      if (!alerts) return alerts.status();
+      const Result<std::vector<AnalysisRecord>> analyses = store_.run_analysis(run);
+      if (!analyses) return analyses.status();
+      const auto series = store_.run_series(run);
+      if (!series) return series.status();
+      int measured = 0;
+      for (const auto& [key, status] : *series) {
+        measured += status == ResultStatus::passed || status == ResultStatus::failed;
+      }
+      const Triage triage = build_triage(run, measured, *alerts, *analyses, (*stored)->fail_on == "suspected");
+      if (Status replaced = store_.replace_triage(run, stored_triage(triage)); !replaced) return replaced;
+    }
+    return Status::Ok();
+  }
+
   // The run, and the latest rerun of its suspects, which is folded in.
   Status load_runs() {
     Result<StoredRun> run = store_.load_run(run_id_);
@@ -433,7 +462,7 @@ class StoredRunAnalysis {
       alert.since_run_id = perf.since_run_id;
       alert.change = perf.trip.change;
       alert.chip_changed = perf.chip_changed;
-      alert.message = performance_message(input.key, verdict, run_id_);
+      alert.message = performance_message(verdict, run_id_);
       alert.details_json = performance_details(input, verdict).dump();
       report_.alerts.push_back(alert);
     }
@@ -447,7 +476,7 @@ class StoredRunAnalysis {
       AlertRecord alert = make_alert(AlertKind::accuracy, std::string(verdict_name(accuracy.state)), accuracy.state);
       alert.since_run_id = accuracy.since_run_id;
       alert.change = accuracy.ratio;
-      alert.message = accuracy_message(input.key, verdict, input.candidate->error, options_);
+      alert.message = accuracy_message(verdict, input.candidate->error, options_);
       report_.alerts.push_back(alert);
     }
     if (accuracy.previous_reverted && !input.history.empty()) {
@@ -462,7 +491,7 @@ class StoredRunAnalysis {
       AlertRecord alert = make_alert(
           AlertKind::status, result ? std::string(result_status_name(result->status)) : "missing",
           Verdict::confirmed);
-      alert.message = status_message(input.key, verdict, result, input.history);
+      alert.message = status_message(verdict, result, input.history);
       report_.alerts.push_back(alert);
     }
   }
@@ -518,18 +547,16 @@ class StoredRunAnalysis {
     const Coverage group_coverage = coverage_of(annotations_, group.group, run_id_);
     report_.analyses.push_back(group_row(group, group_coverage));
     if (group.state == Verdict::ok || group.state == Verdict::insufficient_history) return;
-    // Name the kernel and every shape it was judged on, with each shape's own change.
-    std::vector<std::pair<double, std::string>> shapes;
+    // Covered when every shape judged is (or the aggregate itself is).
+    int shapes = 0;
     bool covered = true;
     for (size_t i = 0; i < inputs.size(); ++i) {
       if (inputs[i].group != group.group || !inputs[i].candidate) continue;
-      const Trip& trip = analysis.series[i].performance.trip;
-      if (!std::isfinite(trip.change)) continue;
-      shapes.emplace_back(trip.change, shape_of_series_key(inputs[i].key));
+      if (!std::isfinite(analysis.series[i].performance.trip.change)) continue;
+      ++shapes;
       covered = covered && slots_.at(inputs[i].key).coverage.covers();
     }
-    covered = (covered && !shapes.empty()) || group_coverage.covers();
-    std::sort(shapes.rbegin(), shapes.rend());
+    covered = (covered && shapes > 0) || group_coverage.covers();
     AlertRecord alert;
     alert.series_key = group.group;
     alert.kind = AlertKind::kernel;
@@ -539,7 +566,10 @@ class StoredRunAnalysis {
     alert.change = group.trip.change;
     alert.chip_changed = group.chip_changed;
     alert.annotation = group_coverage.text();
-    alert.message = kernel_message(group, device, shapes, run_id_);
+    alert.message = kernel_message(group, run_id_);
+    if (const StoredRun* base = header(report_.analyses.back().baseline_run_id)) {
+      alert.environment = environment_difference(*base, *run_, device, "", "");
+    }
     alert.details_json = nlohmann::json{{"members", group.members},
                                         {"spread", json_number(group.spread)},
                                         {"load_sensitivity", json_number(group.load_sensitivity)},
@@ -562,6 +592,7 @@ class StoredRunAnalysis {
     row.since_run_id = group.since_run_id;
     row.chip_changed = group.chip_changed;
     row.reason = group.reason;
+    row.awaiting = group.awaiting;
     row.annotation = coverage.text();
     row.baseline_run_id = shared_baseline_run(group.group);
     return row;
@@ -587,6 +618,7 @@ class StoredRunAnalysis {
   Store& store_;
   const int64_t run_id_;
   const DetectorOptions& options_;
+  const bool fail_on_suspected_;
   std::optional<StoredRun> run_;
   std::optional<StoredRun> rerun_;
   std::map<std::string, size_t> result_index_;
@@ -602,14 +634,8 @@ class StoredRunAnalysis {
 }  // namespace
 
 Result<RegressionReport> analyse_stored_run(Store& store, int64_t run_id,
-                                            const DetectorOptions& options) {
-  return StoredRunAnalysis(store, run_id, options).analyse();
-}
-
-bool alert_gates(const AlertRecord& alert, bool fail_on_suspected) {
-  return alert.severity == Severity::error ||
-         (fail_on_suspected && alert.severity == Severity::warning &&
-          alert.state == verdict_name(Verdict::suspected));
+                                            const DetectorOptions& options, bool fail_on_suspected) {
+  return StoredRunAnalysis(store, run_id, options, fail_on_suspected).analyse();
 }
 
 }  // namespace attnbench

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "harness/analysis/regression.h"
+#include "harness/analysis/triage.h"
 #include "harness/store/store.h"
 
 namespace attnbench {
@@ -29,14 +30,13 @@ struct RegressionReport {
   std::vector<double> scatters;  // per level: how widely its series scattered around it
   std::vector<std::pair<std::string, int>> verdict_counts;  // performance verdicts
   std::vector<std::string> series;  // every series of the run (for JUnit)
+  Triage triage;  // what a reader acts on, in order, and the gate's sentence (stored too)
 };
 
 // Judges every result of the run against its series' baseline (folding in the run's latest
-// rerun), stores the analysis rows, the alerts and the run's levels, and says what it found.
+// rerun), decides its triage and gate (failing on suspected regressions too when asked), stores
+// the analysis rows, the alerts, the run's levels and the triage, and says what it found.
 Result<RegressionReport> analyse_stored_run(Store& store, int64_t run_id,
-                                            const DetectorOptions& options);
-
-// Whether an alert gates the job: errors always, suspected regressions when asked.
-bool alert_gates(const AlertRecord& alert, bool fail_on_suspected);
+                                            const DetectorOptions& options, bool fail_on_suspected);
 
 }  // namespace attnbench

@@ -22,8 +22,8 @@ struct RegressionOptions {
   std::string summary_md_path;
 };
 
-// The exit code of an analysed run under the options (fail on confirmed, or suspected too).
-int regression_exit_code(const RegressionReport& report, const RegressionOptions& options);
+// The exit code of an analysed run: its triage's gate (decided under --fail-on by the analysis).
+int regression_exit_code(const RegressionReport& report);
 void print_regression_report(const RegressionReport& report, std::ostream& out);
 std::string regression_summary_markdown(const RegressionReport& report);
 std::string regression_junit_xml(const RegressionReport& report, const RegressionOptions& options);

@@ -24,13 +24,33 @@
 
 namespace attnbench {
 
-int regression_exit_code(const RegressionReport& report, const RegressionOptions& options) {
-  if (report.measured == 0) return kExitUsage;
-  for (const AlertRecord& alert : report.alerts) {
-    if (alert_gates(alert, options.fail_on_suspected)) return kExitFailures;
+int regression_exit_code(const RegressionReport& report) {
+  switch (report.triage.gate) {
+    case GateDecision::nothing_measured:
+      return kExitUsage;
+    case GateDecision::failed:
+      return kExitFailures;
+    case GateDecision::passed:
+      return kExitClean;
   }
-  return kExitClean;
+  return kExitUsage;
 }
+
+namespace {
+
+// A row of a group as one line: its change, its case, what it is and its message.
+std::string row_line(const TriageRow& row) {
+  std::string line = signed_percent(row.change) + " ";
+  line.resize(std::max<size_t>(line.size(), 10), ' ');
+  line += row.case_label.empty() ? std::string() : row.case_label + "  ";
+  return line + row.what + (row.message.empty() ? "" : ": " + row.message);
+}
+
+// The rows of a group the terminal shows: the alerted ones, and of a kernel that moved as a
+// whole its slowest shapes, up to this many (the summary and the report list them all).
+constexpr size_t kRowsPrinted = 12;
+
+}  // namespace
 
 void print_regression_report(const RegressionReport& report, std::ostream& out) {
   out << "regressions of run " << report.run_id << " (" << report.suite << "): " << report.results
@@ -54,46 +74,59 @@ void print_regression_report(const RegressionReport& report, std::ostream& out) 
   out << "  verdicts:";
   for (const auto& [name, count] : report.verdict_counts) out << " " << count << " " << name;
   out << "\n";
-  if (report.alerts.empty()) {
-    out << "  no alerts\n";
-    return;
+  // One block per kernel and device, in the triage's order, its rows beneath it.
+  for (const TriageGroup& group : report.triage.groups) {
+    char severity[16];
+    std::snprintf(severity, sizeof severity, "%-9s ", severity_name(group.severity).data());
+    out << severity << triage_group_name(group) << ": " << group.headline << "\n";
+    if (!group.message.empty()) out << "          why: " << group.message << "\n";
+    if (!group.annotation.empty()) out << "          annotated " << group.annotation << "\n";
+    if (!group.environment.empty()) out << "          environment: " << group.environment << "\n";
+    size_t printed = 0;
+    for (const TriageRow& row : group.rows) {
+      if (printed == kRowsPrinted) break;
+      out << "          " << row_line(row) << "\n";
+      if (!row.annotation.empty()) out << "            annotated " << row.annotation << "\n";
+      ++printed;
+    }
+    if (group.rows.size() > printed) {
+      out << "          ... and " << group.rows.size() - printed
+          << " more shapes (--summary-md and the report list them all)\n";
+    }
   }
-  // Gating alerts first, then warnings, then the rest.
-  std::vector<const AlertRecord*> sorted;
-  for (const AlertRecord& a : report.alerts) sorted.push_back(&a);
-  std::stable_sort(sorted.begin(), sorted.end(), [](const AlertRecord* a, const AlertRecord* b) {
-    return a->severity < b->severity;  // Severity is ordered most severe first
-  });
-  for (const AlertRecord* alert : sorted) {
-    std::string tag = alert->state;
-    std::transform(tag.begin(), tag.end(), tag.begin(), ::toupper);
-    char head[64];
-    std::snprintf(head, sizeof head, "%-9s %-12s %-11s ", severity_name(alert->severity).data(),
-                  tag.c_str(), alert_kind_name(alert->kind).data());
-    out << head << alert->message << "\n";
-    if (!alert->environment.empty() && alert->kind != AlertKind::run) out << "          environment: " << alert->environment << "\n";
-    if (!alert->annotation.empty()) out << "          annotated " << alert->annotation << "\n";
-  }
+  if (report.triage.groups.empty()) out << "  no alerts\n";
+  out << report.triage.verdict << "\n";
 }
 
 std::string regression_summary_markdown(const RegressionReport& report) {
   std::ostringstream md;
   md << "## attnbench regressions: run " << report.run_id << " (" << report.suite << ")\n\n"
-     << report.results << " results";
+     << "**" << markdown_cell(report.triage.verdict) << "**\n\n" << report.results << " results";
   if (report.rerun_id != 0) md << ", rerun " << report.rerun_id << " folded in";
   md << ". Verdicts:";
   for (const auto& [name, count] : report.verdict_counts) md << " " << count << " " << name << ",";
   md.seekp(-1, std::ios_base::cur);
   md << ".\n\n";
-  if (report.alerts.empty()) {
-    md << "No alerts.\n";
-    return md.str();
+  if (report.triage.groups.empty()) return md.str();
+  md << "| severity | kernel | device | what happened | differs from baseline |\n|---|---|---|---|---|\n";
+  for (const TriageGroup& group : report.triage.groups) {
+    md << "| " << severity_name(group.severity) << " | "
+       << markdown_cell(group.kernel.empty() ? "the run" : group.kernel) << " | "
+       << markdown_cell(group.device) << " | "
+       << markdown_cell(group.headline + (group.message.empty() ? "" : "\n" + group.message)) << " | "
+       << markdown_cell(group.environment) << " |\n";
   }
-  md << "| severity | state | kind | what | environment | annotation |\n|---|---|---|---|---|---|\n";
-  for (const AlertRecord& a : report.alerts) {
-    md << "| " << severity_name(a.severity) << " | " << a.state << " | " << alert_kind_name(a.kind) << " | "
-       << markdown_cell(a.message) << " | " << markdown_cell(a.environment) << " | "
-       << markdown_cell(a.annotation) << " |\n";
+  // Each group's rows, folded (GitHub renders <details>), in the same order.
+  for (const TriageGroup& group : report.triage.groups) {
+    md << "\n<details><summary>" << markdown_cell(triage_group_name(group)) << ": " << group.rows.size()
+       << (group.rows.size() == 1 ? " row" : " rows") << "</summary>\n\n"
+       << "| change | case | what | message |\n|---|---|---|---|\n";
+    for (const TriageRow& row : group.rows) {
+      md << "| " << signed_percent(row.change) << " | " << markdown_cell(row.case_label) << " | "
+         << markdown_cell(row.what) << " | "
+         << markdown_cell(row.message) << " |\n";
+    }
+    md << "\n</details>\n";
   }
   return md.str();
 }
@@ -102,7 +135,9 @@ std::string regression_junit_xml(const RegressionReport& report, const Regressio
   std::map<std::string, std::vector<const AlertRecord*>> by_series;
   for (const AlertRecord& a : report.alerts) by_series[a.series_key].push_back(&a);
   std::vector<CiCase> cases;
+  std::set<std::string> seen;
   auto add_case = [&](const std::string& key, const std::string& classname, const std::string& name) {
+    if (!seen.insert(key).second) return;
     CiCase c;
     c.classname = classname;
     c.name = name;
@@ -117,20 +152,20 @@ std::string regression_junit_xml(const RegressionReport& report, const Regressio
     }
     cases.push_back(c);
   };
-  std::set<std::string> seen;
-  for (const std::string& key : report.series) {
-    seen.insert(key);
-    add_case(key, kernel_of_series_key(key), shape_of_series_key(key));
-  }
-  for (const auto& [key, alerts] : by_series) {
-    if (seen.count(key)) continue;
-    if (alerts.front()->kind == AlertKind::kernel) {
-      add_case(key, kernel_of_series_key(key), "all shapes");
-    } else if (alerts.front()->kind == AlertKind::run) {
-      add_case(key, "run", "run " + std::to_string(report.run_id));
-    } else {
-      add_case(key, kernel_of_series_key(key), shape_of_series_key(key));
+  // The triage's groups first, in its order (a kernel's own case, "all shapes", before its
+  // shapes), then every other series of the run.
+  for (const TriageGroup& group : report.triage.groups) {
+    if (group.kernel.empty()) {  // findings about the run: one case each
+      for (const TriageRow& row : group.rows) {
+        add_case(row.series_key, "run", "run " + std::to_string(report.run_id) + ": " + row.what);
+      }
+      continue;
     }
+    if (by_series.count(group.key)) add_case(group.key, group.kernel, "all shapes");
+    for (const TriageRow& row : group.rows) add_case(row.series_key, group.kernel, shape_of_series_key(row.series_key));
+  }
+  for (const std::string& key : report.series) {
+    add_case(key, kernel_of_series_key(key), shape_of_series_key(key));
   }
   return junit_xml("attnbench regressions run " + std::to_string(report.run_id), cases);
 }
@@ -162,14 +197,15 @@ int regressions_command(const std::string& db_path, const std::string& run_text,
   int exit_code = kExitClean;
   std::string junit_text, markdown;
   for (int64_t run_id : run_ids) {
-    const Result<RegressionReport> analysed = analyse_stored_run(*store, run_id, options.detector);
+    const Result<RegressionReport> analysed =
+        analyse_stored_run(*store, run_id, options.detector, options.fail_on_suspected);
     if (!analysed) {
       err << "error: " << analysed.status().message << "\n";
       return kExitUsage;
     }
     const RegressionReport& report = *analysed;
     print_regression_report(report, out);
-    const int code = regression_exit_code(report, options);
+    const int code = regression_exit_code(report);
     if (code == kExitUsage) err << "error: run " << run_id << " measured nothing (no passed or failed result)\n";
     exit_code = std::max(exit_code, code);
     markdown += regression_summary_markdown(report) + "\n";

@@ -52,7 +52,7 @@ int rerun_command(const std::string& db_path, const RerunOptions& rerun,
     return kExitUsage;
   }
   if (run->analysed_at.empty()) {
-    if (const Result<RegressionReport> first = analyse_stored_run(*store, *run_id, options.detector); !first) {
+    if (const Result<RegressionReport> first = analyse_stored_run(*store, *run_id, options.detector, options.fail_on_suspected); !first) {
       err << "error: " << first.status().message << "\n";
       return kExitUsage;
     }
@@ -67,7 +67,8 @@ int rerun_command(const std::string& db_path, const RerunOptions& rerun,
   std::set<std::string> suspect_groups;
   for (const AlertRecord& a : *alerts) {
     const std::optional<Verdict> state = parse_verdict(a.state);
-    if (state != Verdict::suspected && state != Verdict::ambiguous) continue;
+    // An annotated suspicion (info: an expected change, an ignored series) is not re-measured.
+    if ((state != Verdict::suspected && state != Verdict::ambiguous) || a.severity == Severity::info) continue;
     if (a.kind == AlertKind::performance || a.kind == AlertKind::accuracy) suspects.insert(a.series_key);
     if (a.kind == AlertKind::kernel) suspect_groups.insert(a.series_key);
   }
@@ -83,13 +84,13 @@ int rerun_command(const std::string& db_path, const RerunOptions& rerun,
   }
   if (chosen.empty()) {
     out << "rerun: run " << *run_id << " has no suspects\n";
-    const Result<RegressionReport> report = analyse_stored_run(*store, *run_id, options.detector);
+    const Result<RegressionReport> report = analyse_stored_run(*store, *run_id, options.detector, options.fail_on_suspected);
     if (!report) {
       err << "error: " << report.status().message << "\n";
       return kExitUsage;
     }
     print_regression_report(*report, out);
-    return regression_exit_code(*report, options);
+    return regression_exit_code(*report);
   }
   const size_t suspect_count = chosen.size();
   // Controls spread over the run: the rerun's own level comes from them.
@@ -148,14 +149,14 @@ int rerun_command(const std::string& db_path, const RerunOptions& rerun,
 
   store = open_store(db_path, err);
   if (!store) return kExitUsage;
-  const Result<RegressionReport> analysed = analyse_stored_run(*store, *run_id, options.detector);
+  const Result<RegressionReport> analysed = analyse_stored_run(*store, *run_id, options.detector, options.fail_on_suspected);
   if (!analysed) {
     err << "error: " << analysed.status().message << "\n";
     return kExitUsage;
   }
   const RegressionReport& report = *analysed;
   print_regression_report(report, out);
-  int code = regression_exit_code(report, options);
+  int code = regression_exit_code(report);
   const std::pair<const std::string&, std::string> outputs[] = {
       {options.summary_md_path, regression_summary_markdown(report)},
       {options.junit_path, regression_junit_xml(report, options)}};

@@ -106,6 +106,16 @@ std::string kernel_wide_key(const std::string& series_key) {
 
 // A later verdict on an earlier run: its alert takes the state (an info now; the note appended
 // to the message) and its analysis row the verdict (the note appended to the reason).
+Status insert_triage(sqlite3* db, int64_t run_id, const StoredTriage& triage) {
+  Status status = insert_row(db, "run_triage",
+                             {{"run_id", integer(run_id)},
+                              {"gate", text(triage.gate)},
+                              {"fail_on", text(triage.fail_on)},
+                              {"verdict", text(triage.verdict)},
+                              {"groups_json", text(triage.groups_json)}});
+  return status ? status : error_with("its triage", status.message);
+}
+
 Status apply_later_verdict(sqlite3* db, const AlertStateChange& change) {
   Statement alert(db,
                   "UPDATE alerts SET state = ?, severity = ?, message = message || ? "
@@ -256,12 +266,13 @@ Result<std::vector<RunLevel>> Store::run_levels(int64_t run_id) {
 Status Store::store_analysis(int64_t run_id, const std::vector<AlertRecord>& alerts,
                              const std::vector<RunLevel>& levels,
                              const std::vector<AnalysisRecord>& analyses,
-                             const std::vector<AlertStateChange>& earlier) {
+                             const std::vector<AlertStateChange>& earlier,
+                             const std::optional<StoredTriage>& triage) {
   const std::string context =
       path_ + ": cannot store the analysis of run " + std::to_string(run_id);
   Transaction transaction(db_, Transaction::Kind::write);
   Status status = transaction.status();
-  for (const char* table : {"alerts", "run_levels", "result_analysis"}) {
+  for (const char* table : {"alerts", "run_levels", "result_analysis", "run_triage"}) {
     if (!status) break;
     status = Statement(db_, std::string("DELETE FROM ") + table + " WHERE run_id = ?")
                  .bind(integer(run_id))
@@ -284,6 +295,7 @@ Status Store::store_analysis(int64_t run_id, const std::vector<AlertRecord>& ale
   for (size_t i = 0; status && i < earlier.size(); ++i) {
     status = apply_later_verdict(db_, earlier[i]);
   }
+  if (status && triage) status = insert_triage(db_, run_id, *triage);
   if (status) {
     Statement analysed(db_,
                        "UPDATE runs SET analysed_at = strftime('%Y-%m-%dT%H:%M:%SZ', 'now') "
@@ -294,6 +306,30 @@ Status Store::store_analysis(int64_t run_id, const std::vector<AlertRecord>& ale
   }
   if (status) status = transaction.commit();
   return status ? status : error_with(context, status.message);
+}
+
+Status Store::replace_triage(int64_t run_id, const StoredTriage& triage) {
+  Transaction transaction(db_, Transaction::Kind::write);
+  Status status = transaction.status();
+  if (status) {
+    status = Statement(db_, "DELETE FROM run_triage WHERE run_id = ?").bind(integer(run_id)).execute();
+  }
+  if (status) status = insert_triage(db_, run_id, triage);
+  if (status) status = transaction.commit();
+  return status ? status
+                : error_with(path_ + ": cannot store the triage of run " + std::to_string(run_id),
+                             status.message);
+}
+
+Result<std::optional<StoredTriage>> Store::run_triage(int64_t run_id) {
+  Statement row(db_, "SELECT * FROM run_triage WHERE run_id = ?");
+  row.bind(integer(run_id));
+  if (!row.next_row()) {
+    if (!row.status()) return error_with(path_ + ": cannot read the triage of run " + std::to_string(run_id), row.status().message);
+    return std::nullopt;
+  }
+  return StoredTriage{row.get<std::string>("gate"), row.get<std::string>("fail_on"),
+                      row.get<std::string>("verdict"), row.get<std::string>("groups_json")};
 }
 
 Result<std::vector<AlertRecord>> Store::run_alerts(int64_t run_id) {

@@ -292,6 +292,7 @@ constexpr auto kAnalysisFields = std::to_array<Field<AnalysisRecord>>({
     value<&AnalysisRecord::chip_changed>("chip_changed"),
     value<&AnalysisRecord::status_change>("status_change"),
     value<&AnalysisRecord::reason>("reason"),
+    value<&AnalysisRecord::awaiting>("awaiting"),
     value<&AnalysisRecord::annotation>("annotation"),
     value<&AnalysisRecord::detector_version>("detector_version"),
 });

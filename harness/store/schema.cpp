@@ -4,7 +4,7 @@
 // R"sql raw strings that follow `kMigrations = {` in this file, so they stay raw strings, in
 // order, and nothing after them in this file is one.
 //
-// ---- the current schema (version 7) ------------------------------------------------------------
+// ---- the current schema (version 8) ------------------------------------------------------------
 // Every table with its columns in SQLite's order (test_store checks this list against a migrated
 // file). Timestamps are ISO 8601 UTC text; a double that was not measured (NaN) is NULL; an id
 // that names nothing (0 in the records) is NULL; enumerations are stored by their C++ names.
@@ -52,7 +52,12 @@
 //     aggregate. { run_id, series_key, scope, kernel, shape, distribution, device_name, build,
 //       result_id, verdict, accuracy_verdict, center_s, spread_s, threshold, change_fraction,
 //       level, rerun_change, baseline_runs, baseline_run_id, history_from_run_id, since_run_id,
-//       chip_changed, status_change, reason, annotation, detector_version, analysed_at }
+//       chip_changed, status_change, reason, annotation, detector_version, analysed_at,
+//       awaiting }
+//   run_triage: what the analysis of a run decided for people (harness/analysis/triage.h): the
+//     gate (failed|passed|nothing_measured) under fail_on (confirmed|suspected), its one
+//     sentence, and the groups a reader acts on (one per kernel and device model, each with its
+//     rows), in order, as JSON. { run_id, gate, fail_on, verdict, groups_json, analysed_at }
 //   profiles: one row per phase of a profiled forward (`attnbench profile`), rows of one forward
 //     sharing profile_id; name "gaps" holds the thread time no phase recorded; share is of
 //     forward_s x threads. { id, profile_id, profiled_at, kernel, shape, distribution, device,
@@ -392,6 +397,21 @@ CREATE TABLE profiles (
   share REAL NOT NULL
 );
 CREATE INDEX profiles_by_kernel ON profiles (kernel, shape, profiled_at);
+)sql",
+    // Version 8: the triage of an analysed run (issue 18), decided once by the analysis and read
+    // by `regressions`, --summary-md, JUnit and the report: the gate, its sentence, and the
+    // groups a reader acts on (one per kernel and device model), in order, as JSON. And what a
+    // suspected kernel-wide aggregate awaits.
+    R"sql(
+ALTER TABLE result_analysis ADD COLUMN awaiting TEXT NOT NULL DEFAULT '';
+CREATE TABLE run_triage (
+  run_id INTEGER PRIMARY KEY REFERENCES runs (id),
+  gate TEXT NOT NULL CHECK (gate IN ('failed', 'passed', 'nothing_measured')),
+  fail_on TEXT NOT NULL CHECK (fail_on IN ('confirmed', 'suspected')),
+  verdict TEXT NOT NULL,
+  groups_json TEXT NOT NULL CHECK (json_valid(groups_json)),
+  analysed_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%SZ', 'now'))
+);
 )sql",
 };
 

@@ -28,7 +28,7 @@ namespace attnbench {
 // Version 5: what timing a result cost and why it stopped.
 // Version 6: result_analysis (the detector's whole judgement of every series it analysed) and
 // alert kinds, states and severities under CHECK constraints.
-constexpr int kSchemaVersion = 7;
+constexpr int kSchemaVersion = 8;
 
 struct StoredRun {
   int64_t id = 0;
@@ -65,8 +65,18 @@ struct AnalysisRecord {
   bool chip_changed = false;
   std::string status_change;  // "passed -> crashed"; empty when none
   std::string reason;         // why ambiguous, suspected only, confirmed, ...
+  std::string awaiting;       // what would settle a suspected aggregate; empty otherwise
   std::string annotation;     // the annotation covering it, with its reason
   int detector_version = kDetectorVersion;
+};
+
+// What the triage of an analysed run decided (harness/analysis/triage.h), stored in run_triage:
+// the gate, its one sentence, and the rows a reader acts on, in order, as JSON.
+struct StoredTriage {
+  std::string gate;     // failed, passed, nothing_measured
+  std::string fail_on;  // confirmed, suspected: the policy the gate was decided under
+  std::string verdict;  // one sentence
+  std::string groups_json = "[]";
 };
 
 // One result of a series as the regression analysis reads it: the result's summary, its
@@ -223,7 +233,12 @@ class Store {
   Status store_analysis(int64_t run_id, const std::vector<AlertRecord>& alerts,
                         const std::vector<RunLevel>& levels,
                         const std::vector<AnalysisRecord>& analyses,
-                        const std::vector<AlertStateChange>& earlier);
+                        const std::vector<AlertStateChange>& earlier,
+                        const std::optional<StoredTriage>& triage = std::nullopt);  // nullopt: none
+  // The stored triage of a run; nullopt when it was never analysed (or before schema 8).
+  Result<std::optional<StoredTriage>> run_triage(int64_t run_id);
+  // Replaces a run's triage: a later run's analysis changed the state of its alerts.
+  Status replace_triage(int64_t run_id, const StoredTriage& triage);
   Result<std::vector<AlertRecord>> run_alerts(int64_t run_id);
   // The alert of one series and kind in one run; nullopt when there is none.
   Result<std::optional<AlertRecord>> find_alert(int64_t run_id, const std::string& series_key,

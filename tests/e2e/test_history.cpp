@@ -40,6 +40,9 @@ std::string read_file(const fs::path& path) {
   return text.str();
 }
 
+// The triage's group lines of `regressions`' output: "<severity> <kernel> on <device>: <what>".
+std::vector<std::string> group_lines(const std::string& output);
+
 // Lines of the output that contain `needle`.
 std::vector<std::string> lines_with(const std::string& output, const std::string& needle) {
   std::vector<std::string> lines;
@@ -55,6 +58,17 @@ constexpr int kShapes = 4;
 
 Problem shape_number(int shape) {
   return make_problem(1, 2, 2, 64 * (shape + 1), 64 * (shape + 1), 32, 32, {});
+}
+
+std::vector<std::string> group_lines(const std::string& output) {
+  std::vector<std::string> lines;
+  std::stringstream stream(output);
+  for (std::string line; std::getline(stream, line);) {
+    for (const char* severity : {"error ", "warning ", "info "}) {
+      if (line.rfind(severity, 0) == 0) lines.push_back(line);
+    }
+  }
+  return lines;
 }
 
 std::string series_key(int kernel, int shape) {
@@ -156,10 +170,14 @@ TEST_F(History, SlowerKernelIsSuspectedThenConfirmedAndNamedAlone) {
   const std::string run_step = std::to_string(step);
   CommandResult first = attnbench("regressions --run " + run_step + " --db " + db());
   EXPECT_EQ(first.exit_code, 0) << first.output;
-  EXPECT_EQ(lines_with(first.output, "SUSPECTED").size(), kShapes + 1u) << first.output;
-  for (const std::string& line : lines_with(first.output, "SUSPECTED")) {
-    EXPECT_NE(line.find("cpu.k1"), std::string::npos) << line;
-  }
+  // One group, cpu.k1's, suspected as a whole, its shapes beneath it; the sentence last.
+  EXPECT_EQ(lines_with(first.output, "  suspected: ").size(), static_cast<size_t>(kShapes)) << first.output;
+  const std::vector<std::string> groups = group_lines(first.output);
+  ASSERT_EQ(groups.size(), 1u) << first.output;
+  EXPECT_EQ(groups[0].rfind("warning   cpu.k1 on Test CPU: suspected regression: median +", 0), 0u) << groups[0];
+  EXPECT_NE(groups[0].find(" across 4 shapes (4 slower, 0 faster) since run " + run_step), std::string::npos) << groups[0];
+  EXPECT_EQ(lines_with(first.output, "gate passed: nothing gates; 1 kernel suspected (cpu.k1 on Test CPU").size(), 1u)
+      << first.output;
   CommandResult strict = attnbench("regressions --run " + run_step + " --fail-on suspected --db " + db());
   EXPECT_EQ(strict.exit_code, 1) << strict.output;
 
@@ -171,13 +189,16 @@ TEST_F(History, SlowerKernelIsSuspectedThenConfirmedAndNamedAlone) {
   CommandResult second = attnbench("regressions --run latest --db " + db() + " --junit " +
                                    junit.string() + " --summary-md " + summary.string());
   EXPECT_EQ(second.exit_code, 1) << second.output;
-  const std::vector<std::string> confirmed = lines_with(second.output, "CONFIRMED");
-  ASSERT_EQ(confirmed.size(), kShapes + 1u) << second.output;
+  const std::vector<std::string> confirmed = lines_with(second.output, "  confirmed: ");
+  ASSERT_EQ(confirmed.size(), static_cast<size_t>(kShapes)) << second.output;
   for (const std::string& line : confirmed) {
-    EXPECT_NE(line.find("cpu.k1"), std::string::npos) << line;
     EXPECT_NE(line.find("since run " + run_step), std::string::npos) << line;
   }
-  EXPECT_NE(second.output.find("all 4 shapes"), std::string::npos) << second.output;
+  const std::vector<std::string> confirmed_groups = group_lines(second.output);
+  ASSERT_EQ(confirmed_groups.size(), 1u) << second.output;
+  EXPECT_EQ(confirmed_groups[0].rfind("error     cpu.k1 on Test CPU: confirmed regression: ", 0), 0u)
+      << confirmed_groups[0];
+  EXPECT_NE(confirmed_groups[0].find("across 4 shapes"), std::string::npos) << confirmed_groups[0];
   EXPECT_NE(second.output.find("commits sha"), std::string::npos) << "the environment line";
 
   // Stored, and written for CI: the k1 cases fail, nothing else does.
@@ -195,7 +216,9 @@ TEST_F(History, SlowerKernelIsSuspectedThenConfirmedAndNamedAlone) {
   }
   EXPECT_EQ(failing, std::set<std::string>{"cpu.k1"}) << xml;
   EXPECT_NE(xml.find("tests=\"13\""), std::string::npos) << "12 series and the kernel: " << xml;
-  EXPECT_NE(read_file(summary).find("| error | confirmed | performance |"), std::string::npos);
+  const std::string markdown = read_file(summary);
+  EXPECT_NE(markdown.find("**gate failed: 1 confirmed regression (cpu.k1 on Test CPU, "), std::string::npos) << markdown;
+  EXPECT_NE(markdown.find("| error | cpu.k1 | Test CPU | confirmed regression: "), std::string::npos) << markdown;
 
   // An expected change: the same run no longer gates, and the reason is shown.
   CommandResult annotate = attnbench("annotate --kernel cpu.k1 --kind expected_change --reason "
@@ -227,7 +250,9 @@ TEST_F(History, UnchangedRunsRaiseNothingAndStatusChangesGate) {
   CommandResult all = attnbench("regressions --run unanalysed --db " + db());
   EXPECT_EQ(all.exit_code, 0) << all.output;
   EXPECT_EQ(lines_with(all.output, "regressions of run").size(), 12u);
-  EXPECT_TRUE(lines_with(all.output, "CONFIRMED").empty()) << all.output;
+  EXPECT_TRUE(lines_with(all.output, "  confirmed: ").empty()) << all.output;
+  EXPECT_TRUE(lines_with(all.output, "confirmed regression").empty()) << all.output;
+  EXPECT_EQ(lines_with(all.output, "gate passed: no alerts").size(), 12u) << all.output;
   EXPECT_EQ(attnbench("regressions --run unanalysed --db " + db()).exit_code, 2)
       << "nothing left to analyse";
 
@@ -238,7 +263,7 @@ TEST_F(History, UnchangedRunsRaiseNothingAndStatusChangesGate) {
   EXPECT_EQ(changed.exit_code, 1) << changed.output;
   EXPECT_EQ(lines_with(changed.output, "passed -> crashed: SIGSEGV").size(), 1u) << changed.output;
   EXPECT_EQ(lines_with(changed.output, "passed -> missing").size(), 1u) << changed.output;
-  EXPECT_EQ(lines_with(changed.output, "FEWER_CASES").size(), 1u) << changed.output;
+  EXPECT_EQ(lines_with(changed.output, "fewer cases: run 13 has").size(), 1u) << changed.output;
 
   // One series ignored by its key: its crash no longer gates and shows why; the rest still do.
   CommandResult ignore = attnbench("annotate --series '" + series_key(2, 1) +
@@ -247,13 +272,12 @@ TEST_F(History, UnchangedRunsRaiseNothingAndStatusChangesGate) {
   EXPECT_NE(ignore.output.find("1 series annotated"), std::string::npos) << ignore.output;
   CommandResult ignored = attnbench("regressions --run latest --window 5 --db " + db());
   EXPECT_EQ(ignored.exit_code, 1) << "the missing case still gates: " << ignored.output;
-  const std::vector<std::string> crash = lines_with(ignored.output, "passed -> crashed: SIGSEGV");
-  ASSERT_EQ(crash.size(), 1u) << ignored.output;
-  EXPECT_EQ(crash[0].rfind("error", 0), std::string::npos) << crash[0];
+  // The crash's group only informs now; the missing case's still gates.
+  ASSERT_EQ(lines_with(ignored.output, "passed -> crashed: SIGSEGV").size(), 1u) << ignored.output;
+  EXPECT_EQ(lines_with(ignored.output, "info      cpu.k2 on Test CPU: 1 crashed").size(), 1u) << ignored.output;
   EXPECT_NE(ignored.output.find("flaky on this runner"), std::string::npos) << ignored.output;
-  const std::vector<std::string> missing = lines_with(ignored.output, "passed -> missing");
-  ASSERT_EQ(missing.size(), 1u) << ignored.output;
-  EXPECT_EQ(missing[0].rfind("error", 0), 0u) << missing[0];
+  ASSERT_EQ(lines_with(ignored.output, "passed -> missing").size(), 1u) << ignored.output;
+  EXPECT_EQ(lines_with(ignored.output, "error     cpu.k0 on Test CPU: 1 missing").size(), 1u) << ignored.output;
   EXPECT_EQ(attnbench("annotate --series 'cpu.k9|nothing' --kind ignore --reason x --db " + db()).exit_code, 2);
   EXPECT_EQ(attnbench("regressions --run latest --window 2 --db " + db()).exit_code, 2);
 
@@ -263,7 +287,8 @@ TEST_F(History, UnchangedRunsRaiseNothingAndStatusChangesGate) {
   const int64_t moved = add_run(*store, shifted, "chip-1");
   store.reset();
   CommandResult chip = attnbench("regressions --run " + std::to_string(moved) + " --db " + db());
-  EXPECT_TRUE(lines_with(chip.output, "CONFIRMED").empty()) << chip.output;
+  EXPECT_TRUE(lines_with(chip.output, "  confirmed: ").empty()) << chip.output;
+  EXPECT_TRUE(lines_with(chip.output, "confirmed regression").empty()) << chip.output;
 }
 
 TEST_F(History, CompareExportAndHistoryFindTheStep) {
@@ -483,13 +508,13 @@ TEST_F(History, RerunOfSuspectsConfirmsARealSlowdownWithMannWhitney) {
   ASSERT_EQ(merged.exit_code, 0) << merged.output;
   CommandResult judged = attnbench("regressions --db " + db());
   EXPECT_EQ(judged.exit_code, 0) << judged.output;
-  EXPECT_EQ(lines_with(judged.output, "SUSPECTED").size(), 1u) << judged.output;
+  EXPECT_EQ(lines_with(judged.output, "  suspected: ").size(), 1u) << judged.output;
 
   // A CPU is timed by the host's clock: its rerun agrees, but the next run must too.
   CommandResult rerun = attnbench("rerun --suspects --db " + db());
   EXPECT_EQ(rerun.exit_code, 0) << rerun.output;
   EXPECT_NE(rerun.output.find("rerun of run 11: 1 suspects"), std::string::npos) << rerun.output;
-  const std::vector<std::string> first = lines_with(rerun.output, "SUSPECTED");
+  const std::vector<std::string> first = lines_with(rerun.output, "  suspected: ");
   ASSERT_EQ(first.size(), 1u) << rerun.output;
   EXPECT_NE(first[0].find("also needs the next run"), std::string::npos) << first[0];
   // Five rerun repetitions all above five baseline ones: U = 25, exact p = 1 / C(10, 5).
@@ -509,7 +534,7 @@ TEST_F(History, RerunOfSuspectsConfirmsARealSlowdownWithMannWhitney) {
   ASSERT_EQ(attnbench("run " + selection + " --db " + db()).exit_code, 0);
   CommandResult next = attnbench("rerun --suspects --db " + db());
   EXPECT_EQ(next.exit_code, 1) << next.output;
-  const std::vector<std::string> confirmed = lines_with(next.output, "CONFIRMED");
+  const std::vector<std::string> confirmed = lines_with(next.output, "  confirmed: ");
   ASSERT_EQ(confirmed.size(), 1u) << next.output;
   // (Now and then a late wake-up makes run 13 itself unclear; its clean rerun then settles it.)
   EXPECT_TRUE(std::regex_search(

@@ -1,0 +1,93 @@
+// The triage of an analysed run: what a reader acts on, first. The run's alerts grouped by kernel
+// and device model (one group per kernel-wide series key, plus one for findings about the whole
+// run), each group carrying its kernel-wide verdict, its median change, how many shapes moved
+// which way and the environment difference, with its shapes beneath it; the groups in the order a
+// reader should look at them; and the gate's decision in one sentence.
+//
+// Built once, by the analysis of a run (run_analysis.cpp), and stored (run_triage): `regressions`,
+// its --summary-md and --junit, `rerun` and the HTML report all show this order and this sentence,
+// and none of them decides either again.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "harness/store/store.h"
+
+namespace attnbench {
+
+enum class GateDecision : uint8_t { failed, passed, nothing_measured };
+std::string_view gate_name(GateDecision gate);
+
+// Whether an alert gates the job: errors always, suspected regressions when asked
+// (--fail-on suspected).
+bool alert_gates(const AlertRecord& alert, bool fail_on_suspected);
+
+// One shape of a group (one series), or one finding of the run group.
+struct TriageRow {
+  std::string series_key;
+  std::string case_label;  // the shape (and distribution) as people name it; the run: empty
+  std::string kind;        // its most severe alert's kind; empty: no alert of its own
+  std::string state;       // that alert's state, or the series' verdict
+  std::string what;        // how the row reads: "suspected", "accuracy suspected", "no alert (ok)"
+  Severity severity = Severity::info;
+  double change = kNotMeasured;  // the series' own change against its baseline (level-free)
+  std::string message;           // its alerts' messages; none repeats the case
+  std::string environment;
+  std::string annotation;
+};
+
+// Where a group stands among the others at the same severity, first to last.
+enum class TriageRank : uint8_t {
+  status,        // failures, crashes, status changes, missing cases
+  run,           // a finding about the whole run (its level, fewer cases)
+  kernel_wide,   // the kernel moved as a whole (confirmed, suspected, unclear)
+  accuracy,      // a shape's error grew
+  shapes_alone,  // shapes that moved while their kernel did not
+  good_news,     // improvements, outliers, annotated changes
+};
+
+struct TriageGroup {
+  std::string key;     // the kernel-wide series key, or "run|<device>" for the run
+  std::string kernel;  // empty: the run as a whole
+  std::string device;
+  Severity severity = Severity::info;  // its most severe alert's
+  TriageRank rank = TriageRank::good_news;
+  std::string verdict;  // the kernel-wide aggregate's verdict when it alerted; empty otherwise
+  Severity verdict_severity = Severity::info;  // that alert's
+  std::string awaiting;          // what would settle it (a suspected or unclear aggregate)
+  double change = kNotMeasured;  // the kernel-wide median change against its history
+  int shapes = 0;                // shapes judged with a change
+  int slower = 0;                // of them, beyond their own threshold, slower
+  int faster = 0;                // ... and faster
+  int64_t since_run_id = 0;
+  std::string headline;         // one line: what happened to the kernel (or the run) as a whole
+  std::string message;          // why the kernel-wide verdict stands where it does (its alert's)
+  std::string annotation;       // the annotation covering the kernel, with its reason
+  std::string environment;      // what differs from the baseline's environment
+  std::vector<TriageRow> rows;  // statuses first, then slowest first
+};
+
+struct Triage {
+  GateDecision gate = GateDecision::passed;
+  bool fail_on_suspected = false;
+  std::string verdict;  // "gate failed: 1 confirmed regression (...)": what and why, one sentence
+  std::vector<TriageGroup> groups;
+};
+
+// The triage of run `run_id` from its alerts and its analysis rows (every series and kernel-wide
+// aggregate judged); `measured`: its passed or failed results.
+Triage build_triage(int64_t run_id, int measured, const std::vector<AlertRecord>& alerts,
+                    const std::vector<AnalysisRecord>& analyses, bool fail_on_suspected);
+
+// "cpu.flash on AMD EPYC", "the run on NVIDIA H200", "the run": a group as people name it.
+std::string triage_group_name(const TriageGroup& group);
+
+// As stored (run_triage); the report reads the same JSON.
+StoredTriage stored_triage(const Triage& triage);
+nlohmann::json triage_groups_json(const std::vector<TriageGroup>& groups);
+
+}  // namespace attnbench
