@@ -1,7 +1,8 @@
 """Builds the static site: index.html (the run: triage first, then the plots), history.html
-(every series with a sparkline, full plots where there is something to see) and compare.html
-(this run against the previous commit's), with their images under img/ and the stylesheet and
-script under assets/. Relative links only, so the folder opens from disk or any static host."""
+(every series with a sparkline, full plots where there is something to see), compare.html
+(this run against the previous commit's) and studies.html (the study suites beside their
+expected findings), with their images under img/ and the stylesheet and script under assets/.
+Relative links only, so the folder opens from disk or any static host."""
 
 import pathlib
 import shutil
@@ -13,7 +14,7 @@ import jinja2
 import markupsafe
 from markupsafe import Markup
 
-from reports import analysis, fmt, plots
+from reports import analysis, fmt, plots, studies
 from reports.db import STATUSES, Database, ReportError
 
 HERE = pathlib.Path(__file__).resolve().parent
@@ -275,8 +276,11 @@ def _build(db, out, run_id, compare_to, started):
         page="compare", base=base, rows=rows, kernels=kernels,
         differences=analysis.environment_differences(run, base, None, None) if base else [],
         **common)
+    studies_page = environment.get_template("studies.html").render(
+        page="studies", studies=studies.studies(db, image_dir, colours, run["id"]),
+        bandwidth_text=studies.bandwidth_text, **common)
     pages = [_write(out / "index.html", index), _write(out / "history.html", history_page),
-             _write(out / "compare.html", compare_page)]
+             _write(out / "compare.html", compare_page), _write(out / "studies.html", studies_page)]
     images = len(list(image_dir.glob("*.png")))
     return BuildSummary(run["id"], len(results), images, pages, time.perf_counter() - started)
 

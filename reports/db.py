@@ -68,6 +68,8 @@ class Result:
     flops: float | None
     flops_per_s: float | None
     fraction_of_peak_flops: float | None
+    bytes_per_s: float | None
+    fraction_of_peak_bandwidth: float | None
     max_abs_error: float | None
     bound: float | None
     rmse: float | None  # RMSE against fp64 over the checked rows
@@ -263,6 +265,13 @@ class Database:
             raise ReportError(f"{self.path}: no run {run_id}")
         return dict(row)
 
+    def latest_run_of_suite(self, suite, up_to_run):
+        """The newest run of a suite (not a rerun) up to a run; None when there is none."""
+        row = self.connection.execute(
+            f"SELECT * FROM runs WHERE suite = ? AND id <= ? AND {self._not_a_rerun()} "
+            "ORDER BY id DESC LIMIT 1", (suite, up_to_run)).fetchone()
+        return dict(row) if row else None
+
     def runs_up_to(self, run_id):
         """Every run up to and including run_id, by id: the history the report can see."""
         return [dict(row) for row in self.rows("SELECT * FROM runs WHERE id <= ? ORDER BY id",
@@ -330,6 +339,8 @@ class Database:
                 cv=_finite(row["cv"]), flops=_finite(row["flops"]),
                 flops_per_s=_finite(row["flops_per_s"]),
                 fraction_of_peak_flops=_finite(row["fraction_of_peak_flops"]),
+                bytes_per_s=_finite(row["bytes_per_s"]),
+                fraction_of_peak_bandwidth=_finite(row["fraction_of_peak_bandwidth"]),
                 max_abs_error=_finite(row["max_abs_error"]), bound=_finite(row["bound"]),
                 rmse=_finite(row["rmse"]) if has_rmse else None,
                 checked=bool(row["checked"]),

@@ -42,7 +42,7 @@ def test_index_loads_cleanly_and_fast(report, record_property):
     assert non_blank(load.screenshot)
 
 
-@pytest.mark.parametrize("page", ["history.html", "compare.html"])
+@pytest.mark.parametrize("page", ["history.html", "compare.html", "studies.html"])
 def test_other_pages_load_cleanly(report, page):
     load = browser.load_page(report / page)
     assert load.console_errors == []
