@@ -323,14 +323,15 @@ std::string awaiting_reason(const Evidence& e) {
   return "awaiting confirmation (rerun, or the next run)";
 }
 
-// "cpu.naive b=2,... was +37.0 % (12x its threshold) at run 41 and came back".
-std::string excursion_text(const Excursion& excursion) {
+// "b=2,... was +37.0 % (12x its threshold) at run 41 and came back"; the series' own excursion
+// without its shape ("it was ..."): the alert's case names it already.
+std::string excursion_text(const Excursion& excursion, bool own = false) {
   std::ostringstream ratio;
   ratio.precision(2);
   ratio << excursion.ratio;
-  return shape_of_series_key(excursion.series_key) + " was " + percent(excursion.change) + " (" +
-         ratio.str() + "x its threshold) at run " + std::to_string(excursion.run_id) +
-         " and came back";
+  return (own ? std::string("it") : shape_of_series_key(excursion.series_key)) + " was " +
+         percent(excursion.change) + " (" + ratio.str() + "x its threshold) at run " +
+         std::to_string(excursion.run_id) + " and came back";
 }
 
 // Why a slower result within the family's excursions stays suspected.
@@ -338,12 +339,13 @@ std::string within_family_reason(const Evidence& e, const PerformanceJudgement& 
   const std::string alone =
       ", so it is not confirmed on its own (its kernel-wide aggregate still is)";
   if (e.repeats_own)
-    return "the size of an excursion of its own: " + excursion_text(*e.own_excursion) + alone;
+    return "the size of an excursion of its own: " + excursion_text(*e.own_excursion, true) + alone;
   const FamilyExcursion& family = *e.family;
-  std::string seen = excursion_text(family.in_thresholds);
+  const std::string& key = e.input->key;
+  std::string seen = excursion_text(family.in_thresholds, family.in_thresholds.series_key == key);
   if (family.in_size.series_key != family.in_thresholds.series_key ||
       family.in_size.run_id != family.in_thresholds.run_id) {
-    seen += ", and " + excursion_text(family.in_size);
+    seen += ", and " + excursion_text(family.in_size, family.in_size.series_key == key);
   }
   return "within what the run's series do by themselves: " + seen +
          "; a lone series is confirmed only beyond both, in its own thresholds and in size (" +

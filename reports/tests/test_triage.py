@@ -134,6 +134,19 @@ def test_summary_junit_and_report_share_the_order(judged):
     assert [case.get("classname") for case in failures] == ["cpu.masked_fused"]
 
 
+def test_case_strings_may_wrap_at_each_comma(judged):
+    """The overflow probe passes with any wrapping; the case strings wrap where a reader splits
+    them: a break opportunity after every comma, none elsewhere."""
+    page = judged["index"].read_text()
+    triage = page[page.index('<section id="triage">'):]
+    triage = triage[:triage.index("</section>")]
+    cells = re.findall(r'<td class="mono case">(.*?)</td>', triage, flags=re.S)
+    assert len(cells) >= 29, len(cells)
+    for cell in cells:
+        assert cell.count(",") == cell.count(",<wbr>") > 0, cell
+        assert cell.replace(",<wbr>", ",").count("<") == 0, cell
+
+
 @needs_chromium
 def test_the_verdict_and_every_kernel_row_fit_the_first_screen(judged):
     load = browser.load_page(judged["index"], probe=browser.TRIAGE_LAYOUT_PROBE)
