@@ -4,8 +4,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <sstream>
 
+#include "harness/core/series_key.h"
 #include "harness/core/statistics.h"
 
 namespace attnbench {
@@ -323,13 +325,17 @@ std::string awaiting_reason(const Evidence& e) {
   return "awaiting confirmation (rerun, or the next run)";
 }
 
-// "b=2,... was +37.0 % (12x its threshold) at run 41 and came back"; the series' own excursion
-// without its shape ("it was ..."): the alert's case names it already.
+// "cpu.naive b=2,... was +37.0 % (12x its threshold) at run 41 and came back"; the series' own
+// excursion as "it was ...": the alert's case names it already.
 std::string excursion_text(const Excursion& excursion, bool own = false) {
   std::ostringstream ratio;
   ratio.precision(2);
   ratio << excursion.ratio;
-  return (own ? std::string("it") : shape_of_series_key(excursion.series_key)) + " was " +
+  const std::optional<SeriesKey> other = parse_series_key(excursion.series_key);
+  const std::string name = own    ? std::string("it")
+                           : other ? other->kernel + " " + other->case_label()
+                                   : excursion.series_key;
+  return name + " was " +
          percent(excursion.change) + " (" + ratio.str() + "x its threshold) at run " +
          std::to_string(excursion.run_id) + " and came back";
 }

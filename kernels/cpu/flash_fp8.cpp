@@ -29,6 +29,7 @@
 
 #include "kernels/cpu/cpu_common.h"
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/phases.h"
 #include "reference/formats.h"
 
 namespace attnbench {
@@ -58,7 +59,12 @@ class FlashFp8Plan final : public Plan {
 
   Status run(const AttentionParams& params) override {
     if (Status status = cpu::check_params_match(problem_, params); !status) return status;
-    const QuantizedInputs quantized = quantize_inputs(recipe_, problem_, views(params));
+    QuantizedInputs quantized;
+    {
+      // The recipe's amax, (rotation,) and e4m3 rounding of Q, K and V, on the calling thread.
+      const PhaseScope phase("quantize");
+      quantized = quantize_inputs(recipe_, problem_, views(params));
+    }
     quantized_bytes_ = footprint_bytes(quantized);
     const cpu::SingleThreadedBlas single_threaded_blas;
     const int64_t items = static_cast<int64_t>(params.batch) * params.heads_q * query_blocks_;
@@ -155,6 +161,7 @@ class FlashFp8Plan final : public Plan {
       keys_begin = std::min(keys_begin, keys.begin);
       keys_end = std::max(keys_end, keys.end);
     }
+    PhaseScope phase("convert");  // e4m3 bits decoded to fp32 for BLAS, V descaled
     for (int64_t r = 0; r < rows; ++r) {
       const uint8_t* q = bits_at(in.q, layout_.q, b, first_row + r, h);
       for (int64_t d = 0; d < dqk; ++d) t.q[r * dqk + d] = e4m3_bits_to_float(q[d]);
@@ -169,14 +176,19 @@ class FlashFp8Plan final : public Plan {
         const int64_t tile = recipe_.reverse_keys ? last_tile - step : first_tile + step;
         const int64_t first_key = std::max(keys_begin, tile * recipe_.key_tile);
         const int64_t cols = std::min(keys_end, (tile + 1) * recipe_.key_tile) - first_key;
+        phase.next("convert");
         load_kv(in, b, h_kv, first_key, cols, t);
+        phase.next("scores");
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, cols, dqk, 1.0f, t.q, dqk, t.k,
                     dqk, 0.0f, t.scores, block_k_);
+        phase.next("softmax");  // descales, the mask (P = 0) and P's e4m3 rounding too
         softmax_tile(in, b, h, h_kv, first_row, rows, first_key, cols, t);
+        phase.next("output");
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, dv, cols, 1.0f, t.scores,
                     block_k_, t.v, dv, 1.0f, t.out, dv);
       }
     }
+    phase.next("output");
     store_rows(p, b, h, first_row, rows, t);
   }
 

@@ -87,6 +87,31 @@ TEST(Profile, TheIssuesCommandWritesATraceThatLoadsAndABreakdownThatSumsTo100Per
   }
 }
 
+// The FP8 CPU kernels mark their phases too: the recipe's quantization on the calling thread,
+// then the e4m3 decode, the two products and the softmax (with its descales and P's rounding).
+TEST(Profile, TheFp8KernelsPhasesIncludeTheirQuantization) {
+  const ScratchDirectory dir("attnbench_profile_fp8");
+  const std::string db = dir.file("p.sqlite");
+  const CommandResult profiled = attnbench(
+      "profile --kernels cpu.flash_fp8,cpu.flash_fp8_block_incoherent --shape "
+      "b=1,hq=4,s=512,d=64,dtype=bf16,mask=causal --timed 1 --db " +
+      db);
+  ASSERT_EQ(profiled.exit_code, 0) << profiled.output;
+  const auto profiles = stored_profiles(db);
+  ASSERT_EQ(profiles.size(), 2u) << profiled.output;
+  for (const auto& [kernel, phases] : profiles) {
+    SCOPED_TRACE(kernel);
+    double shares = 0;
+    for (const auto& [name, phase] : phases) shares += phase.share;
+    EXPECT_NEAR(shares, 1.0, 1e-9);
+    for (const char* phase : {"quantize", "convert", "scores", "softmax", "output", "gaps"}) {
+      EXPECT_TRUE(phases.count(phase)) << "no " << phase << ": " << profiled.output;
+    }
+    EXPECT_EQ(phases.at("quantize").count, 1) << "once per forward, on the calling thread";
+    EXPECT_LT(phases.at("gaps").share, 0.5) << profiled.output;
+  }
+}
+
 TEST(Profile, GpuKernelsAreNamedAndNotProfiled) {
   const ScratchDirectory dir("attnbench_profile_gpu");
   const CommandResult profiled = attnbench(
