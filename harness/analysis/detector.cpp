@@ -332,12 +332,11 @@ std::string excursion_text(const Excursion& excursion, bool own = false) {
   ratio.precision(2);
   ratio << excursion.ratio;
   const std::optional<SeriesKey> other = parse_series_key(excursion.series_key);
-  const std::string name = own    ? std::string("it")
+  const std::string name = own     ? std::string("it")
                            : other ? other->kernel + " " + other->case_label()
                                    : excursion.series_key;
-  return name + " was " +
-         percent(excursion.change) + " (" + ratio.str() + "x its threshold) at run " +
-         std::to_string(excursion.run_id) + " and came back";
+  return name + " was " + percent(excursion.change) + " (" + ratio.str() +
+         "x its threshold) at run " + std::to_string(excursion.run_id) + " and came back";
 }
 
 // Why a slower result within the family's excursions stays suspected.
