@@ -816,6 +816,13 @@ def nightly_10min(evidence: Evidence) -> Finding:
                       "on its own")
 
 
+@judge("masking-study-gpu", "launches 4/4/3 in-house, cuDNN 1; time and energy out of place > "
+       "in place > fused")
+def masking_study_gpu(evidence: Evidence) -> Finding:
+    return unmeasured("not in gpu-check (its plan is at 228 of 240 s): attnbench run --suite "
+                      "masking --devices gpu --energy on its own")
+
+
 @judge("flash2-correct", "ctest suite passes", steps=(CTEST,))
 def flash2_correct(evidence: Evidence) -> Finding:
     return judge_tests(evidence, suite_tests(evidence, "cuda.flash2"))
