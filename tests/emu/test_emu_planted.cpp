@@ -161,11 +161,27 @@ TEST_P(PlantedFlash3Fp8IncoherentBug, FailsItsCheckWhereTheKernelPasses) {
 
 // cuda.flash3_fp8_block (issue 16): every key tile scaled by K's first block descale. Four key
 // blocks of 128; sink keys (0, 170 and 340) give the first three a far larger amax than the last.
+// The sinks take most of each row's weight, so the wrong tile moves the output by 1.6-3.3x the
+// bound (22 fresh draws, 2026-12-05) and now and then by less (CI saw one draw pass, one fail
+// by its LSE only): the bug must be caught in one of three fresh draws, the kernel pass in each.
 TEST(PlantedFlash3Fp8BlockBug, FailsItsCheckWhereTheKernelPasses) {
   const ScratchDirectory dir("attnbench_planted_flash3_fp8_block");
   const std::string shape = std::string(kFlash3Fp8IncoherentShape) + " --dist sink";
-  expect_fails_where_the_kernel_passes(
-      "cuda.flash3_fp8_block", "test.flash3_fp8_block_first_k_descale_for_every_tile", shape, dir);
+  const std::string variant = "test.flash3_fp8_block_first_k_descale_for_every_tile";
+  int caught = 0;
+  std::string messages;
+  for (int draw = 0; draw < 3 && caught == 0; ++draw) {
+    expect_passed(check_once("cuda.flash3_fp8_block", dir, "", shape), /*deterministic=*/true);
+    const ResultRecord planted = check_once(variant, dir, "", shape);
+    EXPECT_EQ(planted.kernel, variant);
+    const bool wrong_value = planted.status == ResultStatus::failed &&
+                             (planted.message.rfind("max|out-ref|", 0) == 0 ||
+                              planted.message.rfind("LSE error", 0) == 0);
+    caught += wrong_value;
+    messages += "draw " + std::to_string(draw + 1) + ": " +
+                std::string(result_status_name(planted.status)) + " " + planted.message + "\n";
+  }
+  EXPECT_EQ(caught, 1) << messages;
 }
 
 INSTANTIATE_TEST_SUITE_P(Emu, PlantedFlash3Fp8IncoherentBug,
