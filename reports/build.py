@@ -79,18 +79,14 @@ def _device_plots(image_dir, device, results, colours, ceilings):
     scale, unit = _rate_unit(results)
     dtype_ceilings = {dtype: value / scale for (device_id, dtype), value in ceilings.items()
                       if device_id == device.id}
-    memory_scale, memory_unit = plots.byte_unit(
-        [r.extra_memory_bytes for r in results if r.extra_memory_bytes])
+    memory_figure, memory_unit = plots.extra_memory(image_dir / f"{tag}-memory.png", results,
+                                                    colours)
     figures = {
         "throughput": plots.small_multiples(
             image_dir / f"{tag}-throughput.png", results,
             lambda r: r.flops_per_s / scale if r.flops_per_s else None, f"throughput ({unit})",
             colours, ceilings=dtype_ceilings),
-        "memory": plots.small_multiples(
-            image_dir / f"{tag}-memory.png", results,
-            lambda r: r.extra_memory_bytes / memory_scale if r.extra_memory_bytes else None,
-            f"extra memory per forward ({memory_unit}, log)", colours, log_y=True,
-            mark_out_of_memory=True),
+        "memory": memory_figure,
         "energy": plots.small_multiples(
             image_dir / f"{tag}-energy.png", results,
             lambda r: r.energy_j * 1e3 if r.energy_j else None, "energy per forward (mJ, log)",

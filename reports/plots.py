@@ -160,6 +160,16 @@ def small_multiples(path, results, value, ylabel, colours, log_y=False, ceilings
     return _save(figure, path)
 
 
+def extra_memory(path, results, colours):
+    """Extra memory per forward against seqlen, log scale, out of memory marked: (file name or
+    None, the binary unit its axis uses)."""
+    scale, unit = byte_unit([r.extra_memory_bytes for r in results if r.extra_memory_bytes])
+    name = small_multiples(
+        path, results, lambda r: r.extra_memory_bytes / scale if r.extra_memory_bytes else None,
+        f"extra memory per forward ({unit}, log)", colours, log_y=True, mark_out_of_memory=True)
+    return name, unit
+
+
 def _heatmaps(path_of_part, shapes, kernels, values, title, colour_label, cmap, ticks,
               cell_text, shape_label=plain):
     """Kernel x shape heatmaps of log2(value), centred on 1 (log2 = 0), split into parts of

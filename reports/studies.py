@@ -69,10 +69,7 @@ def _figure(name, image_dir, results, colours):
     throughput; decode: bandwidth; masking (one shape) has its table only."""
     path = image_dir / f"study-{name}.png"
     if name == "memory":
-        scale, unit = plots.byte_unit([r.extra_memory_bytes for r in results if r.extra_memory_bytes])
-        return plots.small_multiples(
-            path, results, lambda r: r.extra_memory_bytes / scale if r.extra_memory_bytes else None,
-            f"extra memory per forward ({unit}, log)", colours, log_y=True, mark_out_of_memory=True)
+        return plots.extra_memory(path, results, colours)[0]
     if name == "long_context":
         return plots.small_multiples(
             path, results, lambda r: r.flops_per_s / 1e12 if r.flops_per_s else None,

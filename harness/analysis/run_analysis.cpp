@@ -197,7 +197,7 @@ class StoredRunAnalysis {
       if (!series) return series.status();
       int measured = 0;
       for (const auto& [key, status] : *series) {
-        measured += status == ResultStatus::passed || status == ResultStatus::failed;
+        measured += was_measured(status);
       }
       const Triage triage = build_triage(run, measured, *alerts, *analyses, (*stored)->fail_on == "suspected");
       if (Status replaced = store_.replace_triage(run, stored_triage(triage)); !replaced) return replaced;
@@ -219,7 +219,7 @@ class StoredRunAnalysis {
     report_.suite = run_->info.suite;
     report_.results = static_cast<int>(run_->results.size());
     for (const ResultRecord& r : run_->results) {
-      report_.measured += r.status == ResultStatus::passed || r.status == ResultStatus::failed;
+      report_.measured += was_measured(r.status);
     }
     const Result<std::optional<int64_t>> rerun_id = store_.latest_rerun_of(run_id_);
     if (!rerun_id) return rerun_id.status();
@@ -410,7 +410,7 @@ class StoredRunAnalysis {
     }
     AlertRecord shifted;
     shifted.kind = AlertKind::run;
-    shifted.series_key = "run|" + device;
+    shifted.series_key = run_finding_key(device);
     shifted.state = std::string(verdict_name(Verdict::ambiguous));
     shifted.severity = Severity::warning;
     shifted.change = std::exp(analysis.level) - 1;

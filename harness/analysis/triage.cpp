@@ -14,6 +14,10 @@ namespace attnbench {
 
 namespace {
 
+constexpr std::string_view kRunFindingPrefix = "run|";
+
+bool is_run_finding_key(const std::string& key) { return key.rfind(kRunFindingPrefix, 0) == 0; }
+
 // How many names a part of the verdict sentence lists before "and N more".
 constexpr size_t kNamesInSentence = 3;
 
@@ -104,12 +108,12 @@ class TriageBuilder {
 
  private:
   // Every alert under its group: a series' under its kernel-wide key, a kernel's under its own,
-  // the run's under "run|<device>".
+  // the run's under run_finding_key(its device).
   void collect_alerts() {
     for (const AlertRecord& alert : alerts_) {
       std::string key = alert.series_key;
       if (alert.kind == AlertKind::run) {
-        key = "run|" + (alert.series_key.rfind("run|", 0) == 0 ? alert.series_key.substr(4) : "");
+        if (!is_run_finding_key(key)) key = run_finding_key("");
       } else if (alert.kind != AlertKind::kernel) {
         key = group_key(alert.series_key);
       }
@@ -120,9 +124,9 @@ class TriageBuilder {
   TriageGroup group_of(const std::string& key, const std::vector<const AlertRecord*>& alerts) {
     TriageGroup group;
     group.key = key;
-    const bool run_group = key.rfind("run|", 0) == 0;
+    const bool run_group = is_run_finding_key(key);
     group.kernel = run_group ? std::string() : kernel_of_series_key(key);
-    group.device = run_group ? key.substr(4) : device_of_key(key);
+    group.device = run_group ? key.substr(kRunFindingPrefix.size()) : device_of_key(key);
     group.severity = Severity::info;
     for (const AlertRecord* alert : alerts)
       group.severity = std::min(group.severity, alert->severity);
@@ -445,6 +449,10 @@ constexpr std::string_view kRankNames[] = {"status",   "run",          "kernel_w
                                            "accuracy", "shapes_alone", "good_news"};
 
 }  // namespace
+
+std::string run_finding_key(const std::string& device) {
+  return std::string(kRunFindingPrefix) + device;
+}
 
 std::string triage_group_name(const TriageGroup& group) {
   if (group.kernel.empty()) return group.device.empty() ? "the run" : "the run on " + group.device;

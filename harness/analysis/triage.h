@@ -22,6 +22,10 @@ namespace attnbench {
 enum class GateDecision : uint8_t { failed, passed, nothing_measured };
 std::string_view gate_name(GateDecision gate);
 
+// The series key of a finding about the whole run on one device model: "run|<device>" (an
+// unusual run); a run finding with no device ("fewer cases") groups under run_finding_key("").
+std::string run_finding_key(const std::string& device);
+
 // Whether an alert gates the job: errors always, suspected regressions when asked
 // (--fail-on suspected).
 bool alert_gates(const AlertRecord& alert, bool fail_on_suspected);
@@ -51,7 +55,7 @@ enum class TriageRank : uint8_t {
 };
 
 struct TriageGroup {
-  std::string key;     // the kernel-wide series key, or "run|<device>" for the run
+  std::string key;     // the kernel-wide series key, or run_finding_key(device) for the run
   std::string kernel;  // empty: the run as a whole
   std::string device;
   Severity severity = Severity::info;  // its most severe alert's

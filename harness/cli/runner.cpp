@@ -451,7 +451,7 @@ int exit_code(const std::vector<std::pair<size_t, ResultRecord>>& finished, bool
               std::ostream& err) {
   int measured = 0, bad = 0;
   for (const auto& [index, r] : finished) {
-    if (r.status == ResultStatus::passed || r.status == ResultStatus::failed) ++measured;
+    if (was_measured(r.status)) ++measured;
     if (r.status != ResultStatus::passed && r.status != ResultStatus::skipped) ++bad;
   }
   if (infrastructure_failed) return kExitUsage;

@@ -85,6 +85,11 @@ struct RunInfo {
 
 enum class ResultStatus : uint8_t { passed, failed, skipped, crashed, timeout, error };
 std::string_view result_status_name(ResultStatus status);
+// A result that ran its forward to the end and was checked: passed, or failed its check. A run
+// with none measured nothing (exit 2; the gate then has nothing to judge).
+inline bool was_measured(ResultStatus status) {
+  return status == ResultStatus::passed || status == ResultStatus::failed;
+}
 // The inverse of result_status_name; nullopt for any other text.
 std::optional<ResultStatus> parse_result_status(std::string_view text);
 
