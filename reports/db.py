@@ -460,8 +460,10 @@ class Database:
 
     def profiles(self):
         """The newest stored profile of each (kernel, shape, distribution, device), oldest first:
-        a dict of its header (kernel, shape, forward_s, median_s, threads, profiled_at) and its
-        phases as stored, largest first with "gaps" last (`attnbench profile`, schema 7)."""
+        a dict of its header (kernel, shape, forward_s, median_s, threads, profiled_at, source:
+        "phases" on the CPU, "CUPTI" on a GPU; launches: its kernels' count, None for phases) and
+        its phases as stored, largest first with "gaps" last (`attnbench profile`, schema 7; kind
+        and source since schema 9)."""
         if "profiles" not in self.tables:
             return []
         by_id = {}
@@ -471,9 +473,13 @@ class Database:
                 profile = {key: row[key] for key in ("profile_id", "profiled_at", "kernel", "shape",
                                                      "distribution", "device", "forward_s",
                                                      "median_s", "threads", "extra_memory_bytes")}
-                profile["first_id"], profile["phases"] = row["id"], []
+                profile["source"] = row["source"] if "source" in row.keys() else "phases"
+                profile["first_id"], profile["phases"], profile["launches"] = row["id"], [], None
                 by_id[row["profile_id"]] = profile
-            profile["phases"].append({"name": row["name"], "count": row["count"],
+            kind = row["kind"] if "kind" in row.keys() else "phase"
+            if kind == "kernel":
+                profile["launches"] = (profile["launches"] or 0) + row["count"]
+            profile["phases"].append({"name": row["name"], "count": row["count"], "kind": kind,
                                       "total_s": row["total_s"], "share": row["share"]})
         newest = {}
         for profile in by_id.values():

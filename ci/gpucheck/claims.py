@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Callable
 
 from gpucheck.evidence import (CALIBRATE, CTEST, DATABASE_FILE, ENERGY, EVIDENCE_FILE, FIGURES,
-                               SANITIZER, SETUP, SMOKE, TIMER, Evidence, TestOutcome, _number,
-                               step_gap, steps_gaps)
+                               PROFILE, SANITIZER, SETUP, SMOKE, TIMER, Evidence, TestOutcome,
+                               _number, step_gap, steps_gaps)
 
 PASS, FAIL, NOT_MEASURED = "pass", "fail", "not measured"
 TERA = 1e12
@@ -302,6 +302,7 @@ L2_FLUSH_TEST = "GpuTimer.L2FlushDoesNotBillTheNextKernel"
 ISOLATION_TEST = "GpuIsolation.OutOfBoundsWriteIsCrashedAndTheGoodKernelStillPasses"
 PTX_CONFORMANCE_TEST = "PtxConformance.EveryWrappedInstructionMatchesTheHardware"
 LAUNCH_COUNT_TEST = "CudaDevice.LaunchCountOfOneKernelIsOne"
+CUPTI_TRACE_TEST = "CudaDevice.AProfiledForwardHoldsItsKernelAndTheCallThatLaunchedIt"
 
 
 def suite_tests(evidence: Evidence, kernel: str) -> list[str]:
@@ -663,6 +664,11 @@ def calibrate_dtypes(evidence: Evidence) -> Finding:
     return passed(measured)
 
 
+@judge("cupti-trace", "the test passes", steps=(CTEST,))
+def cupti_trace(evidence: Evidence) -> Finding:
+    return judge_tests(evidence, [CUPTI_TRACE_TEST])
+
+
 @judge("isolation-oob", "the test passes", steps=(CTEST,))
 def isolation_oob(evidence: Evidence) -> Finding:
     return judge_tests(evidence, [ISOLATION_TEST])
@@ -816,11 +822,35 @@ def nightly_10min(evidence: Evidence) -> Finding:
                       "on its own")
 
 
-@judge("masking-study-gpu", "launches 4/4/3 in-house, cuDNN 1; time and energy out of place > "
-       "in place > fused")
+# The masking study on a GPU (suites/masking.toml): launches per forward as graph capture counted
+# them at the gpu-smoke shapes, cuDNN's one fused kernel; and the three in-house paths' times in
+# the study's order. The PyTorch peers are shown beside the seed study's 6 / 5 / 1, not judged.
+MASKING_LAUNCHES = {"cuda.naive": 3, "cuda.masked_outofplace": 4, "cuda.masked_inplace": 4,
+                    "cuda.masked_fused": 3, "cuda.flash2": 1, "cudnn.sdpa": 1}
+MASKING_ORDER = ("cuda.masked_outofplace", "cuda.masked_inplace", "cuda.masked_fused")
+MASKING_PEERS = ("torch.naive_outofplace", "torch.naive_inplace", "torch.sdpa_flash",
+                 "torch.sdpa_efficient", "torch.sdpa_cudnn", "torch.sdpa_math")
+
+
+@judge("masking-study-gpu", "launches 4/4/3 in-house (out of place, in place, fused), cuda.naive "
+       "3, flash2 and cuDNN 1; time out of place >= in place >= fused", steps=(PROFILE,))
 def masking_study_gpu(evidence: Evidence) -> Finding:
-    return unmeasured("not in gpu-check (its plan is at 228 of 240 s): attnbench run --suite "
-                      "masking --devices gpu --energy on its own")
+    profiles = evidence.db.cupti_profiles() if evidence.db else {}
+    shown = [k for k in (*MASKING_LAUNCHES, *MASKING_PEERS) if k in profiles]
+    measured = ", ".join(f"{k} {profiles[k]['launches']} launches "
+                         f"{profiles[k]['median_s'] * 1e6:.0f} us" for k in shown) or "-"
+    missing = [k for k in MASKING_LAUNCHES if k not in profiles]
+    if missing:
+        return unmeasured(f"no CUPTI profile of {', '.join(missing)}", measured)
+    wrong = [f"{k} launched {profiles[k]['launches']}, expected {n}"
+             for k, n in MASKING_LAUNCHES.items() if profiles[k]["launches"] != n]
+    times = [profiles[k]["median_s"] for k in MASKING_ORDER]
+    if any(a < b for a, b in zip(times, times[1:])):
+        wrong.append("time is not out of place >= in place >= fused")
+    if wrong:
+        return failed(measured, "; ".join(wrong))
+    return passed(measured, "the PyTorch study counted 6 out of place, 5 in place, 1 fused; "
+                  "energy is not in gpu-check: attnbench run --suite masking --devices gpu --energy")
 
 
 @judge("flash2-correct", "ctest suite passes", steps=(CTEST,))

@@ -23,6 +23,7 @@ DEFAULT_BUDGET_S = 300.0
 # Step names of gpu-check (ci/gpucheck/plan.py), and the keys of evidence.json's "runs" (run
 # ids in the database) of the attnbench runs they make.
 SETUP, FIGURES, CTEST, SANITIZER, SMOKE = "setup", "figures", "ctest", "sanitizer", "gpu-smoke"
+PROFILE = "profile"  # `attnbench profile` of the masking study: rows in the profiles table
 RUN_KEYS = {FIGURES: "figures", SMOKE: "smoke", SANITIZER: "sanitizer", "energy": "energy"}
 # Parts of the check that run inside another step: the figures step calibrates first, measures
 # energy with the figure cases (runs "energy" is the figures run) and runs the GpuTimer tests
@@ -195,6 +196,22 @@ class Database:
     def run(self, run_id: int | None) -> dict | None:
         rows = self.query("SELECT * FROM runs WHERE id = ?", run_id) if run_id else []
         return rows[0] if rows else None
+
+    def cupti_profiles(self) -> dict[str, dict]:
+        """The newest forward CUPTI recorded of each kernel (`attnbench profile` on a GPU,
+        schema 9): {kernel: {"launches": its kernels' count, "forward_s", "median_s", "shape"}}."""
+        if "source" not in self.columns("profiles"):
+            return {}
+        profiles: dict[str, dict] = {}
+        for row in self.query("SELECT * FROM profiles WHERE source = 'CUPTI' ORDER BY id"):
+            newest = profiles.get(row["kernel"])
+            if newest is None or newest["profile_id"] != row["profile_id"]:
+                newest = profiles[row["kernel"]] = {
+                    "profile_id": row["profile_id"], "launches": 0, "shape": row["shape"],
+                    "forward_s": row["forward_s"], "median_s": row["median_s"]}
+            if row["kind"] == "kernel":
+                newest["launches"] += row["count"]
+        return profiles
 
     def gpu_devices(self, run_ids: Iterable[int]) -> list[dict]:
         ids = sorted(set(run_ids))

@@ -44,6 +44,14 @@ PTX_CONFORMANCE_S = 30.0
 CTEST_PARALLEL = 5
 CUDNN_CTEST_SHARDS = 4  # tests/gpu/test_gpu.cpp's kCudnnShards
 
+# The masking study profiled on the GPU (issue 17): every GPU kernel of suites/masking.toml, the
+# PyTorch peers among them, CUPTI's launches and time per forward. The worker imports torch and
+# makes its CUDA context once: a lead until a GPU run measures it.
+MASKING_PROFILE_KERNELS = "cuda.naive,cuda.masked_*,cuda.flash2,cuda.flash3,cudnn.sdpa,torch.*"
+MASKING_PROFILE_FORWARDS = 3
+TORCH_IMPORT_S = 6.0
+PROFILE_TRACE = "masking-trace.json"  # in OUTDIR
+
 # The figure shapes and the timer's shape (tests/gpu/test_gpu.cpp, kTimerShape).
 TIMER_SHAPE = "b=4,hq=16,s=4096,d=128,dtype=bf16"
 TIMER_REPETITIONS, TIMER_MAX_CASE_S, TIMER_HOST_LOOP_S = 20, 3.0, 2.0
@@ -129,9 +137,18 @@ def steps(case_filter=""):
     smoke.calls = [Call("gpu-smoke", ["run", "--suite", "gpu-smoke", *selection, *filter_args,
                                       "--case-timeout", str(CASE_TIMEOUT_S)],
                         plan_args=["--suite", "gpu-smoke", *filter_args])]
+    profile = Step("profile", "the masking study: launches and time per forward by CUPTI",
+                   needs=["attnbench", "cupti"])
+    profile.calls = [Call("masking profile",
+                          ["profile", "--suite", "masking", "--kernels", MASKING_PROFILE_KERNELS,
+                           "--devices", "gpu", "--timed", str(MASKING_PROFILE_FORWARDS),
+                           *filter_args, "--case-timeout", str(FIGURE_CASE_TIMEOUT_S)],
+                          plan_args=["--suite", "masking", "--kernels", MASKING_PROFILE_KERNELS,
+                                     "--check", *filter_args],
+                          fixed_s=TORCH_IMPORT_S)]
     return [Step("setup", "the bundle loads; GPU, cuDNN, cuBLAS, NVML, tools present",
                  needs=[], fixed_s=SETUP_S),
-            figures, ctest, sanitizer, smoke]
+            figures, ctest, sanitizer, smoke, profile]
 
 
 def attnbench_plan(cli, plan_args, device_model, environment=None):

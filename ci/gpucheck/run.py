@@ -407,8 +407,17 @@ def step_smoke(check, step):
     return ("pass" if code == 0 else "fail"), f"exit {code}"
 
 
+def step_profile(check, step):
+    """The masking study's GPU kernels profiled (CUPTI); the rows go to the check's database,
+    the trace to OUTDIR."""
+    arguments = [*step.calls[0].args, "--trace", str(check.outdir / plan.PROFILE_TRACE)]
+    code, _ = check.attnbench(arguments, "profile.log", check.left())
+    check.evidence["profile"] = {"exit": code, "trace": plan.PROFILE_TRACE}
+    return ("pass" if code == 0 else "fail"), f"exit {code}"
+
+
 STEP_FUNCTIONS = {"figures": step_figures, "ctest": step_ctest, "sanitizer": step_sanitizer,
-                  "gpu-smoke": step_smoke}
+                  "gpu-smoke": step_smoke, "profile": step_profile}
 
 
 def run_steps(check, plan_steps, functions):

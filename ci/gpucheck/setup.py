@@ -28,7 +28,10 @@ SKIPPED_SUFFIXES = (".pyc",)
 # cuDNN from the wheel PyTorch runs with; cuBLAS, cuBLASLt and NVRTC (cuDNN compiles some
 # engines at run time) from the CUDA toolkit, else from the wheels.
 LIBRARIES = {"libcudnn.so.9": "wheel", "libcublas.so.13": "toolkit",
-             "libcublasLt.so.13": "toolkit", "libnvrtc.so.13": "toolkit"}
+             "libcublasLt.so.13": "toolkit", "libnvrtc.so.13": "toolkit",
+             # CUPTI for `attnbench profile` (dlopen'ed): the toolkit's, else PyTorch's
+             # nvidia-cuda-cupti wheel's.
+             "libcupti.so.13": "toolkit"}
 PINNED_WHEELS = Path("ci") / "gpu-host-wheels.txt"  # relative to the checkout
 CACHE_HOME = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
 
@@ -218,6 +221,15 @@ def check_cublas(folders):
     return f"ok cuBLASLt {version_call(folder / 'libcublasLt.so.13', 'cublasLtGetVersion')} from {folder}"
 
 
+def check_cupti(folders):
+    folder = folders.get("libcupti.so.13")
+    if not folder:
+        return "missing: libcupti.so.13 in neither the toolkit nor the wheels"
+    version = ctypes.c_uint32(0)
+    code = ctypes.CDLL(str(folder / "libcupti.so.13")).cuptiGetVersion(ctypes.byref(version))
+    return f"ok API {version.value} from {folder}" if code == 0 else f"missing: cuptiGetVersion returned {code}"
+
+
 def check_nvml(rehearse):
     if rehearse:
         return "missing: no driver on the build machine (rehearsal)"
@@ -315,6 +327,7 @@ def run_setup(check):
             "cudnn": guarded(check_cudnn, folders),
             "cublas": guarded(check_cublas, folders),
             "nvml": guarded(check_nvml, check.rehearse),
+            "cupti": guarded(check_cupti, folders),
             **{name: f"ok {path}" if path else f"missing: {name} is not on PATH nor in {cuda_home()}/bin"
                for name, path in check.tools.items()},
         })

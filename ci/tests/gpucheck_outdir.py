@@ -3,8 +3,9 @@ leaves after a run on a (synthetic) H200, built from a Scenario.
 
   attnbench.sqlite  written straight from harness/store.cpp's migrations by
                     reports/tests/fixtures.py's Fixture: the devices, the calibrations and the
-                    attnbench runs of the steps (figures with energy, sanitizer checks, gpu-smoke);
-  evidence.json     the steps (setup, figures, ctest, sanitizer, gpu-smoke), run ids, sanitizer
+                    attnbench runs of the steps (figures with energy, sanitizer checks, gpu-smoke),
+                    and the profile step's CUPTI profiles of the masking study;
+  evidence.json     the steps (setup, figures, ctest, sanitizer, gpu-smoke, profile), run ids, sanitizer
                     reports and budgets;
   ctest.xml         ctest's JUnit XML of `ctest -L gpu --exclude-regex GpuTimer.`;
   timer.xml         GoogleTest's XML of the GpuTimer tests (run in the figures step), with their
@@ -31,7 +32,13 @@ STARTED = datetime.datetime(2026, 12, 3, 10, 0, 0)
 ENVIRONMENT = {"cuda_runtime": "13.0 (static cudart)", "cuda_driver": "580.95.05 (CUDA 13.0)",
                "cudnn": "compiled 9.19.0, loaded 9.19.0", "cudnn_frontend": "1.16.0",
                "cublas": "cuBLASLt 13.1.0 (compiled 13.1.0)", "host": "h200-host"}
-STEP_NAMES = ("setup", "figures", "ctest", "sanitizer", "gpu-smoke")  # plan.py's order
+STEP_NAMES = ("setup", "figures", "ctest", "sanitizer", "gpu-smoke", "profile")  # plan.py's order
+MASKING_SHAPE = "b=8,hq=16,hkv=16,sq=1024,sk=1024,d=64,dtype=bf16,mask=causal"
+# The profile step's kernels and their launches in a healthy run (the PyTorch peers as the seed
+# study counted them).
+MASKING_LAUNCHES = {"cuda.naive": 3, "cuda.masked_outofplace": 4, "cuda.masked_inplace": 4,
+                    "cuda.masked_fused": 3, "cuda.flash2": 1, "cuda.flash3": 1, "cudnn.sdpa": 1,
+                    "torch.naive_outofplace": 6, "torch.naive_inplace": 5, "torch.sdpa_flash": 1}
 CASE_BUDGETS = {"figures": 0.5, "gpu-smoke": 0.3}
 
 INHOUSE = ("cuda.naive", "cuda.masked_outofplace", "cuda.masked_inplace", "cuda.masked_fused",
@@ -59,6 +66,7 @@ CTEST_TESTS = ([name for kernel in GPU_KERNELS for name in suite_test_names(kern
                + ["GpuIsolation.OutOfBoundsWriteIsCrashedAndTheGoodKernelStillPasses",
                   "PtxConformance.EveryWrappedInstructionMatchesTheHardware",
                   "CudaDevice.DiscoveryDescribesEveryGpu", "CudaDevice.LaunchCountOfOneKernelIsOne",
+                  "CudaDevice.AProfiledForwardHoldsItsKernelAndTheCallThatLaunchedIt",
                   "CudaDevice.ScratchHighWaterMarkIsMeasured",
                   "CudaDevice.TimedForwardsCarryClocksPerRepetition"])
 
@@ -102,6 +110,8 @@ class Scenario:
     missing_tests: set = field(default_factory=set)  # names not in the JUnit XML
     extra_memory: dict = field(default_factory=dict)  # kernel -> factor over its formula
     launches: dict = field(default_factory=dict)  # kernel -> launches replacing the formula's
+    profile_launches: dict = field(default_factory=dict)  # kernel -> CUPTI's, replacing a healthy run's
+    masking_times_reversed: bool = False  # fused slowest, out of place fastest
     over_budget: str | None = None  # a gpu-smoke kernel whose timing overran its budget
     timer_difference: float = 1.5  # percent
     # Parts of the figures step recorded as steps of their own (an older layout): "calibrate",
@@ -270,6 +280,23 @@ class OutdirBuilder:
                                   **columns)
         return run_id
 
+    def masking_profiles(self) -> None:
+        """What the profile step stores: one CUPTI profile per kernel of the masking study, its
+        kernels' launches (one row per launch name) and a gap; the in-house masked paths' times
+        in the study's order unless the scenario reverses them."""
+        order = ["cuda.masked_outofplace", "cuda.masked_inplace", "cuda.masked_fused"]
+        times = sorted((self.rng.uniform(2e-4, 9e-4) for _ in order),
+                       reverse=not self.scenario.masking_times_reversed)
+        at = STARTED + datetime.timedelta(minutes=9)
+        for kernel, launches in MASKING_LAUNCHES.items():
+            launches = self.scenario.profile_launches.get(kernel, launches)
+            median_s = times[order.index(kernel)] if kernel in order \
+                else self.rng.uniform(2e-5, 9e-4)
+            rows = [(f"kernel_{i}", 1, self.rng.uniform(1e-6, 1e-4)) for i in range(launches)]
+            self.fixture.profile(kernel, MASKING_SHAPE, at, rows + [("gaps", 0, 1e-6)],
+                                 median_s * 1.01, median_s, threads=1, source="CUPTI",
+                                 kind="kernel", device=self.scenario.gpu_name)
+
     def energy_run(self) -> int:
         """An energy step of its own (an older layout): one figure case, --energy."""
         run_id, gpu = self.run("energy", 5)
@@ -300,7 +327,7 @@ class OutdirBuilder:
             "git_sha": "c" * 40,
             "prechecks": {"attnbench": "ok", "cudnn": "ok 9.19.0 (pip nvidia-cudnn-cu13)",
                           "cublas": "ok 13.1.0 (toolkit)", "nvml": "ok",
-                          "ctest": "ok /usr/bin/ctest",
+                          "ctest": "ok /usr/bin/ctest", "cupti": "ok API 130001 (toolkit)",
                           "compute-sanitizer": "ok /usr/local/cuda/bin/compute-sanitizer"},
             "steps": steps, "runs": runs,
             "ctest_junit": "ctest.xml", "timer_xml": "timer.xml",
@@ -363,6 +390,8 @@ class OutdirBuilder:
         runs["energy"] = self.energy_run() if "energy" in self.scenario.own_steps \
             else runs["figures"]
         runs["smoke"] = self.smoke_run()
+        if self.fixture.version >= 9:
+            self.masking_profiles()
         self.fixture.close()
         self.built.evidence = self.evidence(runs)
         write_evidence(self.outdir, self.built.evidence)

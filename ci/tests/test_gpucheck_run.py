@@ -34,12 +34,13 @@ def test_the_plan_for_an_h200_fits_with_the_figures_first():
     assert done.returncode == 0, done.stdout + done.stderr
     text = done.stdout
     order = [m.group(1) for m in re.finditer(r"^(\S+)\s+[\d.]+s\s+[\d.]+s", text, flags=re.M)]
-    assert order == ["setup", "figures", "ctest", "sanitizer", "gpu-smoke"], text
+    assert order == ["setup", "figures", "ctest", "sanitizer", "gpu-smoke", "profile"], text
     figures_end = float(re.search(r"figures done at ([\d.]+) s", text).group(1))
     total = float(re.search(r"predicted total ([\d.]+) s", text).group(1))
     assert figures_end <= plan.FIGURES_BY_S, text
     assert total <= plan.PLAN_LIMIT_S, text
     assert "run --suite gpu-figures" in text and "racecheck" in text and "synccheck" in text
+    assert "profile --suite masking" in text
 
 
 @needs_cli

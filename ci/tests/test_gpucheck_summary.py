@@ -40,7 +40,7 @@ def every_judged_claim(path: Path) -> Path:
 _CLAIMS_DIR = tempfile.TemporaryDirectory(prefix="gpucheck-claims.")  # removed at exit
 CLAIMS = every_judged_claim(Path(_CLAIMS_DIR.name) / "GPU-CLAIMS.md")
 # The claims gpu-check cannot measure on its one-H200 host, or within its 240 s plan.
-HOST_LIMITED = {"multi-gpu", "nvtx", "a100", "nightly-10min", "masking-study-gpu"}
+HOST_LIMITED = {"multi-gpu", "nvtx", "a100", "nightly-10min"}
 H200_FIGURES = {"cudnn-figure", "cudnn-fp8-figure", "flash2-figure", "flash3-figure",
                 "flash3-fp8-figure", "flash3-fp8-hadamard-cost", "calibrate-bf16-gemm",
                 "calibrate-copy"}
@@ -479,6 +479,33 @@ def test_memory_and_launches_outside_their_formulas_fail(tmp_path, rng):
     assert "2 launches, expected 1" in rows["flash2-memory-launches"]["why"]
     assert rows["naive-launches"]["result"] == PASS
     assert status == 1
+
+
+def test_the_masking_study_is_judged_by_cuptis_launches_and_the_paths_times(tmp_path, rng):
+    """The profile step's CUPTI profiles: a healthy run passes and shows the PyTorch peers'
+    launches beside the in-house ones; a fused kernel that launched a mask kernel, or the three
+    paths' times out of the study's order, fail; no profile step leaves the claim unmeasured."""
+    build_outdir(tmp_path / "healthy", rng)
+    _, rows = summarize(tmp_path / "healthy")
+    row = rows["masking-study-gpu"]
+    assert row["result"] == PASS, row
+    assert "cuda.masked_outofplace 4 launches" in row["measured"]
+    assert "torch.naive_outofplace 6 launches" in row["measured"]
+
+    build_outdir(tmp_path / "launches", rng, Scenario(profile_launches={"cuda.masked_fused": 4}))
+    _, rows = summarize(tmp_path / "launches")
+    assert rows["masking-study-gpu"]["result"] == FAIL
+    assert "cuda.masked_fused launched 4, expected 3" in rows["masking-study-gpu"]["why"]
+
+    build_outdir(tmp_path / "order", rng, Scenario(masking_times_reversed=True))
+    _, rows = summarize(tmp_path / "order")
+    assert rows["masking-study-gpu"]["result"] == FAIL
+    assert "out of place >= in place >= fused" in rows["masking-study-gpu"]["why"]
+
+    build_outdir(tmp_path / "budget", rng, Scenario(steps={"profile": "not reached: budget"}))
+    _, rows = summarize(tmp_path / "budget")
+    assert rows["masking-study-gpu"]["result"] == NOT_MEASURED
+    assert rows["masking-study-gpu"]["why"] == "step profile not reached: budget"
 
 
 def test_timing_wall_plan_needs_schema_5_and_keeps_to_the_budget(tmp_path, rng):

@@ -445,7 +445,9 @@ Subcommand add_profile_command(CLI::App& app, CommonOptions& common) {
   auto options = std::make_shared<Options>();
   ProfileOptions& o = options->profile;
   CLI::App* profile = app.add_subcommand(
-      "profile", "Where one forward's time goes: its phases per thread, a trace, a stored breakdown");
+      "profile",
+      "Where one forward's time goes: CPU phases per thread, GPU activities (CUPTI) or emulated "
+      "launches; a trace and a stored breakdown");
   profile->add_option("--suite,-s", o.suite, "Suite name or path to a .toml file");
   profile->add_option("--shape", o.shapes, "Ad-hoc problem (repeatable)");
   profile->add_option("--kernels,-k", options->kernels, "Kernel names or globs, comma-separated");
@@ -453,7 +455,13 @@ Subcommand add_profile_command(CLI::App& app, CommonOptions& common) {
   profile->add_option("--dist", o.distribution,
                       "Input distribution for --shape: " + accepted_distribution_names());
   profile->add_option("--trace", o.trace_path,
-                      "Write the phases as a Chrome/Perfetto trace (JSON) to this file");
+                      "Write the activities as a Chrome/Perfetto trace (JSON) to this file");
+  profile->add_option("--devices", o.devices,
+                      "all (CPU and GPUs), cpu, gpu, emu (the in-house CUDA kernels emulated), "
+                      "GPU ordinals, or a mix like cpu,0");
+  profile->add_option("--case-timeout", o.case_timeout_seconds,
+                      "Seconds a case may take in its worker before it is stopped")
+      ->check(CLI::Range(1, 86400));
   profile->add_option("--timed", o.timed_forwards, "Pairs of a plain and a recorded forward (median of each)")
       ->check(CLI::Range(1, 1000));
   profile->add_option("--db", common.db_path, "SQLite database (default results/attnbench.sqlite)");

@@ -1,9 +1,8 @@
 #include "harness/cli/profile_command.h"
 
-#include <omp.h>
-
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -12,10 +11,8 @@
 #include <set>
 
 #include "harness/cli/runner.h"
-#include "harness/measure/checker.h"
+#include "harness/measure/devices.h"
 #include "harness/measure/environment.h"
-#include "harness/measure/executor.h"
-#include "harness/measure/inputs.h"
 #include "harness/measure/profile.h"
 #include "harness/measure/worker.h"
 #include "harness/store/store.h"
@@ -28,120 +25,43 @@ namespace {
 
 using json = nlohmann::json;
 
-// One profiled case: the recorded forward's phases and wall time, and the timed median.
-struct ProfiledCase {
-  std::vector<std::vector<PhaseEvent>> by_thread;
-  int64_t start_ns = 0;
-  int64_t end_ns = 0;
-  double median_s = 0;
-  int64_t extra_memory_bytes = 0;  // as `run` measures it: the plan's own, or scratch's peak
+// The selected cases on the selected devices, and the selected kernels no such device runs.
+struct ProfileSelection {
+  std::vector<Device> devices;
+  std::vector<CaseSpec> cases;
+  std::vector<std::string> unprofiled;
 };
 
-// One forward while a recording lives: its phases and its start and end.
-Result<ProfiledCase> recorded_forward(const TimedForward& forward) {
-  ProfiledCase recorded;
-  PhaseRecording recording(omp_get_max_threads());
-  std::string error;
-  recorded.start_ns = phase_clock_ns();
-  const double seconds = forward(error);
-  recorded.end_ns = phase_clock_ns();
-  if (seconds < 0) return Status::Error(error);
-  recorded.by_thread = recording.by_thread();
-  return recorded;
-}
-
-// Inputs, plan and a warm-up forward; then `timed` pairs of a plain timed forward and a recorded
-// one, interleaved so that drift (clocks, other load) reaches both alike. The recorded forward
-// shown is the one of median wall time; median_s is the plain forwards' median.
-Result<ProfiledCase> profile_case(const CaseSpec& spec, uint64_t seed, int timed) {
-  Result<std::unique_ptr<DeviceExecutor>> executor = make_device_executor("cpu");
-  if (!executor) return executor.status();
-  ProblemInputs inputs;
-  if (Status status = make_inputs(spec.problem, spec.distribution, seed, inputs); !status) {
-    return status;
+Result<ProfileSelection> select_cases(const ProfileOptions& options) {
+  Result<Suite> suite =
+      selection_suite(options.suite, options.shapes, options.distribution, {},
+                      "nothing to profile: give --suite NAME|FILE or --shape ...");
+  if (!suite) return suite.status();
+  if (Status s = load_selected_kernels(*suite, options.kernel_globs, {}); !s) return s;
+  const Result<std::optional<std::regex>> filter = parse_case_filter(options.filter);
+  if (!filter) return filter.status();
+  Result<std::vector<Device>> devices = select_devices(options.devices, discover_devices());
+  if (!devices) return devices.status();
+  ProfileSelection selection;
+  selection.devices = std::move(*devices);
+  std::vector<MatrixDevice> matrix_devices;
+  for (const Device& device : selection.devices) {
+    matrix_devices.push_back({device.backend, device.label()});
   }
-  if (Status status = (*executor)->load_inputs(inputs); !status) return status;
-  (*executor)->reset_scratch_peak();
-  Result<std::unique_ptr<Plan>> plan =
-      spec.kernel->make_plan(spec.problem, (*executor)->plan_context());
-  if (!plan) return plan.status();
-  KernelOutputs outputs = make_outputs(inputs, spec.kernel->returns_lse);
-  if (Status status = (*executor)->run_checked(**plan, outputs); !status) return status;
-  const TimedForward forward = (*executor)->timed_forward(**plan, outputs);
-  std::vector<double> plain;
-  std::vector<ProfiledCase> recorded;
-  for (int i = 0; i < timed; ++i) {
-    std::string error;
-    const double seconds = forward(error);
-    if (seconds < 0) return Status::Error(error);
-    plain.push_back(seconds);
-    Result<ProfiledCase> one = recorded_forward(forward);
-    if (!one) return one.status();
-    recorded.push_back(std::move(*one));
+  selection.cases = expand_cases(*suite, options.kernel_globs, *filter, matrix_devices);
+  // Every backend, to name the selected kernels that none of the selected devices runs.
+  std::set<std::string> profiled;
+  for (const CaseSpec& spec : selection.cases) profiled.insert(spec.kernel->name);
+  for (const CaseSpec& spec :
+       expand_cases(*suite, options.kernel_globs, *filter,
+                    {{Backend::cpu, "cpu"}, {Backend::cuda, "gpu"}, {Backend::emu, "emu"}})) {
+    const std::string& name = spec.kernel->name;
+    if (!profiled.count(name) && std::find(selection.unprofiled.begin(), selection.unprofiled.end(),
+                                           name) == selection.unprofiled.end()) {
+      selection.unprofiled.push_back(name);
+    }
   }
-  const auto middle = [](auto& values, auto key) {
-    std::nth_element(values.begin(), values.begin() + values.size() / 2, values.end(),
-                     [&](const auto& a, const auto& b) { return key(a) < key(b); });
-    return values.begin() + values.size() / 2;
-  };
-  ProfiledCase shown =
-      std::move(*middle(recorded, [](const ProfiledCase& c) { return c.end_ns - c.start_ns; }));
-  shown.median_s = *middle(plain, [](double seconds) { return seconds; });
-  shown.extra_memory_bytes = (*plan)->own_extra_memory_bytes().value_or(
-      static_cast<int64_t>((*executor)->scratch_peak_bytes()));
-  return shown;
-}
-
-void print_breakdown(const ProfileBreakdown& breakdown, double median_s, int64_t extra_memory_bytes,
-                     std::ostream& out) {
-  char line[160];
-  if (breakdown.threads == 0) {
-    out << "  no phase recorded: the kernel marks none (kernels/cpu/phases.h); forward "
-        << breakdown.forward_s * 1e3 << " ms\n";
-    return;
-  }
-  std::snprintf(line, sizeof line,
-                "  forward %.3f ms on %d threads (plain median %.3f ms; recorded vs plain "
-                "%+.1f %%), extra memory %.1f MiB\n",
-                breakdown.forward_s * 1e3, breakdown.threads, median_s * 1e3,
-                (breakdown.forward_s / median_s - 1) * 100,
-                static_cast<double>(extra_memory_bytes) / (1 << 20));
-  out << line;
-  std::snprintf(line, sizeof line, "  %-10s %8s %14s %7s\n", "phase", "count", "thread time ms",
-                "share");
-  out << line;
-  for (const PhaseTotal& phase : breakdown.phases) {
-    std::snprintf(line, sizeof line, "  %-10s %8lld %14.3f %6.1f%%\n", phase.name.c_str(),
-                  static_cast<long long>(phase.count), phase.total_s * 1e3, phase.share * 100);
-    out << line;
-  }
-}
-
-std::vector<ProfilePhaseRecord> profile_rows(const CaseSpec& spec,
-                                             const ProfileBreakdown& breakdown,
-                                             const ProfiledCase& profiled) {
-  const std::string id = make_uuid();
-  const std::string at = now_utc_iso8601();
-  std::vector<ProfilePhaseRecord> rows;
-  for (const PhaseTotal& phase : breakdown.phases) {
-    ProfilePhaseRecord row;
-    row.profile_id = id;
-    row.profiled_at = at;
-    row.kernel = spec.kernel->name;
-    row.shape = shape_string(spec.problem);
-    row.distribution = std::string(distribution_name(spec.distribution));
-    row.device = cpu_model_name();
-    row.forward_s = breakdown.forward_s;
-    row.median_s = profiled.median_s;
-    row.extra_memory_bytes = profiled.extra_memory_bytes;
-    row.threads = breakdown.threads;
-    row.name = phase.name;
-    row.count = phase.count;
-    row.total_s = phase.total_s;
-    row.share = phase.share;
-    rows.push_back(std::move(row));
-  }
-  return rows;
+  return selection;
 }
 
 // Why profile skips a case ("" when it runs it): the kernel cannot run here, or the problem is
@@ -154,65 +74,131 @@ std::string profile_skip_reason(const CaseSpec& spec) {
   return unsupported_reason(table, spec.problem);
 }
 
-// The selected cases on every backend: the CPU's to profile, and the names of the other kernels,
-// each once, which profile does not cover yet.
-struct ProfileSelection {
-  std::vector<CaseSpec> cpu_cases;
-  std::vector<std::string> unprofiled;
-};
-
-Result<ProfileSelection> select_cases(const ProfileOptions& options) {
-  Result<Suite> suite =
-      selection_suite(options.suite, options.shapes, options.distribution, {},
-                      "nothing to profile: give --suite NAME|FILE or --shape ...");
-  if (!suite) return suite.status();
-  if (Status s = load_selected_kernels(*suite, options.kernel_globs, {}); !s) return s;
-  const Result<std::optional<std::regex>> filter = parse_case_filter(options.filter);
-  if (!filter) return filter.status();
-  ProfileSelection selection;
-  for (CaseSpec& spec : expand_cases(*suite, options.kernel_globs, *filter,
-                                     {{Backend::cpu, "cpu"}, {Backend::cuda, "gpu"}})) {
-    if (spec.kernel->backend == Backend::cpu) {
-      selection.cpu_cases.push_back(std::move(spec));
-      continue;
-    }
-    // "cuda.flash2 [cuda]": a PyTorch peer has a CPU and a GPU kernel of one name.
-    const std::string name =
-        spec.kernel->name + " [" + std::string(backend_name(spec.kernel->backend)) + "]";
-    if (std::find(selection.unprofiled.begin(), selection.unprofiled.end(), name) ==
-        selection.unprofiled.end()) {
-      selection.unprofiled.push_back(name);
-    }
+// What one recorded forward says beyond its rows: on how many threads or streams, against the
+// plain forwards, and the launches of a device that launches kernels.
+void print_profile(const ForwardProfile& profile, const ProfileBreakdown& breakdown,
+                   int64_t extra_memory_bytes, std::ostream& out) {
+  char line[200];
+  const bool phases = profile.source == "phases";
+  if (breakdown.tracks == 0) {
+    out << "  nothing recorded (" << profile.source
+        << "): " << (phases ? "the kernel marks no phase (kernels/cpu/phases.h)" : "no activity")
+        << "; forward " << profile.forward_s * 1e3 << " ms\n";
+    return;
   }
-  return selection;
+  std::snprintf(line, sizeof line, "  forward %.3f ms on %d %s (%s)", profile.forward_s * 1e3,
+                breakdown.tracks,
+                phases ? (breakdown.tracks == 1 ? "thread" : "threads")
+                       : (breakdown.tracks == 1 ? "stream" : "streams"),
+                profile.source.c_str());
+  out << line;
+  if (profile.median_s > 0) {
+    std::snprintf(line, sizeof line, "; plain median %.3f ms, recorded vs plain %+.1f %%",
+                  profile.median_s * 1e3, (profile.forward_s / profile.median_s - 1) * 100);
+    out << line;
+  } else {
+    out << "; the emulator's time, not a GPU's";
+  }
+  std::snprintf(line, sizeof line, "; extra memory %.1f MiB\n",
+                static_cast<double>(extra_memory_bytes) / (1 << 20));
+  out << line;
+  if (!phases) {
+    const auto launches =
+        std::count_if(profile.activities.begin(), profile.activities.end(),
+                      [](const Activity& a) { return a.kind == ActivityKind::kernel; });
+    out << "  launches: " << launches << "\n";
+  }
+  std::snprintf(line, sizeof line, "  %-28s %8s %14s %7s\n", phases ? "phase" : "activity", "count",
+                phases ? "thread time ms" : "time ms", "share");
+  out << line;
+  for (const PhaseTotal& phase : breakdown.phases) {
+    std::snprintf(line, sizeof line, "  %-28s %8lld %14.3f %6.1f%%\n", phase.name.c_str(),
+                  static_cast<long long>(phase.count), phase.total_s * 1e3, phase.share * 100);
+    out << line;
+  }
 }
 
-// Profiles one case: prints its breakdown, adds its trace events, stores its rows. False when it
-// failed (printed).
-bool profile_one(const CaseSpec& spec, int pid, uint64_t seed, const ProfileOptions& options,
-                 Store* store, json& events, int64_t& origin_ns, std::ostream& out,
-                 std::ostream& err) {
-  Result<ProfiledCase> result = profile_case(spec, seed, options.timed_forwards);
-  if (!result) {
-    out << "  error: " << result.status().message << "\n";
-    return false;
+std::vector<ProfilePhaseRecord> profile_rows(const CaseSpec& spec, const Device& device,
+                                             const ProfileBreakdown& breakdown,
+                                             const CaseOutcome& outcome) {
+  const std::string id = make_uuid();
+  const std::string at = now_utc_iso8601();
+  std::vector<ProfilePhaseRecord> rows;
+  for (const PhaseTotal& phase : breakdown.phases) {
+    ProfilePhaseRecord row;
+    row.profile_id = id;
+    row.profiled_at = at;
+    row.kernel = spec.kernel->name;
+    row.shape = shape_string(spec.problem);
+    row.distribution = std::string(distribution_name(spec.distribution));
+    row.device = device.info.name;
+    row.forward_s = breakdown.forward_s;
+    row.median_s = outcome.profile->median_s;
+    row.extra_memory_bytes = outcome.extra_memory_bytes;
+    row.threads = breakdown.tracks;
+    row.name = phase.name;
+    row.count = phase.count;
+    row.total_s = phase.total_s;
+    row.share = phase.share;
+    row.kind = phase.kind;
+    row.source = outcome.profile->source;
+    rows.push_back(std::move(row));
   }
-  if (origin_ns == 0) origin_ns = result->start_ns;
-  const ProfileBreakdown breakdown =
-      breakdown_of(result->by_thread, result->start_ns, result->end_ns);
-  print_breakdown(breakdown, result->median_s, result->extra_memory_bytes, out);
+  return rows;
+}
+
+// The trace, the store and the tallies the cases share.
+struct ProfileSink {
+  Store* store = nullptr;
+  json events = json::array();
+  int64_t origin_ns = 0;  // the first profile's start: each clock's origin is its own
+  int profiled = 0;
+  int stored = 0;
+  int failed = 0;
+};
+
+// One case in its device's worker: checked, then profiled; printed, traced, stored.
+void profile_one(const CaseSpec& spec, const Device& device, int pid, uint64_t seed,
+                 const ProfileOptions& options, WorkerProcess& worker, ProfileSink& sink,
+                 std::ostream& out, std::ostream& err) {
+  CaseRequest request;
+  request.name = spec.name;
+  request.kernel = spec.kernel->name;
+  request.problem = spec.problem;
+  request.distribution = std::string(distribution_name(spec.distribution));
+  request.seed = seed;
+  request.check_only = true;
+  // An emulated forward takes the emulator's time, and tells no time worth a median.
+  request.profile_forwards = device.backend == Backend::emu ? 1 : options.timed_forwards;
+  const CaseOutcome outcome =
+      worker.run(request, std::chrono::seconds(options.case_timeout_seconds));
+  if (outcome.status != ResultStatus::passed || !outcome.profile) {
+    out << "  " << result_status_name(outcome.status) << ": " << outcome.message << "\n";
+    ++sink.failed;
+    return;
+  }
+  const ForwardProfile& profile = *outcome.profile;
+  const ProfileBreakdown breakdown = breakdown_of(profile);
+  print_profile(profile, breakdown, outcome.extra_memory_bytes, out);
+  if (sink.origin_ns == 0) sink.origin_ns = profile.start_ns;
   for (json& event :
-       trace_events(result->by_thread, result->start_ns, result->end_ns, pid,
-                    spec.kernel->name + " " + shape_string(spec.problem), origin_ns)) {
-    events.push_back(std::move(event));
+       trace_events(profile, pid,
+                    spec.kernel->name + " " + shape_string(spec.problem) + " on " + device.label(),
+                    device.backend == Backend::cuda ? profile.start_ns : sink.origin_ns)) {
+    sink.events.push_back(std::move(event));
   }
-  if (store != nullptr) {
-    if (Status s = store->add_profile(profile_rows(spec, breakdown, *result)); !s) {
-      err << "error: " << s.message << "\n";
-      return false;
-    }
+  ++sink.profiled;
+  if (sink.store == nullptr) return;
+  if (device.backend == Backend::emu) {
+    out << "  not stored: the emulated device's times are the emulator's\n";
+    return;
   }
-  return true;
+  if (Status s = sink.store->add_profile(profile_rows(spec, device, breakdown, outcome)); !s) {
+    err << "error: " << s.message << "\n";
+    ++sink.failed;
+    return;
+  }
+  ++sink.stored;
 }
 
 }  // namespace
@@ -223,14 +209,16 @@ int profile_command(const ProfileOptions& options, std::ostream& out, std::ostre
     err << "error: " << selection.status().message << "\n";
     return kExitUsage;
   }
+  std::string labels;
+  for (const Device& device : selection->devices)
+    labels += (labels.empty() ? "" : ", ") + device.label();
   for (const std::string& name : selection->unprofiled) {
-    out << name
-        << ": not profiled: profile records CPU kernels' phases; CUPTI's trace of GPU "
-           "kernels is not built yet\n";
+    out << name << ": not profiled: no selected device runs it (devices: " << labels
+        << "; without a GPU, --devices emu runs the in-house CUDA kernels emulated)\n";
   }
-  const std::vector<CaseSpec>& cases = selection->cpu_cases;
+  const std::vector<CaseSpec>& cases = selection->cases;
   if (cases.empty()) {
-    err << "error: no CPU kernel's case in the selection to profile\n";
+    err << "error: no case in the selection runs on the selected devices (" << labels << ")\n";
     return kExitUsage;
   }
   std::ofstream trace;
@@ -255,31 +243,38 @@ int profile_command(const ProfileOptions& options, std::ostream& out, std::ostre
       (static_cast<uint64_t>(std::random_device{}()) << 32) ^ std::random_device{}();
   out << "attnbench profile: " << cases.size() << " case" << (cases.size() == 1 ? "" : "s")
       << ", seed " << seed << ", " << options.timed_forwards
-      << " plain and recorded forwards each\n";
-  json events = json::array();
-  int64_t origin_ns = 0;
-  int profiled = 0, failed = 0;
+      << " plain and recorded forwards each (1 recorded on emu)\n";
+  ProfileSink sink;
+  sink.store = store.get();
+  // One worker per device, as `run` has: a kernel that crashes takes only its worker down.
+  std::vector<std::unique_ptr<WorkerProcess>> workers(selection->devices.size());
   for (size_t i = 0; i < cases.size(); ++i) {
     const CaseSpec& spec = cases[i];
+    const Device& device = selection->devices[spec.device_index];
     out << "[" << i + 1 << "/" << cases.size() << "] " << spec.kernel->name << " "
-        << shape_string(spec.problem) << "\n";
+        << shape_string(spec.problem) << " on " << device.label() << "\n";
     if (const std::string why = profile_skip_reason(spec); !why.empty()) {
       out << "  skipped: " << why << "\n";
       continue;
     }
-    const bool ok = profile_one(spec, static_cast<int>(i) + 1, seed, options, store.get(), events,
-                                origin_ns, out, err);
-    (ok ? profiled : failed) += 1;
+    std::unique_ptr<WorkerProcess>& worker = workers[spec.device_index];
+    if (!worker) {
+      worker = std::make_unique<WorkerProcess>(std::vector<std::string>{"/proc/self/exe"},
+                                               device.label());
+    }
+    profile_one(spec, device, static_cast<int>(i) + 1, seed, options, *worker, sink, out, err);
   }
   if (trace.is_open()) {
-    trace << trace_document(std::move(events)).dump() << "\n";
+    trace << trace_document(std::move(sink.events)).dump() << "\n";
     out << "trace: " << options.trace_path << " (open it in ui.perfetto.dev or chrome://tracing)\n";
   }
-  if (store) out << "stored in " << options.db_path << " (table profiles)\n";
-  out << profiled << " profiled" << (failed > 0 ? ", " + std::to_string(failed) + " failed" : "")
-      << "\n";
-  if (profiled == 0 && failed == 0) err << "error: every selected case was skipped\n";
-  return failed > 0 ? kExitFailures : profiled > 0 ? kExitClean : kExitUsage;
+  if (sink.stored > 0) {
+    out << "stored " << sink.stored << " in " << options.db_path << " (table profiles)\n";
+  }
+  out << sink.profiled << " profiled"
+      << (sink.failed > 0 ? ", " + std::to_string(sink.failed) + " failed" : "") << "\n";
+  if (sink.profiled == 0 && sink.failed == 0) err << "error: every selected case was skipped\n";
+  return sink.failed > 0 ? kExitFailures : sink.profiled > 0 ? kExitClean : kExitUsage;
 }
 
 }  // namespace attnbench

@@ -190,15 +190,17 @@ struct ProfilePhaseRecord {
   std::string kernel;
   std::string shape;  // shape_string
   std::string distribution;
-  std::string device;     // the device label ("cpu")
-  double forward_s = 0;   // the recorded forward's wall time
+  std::string device;     // the device's name (CPU model, "NVIDIA H200")
+  double forward_s = 0;   // the recorded forward, as the device times a forward
   double median_s = 0;    // the median of the timed forwards, recorded by none
-  int64_t threads = 0;    // threads that recorded a phase
+  int64_t threads = 0;    // tracks that did work: threads on the CPU, streams on a GPU
   int64_t extra_memory_bytes = 0;  // the plan's scratch high-water mark, as `run` measures it
-  std::string name;                // the phase
-  int64_t count = 0;      // scopes of the phase over all threads
-  double total_s = 0;     // thread time
+  std::string name;                // the phase, the kernel's short name, "memcpy HtoD", "gaps"
+  int64_t count = 0;      // its activities (scopes, launches) over all tracks
+  double total_s = 0;     // track time
   double share = 0;       // of forward_s x threads
+  std::string kind = "phase";   // phase, kernel, memcpy, memset, gaps (harness/measure/profile.h)
+  std::string source = "phases";  // how the forward was recorded: phases, CUPTI
 };
 
 }  // namespace attnbench

@@ -232,6 +232,33 @@ void CaseRunner::measure_performance(const Kernel& kernel, Plan& plan, const Cas
   }
 }
 
+void CaseRunner::record_profile(const Kernel& kernel, Plan& plan, const CaseRequest& request,
+                                CaseOutcome& outcome) {
+  NvtxRange range("profile");
+  KernelOutputs scratch_outputs = make_outputs(*inputs_, kernel.returns_lse);
+  TimedForward forward = executor_.timed_forward(plan, scratch_outputs);
+  std::string error;
+  const bool timed = executor_.measures_time();
+  if (timed && forward(error) < 0) throw std::runtime_error("warm-up: " + error);
+  std::vector<double> plain;
+  std::vector<ForwardProfile> recorded;
+  for (int i = 0; i < request.profile_forwards; ++i) {
+    if (timed) {
+      const double seconds = forward(error);
+      if (seconds < 0) throw std::runtime_error("timing: " + error);
+      plain.push_back(seconds);
+    }
+    Result<ForwardProfile> one = executor_.profile_forward(plan, scratch_outputs);
+    if (!one) throw std::runtime_error("profile: " + one.status().message);
+    recorded.push_back(std::move(*one));
+  }
+  std::sort(recorded.begin(), recorded.end(),
+            [](const ForwardProfile& a, const ForwardProfile& b) { return a.forward_s < b.forward_s; });
+  std::sort(plain.begin(), plain.end());
+  outcome.profile = std::move(recorded[recorded.size() / 2]);
+  outcome.profile->median_s = plain.empty() ? -1 : plain[plain.size() / 2];
+}
+
 CaseOutcome CaseRunner::run(const CaseRequest& request) {
   NvtxRange case_range(request.name);
   CaseOutcome outcome;
@@ -289,7 +316,10 @@ CaseOutcome CaseRunner::run(const CaseRequest& request) {
       outcome.status = failure.empty() ? ResultStatus::passed : ResultStatus::failed;
       outcome.message = failure;
     }
-    if (outcome.status == ResultStatus::passed && !request.check_only && executor_.measures_time()) {
+    if (outcome.status == ResultStatus::passed && request.profile_forwards > 0) {
+      record_profile(*kernel, *plan, request, outcome);
+    } else if (outcome.status == ResultStatus::passed && !request.check_only &&
+               executor_.measures_time()) {
       measure_performance(*kernel, *plan, request, outcome);
     }
     outcome.details_json = merged_details(plan->details(), executor_.run_details());

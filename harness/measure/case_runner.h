@@ -30,6 +30,9 @@ struct CaseRequest {
   std::string dump_dir;          // dump every case's tensors here when set
   std::string failure_dump_dir;  // where a failing case dumps otherwise
   std::string repro;             // the command that reproduces the case, for repro.txt
+  // `attnbench profile`: after a passed check, this many pairs of a plain timed forward and a
+  // recorded one (executor.h profile_forward) instead of the timing; 0 for a run.
+  int profile_forwards = 0;
 };
 
 // What the device side measured; the parent adds ids, series key and derived throughput.
@@ -45,6 +48,8 @@ struct CaseOutcome {
   std::string details_json;  // Plan::details()
   std::string timer;         // how the samples were timed
   bool device_unusable = false;  // the worker must be replaced after this case
+  // Of a profile request: the recorded forward of median time, with the plain forwards' median.
+  std::optional<ForwardProfile> profile;
 };
 
 // Poison, run, compare; for deterministic kernels run again and demand identical bytes.
@@ -68,6 +73,10 @@ class CaseRunner {
   // synchronize on a GPU), measured once per worker with an empty plan: the median of
   // kOverheadProbeForwards.
   double timed_forward_overhead(KernelOutputs& outputs);
+  // A passed case's profile (request.profile_forwards): plain and recorded forwards interleaved,
+  // so drift (clocks, other load) reaches both alike.
+  void record_profile(const Kernel& kernel, Plan& plan, const CaseRequest& request,
+                      CaseOutcome& outcome);
   static constexpr int kOverheadProbeForwards = 21;
 
   DeviceExecutor& executor_;

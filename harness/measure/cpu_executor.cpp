@@ -1,4 +1,6 @@
 // The CPU executor: host buffers, the harness's tracking host allocator, the host clock.
+#include <omp.h>
+
 #include <chrono>
 
 #include "harness/measure/executor.h"
@@ -40,6 +42,21 @@ class CpuExecutor final : public DeviceExecutor {
       }
       return seconds;
     };
+  }
+
+  // The phases the kernel marks, on every OpenMP thread, around one forward timed as
+  // timed_forward times it.
+  Result<ForwardProfile> profile_forward(Plan& plan, KernelOutputs& outputs) override {
+    ForwardProfile profile;
+    profile.source = "phases";
+    PhaseRecording recording(omp_get_max_threads());
+    std::string error;
+    profile.start_ns = phase_clock_ns();
+    profile.forward_s = timed_forward(plan, outputs)(error);
+    profile.end_ns = phase_clock_ns();
+    if (profile.forward_s < 0) return Status::Error(error);
+    profile.activities = activities_from_phases(recording.by_thread());
+    return profile;
   }
 
   void annotate_sample(Sample&) override {}

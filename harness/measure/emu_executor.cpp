@@ -12,8 +12,10 @@
 
 #include "harness/measure/executor.h"
 #include "harness/measure/tracking_allocator.h"
+#include "kernels/cpu/phases.h"
 #include "kernels/emu/launch.h"
 #include "kernels/emu/sanitizer.h"
+#include "kernels/emu/symbol_names.h"
 
 namespace attnbench {
 namespace {
@@ -118,6 +120,33 @@ class EmuExecutor final : public DeviceExecutor {
   int count_launches(Plan&, KernelOutputs&, Status& status) override {
     status = Status::Error("the emulated device counts no launches");
     return -1;
+  }
+
+  // Each emulated launch of one checked run, named from the symbol table: which kernels a
+  // forward launches, in order. Its times are the emulator's, not a GPU's.
+  Result<ForwardProfile> profile_forward(Plan& plan, KernelOutputs& outputs) override {
+    std::vector<emu::LaunchRecord> launches;
+    stream_.recording = &launches;
+    ForwardProfile profile;
+    profile.source = "emulated launches";
+    profile.start_ns = phase_clock_ns();
+    const Status status = run_checked(plan, outputs);
+    profile.end_ns = phase_clock_ns();
+    stream_.recording = nullptr;
+    if (!status.ok) return status;
+    profile.forward_s = static_cast<double>(profile.end_ns - profile.start_ns) * 1e-9;
+    for (const emu::LaunchRecord& launch : launches) {
+      Activity activity;
+      activity.kind = ActivityKind::kernel;
+      const std::string symbol = emu::symbol_name(launch.kernel);
+      activity.detail = symbol.empty() ? "a kernel the symbol table does not name"
+                                       : demangled_name(symbol.c_str());
+      activity.name = symbol.empty() ? "kernel" : short_kernel_name(activity.detail);
+      activity.start_ns = launch.start_ns;
+      activity.end_ns = launch.end_ns;
+      profile.activities.push_back(std::move(activity));
+    }
+    return profile;
   }
   double energy_per_forward(Plan&, KernelOutputs&, Status& status) override {
     status = Status::Error("the emulated device measures no energy");

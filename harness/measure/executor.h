@@ -12,6 +12,7 @@
 
 #include "harness/measure/checker.h"
 #include "harness/measure/inputs.h"
+#include "harness/measure/profile.h"
 #include "harness/core/records.h"
 #include "harness/measure/timing.h"
 #include "kernels/kernel.h"
@@ -52,6 +53,11 @@ class DeviceExecutor {
   // Joules per forward from back-to-back forwards lasting at least kEnergyLoopSeconds; NaN when
   // the device has no energy counter.
   virtual double energy_per_forward(Plan& plan, KernelOutputs& outputs, Status& status) = 0;
+
+  // One forward recorded as activities (harness/measure/profile.h): the phases of a CPU kernel,
+  // CUPTI's activities on a GPU, the emulated launches; its forward_s as timed_forward times it.
+  // For `attnbench profile`, after the case's check; median_s is left for the caller.
+  virtual Result<ForwardProfile> profile_forward(Plan& plan, KernelOutputs& outputs) = 0;
 
   virtual std::string timer_name() const = 0;  // "host steady_clock", "cudaEvent (L2 flushed)"
 

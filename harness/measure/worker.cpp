@@ -105,7 +105,8 @@ std::string encode_request(const CaseRequest& r) {
               {"measure_energy", r.measure_energy},
               {"dump_dir", r.dump_dir},
               {"failure_dump_dir", r.failure_dump_dir},
-              {"repro", r.repro}});
+              {"repro", r.repro},
+              {"profile_forwards", r.profile_forwards}});
 }
 
 Result<CaseRequest> decode_request(const std::string& line) {
@@ -126,6 +127,7 @@ Result<CaseRequest> decode_request(const std::string& line) {
     r.dump_dir = j.at("dump_dir").get<std::string>();
     r.failure_dump_dir = j.at("failure_dump_dir").get<std::string>();
     r.repro = j.at("repro").get<std::string>();
+    r.profile_forwards = j.at("profile_forwards").get<int>();
   } catch (const std::exception& e) {
     return Status::Error(std::string("bad case request: ") + e.what());
   }
@@ -149,7 +151,8 @@ std::string encode_outcome(const CaseOutcome& o) {
               {"energy_j", number(o.energy_j)},
               {"details_json", o.details_json},
               {"timer", o.timer},
-              {"device_unusable", o.device_unusable}});
+              {"device_unusable", o.device_unusable},
+              {"profile", o.profile ? profile_to_json(*o.profile) : json(nullptr)}});
 }
 
 Result<CaseOutcome> decode_outcome(const std::string& line) {
@@ -185,6 +188,9 @@ Result<CaseOutcome> decode_outcome(const std::string& line) {
     o.details_json = j.at("details_json").get<std::string>();
     o.timer = j.at("timer").get<std::string>();
     o.device_unusable = j.at("device_unusable").get<bool>();
+    if (const json& profile = j.at("profile"); !profile.is_null()) {
+      o.profile = profile_from_json(profile);
+    }
   } catch (const std::exception& e) {
     return Status::Error(std::string("bad outcome from worker: ") + e.what());
   }

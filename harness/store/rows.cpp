@@ -201,6 +201,8 @@ constexpr auto kProfilePhaseFields = std::to_array<Field<ProfilePhaseRecord>>({
     value<&ProfilePhaseRecord::name>("name"),
     value<&ProfilePhaseRecord::count>("count"),
     value<&ProfilePhaseRecord::total_s>("total_s"),
+    value<&ProfilePhaseRecord::kind>("kind"),
+    value<&ProfilePhaseRecord::source>("source"),
     value<&ProfilePhaseRecord::share>("share"),
 });
 

@@ -58,10 +58,13 @@
 //     gate (failed|passed|nothing_measured) under fail_on (confirmed|suspected), its one
 //     sentence, and the groups a reader acts on (one per kernel and device model, each with its
 //     rows), in order, as JSON. { run_id, gate, fail_on, verdict, groups_json, analysed_at }
-//   profiles: one row per phase of a profiled forward (`attnbench profile`), rows of one forward
-//     sharing profile_id; name "gaps" holds the thread time no phase recorded; share is of
-//     forward_s x threads. { id, profile_id, profiled_at, kernel, shape, distribution, device,
-//       forward_s, median_s, threads, extra_memory_bytes, name, count, total_s, share }
+//   profiles: one row per name of a profiled forward's work (`attnbench profile`): a CPU
+//     kernel's phase, a GPU kernel, copy or fill (kind CHECKed: phase, kernel, memcpy, memset,
+//     gaps); rows of one forward share profile_id; kind "gaps" holds the track time no work
+//     covered; threads counts the tracks (threads on the CPU, streams on a GPU); share is of
+//     forward_s x threads; source says how it was recorded (phases, CUPTI).
+//     { id, profile_id, profiled_at, kernel, shape, distribution, device, forward_s, median_s,
+//       threads, extra_memory_bytes, name, count, total_s, share, kind, source }
 // ---- end of the current schema ---------------------------------------------------------------
 #include "harness/store/schema.h"
 
@@ -412,6 +415,14 @@ CREATE TABLE run_triage (
   groups_json TEXT NOT NULL CHECK (json_valid(groups_json)),
   analysed_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%SZ', 'now'))
 );
+)sql",
+    // Version 9: GPU profiles (issue 17, CUPTI): what each row's work is, and how the forward was
+    // recorded. Rows before it are CPU phases.
+    R"sql(
+ALTER TABLE profiles ADD COLUMN kind TEXT NOT NULL DEFAULT 'phase'
+  CHECK (kind IN ('phase', 'kernel', 'memcpy', 'memset', 'gaps'));
+ALTER TABLE profiles ADD COLUMN source TEXT NOT NULL DEFAULT 'phases';
+UPDATE profiles SET kind = 'gaps' WHERE name = 'gaps';
 )sql",
 };
 

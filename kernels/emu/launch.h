@@ -21,6 +21,16 @@ inline constexpr int kDefaultDynamicSharedBytes = 48 * 1024;
 inline constexpr int kMaxDynamicSharedBytesOptin = 227 * 1024;
 inline constexpr unsigned kMaxThreadsPerBlock = 1024;
 
+// One emulated launch as `attnbench profile` shows it: the kernel (its address; symbol_names.h
+// names it), its configuration and its start and end on the host's steady clock.
+struct LaunchRecord {
+  const void* kernel = nullptr;
+  Dim3 grid;
+  Dim3 block;
+  int64_t start_ns = 0;
+  int64_t end_ns = 0;
+};
+
 // What an emulated cudaStream_t points to. The executor makes one per case; each launch on it
 // draws its seed from (seed, launch number), so a forward's schedules are replayed by the seed.
 struct Stream {
@@ -30,6 +40,7 @@ struct Stream {
   std::vector<Allocation> global_memory;  // the case's buffers, for the bounds checks
   uint64_t schedule_hash = 0;             // of every launch since the seed was set
   std::string sanitizer_report;           // the whole text of the last report (sanitizer.h)
+  std::vector<LaunchRecord>* recording = nullptr;  // when set, each launch appends its record
 };
 
 // Runs `thread_body` as every thread of a grid now; `kernel` identifies the kernel for its

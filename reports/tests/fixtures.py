@@ -216,18 +216,22 @@ class Fixture:
         row.update(extra)
         return self._insert("alerts", row)
 
-    def profile(self, kernel, shape, profiled_at, phases, forward_s, median_s, threads=2):
-        """One stored profile (`attnbench profile`, schema 7): `phases` as (name, count, total_s)
-        with "gaps" among them; shares of their sum, as the profiler stores them. Its id."""
+    def profile(self, kernel, shape, profiled_at, phases, forward_s, median_s, threads=2,
+                source="phases", kind="phase", device="cpu"):
+        """One stored profile (`attnbench profile`, schema 9): `phases` as (name, count, total_s)
+        with "gaps" among them, each of `kind` but the gaps; shares of their sum, as the profiler
+        stores them. Its id."""
         profile_id = str(uuid.uuid4())
         whole = sum(total for _, _, total in phases)
         for name, count, total in phases:
             self._insert("profiles", {
                 "profile_id": profile_id, "profiled_at": timestamp(profiled_at), "kernel": kernel,
-                "shape": shape, "distribution": "normal", "device": "cpu",
+                "shape": shape, "distribution": "normal", "device": device,
                 "forward_s": forward_s, "median_s": median_s, "threads": threads,
                 "extra_memory_bytes": 1 << 20, "name": name,
-                "count": count, "total_s": total, "share": total / whole})
+                "count": count, "total_s": total, "share": total / whole,
+                **({"kind": "gaps" if name == "gaps" else kind, "source": source}
+                   if self.version >= 9 else {})})
         return profile_id
 
     def annotation(self, series_key, kind, reason, created, **extra):

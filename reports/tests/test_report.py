@@ -380,10 +380,31 @@ def test_profiles_show_the_newest_breakdown_of_each_kernel_and_shape(tmp_path, r
     assert row[3].value == pytest.approx(forward_s, rel=1e-12)
     whole = sum(total for _, _, total in newest)
     assert row[6].value == 1 << 20
+    assert row[7].text == "–", "a CPU kernel's phases launch nothing"
     for name, _, total in newest:
-        assert f"{name} {100 * total / whole:.1f} %" in row[7].text
+        assert f"{name} {100 * total / whole:.1f} %" in row[8].text
     assert "img/profiles.png" in index.images
     check_images(out, {"index": index})
+
+
+def test_a_gpu_profile_shows_its_launches_and_streams(tmp_path, rng):
+    """A forward CUPTI recorded on a GPU: its kernels' launches summed, on its streams."""
+    db = tmp_path / "gpu-profile.sqlite"
+    fixture = fixtures.Fixture(db)
+    fixture.run(fixtures.START, suite="masking")
+    shape = "b=8,hq=16,hkv=16,sq=1024,sk=1024,d=64,dtype=bf16,mask=causal"
+    counts = [rng.randrange(1, 4) for _ in range(4)]
+    kernels = [(name, count, rng.uniform(1e-5, 1e-4)) for name, count in
+               zip(("scores_kernel", "mask_copy_kernel", "softmax_kernel", "output_kernel"), counts)]
+    fixture.profile("cuda.masked_outofplace", shape, fixtures.START, kernels + [("gaps", 0, 1e-6)],
+                    4e-4, 4e-4, threads=1, source="CUPTI", kind="kernel", device="NVIDIA H200")
+    fixture.close()
+    out = tmp_path / "report"
+    build(db, out)
+    row = Page(out / "index.html").rows("profile-phases")[0]
+    assert row[5].text == "1 stream"
+    assert row[7].value == sum(counts)
+    assert "mask_copy_kernel" in row[8].text
 
 
 # ---- the detector's stored judgement is the one truth (issue 12) -----------------------------

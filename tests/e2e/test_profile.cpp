@@ -1,10 +1,11 @@
 // `attnbench profile` as a user runs it (issue 17, "Must show" in CI): the issue's command on
 // cpu.naive and cpu.flash writes a trace that loads, with each thread's phases, and stores a
 // breakdown per kernel whose shares sum to 100 %; the recorded forward agrees with the timed
-// median within 10 %; GPU kernels are named, not profiled; and the masking study's CPU finding
+// median within 10 %; a kernel no selected device runs is named, not profiled; on the emulated
+// device the trace holds each CUDA kernel's launches by name; and the masking study's CPU finding
 // holds: the mask's thread time is largest out of place, smaller in place, absent fused, and out of
-// place takes the most memory. These
-// tests run alone (RUN_SERIAL): other tests' load would blur the timings they compare.
+// place takes the most memory. These tests run alone (RUN_SERIAL): other tests' load would blur the
+// timings they compare.
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -112,16 +113,61 @@ TEST(Profile, TheFp8KernelsPhasesIncludeTheirQuantization) {
   }
 }
 
-TEST(Profile, GpuKernelsAreNamedAndNotProfiled) {
+TEST(Profile, AKernelNoSelectedDeviceRunsIsNamedAndNotProfiled) {
   const ScratchDirectory dir("attnbench_profile_gpu");
   const CommandResult profiled = attnbench(
       "profile --kernels cuda.flash2,cpu.flash --shape b=1,hq=2,s=128,d=64,dtype=bf16 --timed 1 "
-      "--db " +
+      "--devices cpu --db " +
       dir.file("p.sqlite"));
   EXPECT_EQ(profiled.exit_code, 0) << profiled.output;
-  EXPECT_NE(profiled.output.find("cuda.flash2 [cuda]: not profiled"), std::string::npos)
+  EXPECT_NE(profiled.output.find("cuda.flash2: not profiled: no selected device runs it"),
+            std::string::npos)
       << profiled.output;
   EXPECT_NE(profiled.output.find("1 profiled"), std::string::npos) << profiled.output;
+}
+
+// The masking study's kernels on the emulated device: the CUDA kernels' own source, launched as a
+// GPU would launch them, named from the binary's symbols. Out of place and in place launch 4
+// kernels (scores, the mask, softmax, output), fused 3 (no mask kernel), flash2 1: what CUDA graph
+// capture counted on an H200 (ci/gpu-runs/2026-12-04-h200-4053b3f.md). A kernel that fails its
+// check is not profiled.
+TEST(Profile, OnTheEmulatedDeviceTheTraceHoldsEachLaunchByName) {
+  const ScratchDirectory dir("attnbench_profile_emu");
+  const std::string trace = dir.file("emu.json"), db = dir.file("emu.sqlite");
+  const CommandResult profiled = attnbench(
+      "profile --kernels cuda.masked_outofplace,cuda.masked_inplace,cuda.masked_fused,cuda.flash2 "
+      "--shape b=1,hq=2,s=96,d=64,dtype=bf16,mask=causal --devices emu --trace " +
+      trace + " --db " + db);
+  ASSERT_EQ(profiled.exit_code, 0) << profiled.output;
+  std::printf("%s", profiled.output.c_str());
+  std::ifstream file(trace);
+  const nlohmann::json document = nlohmann::json::parse(file, nullptr, false);
+  ASSERT_FALSE(document.is_discarded()) << "the trace is not JSON";
+  std::map<std::string, std::vector<std::string>> launches;  // kernel -> its launches in order
+  std::map<int, std::string> process_kernel;
+  for (const nlohmann::json& event : document.at("traceEvents")) {
+    if (event.at("ph") == "M" && event.at("name") == "process_name") {
+      const std::string title = event.at("args").at("name");
+      process_kernel[event.at("pid")] = title.substr(0, title.find(' '));
+    }
+  }
+  for (const nlohmann::json& event : document.at("traceEvents")) {
+    if (event.at("ph") == "X" && event.at("cat") == "kernel") {
+      launches[process_kernel.at(event.at("pid"))].push_back(event.at("name"));
+    }
+  }
+  using Names = std::vector<std::string>;
+  EXPECT_EQ(launches["cuda.masked_outofplace"],
+            (Names{"scores_kernel", "mask_copy_kernel", "softmax_kernel", "output_kernel"}));
+  EXPECT_EQ(launches["cuda.masked_inplace"],
+            (Names{"scores_kernel", "mask_fill_kernel", "softmax_kernel", "output_kernel"}));
+  EXPECT_EQ(launches["cuda.masked_fused"],
+            (Names{"scores_kernel", "softmax_kernel", "output_kernel"}));
+  EXPECT_EQ(launches["cuda.flash2"], (Names{"flash2_forward"}));
+  EXPECT_NE(profiled.output.find("launches: 4"), std::string::npos) << profiled.output;
+  EXPECT_NE(profiled.output.find("not stored: the emulated device's times are the emulator's"),
+            std::string::npos);
+  EXPECT_TRUE(stored_profiles(db).empty()) << "emulated times are never stored";
 }
 
 TEST(Profile, TheMaskingStudysCpuFindingHoldsOutOfPlaceThenInPlaceThenFused) {

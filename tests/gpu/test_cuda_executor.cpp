@@ -5,6 +5,7 @@
 // energy, health.
 // CudaHost.* (label cpu) run everywhere: discovery and the executor without a GPU, the NVML
 // reason decoder, UUID text, version capture.
+#include <cupti.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -14,6 +15,7 @@
 
 #include "harness/measure/cuda/cuda_calibrate.h"
 #include "harness/measure/cuda/cuda_devices.h"
+#include "harness/measure/cuda/cupti_trace.h"
 #include "harness/measure/cuda/nvml.h"
 #include "harness/measure/executor.h"
 #include "harness/measure/timing.h"
@@ -165,6 +167,37 @@ TEST_F(CudaDevice, LaunchCountOfOneKernelIsOne) {
   EXPECT_EQ(std::memcmp(outputs.out.data(), inputs_.q_buffer.data(), outputs.out.bytes()), 0);
 }
 
+// `attnbench profile` on a GPU: CUPTI records the forward's one kernel, named as the breakdown
+// shows it, on the executor's stream, inside the host's start and end; the runtime call that
+// launched it carries the same correlation id; the event-timed forward is the breakdown's time.
+TEST_F(CudaDevice, AProfiledForwardHoldsItsKernelAndTheCallThatLaunchedIt) {
+  auto copy = plan(Forward::copy_query);
+  KernelOutputs outputs = make_outputs(inputs_, false);
+  // A GPU host without libcupti fails here rather than skips: gpu-check judges this test.
+  Result<ForwardProfile> profile = executor_->profile_forward(*copy, outputs);
+  ASSERT_TRUE(profile) << profile.status().message;
+  EXPECT_EQ(profile->source, "CUPTI");
+  EXPECT_GT(profile->forward_s, 0.0);
+  std::vector<const Activity*> kernels, launches;
+  for (const Activity& activity : profile->activities) {
+    if (activity.kind == ActivityKind::kernel) kernels.push_back(&activity);
+    if (activity.kind == ActivityKind::runtime && activity.name.rfind("cudaLaunchKernel", 0) == 0) {
+      launches.push_back(&activity);
+    }
+  }
+  ASSERT_EQ(kernels.size(), 1u) << "the L2 flush before the recording is not in it";
+  EXPECT_EQ(kernels[0]->name, "copy_rows_kernel");
+  EXPECT_GE(kernels[0]->start_ns, profile->start_ns);
+  EXPECT_LE(kernels[0]->end_ns, profile->end_ns);
+  ASSERT_EQ(launches.size(), 1u);
+  EXPECT_EQ(launches[0]->correlation, kernels[0]->correlation);
+  const ProfileBreakdown breakdown = breakdown_of(*profile);
+  EXPECT_EQ(breakdown.tracks, 1);
+  EXPECT_EQ(breakdown.phases.front().name, "copy_rows_kernel");
+  // The output the recorded forward wrote is the kernel's.
+  EXPECT_EQ(std::memcmp(outputs.out.data(), inputs_.q_buffer.data(), outputs.out.bytes()), 0);
+}
+
 TEST_F(CudaDevice, ScratchHighWaterMarkIsMeasured) {
   constexpr size_t kScratchBytes = size_t{3} << 20;
   executor_->reset_scratch_peak();
@@ -289,6 +322,78 @@ TEST(CudaHost, VersionsAreRecordedWithOrWithoutDriver) {
   EXPECT_FALSE(env.cuda_runtime.empty());
   EXPECT_FALSE(env.cuda_driver.empty());
   EXPECT_EQ(env.cublas.rfind("cuBLASLt ", 0), 0u) << env.cublas;
+}
+
+// CUPTI's records as the profile reads them, built by hand (no GPU): a kernel by its demangled
+// short name on its stream, copies by direction, fills, runtime calls by callback name with the
+// correlation id of their work; other kinds are left out.
+TEST(CudaHost, CuptiRecordsBecomeActivities) {
+  std::mt19937_64 rng(fresh_seed());
+  const uint64_t start = rng() >> 8;
+  const auto runtime_name = [](uint32_t cbid) { return "call " + std::to_string(cbid); };
+  Activity activity;
+
+  CUpti_ActivityKernel10 kernel{};
+  kernel.kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
+  kernel.name = "_ZN9attnbench6detail14softmax_kernelEPKfPf";
+  kernel.start = start;
+  kernel.end = start + 1234;
+  kernel.streamId = 7;
+  kernel.correlationId = 99;
+  ASSERT_TRUE(activity_from_record(&kernel, runtime_name, activity));
+  EXPECT_EQ(activity.kind, ActivityKind::kernel);
+  EXPECT_EQ(activity.name, "softmax_kernel");
+  EXPECT_EQ(activity.detail, "attnbench::detail::softmax_kernel(float const*, float*)");
+  EXPECT_EQ(activity.track, 7);
+  EXPECT_EQ(activity.end_ns - activity.start_ns, 1234);
+  EXPECT_EQ(activity.correlation, 99);
+
+  CUpti_ActivityMemcpy6 copy{};
+  copy.kind = CUPTI_ACTIVITY_KIND_MEMCPY;
+  copy.copyKind = CUPTI_ACTIVITY_MEMCPY_KIND_DTOD;
+  copy.bytes = 4096;
+  copy.start = start;
+  copy.end = start + 10;
+  copy.streamId = 7;
+  ASSERT_TRUE(activity_from_record(&copy, runtime_name, activity));
+  EXPECT_EQ(activity.kind, ActivityKind::memcpy);
+  EXPECT_EQ(activity.name, "memcpy DtoD");
+  EXPECT_EQ(activity.detail, "4096 bytes");
+
+  CUpti_ActivityMemset4 fill{};
+  fill.kind = CUPTI_ACTIVITY_KIND_MEMSET;
+  fill.bytes = 64;
+  fill.streamId = 3;
+  ASSERT_TRUE(activity_from_record(&fill, runtime_name, activity));
+  EXPECT_EQ(activity.kind, ActivityKind::memset);
+  EXPECT_EQ(activity.track, 3);
+
+  CUpti_ActivityAPI call{};
+  call.kind = CUPTI_ACTIVITY_KIND_RUNTIME;
+  call.cbid = 211;
+  call.threadId = 4242;
+  call.correlationId = 99;
+  ASSERT_TRUE(activity_from_record(&call, runtime_name, activity));
+  EXPECT_EQ(activity.kind, ActivityKind::runtime);
+  EXPECT_EQ(activity.name, "call 211");
+  EXPECT_EQ(activity.track, 4242) << "stop() numbers host threads; the record keeps the OS id";
+  EXPECT_EQ(activity.correlation, 99);
+
+  CUpti_Activity other{};
+  other.kind = CUPTI_ACTIVITY_KIND_OVERHEAD;
+  EXPECT_FALSE(activity_from_record(&other, runtime_name, activity));
+}
+
+// Where libcupti loads (a toolkit on the library path) the trace opens; elsewhere it says why,
+// naming CUPTI.
+TEST(CudaHost, CuptiLoadsOrSaysWhy) {
+  std::string reason;
+  const std::unique_ptr<CuptiTrace> trace = CuptiTrace::load(reason);
+  if (trace) {
+    EXPECT_TRUE(reason.empty());
+  } else {
+    EXPECT_EQ(reason.rfind("CUPTI", 0), 0u) << reason;
+  }
 }
 
 TEST(CudaHost, MissingNvmlIsExplained) {

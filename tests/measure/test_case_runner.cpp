@@ -62,6 +62,9 @@ class FailingParts final : public DeviceExecutor {
     if (!energy_silent_) return inner_->energy_per_forward(plan, outputs, status);
     return kNotMeasured;  // neither a value nor a reason
   }
+  Result<ForwardProfile> profile_forward(Plan& plan, KernelOutputs& outputs) override {
+    return inner_->profile_forward(plan, outputs);
+  }
   std::string timer_name() const override { return "test timer \"quoted\""; }
   Backend backend() const override { return inner_->backend(); }
 

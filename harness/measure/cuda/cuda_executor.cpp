@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "harness/measure/cuda/cuda_devices.h"
+#include "harness/measure/cuda/cupti_trace.h"
 #include "harness/measure/cuda/device_allocator.h"
 #include "harness/measure/cuda/device_memory.h"
 #include "harness/measure/cuda/l2_flush.h"
@@ -207,6 +208,22 @@ class CudaExecutor final : public DeviceExecutor {
     };
   }
 
+  // CUPTI's activities of one forward timed as timed_forward times it: the L2 flushed first, and
+  // waited for, so the flush stays out of the recording.
+  Result<ForwardProfile> profile_forward(Plan& plan, KernelOutputs& outputs) override {
+    if (!cupti_ && cupti_absence_.empty()) cupti_ = CuptiTrace::load(cupti_absence_);
+    if (!cupti_) return Status::Error(cupti_absence_);
+    ForwardProfile profile;
+    profile.source = "CUPTI";
+    Status status = prepare_outputs(outputs);
+    if (status.ok) status = record_forward(plan, device_params(outputs), profile);
+    if (!status.ok) {
+      probe_health();
+      return status;
+    }
+    return profile;
+  }
+
   // Read right after the repetition's last forward, while the clocks still describe it.
   void annotate_sample(Sample& sample) override {
     if (nvml_device_ == nullptr) return;
@@ -336,6 +353,11 @@ class CudaExecutor final : public DeviceExecutor {
   Status time_one_forward(Plan& plan, const AttentionParams& params, double& seconds) {
     if (!healthy_) return unhealthy_error();
     if (Status s = flush_l2_by_reading(flush_.data(), flush_.bytes(), stream_); !s.ok) return s;
+    return forward_between_events(plan, params, seconds);
+  }
+
+  // One forward between the two events, waited for: its seconds as the events measure them.
+  Status forward_between_events(Plan& plan, const AttentionParams& params, double& seconds) {
     ATTNBENCH_CUDA_TRY(cudaEventRecord(start_, stream_));
     if (Status s = plan.run(params); !s.ok) return s;
     ATTNBENCH_CUDA_TRY(cudaGetLastError());
@@ -344,6 +366,25 @@ class CudaExecutor final : public DeviceExecutor {
     float milliseconds = 0;
     ATTNBENCH_CUDA_TRY(cudaEventElapsedTime(&milliseconds, start_, stop_));
     seconds = milliseconds * kSecondsPerMillisecond;
+    return Status::Ok();
+  }
+
+  Status record_forward(Plan& plan, const AttentionParams& params, ForwardProfile& profile) {
+    if (!healthy_) return unhealthy_error();
+    if (Status s = flush_l2_by_reading(flush_.data(), flush_.bytes(), stream_); !s.ok) return s;
+    ATTNBENCH_CUDA_TRY(cudaStreamSynchronize(stream_));
+    if (Status s = cupti_->start(); !s.ok) return s;
+    const Result<int64_t> start = cupti_->timestamp();
+    const Status ran = forward_between_events(plan, params, profile.forward_s);
+    const Result<int64_t> end = cupti_->timestamp();
+    Result<std::vector<Activity>> activities = cupti_->stop();  // whatever the forward did
+    if (!ran.ok) return ran;
+    if (!start) return start.status();
+    if (!end) return end.status();
+    if (!activities) return activities.status();
+    profile.start_ns = *start;
+    profile.end_ns = *end;
+    profile.activities = std::move(*activities);
     return Status::Ok();
   }
 
@@ -428,6 +469,8 @@ class CudaExecutor final : public DeviceExecutor {
   std::unique_ptr<Nvml> nvml_;
   NvmlDevice nvml_device_ = nullptr;
   std::string nvml_absence_;
+  std::unique_ptr<CuptiTrace> cupti_;  // opened by the first profiled forward
+  std::string cupti_absence_;
   bool healthy_ = true;
 };
 
