@@ -1,6 +1,7 @@
 // An out-of-tree attnbench kernel: online-softmax attention on the CPU, one query row at a
 // time, fp32 in and out. It shows the whole plugin ABI: the support table, a plan that takes
-// its scratch from attnbench (so attnbench measures it), and one-line errors.
+// its scratch from attnbench (so attnbench measures it), one-line errors, and the phases
+// `attnbench profile` shows (ABI 2).
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -19,6 +20,11 @@ struct ExamplePlan {
   attnbench_plan_context context;
   float* row = nullptr;  // one row of scores: scratch from attnbench's allocator
 };
+
+// Marks where the forward's time goes, for `attnbench profile` (free outside a profile).
+void phase(const ExamplePlan& plan, const char* name) {
+  if (plan.context.phase != nullptr) plan.context.phase(plan.context.phase_host, name);
+}
 
 // Keys query `i` of batch `b` may see: [first, last).
 void visible_keys(const attnbench_params& p, int b, int i, int& first, int& last) {
@@ -54,7 +60,8 @@ int make_plan(void*, const attnbench_params* shape, const attnbench_plan_context
 
 int run(attnbench_plan* opaque, const attnbench_params* params, char* error, size_t error_size) {
   const attnbench_params& p = *params;
-  float* row = reinterpret_cast<ExamplePlan*>(opaque)->row;
+  const ExamplePlan& plan = *reinterpret_cast<ExamplePlan*>(opaque);
+  float* row = plan.row;
   if (p.input_dtype != ATTNBENCH_DTYPE_FP32) {
     std::snprintf(error, error_size, "dtype %d is outside the table (fp32)", p.input_dtype);
     return 1;
@@ -72,6 +79,7 @@ int run(attnbench_plan* opaque, const attnbench_params* params, char* error, siz
         int first = 0, last = 0;
         visible_keys(p, b, i, first, last);
         float max_score = -std::numeric_limits<float>::infinity();
+        phase(plan, "scores");
         for (int j = first; j < last; ++j) {
           const float* k_row = k + b * p.k_batch_stride + j * p.k_row_stride + kv_head * p.k_head_stride;
           float dot = 0;
@@ -79,8 +87,10 @@ int run(attnbench_plan* opaque, const attnbench_params* params, char* error, siz
           row[j] = dot * p.scale;
           max_score = std::max(max_score, row[j]);
         }
+        phase(plan, "softmax");
         double sum = 0;
         for (int j = first; j < last; ++j) sum += row[j] = std::exp(row[j] - max_score);
+        phase(plan, "output");
         for (int d = 0; d < p.head_dim_v; ++d) o[d] = 0;
         for (int j = first; j < last; ++j) {
           const float* v_row = v + b * p.v_batch_stride + j * p.v_row_stride + kv_head * p.v_head_stride;
@@ -96,6 +106,7 @@ int run(attnbench_plan* opaque, const attnbench_params* params, char* error, siz
       }
     }
   }
+  phase(plan, nullptr);
   return 0;
 }
 

@@ -451,6 +451,7 @@ Subcommand add_profile_command(CLI::App& app, CommonOptions& common) {
   profile->add_option("--suite,-s", o.suite, "Suite name or path to a .toml file");
   profile->add_option("--shape", o.shapes, "Ad-hoc problem (repeatable)");
   profile->add_option("--kernels,-k", options->kernels, "Kernel names or globs, comma-separated");
+  profile->add_option("--plugin", o.plugins, "As `run --plugin` (repeatable)");
   profile->add_option("--filter", o.filter, "Regex on case names kernel/shape/dist");
   profile->add_option("--dist", o.distribution,
                       "Input distribution for --shape: " + accepted_distribution_names());

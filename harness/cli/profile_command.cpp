@@ -37,7 +37,9 @@ Result<ProfileSelection> select_cases(const ProfileOptions& options) {
       selection_suite(options.suite, options.shapes, options.distribution, {},
                       "nothing to profile: give --suite NAME|FILE or --shape ...");
   if (!suite) return suite.status();
-  if (Status s = load_selected_kernels(*suite, options.kernel_globs, {}); !s) return s;
+  if (Status s = load_selected_kernels(*suite, options.kernel_globs, options.plugins); !s) {
+    return s;
+  }
   const Result<std::optional<std::regex>> filter = parse_case_filter(options.filter);
   if (!filter) return filter.status();
   Result<std::vector<Device>> devices = select_devices(options.devices, discover_devices());
@@ -99,9 +101,13 @@ void print_profile(const ForwardProfile& profile, const ProfileBreakdown& breakd
   } else {
     out << "; the emulator's time, not a GPU's";
   }
-  std::snprintf(line, sizeof line, "; extra memory %.1f MiB\n",
-                static_cast<double>(extra_memory_bytes) / (1 << 20));
-  out << line;
+  if (extra_memory_bytes < 0) {
+    out << "; extra memory unknown (the kernel's memory bypasses attnbench's allocator)\n";
+  } else {
+    std::snprintf(line, sizeof line, "; extra memory %.1f MiB\n",
+                  static_cast<double>(extra_memory_bytes) / (1 << 20));
+    out << line;
+  }
   if (!phases) {
     const auto launches =
         std::count_if(profile.activities.begin(), profile.activities.end(),

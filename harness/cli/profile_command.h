@@ -17,6 +17,7 @@ struct ProfileOptions {
   std::string suite;
   std::vector<std::string> shapes;
   std::vector<std::string> kernel_globs;
+  std::vector<std::string> plugins;  // --plugin: shared libraries of kernels, as `run` loads them
   std::string filter;
   std::string distribution = "normal";  // for --shape
   std::string trace_path;               // --trace: the Chrome trace JSON

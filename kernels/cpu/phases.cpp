@@ -10,6 +10,9 @@ namespace attnbench {
 namespace {
 
 std::atomic<PhaseRecording*> g_recording{nullptr};
+// Counts recordings, so a phase marked under one is never closed into the next (which may live
+// at the same address).
+std::atomic<uint64_t> g_recordings{0};
 
 }  // namespace
 
@@ -26,6 +29,7 @@ PhaseRecording::PhaseRecording(int threads)
     : threads_(static_cast<size_t>(threads > 0 ? threads : 1)) {
   for (ThreadEvents& thread : threads_) thread.events.reserve(kReservedEvents);
   PhaseRecording* expected = nullptr;
+  g_recordings.fetch_add(1);
   if (!g_recording.compare_exchange_strong(expected, this)) {
     throw std::logic_error("PhaseRecording: another recording is already installed");
   }
@@ -64,6 +68,35 @@ void PhaseScope::next(const char* phase) {
   recording_->record(omp_get_thread_num(), PhaseEvent{phase_, start_ns_, phase_clock_ns()});
   phase_ = phase;
   start_ns_ = phase_clock_ns();  // after the append: its cost is nobody's phase
+}
+
+namespace {
+
+// The phase mark_phase started on this thread, and under which recording (g_recordings' count).
+struct MarkedPhase {
+  uint64_t recording = 0;
+  const char* phase = nullptr;
+  int64_t start_ns = 0;
+};
+thread_local MarkedPhase t_marked;
+
+}  // namespace
+
+void mark_phase(const char* phase) {
+  PhaseRecording* recording = g_recording.load(std::memory_order_relaxed);
+  MarkedPhase& marked = t_marked;
+  if (recording == nullptr) {
+    marked.phase = nullptr;
+    return;
+  }
+  const uint64_t current = g_recordings.load(std::memory_order_relaxed);
+  if (marked.phase != nullptr && marked.recording == current) {
+    recording->record(omp_get_thread_num(),
+                      PhaseEvent{marked.phase, marked.start_ns, phase_clock_ns()});
+  }
+  marked.recording = current;
+  marked.phase = phase;
+  if (phase != nullptr) marked.start_ns = phase_clock_ns();
 }
 
 }  // namespace attnbench

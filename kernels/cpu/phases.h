@@ -42,6 +42,12 @@ class PhaseRecording {
   std::vector<ThreadEvents> threads_;
 };
 
+// A phase marked by calls rather than by a scope, for kernels from outside the build (the plugin
+// ABI's phase callback, which Python kernels reach through attnbench_bridge.phase): starts
+// `phase` on the calling thread, ending the phase this thread marked before; null only ends it.
+// Outside a recording it is one relaxed atomic load. The name must outlive the recording.
+void mark_phase(const char* phase);
+
 // One phase from construction to destruction, or to next(), which ends it and starts another (a
 // next() to the phase already running changes nothing).
 class PhaseScope {

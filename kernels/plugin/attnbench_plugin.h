@@ -21,7 +21,8 @@
  *  - A query row with no visible key outputs zeros (and LSE -inf).
  *  - Error messages are one line, written into `error` (error_size bytes, NUL-terminated).
  *
- * Version history: 1 (attnbench issue 13) — the first.
+ * Version history: 1 (attnbench issue 13) — the first; 2 (issue 17) — the plan context's phase
+ * callback. attnbench accepts plugins of either version.
  */
 #ifndef ATTNBENCH_PLUGIN_H_
 #define ATTNBENCH_PLUGIN_H_
@@ -33,7 +34,7 @@
 extern "C" {
 #endif
 
-#define ATTNBENCH_PLUGIN_ABI_VERSION 1
+#define ATTNBENCH_PLUGIN_ABI_VERSION 2
 
 /* Element types, masks and layouts, numbered as attnbench numbers them. */
 typedef enum {
@@ -86,6 +87,13 @@ typedef struct {
   void* allocator;
   void* stream; /* cudaStream_t for CUDA kernels; null for CPU kernels */
   int32_t device; /* CUDA device ordinal; -1 for the CPU */
+  /* Since ABI 2. Where a CPU forward spends its time, for `attnbench profile`:
+   * phase(phase_host, "scores") starts the phase "scores" on the calling thread, ending the one
+   * it started before; phase(phase_host, NULL) ends it (attnbench ends it after run returns too).
+   * Outside a profile a call costs one load and a branch. Names must stay valid while the plan
+   * lives; attnbench's own use scores, mask, softmax, output, convert. */
+  void (*phase)(void* phase_host, const char* name);
+  void* phase_host;
 } attnbench_plan_context;
 
 typedef struct {

@@ -7,6 +7,8 @@
 #include <filesystem>
 #include <optional>
 
+#include "kernels/cpu/phases.h"
+
 namespace attnbench {
 namespace {
 
@@ -140,6 +142,8 @@ void* allocate_scratch(void* allocator, size_t bytes) {
 void deallocate_scratch(void* allocator, void* pointer) {
   static_cast<ScratchAllocator*>(allocator)->deallocate(pointer);
 }
+// The context's phase callback (ABI 2): the phases a profile records (kernels/cpu/phases.h).
+void mark_abi_phase(void*, const char* name) { mark_phase(name); }
 
 class AbiPlan final : public Plan {
  public:
@@ -152,7 +156,9 @@ class AbiPlan final : public Plan {
   Status run(const AttentionParams& params) override {
     const attnbench_params arguments = to_abi(params);
     char error[1024] = "";
-    if (described_.run(plan_, &arguments, error, sizeof error) != 0) {
+    const int failed = described_.run(plan_, &arguments, error, sizeof error);
+    mark_phase(nullptr);  // a phase the plugin left open ends with its forward
+    if (failed != 0) {
       error[sizeof error - 1] = '\0';
       return Status::Error(reason_or(error, std::string(described_.name) + ": run failed and gave no reason"));
     }
@@ -208,7 +214,8 @@ Result<Kernel> wrap_abi_kernel(const attnbench_kernel& described, std::string or
       -> Result<std::unique_ptr<Plan>> {
     const attnbench_params shape = to_abi(shape_params(problem));
     const attnbench_plan_context abi_context{allocate_scratch, deallocate_scratch, &context.scratch,
-                                             context.stream, context.device};
+                                             context.stream, context.device, mark_abi_phase,
+                                             nullptr};
     attnbench_plan* plan = nullptr;
     char error[1024] = "";
     if (described.make_plan(described.kernel_data, &shape, &abi_context, &plan, error, sizeof error) != 0 || plan == nullptr) {
@@ -238,9 +245,11 @@ Result<std::vector<Kernel>> load_plugin_kernels(const std::string& path) {
   }
   const attnbench_plugin* plugin = entry();
   if (plugin == nullptr) return Status::Error(where + ": " ATTNBENCH_PLUGIN_ENTRY_SYMBOL "() returned null");
-  if (plugin->abi_version != ATTNBENCH_PLUGIN_ABI_VERSION) {
+  // Version 2 only appended the context's phase callback: a version-1 plugin reads the context's
+  // first fields, which are unchanged.
+  if (plugin->abi_version < 1 || plugin->abi_version > ATTNBENCH_PLUGIN_ABI_VERSION) {
     return Status::Error(where + ": plugin ABI version " + std::to_string(plugin->abi_version) +
-                         ", this attnbench accepts " + std::to_string(ATTNBENCH_PLUGIN_ABI_VERSION) +
+                         ", this attnbench accepts 1 to " + std::to_string(ATTNBENCH_PLUGIN_ABI_VERSION) +
                          "; rebuild the plugin against this attnbench's kernels/plugin/attnbench_plugin.h");
   }
   if (plugin->kernel_count <= 0 || plugin->kernels == nullptr) {

@@ -14,6 +14,10 @@ seqlen_q) float32 LSE to fill when the table says returns_lse, `problem.key_leng
 padding mask's valid keys per batch (int32), and `problem.cache` a dict the kernel may keep
 anything in for the next calls of the same plan.
 
+A kernel may mark where its time goes for `attnbench profile` with attnbench_bridge.phase("scores"),
+phase("softmax"), ... (None ends the phase); on the CPU the profile shows them as it shows
+attnbench's own kernels' phases.
+
 Errors come back to attnbench as one line: the exception's last traceback line and where it was
 raised, so a kernel that raises fails its case and nothing else in the run is lost.
 """
@@ -46,6 +50,20 @@ TABLE_KEYS = {
     "notes": "one line",
     "refuse": "optional function(problem) -> None or the reason this problem is declined",
 }
+
+try:
+    from _attnbench_native import phase as _native_phase  # made by bridge.cpp inside attnbench
+except ImportError:  # imported outside attnbench
+    _native_phase = None
+
+
+def phase(name):
+    """Starts the phase `name` of the running forward on the calling thread, ending the one
+    before; None ends it (attnbench ends it after the forward too). Recorded only while
+    `attnbench profile` records a CPU forward; otherwise it costs a call."""
+    if _native_phase is not None:
+        _native_phase(name)
+
 
 ITEMSIZE = {"fp32": 4, "fp16": 2, "bf16": 2, "e4m3": 1, "e5m2": 1}
 DTYPE_NAMES = ["fp32", "fp16", "bf16", "e4m3", "e5m2"]  # attnbench's numbering

@@ -14,6 +14,9 @@ Masks: PyTorch's is_causal is top-left (attnbench's causal); causal_br, window a
 as an explicit boolean mask, built once per plan. A row with no visible key comes out NaN from
 PyTorch; attnbench's convention is zeros, so where a mask leaves such rows (only causal_br with
 seqlen_q > seqlen_k, or a window) they are zeroed after the forward, inside the timed region.
+On the CPU each forward marks its phases for `attnbench profile` (attnbench_bridge.phase): the
+naive paths scores, mask, softmax, output and copy; the fused ones sdpa and copy. On a GPU CUPTI
+sees their kernels instead, so nothing is marked there.
 GQA goes through enable_gqa (the naive paths expand k and v, as a naive model does). Layouts are
 strides: the kernels see attnbench's (batch, seqlen, heads, dim) views and pass torch their
 (batch, heads, seqlen, dim) transposes, which are views too; the copy of the result into
@@ -23,6 +26,12 @@ attnbench's output buffer is part of the timed forward.
 import warnings
 
 import torch
+
+try:
+    from attnbench_bridge import phase
+except ImportError:  # imported outside attnbench
+    def phase(name):
+        pass
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
@@ -79,6 +88,15 @@ def _masks(problem, device):
     return problem.cache["visible"], problem.cache["empty"]
 
 
+def _no_phase(name):
+    pass
+
+
+def _phases(tensor):
+    """phase on the CPU; a no-op on a GPU, whose work CUPTI records."""
+    return phase if tensor.device.type == "cpu" else _no_phase
+
+
 def _write(out, result_bhsd, empty):
     if empty is not None:
         result_bhsd = result_bhsd.masked_fill(empty, 0)
@@ -98,10 +116,14 @@ def _named(function, name):
 
 def _sdpa_peer(backend):
     def forward(q, k, v, out, problem):
+        mark = _phases(q)
         visible, empty = _masks(problem, q.device)
+        mark("sdpa")
         with sdpa_kernel(backend):
             result = _sdpa(q, k, v, problem, visible)
+        mark("copy")
         _write(out, result, empty)
+        mark(None)
 
     def refuse(problem):
         """PyTorch's reason when `backend` declines this problem: a probe at batch 1, one KV head."""
@@ -155,6 +177,7 @@ def _scores_fp32(qh, kh):
 
 def _naive(in_place):
     def forward(q, k, v, out, problem):
+        mark = _phases(q)
         visible, empty = _masks(problem, q.device)
         if problem.mask == "causal":
             if "causal" not in problem.cache:
@@ -165,14 +188,21 @@ def _naive(in_place):
         qh, kh, vh = _bhsd(q), _bhsd(k), _bhsd(v)
         if group > 1:
             kh, vh = kh.repeat_interleave(group, dim=1), vh.repeat_interleave(group, dim=1)
+        mark("scores")
         scores = _scores_fp32(qh, kh).mul_(problem.scale)
         if visible is not None:
+            mark("mask")
             if in_place:
                 scores.masked_fill_(~visible, float("-inf"))
             else:
                 scores = scores.masked_fill(~visible, float("-inf"))
+        mark("softmax")
         weights = torch.softmax(scores, dim=-1).to(vh.dtype)
-        _write(out, torch.matmul(weights, vh), empty)
+        mark("output")
+        result = torch.matmul(weights, vh)
+        mark("copy")
+        _write(out, result, empty)
+        mark(None)
 
     kind = "in place (masked_fill_)" if in_place else "out of place (masked_fill: a hidden copy)"
     forward.attnbench = dict(_SUPPORT, summary=f"PyTorch {torch.__version__} naive attention, "

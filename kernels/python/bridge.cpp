@@ -13,6 +13,7 @@
 #include <cstring>
 #include <deque>
 #include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -80,6 +81,8 @@ std::string take_python_error() {
 }
 
 
+void add_native_module();
+
 // Starts the interpreter once (the worker thread that asks first) as `python_executable` would
 // start (its prefix, its virtual environment's site-packages), puts the bridge's folder and the
 // working directory on sys.path, imports attnbench_bridge and releases the GIL.
@@ -111,6 +114,7 @@ PyObject* bridge_module(const char* python_executable, const char* helper_dir, s
       PyList_Append(path, helpers);
       Py_DECREF(helpers);
     }
+    add_native_module();
     module = PyImport_ImportModule("attnbench_bridge");
     if (module == nullptr) start_error = "cannot import attnbench_bridge from " + std::string(helper_dir) + ": " + take_python_error();
     PyEval_SaveThread();
@@ -130,8 +134,55 @@ struct PythonKernel {
 struct PythonPlan {
   PyObject* plan = nullptr;
   std::string details;
+  void (*phase)(void*, const char*) = nullptr;  // the context's phase callback (ABI 2)
+  void* phase_host = nullptr;
 };
 
+// The plan whose forward runs on this thread: attnbench_bridge.phase marks its phases.
+thread_local const PythonPlan* t_running = nullptr;
+
+// A phase name as a string that lives as long as the process (the ABI keeps the pointer).
+const char* interned(const std::string& name) {
+  static std::mutex mutex;
+  static std::set<std::string> names;
+  std::lock_guard<std::mutex> lock(mutex);
+  return names.insert(name).first->c_str();
+}
+
+// _attnbench_native.phase(name or None), which attnbench_bridge.phase calls: the running plan's
+// phase starts (None ends it). Outside a forward, or on a host without the callback, nothing.
+PyObject* native_phase(PyObject*, PyObject* name) {
+  const PythonPlan* plan = t_running;
+  if (plan != nullptr && plan->phase != nullptr) {
+    plan->phase(plan->phase_host, name == Py_None ? nullptr : interned(utf8_of(name)));
+  }
+  Py_INCREF(Py_None);
+  return Py_None;
+}
+
+PyMethodDef g_native_methods[] = {
+    {"phase", native_phase, METH_O, "Marks the start of a phase of the running forward."},
+    {nullptr, nullptr, 0, nullptr}};
+PyModuleDef g_native_module = {PyModuleDef_HEAD_INIT,
+                               "_attnbench_native",
+                               "attnbench's C side of the Python bridge",
+                               -1,
+                               g_native_methods,
+                               nullptr,
+                               nullptr,
+                               nullptr,
+                               nullptr};
+
+// Makes _attnbench_native importable (in sys.modules) before attnbench_bridge is imported.
+void add_native_module() {
+  PyObject* module = PyModule_Create(&g_native_module);
+  if (module == nullptr) {
+    PyErr_Clear();
+    return;
+  }
+  PyDict_SetItemString(PyImport_GetModuleDict(), "_attnbench_native", module);
+  Py_DECREF(module);
+}
 
 json shape_json(const attnbench_params& s) {
   return json{{"batch", s.batch},
@@ -174,6 +225,7 @@ std::deque<PythonKernel>& kernels() {
 int run_plan(attnbench_plan* opaque, const attnbench_params* p, char* error, size_t error_size) {
   auto* plan = reinterpret_cast<PythonPlan*>(opaque);
   Gil gil;
+  t_running = plan;
   PyObject* result = PyObject_CallMethod(
       plan->plan, "run", "KKKKKK", static_cast<unsigned long long>(reinterpret_cast<uintptr_t>(p->q)),
       static_cast<unsigned long long>(reinterpret_cast<uintptr_t>(p->k)),
@@ -181,6 +233,7 @@ int run_plan(attnbench_plan* opaque, const attnbench_params* p, char* error, siz
       static_cast<unsigned long long>(reinterpret_cast<uintptr_t>(p->out)),
       static_cast<unsigned long long>(reinterpret_cast<uintptr_t>(p->lse)),
       static_cast<unsigned long long>(reinterpret_cast<uintptr_t>(p->key_lengths)));
+  t_running = nullptr;
   if (result == nullptr) {
     write_text(error, error_size, "python: " + take_python_error());
     return 1;
@@ -251,6 +304,8 @@ int make_python_plan(const PythonKernel& kernel, const attnbench_params* shape,
   }
   auto* result = new PythonPlan;
   result->plan = made_plan;
+  result->phase = context->phase;
+  result->phase_host = context->phase_host;
   Py_INCREF(made_plan);
   Py_DECREF(made);
   *plan = reinterpret_cast<attnbench_plan*>(result);

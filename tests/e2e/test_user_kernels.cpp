@@ -15,6 +15,7 @@
 
 #include "tests/support/command.h"
 #include "tests/support/scratch_directory.h"
+#include "harness/store/store.h"
 #include "tests/support/stored_runs.h"
 
 namespace attnbench {
@@ -232,6 +233,65 @@ TEST_F(UserKernels, TorchPeersPassTheCtestSuite) {
     }
     EXPECT_GE(passed, 30);
   }
+}
+
+// `attnbench profile` of kernels from outside the build (issue 17): they mark their phases through
+// the plugin ABI's phase callback (ABI 2), Python kernels through attnbench_bridge.phase. The
+// example plugin's rows and the PyTorch peers' ops come back as phases whose shares, gaps
+// included, make 100 %.
+std::map<std::string, std::map<std::string, ProfilePhaseRecord>> stored_phases(const std::string& db) {
+  std::map<std::string, std::map<std::string, ProfilePhaseRecord>> by_kernel;
+  Result<std::unique_ptr<Store>> store = Store::open(db);
+  EXPECT_TRUE(store) << store.status().message;
+  if (!store) return by_kernel;
+  Result<std::vector<ProfilePhaseRecord>> rows = (*store)->load_profiles();
+  EXPECT_TRUE(rows) << rows.status().message;
+  if (!rows) return by_kernel;
+  for (const ProfilePhaseRecord& row : *rows) by_kernel[row.kernel][row.name] = row;
+  return by_kernel;
+}
+
+void expect_phases(const std::map<std::string, ProfilePhaseRecord>& phases,
+                   std::initializer_list<const char*> names, const std::string& output) {
+  double shares = 0;
+  for (const auto& [name, row] : phases) shares += row.share;
+  EXPECT_NEAR(shares, 1.0, 1e-9);
+  for (const char* name : names) {
+    ASSERT_TRUE(phases.count(name)) << "no " << name << ": " << output;
+    EXPECT_EQ(phases.at(name).kind, "phase");
+    EXPECT_GT(phases.at(name).total_s, 0.0) << name;
+  }
+  EXPECT_LT(phases.at("gaps").share, 0.5) << output;
+}
+
+TEST_F(UserKernels, APluginMarksItsPhasesThroughTheAbi) {
+  const CommandResult profiled = attnbench(
+      std::string("profile --devices cpu --timed 1 --plugin ") + EXAMPLE_PLUGIN +
+      " --kernels example.online_cpu --shape b=1,hq=2,s=256,d=64,dtype=fp32,mask=causal --db " +
+      db());
+  ASSERT_EQ(profiled.exit_code, 0) << profiled.output;
+  const auto phases = stored_phases(db());
+  ASSERT_TRUE(phases.count("example.online_cpu")) << profiled.output;
+  expect_phases(phases.at("example.online_cpu"), {"scores", "softmax", "output"}, profiled.output);
+  // One scope per query row and phase: 2 heads x 256 rows.
+  EXPECT_EQ(phases.at("example.online_cpu").at("scores").count, 2 * 256);
+}
+
+TEST_F(UserKernels, TorchPeersMarkTheirPhasesOnTheCpu) {
+  if (!torch_installed()) GTEST_SKIP() << "PyTorch is not installed (pip install torch)";
+  const CommandResult profiled = attnbench(
+      "profile --devices cpu --timed 1 --kernels torch.naive_outofplace,torch.naive_inplace,"
+      "torch.sdpa_math --shape b=1,hq=4,s=256,d=64,dtype=bf16,mask=causal --db " + db());
+  ASSERT_EQ(profiled.exit_code, 0) << profiled.output;
+  const auto phases = stored_phases(db());
+  for (const char* naive : {"torch.naive_outofplace", "torch.naive_inplace"}) {
+    SCOPED_TRACE(naive);
+    ASSERT_TRUE(phases.count(naive)) << profiled.output;
+    expect_phases(phases.at(naive), {"scores", "mask", "softmax", "output", "copy"},
+                  profiled.output);
+  }
+  ASSERT_TRUE(phases.count("torch.sdpa_math")) << profiled.output;
+  expect_phases(phases.at("torch.sdpa_math"), {"sdpa", "copy"}, profiled.output);
 }
 
 }  // namespace

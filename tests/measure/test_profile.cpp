@@ -269,5 +269,31 @@ TEST(PhaseRecording, RecordsEachOpenMpThreadsScopesAndNothingWithoutARecording) 
   EXPECT_EQ(scopes, 2 * team);
 }
 
+// The calls a plugin's phase callback makes (mark_phase): each mark ends the one before on its
+// thread, null only ends, and marks outside a recording leave nothing behind.
+TEST(PhaseRecording, MarkedPhasesEndAtTheNextMarkAndNothingOutsideARecording) {
+  mark_phase("scores");  // no recording yet: never recorded
+  {
+    PhaseRecording recording(1);
+    mark_phase("softmax");
+    mark_phase("output");
+    mark_phase(nullptr);
+    mark_phase(nullptr);  // nothing open: nothing recorded
+    const std::vector<std::vector<PhaseEvent>> events = recording.by_thread();
+    ASSERT_EQ(events.size(), 1u);
+    ASSERT_EQ(events[0].size(), 2u);
+    EXPECT_STREQ(events[0][0].phase, "softmax");
+    EXPECT_STREQ(events[0][1].phase, "output");
+    EXPECT_LE(events[0][0].end_ns, events[0][1].start_ns);
+    mark_phase("scores");  // left open when the recording ends
+  }
+  PhaseRecording next(1);
+  mark_phase("output");  // the phase left open under the old recording is not recorded here
+  mark_phase(nullptr);
+  const std::vector<std::vector<PhaseEvent>> events = next.by_thread();
+  ASSERT_EQ(events[0].size(), 1u);
+  EXPECT_STREQ(events[0][0].phase, "output");
+}
+
 }  // namespace
 }  // namespace attnbench
