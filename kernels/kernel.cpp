@@ -123,6 +123,12 @@ std::string unsupported_reason(const SupportTable& table, const Problem& problem
            join(table.layouts, layout_text) + ")";
   }
   if (problem.heads_q != problem.heads_kv && !table.gqa) return "GQA not supported";
+  if (problem.fp8_scaling != Fp8Scaling::none &&
+      !contains(table.fp8_scalings, problem.fp8_scaling)) {
+    const auto scaling_text = [](Fp8Scaling s) { return std::string(fp8_scaling_name(s)); };
+    return "fp8_scaling " + scaling_text(problem.fp8_scaling) + " not supported (" +
+           join(table.fp8_scalings, scaling_text) + ")";
+  }
   if (table.max_flops > 0 && dense_flops(problem) > table.max_flops) {
     return "problem too large for this kernel: " + format_flops(dense_flops(problem)) + " FLOP > " +
            format_flops(table.max_flops);
@@ -164,6 +170,7 @@ AttentionParams shape_params(const Problem& p) {
   params.output_dtype = p.output_dtype;
   params.p_dtype = p.p_dtype;
   params.q_descale = params.k_descale = params.v_descale = params.out_scale = 1.0f;
+  params.q_head_descales = params.k_head_descales = params.v_head_descales = nullptr;
   return params;
 }
 
@@ -194,6 +201,11 @@ std::string describe_support(const SupportTable& table) {
     return std::string(layout_name(layout));
   }) << "\n";
   text << "GQA/MQA: " << (table.gqa ? "yes" : "no") << "\n";
+  if (std::any_of(table.input_dtypes.begin(), table.input_dtypes.end(), is_fp8)) {
+    text << "fp8 scaling of stored inputs: " << join(table.fp8_scalings, [](Fp8Scaling s) {
+      return std::string(fp8_scaling_name(s));
+    }) << "\n";
+  }
   text << "archs: " << join(table.archs, [](const std::string& arch) { return arch; }) << "\n";
   if (table.max_flops > 0) {
     text << "size limit: " << format_flops(table.max_flops)

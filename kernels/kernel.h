@@ -31,7 +31,10 @@ struct SupportTable {
   bool separate_v_dim = false;  // head_dim_v may differ from head_dim_qk
   std::vector<MaskKind> masks;
   std::vector<Layout> layouts;
-  bool gqa = true;                 // heads_q a multiple of heads_kv (includes MQA)
+  bool gqa = true;  // heads_q a multiple of heads_kv (includes MQA)
+  // FP8 inputs as stored: the descales the kernel reads (params.h), one per tensor unless it
+  // also takes per_head. Problems without FP8 inputs have none and pass.
+  std::vector<Fp8Scaling> fp8_scalings = {Fp8Scaling::per_tensor};
   std::vector<std::string> archs;  // "cpu", or "sm_80", "sm_90a", ...
   // Size limit, e.g. what a CPU finishes in reasonable time: problems above it are outside
   // the table and skipped with the reason. 0 = no limit.
@@ -77,6 +80,10 @@ struct Kernel {
   // (cpu.flash_fp8, ...): the checker's low-precision result follows it.
   std::optional<Fp8Recipe> fp8_recipe;
   SupportTable support;
+  // The suite whose shapes prove the kernel correct (ctest's tests, the emulated device's matrix,
+  // gpu-check's plan): ctest's awkward shapes, or the same shapes at the sizes a kernel
+  // instantiates only ("hopper-stages": d 128 bf16; "hopper-fp8": d 128, e4m3 and 16-bit).
+  std::string correctness_suite = "ctest";
   // The bytes one forward moves through device memory, from the kernel's own structure (a
   // materialized score matrix written and read back, ...); the harness divides it by the
   // calibrated copy bandwidth to predict the time, and stores prediction and measurement side

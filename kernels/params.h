@@ -36,6 +36,12 @@ struct AttentionParams {
   DType input_dtype, output_dtype, p_dtype;
   // FP8: x_real = x_stored * descale; out_stored = out_real * out_scale. 1 otherwise.
   float q_descale, k_descale, v_descale, out_scale;
+  // FP8 with fp8_scaling per_head: one descale per (batch, head) of each tensor, (batch, heads_q)
+  // for q and (batch, heads_kv) for k and v, in the same memory space as q; they replace the
+  // scalar descales above (which are then 1). Null otherwise.
+  const float* __restrict__ q_head_descales;
+  const float* __restrict__ k_head_descales;
+  const float* __restrict__ v_head_descales;
 };
 
 }  // namespace attnbench

@@ -50,15 +50,15 @@ void load_row(const TensorView& view, int64_t b, int64_t s, int64_t h, int64_t d
       break;
     }
   }
-  if (view.descale != 1.0f) {
-    for (int64_t d = 0; d < dim; ++d) row[d] *= view.descale;
+  if (const float descale = view.descale_of(b, h); descale != 1.0f) {
+    for (int64_t d = 0; d < dim; ++d) row[d] *= descale;
   }
 }
 
 }  // namespace
 
 float TensorView::at(int64_t b, int64_t s, int64_t h, int64_t d) const {
-  return load_element(dtype, data, placement.row_start(b, s, h) + d) * descale;
+  return load_element(dtype, data, placement.row_start(b, s, h) + d) * descale_of(b, h);
 }
 
 void reference_row(const Problem& problem, const AttentionInputs& inputs, int64_t b, int64_t h,

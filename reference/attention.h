@@ -9,12 +9,18 @@
 namespace attnbench {
 
 // A read-only view of one input tensor as the harness stores it: values in `dtype` at
-// `placement` inside `data`; the real value is stored value * descale (FP8; 1 otherwise).
+// `placement` inside `data`; the real value is stored value * descale (FP8; 1 otherwise), or with
+// per-head descales (fp8_scaling per_head) stored value * head_descales[b * heads + h].
 struct TensorView {
   DType dtype = DType::f32;
   const void* data = nullptr;
   TensorPlacement placement;
   float descale = 1.0f;
+  const float* head_descales = nullptr;  // (batch, heads), or null
+  int64_t heads = 0;                     // of this tensor, to index head_descales
+  float descale_of(int64_t b, int64_t h) const {
+    return head_descales != nullptr ? head_descales[b * heads + h] : descale;
+  }
   float at(int64_t b, int64_t s, int64_t h, int64_t d) const;  // real value, as float
 };
 

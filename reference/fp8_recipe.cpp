@@ -70,14 +70,19 @@ int64_t group_count(Fp8Scaling scaling, int64_t batch, int64_t seqlen, int64_t h
 }
 
 // An e4m3 tensor as stored, steps 1 and 2 done by whoever stored it: its bits and values, and
-// the view's one descale (the harness's FP8 inputs carry one per tensor).
+// the view's descales: one per tensor, or one per (batch, head) (fp8_scaling per_head).
 QuantizedTensor stored_tensor(const TensorView& view, const TensorPlacement& placement,
                               int64_t buffer_elements, int64_t batch, int64_t seqlen, int64_t heads,
                               int64_t dim) {
   QuantizedTensor out;
   out.heads = heads;
   out.seqlen = seqlen;
-  out.descales = {view.descale};
+  if (view.head_descales != nullptr) {
+    out.scaling = Fp8Scaling::per_head;
+    out.descales.assign(view.head_descales, view.head_descales + batch * heads);
+  } else {
+    out.descales = {view.descale};
+  }
   out.bits.assign(static_cast<size_t>(buffer_elements), 0);
   out.values.assign(static_cast<size_t>(buffer_elements), 0.0f);
   const auto* stored = static_cast<const uint8_t*>(view.data);

@@ -160,6 +160,16 @@ def attnbench_plan(cli, plan_args, device_model, environment=None):
     return json.loads(done.stdout)
 
 
+def correctness_suites(cli, environment=None):
+    """Each kernel's correctness suite, as the registry states it (`attnbench list kernels
+    --json`): {name: suite}."""
+    done = subprocess.run([cli, "list", "kernels", "--json"], capture_output=True, text=True,
+                          check=False, env=environment)
+    if done.returncode != 0:
+        raise RuntimeError(f"{cli} list kernels --json: {done.stderr.strip()}")
+    return {kernel["name"]: kernel["correctness_suite"] for kernel in json.loads(done.stdout)}
+
+
 def lanes_makespan(durations, lanes):
     """ctest --parallel: the longest first, each onto the least loaded lane."""
     loads = [0.0] * lanes
@@ -177,11 +187,11 @@ def predict_ctest(cli, device_model, environment=None):
                "cuda.flash3_fp8_incoherent", "cuda.flash3_fp8_block",
                "cuda.flash3_fp8_block_incoherent", "cudnn.sdpa", "cudnn.sdpa_fp8"]
     durations, cases, rows = [], 0, []
+    suites = correctness_suites(cli, environment)
     for kernel in kernels:
-        # tests/support/kernel_names.h's correctness_suite_of: the Hopper stages (d 128, bf16
-        # only) and the FP8 kernels (d 128) run ctest's shapes at their size.
-        suite = ("hopper-fp8" if kernel.startswith("cuda.flash3_fp8")
-                 else "hopper-stages" if kernel.startswith("cuda.flash3_") else "ctest")
+        # The kernel's own correctness suite, as GpuCtestSuite runs it (the Hopper stages, d 128
+        # bf16 only, and the FP8 kernels, d 128, run ctest's shapes at their size).
+        suite = suites[kernel]
         planned = attnbench_plan(cli, ["--suite", suite, "--kernels", kernel, "--check"],
                                  device_model, environment)
         supported = sum(1 for c in planned["cases"] if c["supported"])

@@ -12,6 +12,7 @@
 #include <functional>
 #include <iostream>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "harness/cli/command_support.h"
@@ -70,14 +71,32 @@ int report_command(const std::string& db_path, const std::string& out_dir, const
   return code == 0 ? kExitClean : kExitUsage;  // a report that cannot be built: infrastructure
 }
 
-int list_command(const std::string& what, bool support, const std::vector<std::string>& plugins,
-                 const std::string& db_path) {
+// `list kernels --json`: what scripts read (ci/gpucheck/plan.py: each kernel's correctness suite).
+void print_kernels_json(std::ostream& out) {
+  nlohmann::json kernels = nlohmann::json::array();
+  for (const Kernel& kernel : all_kernels()) {
+    kernels.push_back({{"name", kernel.name},
+                       {"backend", std::string(backend_name(kernel.backend))},
+                       {"summary", kernel.summary},
+                       {"correctness_suite", kernel.correctness_suite},
+                       {"unavailable", kernel.unavailable_reason},
+                       {"origin", kernel.origin}});
+  }
+  out << kernels.dump(1) << "\n";
+}
+
+int list_command(const std::string& what, bool support, bool json,
+                 const std::vector<std::string>& plugins, const std::string& db_path) {
   (void)db_path;
   if (what == "kernels") {
     // The shipped Python kernels are listed, loaded or with the reason they are absent.
     if (Status s = add_requested_kernels(plugins, {"torch.*"}); !s.ok) {
       std::cerr << "error: " << s.message << "\n";
       return kExitUsage;
+    }
+    if (json) {
+      print_kernels_json(std::cout);
+      return kExitClean;
     }
     for (const Kernel& kernel : all_kernels()) {
       std::cout << kernel.name << "  [" << backend_name(kernel.backend) << "]  " << kernel.summary
@@ -302,6 +321,7 @@ Subcommand add_list_command(CLI::App& app, CommonOptions& common) {
   struct Options {
     std::string what;
     bool support = false;
+    bool json = false;
     std::vector<std::string> plugins;
   };
   auto options = std::make_shared<Options>();
@@ -310,9 +330,13 @@ Subcommand add_list_command(CLI::App& app, CommonOptions& common) {
       ->required()
       ->check(CLI::IsMember({"kernels", "suites", "devices"}));
   list->add_flag("--support", options->support, "With `list kernels`: each kernel's support table");
+  list->add_flag("--json", options->json,
+                 "With `list kernels`: JSON (name, backend, summary, correctness_suite, "
+                 "unavailable, origin)");
   list->add_option("--plugin", options->plugins, "With `list kernels`: also this plugin's kernels (repeatable)");
   return {list, [options, &common] {
-            return list_command(options->what, options->support, options->plugins, common.db_path);
+            return list_command(options->what, options->support, options->json, options->plugins,
+                                common.db_path);
           }};
 }
 

@@ -112,30 +112,64 @@ void draw_tensor(Distribution distribution, Role role, uint64_t seed, int64_t ba
   }
 }
 
-// Quantizes `values` into the buffer at `placement`; returns the descale factor (FP8 per-tensor:
-// amax / max_finite so the largest value lands on the format's largest finite number).
-float quantize_into(const std::vector<float>& values, DType dtype, Fp8Scaling scaling,
-                    const TensorPlacement& placement, int64_t batch, int64_t seqlen, int64_t heads,
-                    int64_t dim, void* buffer) {
-  float descale = 1.0f;
-  if (is_fp8(dtype) && scaling != Fp8Scaling::none) {
+// A tensor's FP8 descales: one for the tensor, or with per_head one per (batch, head), the
+// tensor's then 1.
+struct Descales {
+  float tensor = 1.0f;
+  std::vector<float> heads;
+  float of(int64_t b, int64_t h, int64_t head_count) const {
+    return heads.empty() ? tensor : heads[static_cast<size_t>(b * head_count + h)];
+  }
+};
+
+// The descale that puts `amax` on the format's largest finite number.
+float descale_for(float amax, DType dtype) { return amax > 0 ? amax / max_finite(dtype) : 1.0f; }
+
+// The descales of `values` (batch, seqlen, heads, dim) under `scaling`: none but for FP8.
+Descales descales_of(const std::vector<float>& values, DType dtype, Fp8Scaling scaling,
+                     int64_t batch, int64_t seqlen, int64_t heads, int64_t dim) {
+  Descales descales;
+  if (!is_fp8(dtype) || scaling == Fp8Scaling::none) return descales;
+  if (scaling == Fp8Scaling::per_tensor) {
     float amax = 0;
     for (float x : values) amax = std::max(amax, std::fabs(x));
-    descale = amax > 0 ? amax / max_finite(dtype) : 1.0f;
+    descales.tensor = descale_for(amax, dtype);
+    return descales;
   }
-  const float inverse = 1.0f / descale;
+  std::vector<float> amax(static_cast<size_t>(batch * heads), 0.0f);
+  for (int64_t b = 0; b < batch; ++b) {
+    for (int64_t s = 0; s < seqlen; ++s) {
+      for (int64_t h = 0; h < heads; ++h) {
+        const float* row = values.data() + ((b * seqlen + s) * heads + h) * dim;
+        float& head_max = amax[static_cast<size_t>(b * heads + h)];
+        for (int64_t d = 0; d < dim; ++d) head_max = std::max(head_max, std::fabs(row[d]));
+      }
+    }
+  }
+  for (float head_max : amax) descales.heads.push_back(descale_for(head_max, dtype));
+  return descales;
+}
+
+// Quantizes `values` into the buffer at `placement`; returns the descales (FP8: amax / max_finite
+// so the largest value of the tensor, or of each head, lands on the format's largest finite
+// number).
+Descales quantize_into(const std::vector<float>& values, DType dtype, Fp8Scaling scaling,
+                       const TensorPlacement& placement, int64_t batch, int64_t seqlen,
+                       int64_t heads, int64_t dim, void* buffer) {
+  const Descales descales = descales_of(values, dtype, scaling, batch, seqlen, heads, dim);
 #pragma omp parallel for collapse(2) schedule(static)
   for (int64_t b = 0; b < batch; ++b) {
     for (int64_t s = 0; s < seqlen; ++s) {
       for (int64_t h = 0; h < heads; ++h) {
         const float* source = values.data() + ((b * seqlen + s) * heads + h) * dim;
+        const float inverse = 1.0f / descales.of(b, h, heads);
         const int64_t base = placement.row_start(b, s, h);
         for (int64_t d = 0; d < dim; ++d)
           store_element(dtype, buffer, base + d, source[d] * inverse);
       }
     }
   }
-  return descale;
+  return descales;
 }
 
 }  // namespace
@@ -189,9 +223,10 @@ uint64_t hash_string(const std::string& text) {
 
 Status make_inputs(const Problem& problem, Distribution distribution, uint64_t seed,
                    ProblemInputs& inputs) {
-  if (problem.fp8_scaling == Fp8Scaling::per_head || problem.fp8_scaling == Fp8Scaling::per_block) {
-    return Status::Error("fp8_scaling " + std::string(fp8_scaling_name(problem.fp8_scaling)) +
-                         " is not implemented by the harness yet; accepted: none, per_tensor");
+  if (problem.fp8_scaling == Fp8Scaling::per_block) {
+    return Status::Error(
+        "fp8_scaling per_block is not stored by the harness (the _block kernels quantize 16-bit "
+        "inputs into their blocks themselves); accepted: none, per_tensor, per_head");
   }
   inputs.problem = problem;
   inputs.layout = describe_layout(problem);
@@ -213,19 +248,25 @@ Status make_inputs(const Problem& problem, Distribution distribution, uint64_t s
   std::vector<float> values;
   draw_tensor(distribution, Role::q, mix_seed(seed, 1), problem.batch, problem.seqlen_q,
               problem.heads_q, problem.head_dim_qk, sinks, values);
-  inputs.q_descale =
+  Descales q =
       quantize_into(values, problem.input_dtype, problem.fp8_scaling, layout.q, problem.batch,
                     problem.seqlen_q, problem.heads_q, problem.head_dim_qk, inputs.q_buffer.data());
+  inputs.q_descale = q.tensor;
+  inputs.q_head_descales = std::move(q.heads);
   draw_tensor(distribution, Role::k, mix_seed(seed, 2), problem.batch, problem.seqlen_k,
               problem.heads_kv, problem.head_dim_qk, sinks, values);
-  inputs.k_descale =
+  Descales k =
       quantize_into(values, problem.input_dtype, problem.fp8_scaling, layout.k, problem.batch,
                     problem.seqlen_k, problem.heads_kv, problem.head_dim_qk, k_data);
+  inputs.k_descale = k.tensor;
+  inputs.k_head_descales = std::move(k.heads);
   draw_tensor(distribution, Role::v, mix_seed(seed, 3), problem.batch, problem.seqlen_k,
               problem.heads_kv, problem.head_dim_v, sinks, values);
-  inputs.v_descale =
+  Descales v =
       quantize_into(values, problem.input_dtype, problem.fp8_scaling, layout.v, problem.batch,
                     problem.seqlen_k, problem.heads_kv, problem.head_dim_v, v_data);
+  inputs.v_descale = v.tensor;
+  inputs.v_head_descales = std::move(v.heads);
 
   inputs.key_lengths.resize(static_cast<size_t>(problem.batch));
   for (int64_t b = 0; b < problem.batch; ++b) {
@@ -238,14 +279,22 @@ AttentionInputs ProblemInputs::view() const {
   const bool packed = layout.k_buffer_elements == 0;
   const void* k_data = packed ? q_buffer.data() : k_buffer.data();
   const void* v_data = packed ? q_buffer.data() : v_buffer.data();
-  return {TensorView{problem.input_dtype, q_buffer.data(), layout.q, q_descale},
-          TensorView{problem.input_dtype, k_data, layout.k, k_descale},
-          TensorView{problem.input_dtype, v_data, layout.v, v_descale}};
+  const auto heads = [](const std::vector<float>& descales) {
+    return descales.empty() ? nullptr : descales.data();
+  };
+  return {TensorView{problem.input_dtype, q_buffer.data(), layout.q, q_descale,
+                     heads(q_head_descales), problem.heads_q},
+          TensorView{problem.input_dtype, k_data, layout.k, k_descale, heads(k_head_descales),
+                     problem.heads_kv},
+          TensorView{problem.input_dtype, v_data, layout.v, v_descale, heads(v_head_descales),
+                     problem.heads_kv}};
 }
 
 InputPointers host_pointers(const ProblemInputs& inputs) {
   const AttentionInputs view = inputs.view();
-  return {view.q.data, view.k.data, view.v.data, inputs.key_lengths.data()};
+  return {
+      view.q.data,          view.k.data,          view.v.data,         inputs.key_lengths.data(),
+      view.q.head_descales, view.k.head_descales, view.v.head_descales};
 }
 
 AttentionParams make_params(const ProblemInputs& inputs, const InputPointers& pointers, void* out,
@@ -267,6 +316,9 @@ AttentionParams make_params(const ProblemInputs& inputs, const InputPointers& po
   params.q_descale = inputs.q_descale;
   params.k_descale = inputs.k_descale;
   params.v_descale = inputs.v_descale;
+  params.q_head_descales = pointers.q_head_descales;
+  params.k_head_descales = pointers.k_head_descales;
+  params.v_head_descales = pointers.v_head_descales;
   params.out_scale = out_scale;
   return params;
 }

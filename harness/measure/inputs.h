@@ -48,6 +48,9 @@ struct ProblemInputs {
   ProblemLayout layout;
   GuardedBuffer q_buffer, k_buffer, v_buffer;  // k and v empty for qkv_packed
   float q_descale = 1, k_descale = 1, v_descale = 1;
+  // fp8_scaling per_head: (batch, heads) descales of each tensor (the scalar ones are then 1);
+  // empty otherwise.
+  std::vector<float> q_head_descales, k_head_descales, v_head_descales;
   std::vector<int> key_lengths;  // (batch,), always filled (seqlen_k without padding)
   AttentionInputs view() const;  // what the reference reads
 };
@@ -62,6 +65,10 @@ struct InputPointers {
   const void* k_buffer = nullptr;
   const void* v_buffer = nullptr;
   const int* key_lengths = nullptr;  // (batch,)
+  // per_head FP8 descales (ProblemInputs' vectors, or their device copies); null otherwise.
+  const float* q_head_descales = nullptr;
+  const float* k_head_descales = nullptr;
+  const float* v_head_descales = nullptr;
 };
 InputPointers host_pointers(const ProblemInputs& inputs);
 

@@ -146,6 +146,15 @@ INSTANTIATE_TEST_SUITE_P(Emu, PlantedFlash3Fp8Bug,
                            return std::string(param_info.param);
                          });
 
+// cuda.flash3_fp8 with per-(batch, head) descales (fp8_scaling per_head), GQA 2:1 over two
+// batches: the tensor's descale (1) read in place of each head's.
+TEST(PlantedFlash3Fp8PerHeadBug, FailsItsCheckWhereTheKernelPasses) {
+  const ScratchDirectory dir("attnbench_planted_flash3_fp8_per_head");
+  expect_fails_where_the_kernel_passes(
+      "cuda.flash3_fp8", "test.flash3_fp8_per_head_descales_ignored",
+      "b=2,hq=4,hkv=2,sq=130,sk=200,d=128,dtype=e4m3,out=e4m3,fp8_scaling=per_head", dir);
+}
+
 // cuda.flash3_fp8_incoherent (issue 16), through its passes on bf16: the rotation without its
 // 1 / sqrt(d), and the forward reading the params' Q descale (1) in place of the pass's.
 constexpr const char* kFlash3Fp8IncoherentShape = "b=1,hq=2,hkv=1,sq=130,sk=511,d=128,dtype=bf16";

@@ -115,7 +115,7 @@ TEST_P(GpuCtestSuite, EveryCaseInsideTheTablePasses) {
 
   const ScratchDirectory directory("attnbench_gpu");
   RunOptions options;
-  options.suite = correctness_suite_of(kernel->name);
+  options.suite = kernel->correctness_suite;
   options.kernel_globs = {kernel->name};
   if (GetParam().shards > 1)
     options.shard = std::to_string(GetParam().shard) + "/" + std::to_string(GetParam().shards);

@@ -75,6 +75,58 @@ TEST(Inputs, SinkKeysTakeMostOfEveryQuerysWeightAndSetKsAmax) {
   EXPECT_GT(sink_amax, 2 * other_amax) << "seed " << seed;
 }
 
+// fp8_scaling per_head: each (batch, head) of Q, K and V gets the descale that puts its own amax on
+// e4m3's largest value, 448; the stored values times their head's descale are the drawn values
+// to e4m3's rounding (the same seed drawn at fp32 gives the drawn values).
+TEST(Inputs, PerHeadDescalesPutEachHeadsAmaxOnE4m3sLargestValue) {
+  const std::string shape = "b=2,hq=4,hkv=2,sq=48,sk=96,d=64";
+  const Problem fp8 = parsed_shape(shape + ",dtype=e4m3,out=e4m3,fp8_scaling=per_head");
+  const Problem exact = parsed_shape(shape + ",dtype=fp32");
+  const uint64_t seed = std::random_device{}();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  ProblemInputs quantized, drawn;
+  ASSERT_TRUE(make_inputs(fp8, Distribution::outliers, seed, quantized).ok);
+  ASSERT_TRUE(make_inputs(exact, Distribution::outliers, seed, drawn).ok);
+  EXPECT_EQ(quantized.q_descale, 1.0f);
+  ASSERT_EQ(quantized.q_head_descales.size(), 2u * 4u);
+  ASSERT_EQ(quantized.k_head_descales.size(), 2u * 2u);
+  ASSERT_EQ(quantized.v_head_descales.size(), 2u * 2u);
+  const AttentionInputs q8 = quantized.view(), q32 = drawn.view();
+  struct Tensor {
+    const TensorView& fp8;
+    const TensorView& exact;
+    int64_t seqlen, heads;
+  };
+  for (const Tensor& t :
+       {Tensor{q8.q, q32.q, 48, 4}, Tensor{q8.k, q32.k, 96, 2}, Tensor{q8.v, q32.v, 96, 2}}) {
+    TensorView stored = t.fp8;  // the e4m3 values as stored, before any descale
+    stored.head_descales = nullptr;
+    stored.descale = 1.0f;
+    std::vector<float> descales;
+    for (int64_t b = 0; b < 2; ++b) {
+      for (int64_t h = 0; h < t.heads; ++h) {
+        const float descale = t.fp8.descale_of(b, h);
+        descales.push_back(descale);
+        double stored_max = 0, drawn_max = 0;
+        for (int64_t s = 0; s < t.seqlen; ++s) {
+          for (int64_t d = 0; d < 64; ++d) {
+            const double real = t.fp8.at(b, s, h, d), x = t.exact.at(b, s, h, d);
+            stored_max =
+                std::max(stored_max, std::fabs(static_cast<double>(stored.at(b, s, h, d))));
+            drawn_max = std::max(drawn_max, std::fabs(x));
+            // e4m3: 3 mantissa bits (half an ulp relative), subnormals below 2^-6 (ulp 2^-9).
+            EXPECT_LE(std::fabs(real - x), std::fabs(x) / 16 + descale * 0x1p-10) << x;
+          }
+        }
+        EXPECT_EQ(stored_max, 448.0) << "head " << h << " of batch " << b;
+        EXPECT_NEAR(descale, drawn_max / 448, drawn_max / 448 * 1e-6);
+      }
+    }
+    std::sort(descales.begin(), descales.end());
+    EXPECT_LT(descales.front(), descales.back()) << "the heads' amaxes differ under outliers";
+  }
+}
+
 TEST(Inputs, EveryDistributionHasANameTheSuitesAndTheCliAccept) {
   for (const Distribution distribution : kDistributions) {
     Distribution parsed = Distribution::normal;

@@ -50,12 +50,10 @@ inline std::vector<std::string> emulated_kernel_names() {
 }
 
 // The suite a kernel's correctness matrix runs (the emulated matrix, the GPU ctest test): the
-// `ctest` suite; for the Hopper stage variants (cuda.flash3_*, d 128 bf16) the same awkward
-// shapes at that size (suites/hopper-stages.toml); for cuda.flash3_fp8, at e4m3 d 128
-// (suites/hopper-fp8.toml).
-inline std::string correctness_suite_of(const std::string& kernel) {
-  if (kernel.rfind("cuda.flash3_fp8", 0) == 0) return "hopper-fp8";
-  return kernel.rfind("cuda.flash3_", 0) == 0 ? "hopper-stages" : "ctest";
+// kernel's own correctness_suite (kernels/kernel.h), as the registry has it on `backend`.
+inline std::string correctness_suite_of(const std::string& kernel, Backend backend) {
+  const Kernel* found = find_kernel(kernel, backend);
+  return found != nullptr ? found->correctness_suite : "ctest";
 }
 
 }  // namespace attnbench

@@ -301,7 +301,23 @@ class CudaExecutor final : public DeviceExecutor {
         !s.ok) {
       return s;
     }
+    const float* head_descales[3] = {nullptr, nullptr, nullptr};  // q, k, v (per_head FP8)
+    const std::vector<float>* host_descales[3] = {&inputs.q_head_descales,
+                                                  &inputs.k_head_descales,
+                                                  &inputs.v_head_descales};
+    for (int t = 0; t < 3; ++t) {
+      if (host_descales[t]->empty()) continue;
+      if (Status s = copy_to_device(host_descales[t]->data(),
+                                    host_descales[t]->size() * sizeof(float), head_descales_[t]);
+          !s.ok) {
+        return s;
+      }
+      head_descales[t] = reinterpret_cast<const float*>(head_descales_[t].data());
+    }
     ATTNBENCH_CUDA_TRY(cudaStreamSynchronize(stream_));
+    device_inputs_.q_head_descales = head_descales[0];
+    device_inputs_.k_head_descales = head_descales[1];
+    device_inputs_.v_head_descales = head_descales[2];
     device_inputs_.q_buffer = q_.data();
     device_inputs_.k_buffer = packed ? q_.data() : k_.data();
     device_inputs_.v_buffer = packed ? q_.data() : v_.data();
@@ -463,6 +479,7 @@ class CudaExecutor final : public DeviceExecutor {
   cudaEvent_t stop_ = nullptr;
   DeviceMemory flush_;
   DeviceMemory q_, k_, v_, key_lengths_;
+  DeviceMemory head_descales_[3];  // q, k, v: per_head FP8 descales
   GuardedDeviceBuffer out_, lse_;
   const ProblemInputs* inputs_ = nullptr;
   InputPointers device_inputs_;

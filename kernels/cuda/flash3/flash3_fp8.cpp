@@ -205,9 +205,10 @@ SupportTable flash3_fp8_support_table(const std::vector<Fp8Instantiation>& insta
   const bool quantized = table.input_dtypes.size() > (stored ? 1u : 0u);
   std::vector<std::string> notes;
   if (stored) {
+    table.fp8_scalings = {Fp8Scaling::per_tensor, Fp8Scaling::per_head};
     notes.push_back(
-        "e4m3 in and out with per-tensor descales: the timed forward includes the layout pass "
-        "writing V^T");
+        "e4m3 in and out with per-tensor or per-(batch, head) descales: the timed forward "
+        "includes the layout pass writing V^T");
   }
   if (quantized) {
     const std::string scales = recipe.scaling == Fp8Scaling::per_block
@@ -242,6 +243,7 @@ Kernel flash3_fp8_kernel_entry(std::string name, std::string summary, const Fp8R
   // The checker judges it by its recipe's own rows.
   kernel.fp8_recipe = recipe;
   kernel.support = flash3_fp8_support_table(instantiations, recipe);
+  kernel.correctness_suite = "hopper-fp8";
   kernel.make_plan = [name = kernel.name, recipe, instantiations](
                          const Problem& problem,
                          const PlanContext& context) -> Result<std::unique_ptr<Plan>> {

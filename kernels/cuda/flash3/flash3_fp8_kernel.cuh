@@ -394,9 +394,16 @@ __device__ __forceinline__ void store_fp8_output(const AttentionParams& p,
   store_lse(p, block, softmax, 0);
 }
 
+// The descale of an e4m3 input as stored: its (batch, head)'s under fp8_scaling per_head (the
+// params' array), else the tensor's.
+__device__ __forceinline__ float stored_descale(const float* head_descales, float tensor_descale,
+                                                int batch, int head, int heads) {
+  return head_descales != nullptr ? head_descales[batch * heads + head] : tensor_descale;
+}
+
 // Output: e4m3's bits (uint8_t) for e4m3 inputs, else the 16-bit input type. `descales`: those
 // the passes stored for 16-bit inputs, found through `groups`; null for e4m3 inputs, whose
-// descales are the params'. kBlockScales: per-block descales (kFp8BlockRows tokens, one key
+// descales are the params' (per tensor, or per (batch, head)). kBlockScales: per-block descales (kFp8BlockRows tokens, one key
 // tile): Q's is the CTA's, K's and V's change with each key tile.
 template <int HeadDim, typename Output, bool kBlockScales>
 __global__ void __launch_bounds__(kWarpgroupThreads, 1)
@@ -410,14 +417,19 @@ __global__ void __launch_bounds__(kWarpgroupThreads, 1)
   // softmax's scale; per-block K and V descales are applied per key tile below.
   const float q_descale =
       kBlockScales ? descales[groups.index(kTensorQ, block.batch, block.first_row, block.head)]
-      : descales != nullptr ? descales[kTensorQ]
-                            : p.q_descale;
-  const float k_descale = kBlockScales          ? 1.0f
-                          : descales != nullptr ? descales[kTensorK]
-                                                : p.k_descale;
-  const float v_descale = kBlockScales          ? 1.0f
-                          : descales != nullptr ? descales[kTensorV]
-                                                : p.v_descale;
+      : descales != nullptr
+          ? descales[kTensorQ]
+          : stored_descale(p.q_head_descales, p.q_descale, block.batch, block.head, p.heads_q);
+  const float k_descale =
+      kBlockScales ? 1.0f
+      : descales != nullptr
+          ? descales[kTensorK]
+          : stored_descale(p.k_head_descales, p.k_descale, block.batch, block.head_kv, p.heads_kv);
+  const float v_descale =
+      kBlockScales ? 1.0f
+      : descales != nullptr
+          ? descales[kTensorV]
+          : stored_descale(p.v_head_descales, p.v_descale, block.batch, block.head_kv, p.heads_kv);
   const float qk_descale = q_descale * k_descale;
   p.scale *= qk_descale;
   p.scale_log2 *= qk_descale;

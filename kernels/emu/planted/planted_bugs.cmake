@@ -253,6 +253,12 @@ attnbench_plant_bug(flash3_fp8 qk_descales_ignored "the scores taken without Q's
   p.scale_log2 *= qk_descale;]=] [=[
   (void)qk_descale;]=])
 
+# flash3_fp8 3. Per-head descales (fp8_scaling per_head) ignored: the tensor's descale, which is 1
+#    then, for every head; right only where every head's amax is 448.
+attnbench_plant_bug(flash3_fp8 per_head_descales_ignored "the tensor's descale read in place of each head's"
+  [=[  return head_descales != nullptr ? head_descales[batch * heads + head] : tensor_descale;]=]
+  [=[  return head_descales != nullptr && batch * heads + head >= 0 ? tensor_descale : tensor_descale;]=])
+
 # flash3_fp8_incoherent 1. The rotation's 1 / sqrt(d) left out: Q and K leave step 1 sqrt(d)
 #    times larger, so their descales are too, and every score is d times the recipe's.
 attnbench_plant_bug(flash3_fp8_incoherent rotation_unnormalized "Q and K rotated without 1 / sqrt(d)"
@@ -261,8 +267,8 @@ attnbench_plant_bug(flash3_fp8_incoherent rotation_unnormalized "Q and K rotated
 # flash3_fp8_incoherent 2. The forward takes Q's descale from the params (1 for 16-bit inputs) in
 #    place of the one the quantize pass computed.
 attnbench_plant_bug(flash3_fp8_incoherent computed_q_descale_ignored "the params' Q descale used on 16-bit inputs"
-  [=[      : descales != nullptr ? descales[kTensorQ]]=]
-  [=[      : descales != nullptr ? p.q_descale]=])
+  [=[          ? descales[kTensorQ]]=]
+  [=[          ? p.q_descale]=])
 # flash3_fp8_block 1. Every key tile scaled by the first block's K descale: right only where the
 #    sequence is one block long, or the blocks' amaxes happen to agree.
 attnbench_plant_bug(flash3_fp8_block first_k_descale_for_every_tile "every key tile takes K's first block descale"
