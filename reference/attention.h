@@ -4,6 +4,7 @@
 
 #include <cstdint>
 
+#include "reference/fp8_scale.h"
 #include "reference/problem.h"
 
 namespace attnbench {
@@ -19,7 +20,7 @@ struct TensorView {
   const float* head_descales = nullptr;  // (batch, heads), or null
   int64_t heads = 0;                     // of this tensor, to index head_descales
   float descale_of(int64_t b, int64_t h) const {
-    return head_descales != nullptr ? head_descales[b * heads + h] : descale;
+    return head_descales != nullptr ? head_descales[head_descale_index(b, h, heads)] : descale;
   }
   float at(int64_t b, int64_t s, int64_t h, int64_t d) const;  // real value, as float
 };

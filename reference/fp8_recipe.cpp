@@ -179,8 +179,8 @@ std::string describe(const Fp8Recipe& recipe) {
 std::string fp8_recipe_limits(const Fp8Recipe& recipe, const Problem& problem) {
   if (problem.input_dtype == DType::e4m3) {
     if (recipe.scaling != Fp8Scaling::per_tensor || recipe.incoherent) {
-      return "inputs stored in e4m3 carry one descale per tensor and cannot be rotated: the "
-             "recipe must be per-tensor and not incoherent";
+      return "inputs stored in e4m3 carry their descales (per tensor or per head) and cannot be "
+             "rotated: the recipe must be per-tensor and not incoherent";
     }
     return "";
   }
@@ -200,7 +200,7 @@ std::string fp8_recipe_limits(const Fp8Recipe& recipe, const Problem& problem) {
 int64_t QuantizedTensor::group_of(int64_t b, int64_t s, int64_t h) const {
   switch (scaling) {
     case Fp8Scaling::per_head:
-      return b * heads + h;
+      return head_descale_index(b, h, heads);
     case Fp8Scaling::per_block: {
       const int64_t blocks = (seqlen + block_rows - 1) / block_rows;
       return (b * heads + h) * blocks + s / block_rows;

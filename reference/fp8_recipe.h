@@ -50,8 +50,8 @@ std::vector<Fp8Recipe> opaque_fp8_recipes();
 std::string describe(const Fp8Recipe& recipe);
 
 // Why the recipe cannot run `problem` ("" when it can): fp16/bf16 inputs, a power-of-two head_dim
-// for incoherent processing; or e4m3 inputs taken as stored (steps 1 and 2 already done, one
-// descale per tensor), for a per-tensor recipe without incoherent processing.
+// for incoherent processing; or e4m3 inputs taken as stored (steps 1 and 2 already done, with
+// their descales per tensor or per head), for a per-tensor recipe without incoherent processing.
 std::string fp8_recipe_limits(const Fp8Recipe& recipe, const Problem& problem);
 
 // One input tensor after steps 1 and 2: e4m3 bits in the placement's layout, and a descale per

@@ -3,6 +3,8 @@
 // quantize_inputs and cuda.flash3_fp8's quantize passes both call it, so their bits agree.
 #pragma once
 
+#include <cstdint>
+
 #include "reference/mask.h"  // ATTNBENCH_HOST_DEVICE
 
 namespace attnbench {
@@ -10,6 +12,12 @@ namespace attnbench {
 // e4m3's largest finite value (formats.h's max_finite(DType::e4m3); test_fp8_recipe holds them
 // equal).
 constexpr float kE4m3Largest = 448.0f;
+
+// Where (batch b, head h) of a tensor with `heads` heads keeps its descale in a per-head array
+// (fp8_scaling per_head: params.h's *_head_descales, the reference's views, the recipe's groups).
+ATTNBENCH_HOST_DEVICE constexpr int64_t head_descale_index(int64_t b, int64_t h, int64_t heads) {
+  return b * heads + h;
+}
 
 // amax / 448, so the group's largest value lands on e4m3's largest; 1 for an all-zero group.
 ATTNBENCH_HOST_DEVICE inline float fp8_descale(float amax) {

@@ -58,8 +58,9 @@ class EmuExecutor final : public DeviceExecutor {
     return Status::Ok();
   }
 
-  // The case's buffers as the emulated instructions may read them: the inputs, the key lengths,
-  // the outputs (their canaries outside) and the plans' scratch.
+  // The case's buffers the emulated copy instructions (cp.async, TMA) check their reads against:
+  // the inputs, the key lengths, the outputs (their canaries outside) and the plans' scratch.
+  // Kernels read the per-head descale arrays with plain loads, which no bounds check sees.
   void register_buffers(KernelOutputs& outputs) {
     std::vector<emu::Allocation>& memory = stream_.global_memory;
     memory.clear();
@@ -126,13 +127,18 @@ class EmuExecutor final : public DeviceExecutor {
   // forward launches, in order. Its times are the emulator's, not a GPU's.
   Result<ForwardProfile> profile_forward(Plan& plan, KernelOutputs& outputs) override {
     std::vector<emu::LaunchRecord> launches;
-    stream_.recording = &launches;
     ForwardProfile profile;
     profile.source = "emulated launches";
     profile.start_ns = phase_clock_ns();
-    const Status status = run_checked(plan, outputs);
+    Status status;
+    {
+      // Unset however the forward ends (a kernel may throw): the stream outlives `launches`.
+      const std::unique_ptr<emu::Stream, void (*)(emu::Stream*)> recording(
+          &stream_, [](emu::Stream* stream) { stream->recording = nullptr; });
+      stream_.recording = &launches;
+      status = run_checked(plan, outputs);
+    }
     profile.end_ns = phase_clock_ns();
-    stream_.recording = nullptr;
     if (!status.ok) return status;
     profile.forward_s = static_cast<double>(profile.end_ns - profile.start_ns) * 1e-9;
     for (const emu::LaunchRecord& launch : launches) {

@@ -118,7 +118,8 @@ struct Descales {
   float tensor = 1.0f;
   std::vector<float> heads;
   float of(int64_t b, int64_t h, int64_t head_count) const {
-    return heads.empty() ? tensor : heads[static_cast<size_t>(b * head_count + h)];
+    return heads.empty() ? tensor
+                         : heads[static_cast<size_t>(head_descale_index(b, h, head_count))];
   }
 };
 
@@ -141,7 +142,7 @@ Descales descales_of(const std::vector<float>& values, DType dtype, Fp8Scaling s
     for (int64_t s = 0; s < seqlen; ++s) {
       for (int64_t h = 0; h < heads; ++h) {
         const float* row = values.data() + ((b * seqlen + s) * heads + h) * dim;
-        float& head_max = amax[static_cast<size_t>(b * heads + h)];
+        float& head_max = amax[static_cast<size_t>(head_descale_index(b, h, heads))];
         for (int64_t d = 0; d < dim; ++d) head_max = std::max(head_max, std::fabs(row[d]));
       }
     }

@@ -1,6 +1,7 @@
 // Seeded inputs for one problem, and the host buffers they live in. Values are drawn in fp32
-// from the distribution, then quantized to the input dtype (FP8: scaled by a per-tensor descale
-// factor first), so the reference sees exactly what the kernel sees. Never zeros.
+// from the distribution, then quantized to the input dtype (FP8: scaled first by a descale per
+// tensor, or per (batch, head) with fp8_scaling per_head), so the reference sees exactly what the
+// kernel sees. Never zeros.
 #pragma once
 
 #include <cstdint>

@@ -48,9 +48,9 @@ json complete_event(const std::string& name, const char* category, int pid, int 
 }
 
 // Trace tracks: 0 is the forward; work on thread or stream n is n + 1; runtime calls of host
-// thread n are kRuntimeTracks + n, below the work.
+// thread n are kRuntimeTracks + n, below the work (CUDA stream ids stay far below it).
 constexpr int kForwardTrack = 0;
-constexpr int kRuntimeTracks = 1000;
+constexpr int kRuntimeTracks = 1 << 30;
 
 int trace_track(const Activity& activity) {
   return activity.kind == ActivityKind::runtime ? kRuntimeTracks + activity.track

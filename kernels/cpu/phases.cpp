@@ -16,11 +16,6 @@ std::atomic<uint64_t> g_recordings{0};
 
 }  // namespace
 
-int64_t phase_clock_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
 
 // Events reserved per thread, so appending does not reallocate inside a forward's phases.
 constexpr size_t kReservedEvents = 1 << 16;
@@ -41,6 +36,11 @@ void PhaseRecording::record(int thread, const PhaseEvent& event) {
   if (thread >= 0 && static_cast<size_t>(thread) < threads_.size()) {
     threads_[static_cast<size_t>(thread)].events.push_back(event);
   }
+}
+
+void PhaseRecording::record_shared(int thread, const PhaseEvent& event) {
+  std::lock_guard<std::mutex> lock(shared_mutex_);
+  record(thread, event);
 }
 
 std::vector<std::vector<PhaseEvent>> PhaseRecording::by_thread() const {
@@ -91,8 +91,8 @@ void mark_phase(const char* phase) {
   }
   const uint64_t current = g_recordings.load(std::memory_order_relaxed);
   if (marked.phase != nullptr && marked.recording == current) {
-    recording->record(omp_get_thread_num(),
-                      PhaseEvent{marked.phase, marked.start_ns, phase_clock_ns()});
+    recording->record_shared(omp_get_thread_num(),
+                             PhaseEvent{marked.phase, marked.start_ns, phase_clock_ns()});
   }
   marked.recording = current;
   marked.phase = phase;

@@ -7,7 +7,9 @@
 // profile's "gaps"), not inside one.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
+#include <mutex>
 #include <vector>
 
 namespace attnbench {
@@ -18,8 +20,13 @@ struct PhaseEvent {
   int64_t end_ns;
 };
 
-// The steady clock in nanoseconds, as the events and the profiler's forward time read it.
-int64_t phase_clock_ns();
+// The steady clock in nanoseconds, as the events, the emulated launches and the profiler's forward
+// time read it.
+inline int64_t phase_clock_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
 
 // Installs itself for its lifetime (one at a time). Events of threads numbered past `threads` are
 // dropped (the profiler sizes it by omp_get_max_threads()).
@@ -31,6 +38,8 @@ class PhaseRecording {
   PhaseRecording& operator=(const PhaseRecording&) = delete;
 
   void record(int thread, const PhaseEvent& event);
+  // The same under a lock, for marks from threads attnbench does not number (mark_phase).
+  void record_shared(int thread, const PhaseEvent& event);
   // Per OpenMP thread number, each in the order its scopes ended.
   std::vector<std::vector<PhaseEvent>> by_thread() const;
 
@@ -40,12 +49,15 @@ class PhaseRecording {
     std::vector<PhaseEvent> events;
   };
   std::vector<ThreadEvents> threads_;
+  std::mutex shared_mutex_;
 };
 
 // A phase marked by calls rather than by a scope, for kernels from outside the build (the plugin
 // ABI's phase callback, which Python kernels reach through attnbench_bridge.phase): starts
 // `phase` on the calling thread, ending the phase this thread marked before; null only ends it.
-// Outside a recording it is one relaxed atomic load. The name must outlive the recording.
+// Any thread may mark: one outside an OpenMP team records on track 0 (its OpenMP number), under
+// a lock, so a plugin's own threads share that track. Outside a recording it is one relaxed
+// atomic load. The name must outlive the recording.
 void mark_phase(const char* phase);
 
 // One phase from construction to destruction, or to next(), which ends it and starts another (a

@@ -1,10 +1,10 @@
 #include "kernels/emu/launch.h"
 
-#include <chrono>
 #include <map>
 #include <mutex>
 #include <utility>
 
+#include "kernels/cpu/phases.h"  // phase_clock_ns: the clock of `attnbench profile`
 #include "kernels/emu/grid.h"
 #include "kernels/emu/sanitizer.h"
 #include "reference/random.h"
@@ -26,13 +26,6 @@ int dynamic_shared_limit(const void* kernel) {
   std::lock_guard<std::mutex> lock(g_attributes_mutex);
   const auto found = dynamic_shared_optins().find(kernel);
   return found == dynamic_shared_optins().end() ? kDefaultDynamicSharedBytes : found->second;
-}
-
-// The clock of `attnbench profile` (as kernels/cpu/phases.h reads it).
-int64_t steady_clock_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
 }
 
 // Appended piece by piece: g++ 12 warns (-Wrestrict, a false positive) on "(" + to_string(..).
@@ -80,7 +73,7 @@ bool launch_kernel(Stream* stream, const void* kernel, Dim3 grid, Dim3 block, si
   launch.workers = stream->workers;
   launch.global_memory = &stream->global_memory;
   std::string report;
-  const int64_t start_ns = steady_clock_ns();
+  const int64_t start_ns = phase_clock_ns();
   try {
     stream->schedule_hash =
         (stream->schedule_hash ^ launch_grid(launch, thread_body)) * 0x100000001b3ull;
@@ -88,7 +81,7 @@ bool launch_kernel(Stream* stream, const void* kernel, Dim3 grid, Dim3 block, si
     report = std::string("emu: ") + error.what();
   }
   if (stream->recording != nullptr) {
-    stream->recording->push_back({kernel, grid, block, start_ns, steady_clock_ns()});
+    stream->recording->push_back({kernel, grid, block, start_ns, phase_clock_ns()});
   }
   // A sanitizer's report outranks the emulator's: the block may only have stopped because of it.
   if (std::string line = sanitizer::take_report(&stream->global_memory); !line.empty()) {

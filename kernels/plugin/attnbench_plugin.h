@@ -89,9 +89,10 @@ typedef struct {
   int32_t device; /* CUDA device ordinal; -1 for the CPU */
   /* Since ABI 2. Where a CPU forward spends its time, for `attnbench profile`:
    * phase(phase_host, "scores") starts the phase "scores" on the calling thread, ending the one
-   * it started before; phase(phase_host, NULL) ends it (attnbench ends it after run returns too).
-   * Outside a profile a call costs one load and a branch. Names must stay valid while the plan
-   * lives; attnbench's own use scores, mask, softmax, output, convert. */
+   * it started before; phase(phase_host, NULL) ends it (after run returns attnbench ends the
+   * calling thread's; end your own threads' phases yourself). Threads of your own share one track
+   * in the profile. Outside a profile a call costs one load and a branch. Names must stay valid
+   * while the plan lives; attnbench's own use scores, mask, softmax, output, convert. */
   void (*phase)(void* phase_host, const char* name);
   void* phase_host;
 } attnbench_plan_context;

@@ -61,12 +61,12 @@ TEST_P(EmuMatrix, EveryCaseInsideTheTablePasses) {
     EXPECT_TRUE(r.samples.empty()) << "the emulated device times nothing";
     ++passed;
   }
-  // ctest gives each in-house kernel about 100 bf16/fp16 cases, hopper-stages 48; hopper-fp8 67
-  // e4m3 (12 with per-head descales) and 25 fp16/bf16 (cuda.flash3_fp8 takes all 92, its 16-bit
+  // ctest gives each in-house kernel about 100 bf16/fp16 cases, hopper-stages 48; hopper-fp8 61
+  // e4m3 (6 with per-head descales) and 25 fp16/bf16 (cuda.flash3_fp8 takes all 86, its 16-bit
   // variants the 25).
   const int minimum = options.suite == "ctest"           ? 100
                       : options.suite == "hopper-stages" ? 48
-                      : kernel == "cuda.flash3_fp8"      ? 92
+                      : kernel == "cuda.flash3_fp8"      ? 86
                                                          : 25;
   EXPECT_GE(passed, minimum) << "too few cases of " << options.suite << " passed";
 }

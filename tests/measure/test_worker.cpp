@@ -50,6 +50,7 @@ CaseRequest full_request() {
   r.dump_dir = "/tmp/dump " + kHostile;
   r.failure_dump_dir = "/tmp/failures";
   r.repro = "attnbench check --shape 'x' " + kHostile;
+  r.profile_forwards = 7;
   return r;
 }
 
@@ -90,6 +91,17 @@ CaseOutcome full_outcome() {
   o.details_json = json{{"engine", kHostile}, {"amax_s", 1.5}}.dump();
   o.timer = "cudaEvent (L2 flushed) " + kHostile;
   o.device_unusable = true;
+  ForwardProfile profile;
+  profile.source = "CUPTI";
+  profile.start_ns = 1'000'000'007;
+  profile.end_ns = 1'000'900'013;
+  profile.forward_s = 8.75e-4;
+  profile.median_s = 8.5e-4;
+  profile.activities = {
+      {ActivityKind::runtime, "cudaLaunchKernel_v7000", "", 0, 1'000'000'100, 1'000'003'000, 42},
+      {ActivityKind::kernel, "softmax_kernel", "void ns::softmax_kernel<" + kHostile + ">(float*)",
+       13, 1'000'004'000, 1'000'800'000, 42}};
+  o.profile = profile;
   return o;
 }
 
@@ -100,6 +112,10 @@ void expect_same_outcome(const CaseOutcome& expected, const CaseOutcome& actual)
   expect_same_measurement(expected, actual);
   EXPECT_SAME_FIELD(expected, actual, timer);
   EXPECT_SAME_FIELD(expected, actual, device_unusable);
+  ASSERT_EQ(expected.profile.has_value(), actual.profile.has_value());
+  if (expected.profile) {
+    EXPECT_EQ(profile_to_json(*expected.profile), profile_to_json(*actual.profile));
+  }
 }
 
 // ---- round trips ---------------------------------------------------------------------------------
@@ -127,6 +143,7 @@ TEST(WorkerProtocol, RequestRoundTripsEveryField) {
   EXPECT_EQ(expected.check_only, actual.check_only);
   EXPECT_EQ(expected.repetitions, actual.repetitions);
   EXPECT_EQ(expected.max_case_seconds, actual.max_case_seconds);
+  EXPECT_EQ(expected.profile_forwards, actual.profile_forwards);
   EXPECT_EQ(expected.measure_energy, actual.measure_energy);
   EXPECT_EQ(expected.dump_dir, actual.dump_dir);
   EXPECT_EQ(expected.failure_dump_dir, actual.failure_dump_dir);

@@ -162,6 +162,7 @@ Status CuptiTrace::start() {
   }
   for (CUpti_ActivityKind kind : kRecordedKinds) {
     if (CUptiResult r = api_->enable(kind); r != CUPTI_SUCCESS) {
+      for (CUpti_ActivityKind enabled : kRecordedKinds) api_->disable(enabled);  // none stays on
       return Status::Error(api_->error("cuptiActivityEnable", r));
     }
   }

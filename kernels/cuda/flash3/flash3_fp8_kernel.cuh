@@ -398,7 +398,8 @@ __device__ __forceinline__ void store_fp8_output(const AttentionParams& p,
 // params' array), else the tensor's.
 __device__ __forceinline__ float stored_descale(const float* head_descales, float tensor_descale,
                                                 int batch, int head, int heads) {
-  return head_descales != nullptr ? head_descales[batch * heads + head] : tensor_descale;
+  return head_descales != nullptr ? head_descales[head_descale_index(batch, head, heads)]
+                                  : tensor_descale;
 }
 
 // Output: e4m3's bits (uint8_t) for e4m3 inputs, else the 16-bit input type. `descales`: those

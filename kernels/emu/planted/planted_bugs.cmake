@@ -256,8 +256,8 @@ attnbench_plant_bug(flash3_fp8 qk_descales_ignored "the scores taken without Q's
 # flash3_fp8 3. Per-head descales (fp8_scaling per_head) ignored: the tensor's descale, which is 1
 #    then, for every head; right only where every head's amax is 448.
 attnbench_plant_bug(flash3_fp8 per_head_descales_ignored "the tensor's descale read in place of each head's"
-  [=[  return head_descales != nullptr ? head_descales[batch * heads + head] : tensor_descale;]=]
-  [=[  return head_descales != nullptr && batch * heads + head >= 0 ? tensor_descale : tensor_descale;]=])
+  [=[  return head_descales != nullptr ? head_descales[head_descale_index(batch, head, heads)]]=]
+  [=[  return head_descales != nullptr && head_descale_index(batch, head, heads) >= 0 ? tensor_descale]=])
 
 # flash3_fp8_incoherent 1. The rotation's 1 / sqrt(d) left out: Q and K leave step 1 sqrt(d)
 #    times larger, so their descales are too, and every score is d times the recipe's.
