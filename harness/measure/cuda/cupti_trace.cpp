@@ -96,8 +96,13 @@ void CUPTIAPI buffer_completed(CUcontext, uint32_t, uint8_t* buffer, size_t, siz
 std::unique_ptr<CuptiTrace> CuptiTrace::load(std::string& absence_reason) {
   void* library = nullptr;
   std::string tried;
-  for (const char* name : {"libcupti.so.13", "libcupti.so"}) {
-    library = dlopen(name, RTLD_NOW | RTLD_LOCAL);
+  // The loader's path first (LD_LIBRARY_PATH: gpu-check puts the toolkit's or the wheel's there),
+  // then where the build's toolkit and older toolkits (extras/CUPTI) keep it.
+  for (const std::string& name :
+       {std::string("libcupti.so.13"), std::string("libcupti.so"),
+        std::string(ATTNBENCH_CUPTI_TOOLKIT_DIR) + "/libcupti.so.13",
+        std::string("/usr/local/cuda/extras/CUPTI/lib64/libcupti.so.13")}) {
+    library = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL);
     if (library != nullptr) break;
     const char* error = dlerror();
     tried += (tried.empty() ? "" : "; ") + std::string(error != nullptr ? error : name);
