@@ -4,6 +4,8 @@
 #include <cmath>
 #include <limits>
 #include <stdexcept>
+#include <string>
+#include <utility>
 
 #include "reference/formats.h"
 #include "reference/fp8_scale.h"
@@ -105,7 +107,7 @@ QuantizedTensor stored_tensor(const TensorView& view, const TensorPlacement& pla
 QuantizedTensor quantize_tensor(const Fp8Recipe& recipe, const TensorView& view,
                                 const TensorPlacement& placement, int64_t buffer_elements,
                                 int64_t batch, int64_t seqlen, int64_t heads, int64_t dim,
-                                bool rotate) {
+                                bool rotate, bool round) {
   QuantizedTensor out;
   out.scaling = recipe.scaling;
   out.block_rows = recipe.block_rows;
@@ -142,7 +144,7 @@ QuantizedTensor quantize_tensor(const Fp8Recipe& recipe, const TensorView& view,
         for (int64_t d = 0; d < dim; ++d) {
           const size_t at = static_cast<size_t>(first + d);
           out.bits[at] = float_to_e4m3_bits(values[at] * inverse);
-          values[at] = e4m3_bits_to_float(out.bits[at]);
+          values[at] = round ? e4m3_bits_to_float(out.bits[at]) : values[at] * inverse;
         }
       }
     }
@@ -173,14 +175,23 @@ std::string describe(const Fp8Recipe& recipe) {
   if (recipe.incoherent) text += ", incoherent (Hadamard)";
   text += ", " + std::to_string(recipe.key_tile) + "-key tiles";
   if (recipe.reverse_keys) text += " last first";
-  return text + ", P offset 2^" + std::to_string(recipe.p_max_offset);
+  text += ", P offset 2^" + std::to_string(recipe.p_max_offset);
+  const std::pair<bool, const char*> roundings[] = {
+      {recipe.round_qk, "Q, K"}, {recipe.round_v, "V"}, {recipe.round_p, "P"}};
+  std::string unrounded;
+  for (const auto& [rounded, what] : roundings) {
+    if (!rounded) unrounded += (unrounded.empty() ? "" : ", ") + std::string(what);
+  }
+  return unrounded.empty() ? text : text + " (" + unrounded + " not rounded to e4m3)";
 }
 
 std::string fp8_recipe_limits(const Fp8Recipe& recipe, const Problem& problem) {
   if (problem.input_dtype == DType::e4m3) {
-    if (recipe.scaling != Fp8Scaling::per_tensor || recipe.incoherent) {
-      return "inputs stored in e4m3 carry their descales (per tensor or per head) and cannot be "
-             "rotated: the recipe must be per-tensor and not incoherent";
+    if (recipe.scaling != Fp8Scaling::per_tensor || recipe.incoherent || !recipe.round_qk ||
+        !recipe.round_v) {
+      return "inputs stored in e4m3 carry their descales (per tensor or per head), are rounded "
+             "already and cannot be rotated: the recipe must be per-tensor, not incoherent, and "
+             "round Q, K and V";
     }
     return "";
   }
@@ -229,11 +240,12 @@ QuantizedInputs quantize_inputs(const Fp8Recipe& recipe, const Problem& problem,
   }
   out.q =
       quantize_tensor(recipe, inputs.q, l.q, l.q_buffer_elements, problem.batch, problem.seqlen_q,
-                      problem.heads_q, problem.head_dim_qk, recipe.incoherent);
-  out.k = quantize_tensor(recipe, inputs.k, l.k, k_elements, problem.batch, problem.seqlen_k,
-                          problem.heads_kv, problem.head_dim_qk, recipe.incoherent);
+                      problem.heads_q, problem.head_dim_qk, recipe.incoherent, recipe.round_qk);
+  out.k =
+      quantize_tensor(recipe, inputs.k, l.k, k_elements, problem.batch, problem.seqlen_k,
+                      problem.heads_kv, problem.head_dim_qk, recipe.incoherent, recipe.round_qk);
   out.v = quantize_tensor(recipe, inputs.v, l.v, v_elements, problem.batch, problem.seqlen_k,
-                          problem.heads_kv, problem.head_dim_v, false);
+                          problem.heads_kv, problem.head_dim_v, false, recipe.round_v);
   return out;
 }
 
@@ -297,7 +309,7 @@ void fp8_recipe_row(const Fp8Recipe& recipe, const Problem& problem, const Quant
       const float x =
           fp8_p_exponent(scores[static_cast<size_t>(j - begin)], row_max, recipe.p_max_offset);
       row_sum += std::exp2(x);
-      const float p = fp8_p(x);
+      const float p = recipe.round_p ? fp8_p(x) : std::exp2(x);
       if (p == 0.0f) continue;
       const float* v = inputs.v.values.data() + layout.v.row_start(b, j, kv_head);
       const float v_descale =

@@ -38,6 +38,12 @@ struct Fp8Recipe {
   int64_t key_tile = 128;                       // step 4
   bool reverse_keys = false;                    // step 4: last tile first
   int p_max_offset = 8;                         // step 4: P's largest value is 2^8
+  // The recipe's three roundings to e4m3: step 2's on Q and K, step 2's on V, step 4's on P.
+  // Every kernel's recipe keeps all three; the accuracy study turns two off to measure each one's
+  // share of the error (a value not rounded keeps its scaled float).
+  bool round_qk = true;
+  bool round_v = true;
+  bool round_p = true;
   bool operator==(const Fp8Recipe&) const = default;
 };
 
@@ -51,7 +57,8 @@ std::string describe(const Fp8Recipe& recipe);
 
 // Why the recipe cannot run `problem` ("" when it can): fp16/bf16 inputs, a power-of-two head_dim
 // for incoherent processing; or e4m3 inputs taken as stored (steps 1 and 2 already done, with
-// their descales per tensor or per head), for a per-tensor recipe without incoherent processing.
+// their descales per tensor or per head), for a per-tensor recipe without incoherent processing
+// that rounds Q, K and V.
 std::string fp8_recipe_limits(const Fp8Recipe& recipe, const Problem& problem);
 
 // One input tensor after steps 1 and 2: e4m3 bits in the placement's layout, and a descale per
