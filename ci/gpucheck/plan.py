@@ -160,14 +160,16 @@ def attnbench_plan(cli, plan_args, device_model, environment=None):
     return json.loads(done.stdout)
 
 
-def correctness_suites(cli, environment=None):
-    """Each kernel's correctness suite, as the registry states it (`attnbench list kernels
-    --json`): {name: suite}."""
+def gpu_ctest_kernels(cli, environment=None):
+    """The kernels GpuCtestSuite checks (tests/gpu/test_gpu.cpp: every built-in CUDA kernel), in
+    the registry's order, each with its correctness suite, as `attnbench list kernels --json`
+    states them: {name: suite}."""
     done = subprocess.run([cli, "list", "kernels", "--json"], capture_output=True, text=True,
                           check=False, env=environment)
     if done.returncode != 0:
         raise RuntimeError(f"{cli} list kernels --json: {done.stderr.strip()}")
-    return {kernel["name"]: kernel["correctness_suite"] for kernel in json.loads(done.stdout)}
+    return {kernel["name"]: kernel["correctness_suite"] for kernel in json.loads(done.stdout)
+            if kernel["backend"] == "cuda" and not kernel["origin"]}
 
 
 def lanes_makespan(durations, lanes):
@@ -181,17 +183,10 @@ def lanes_makespan(durations, lanes):
 def predict_ctest(cli, device_model, environment=None):
     """The ctest step: GpuCtestSuite per kernel (check-only over the ctest suite; cudnn.sdpa
     in shards), the executor tests and the isolation test, over CTEST_PARALLEL lanes."""
-    kernels = ["cuda.naive_cublas", "cuda.naive", "cuda.masked_outofplace", "cuda.masked_inplace",
-               "cuda.masked_fused", "cuda.flash1", "cuda.flash2", "cuda.flash3_wg1",
-               "cuda.flash3_ws", "cuda.flash3_pingpong", "cuda.flash3", "cuda.flash3_fp8",
-               "cuda.flash3_fp8_incoherent", "cuda.flash3_fp8_block",
-               "cuda.flash3_fp8_block_incoherent", "cudnn.sdpa", "cudnn.sdpa_fp8"]
     durations, cases, rows = [], 0, []
-    suites = correctness_suites(cli, environment)
-    for kernel in kernels:
+    for kernel, suite in gpu_ctest_kernels(cli, environment).items():
         # The kernel's own correctness suite, as GpuCtestSuite runs it (the Hopper stages, d 128
         # bf16 only, and the FP8 kernels, d 128, run ctest's shapes at their size).
-        suite = suites[kernel]
         planned = attnbench_plan(cli, ["--suite", suite, "--kernels", kernel, "--check"],
                                  device_model, environment)
         supported = sum(1 for c in planned["cases"] if c["supported"])

@@ -95,7 +95,7 @@ def test_every_claim_id_has_a_judge_and_a_row_and_a_healthy_run_passes_them(tmp_
     # The healthy run's figures, as stored, beside their claims.
     assert rows["cudnn-figure"]["measured"] == tflops(built.flops_per_s["cudnn.sdpa"])
     assert rows["cudnn-fp8-figure"]["measured"] == tflops(built.flops_per_s["cudnn.sdpa_fp8"])
-    assert rows["flash3-fp8-figure"]["measured"] == tflops(built.flops_per_s["cuda.flash3_fp8"])
+    assert rows["flash3-fp8-figure"]["measured"] == tflops(built.flops_per_s["cuda.flash3_fp8_ws"])
     assert rows["flash3-fp8-hadamard-cost"]["measured"].startswith("+2.0% (")
     gemm = built.calibrations[("gemm", "bf16")]
     assert rows["calibrate-bf16-gemm"]["measured"] == f"{gemm / 1e12:.1f} TFLOP/s"

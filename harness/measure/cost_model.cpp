@@ -57,6 +57,11 @@ const std::map<std::string, KernelCost>& kernel_costs() {
       // Not measured: cuda.flash3_wg1, the same one-warpgroup schedule at bf16, measured 375
       // TFLOP/s (0.47 of the bf16 GEMM rate); 0.3 of the e4m3 rate, and the layout pass's launch
       // (on e4m3: 2 launches; its fp16/bf16 inputs take 4, as cuda.flash3_fp8_incoherent's).
+      {"cuda.flash3_fp8", {0.3, 2, 1e-3}},
+      // Not measured: cuda.flash3_ws, the same warp-specialized schedule at bf16, measured 552
+      // (0.70); FP8 halves the tensor cores' time but not the softmax's, which this stage does not
+      // overlap: 0.45 of the e4m3 rate, and the layout pass's launch.
+      {"cuda.flash3_fp8_ws", {0.45, 2, 1e-3}},
       // Not measured: cuda.flash3_fp8's forward after three memory-bound passes (amax, rotate and
       // quantize Q and K, quantize and lay out V), each reading the 16-bit inputs once more.
       {"cuda.flash3_fp8_incoherent", {0.25, 4, 1e-3}},

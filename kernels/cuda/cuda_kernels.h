@@ -42,6 +42,7 @@ Kernel cuda_flash3_kernel();
 // d 128 (issue 16). Its variants on fp16/bf16: _incoherent rotates Q and K first, _block scales
 // per block of 128 tokens, _block_incoherent does both.
 Kernel cuda_flash3_fp8_kernel();
+Kernel cuda_flash3_fp8_ws_kernel();  // its warp-specialized stage
 Kernel cuda_flash3_fp8_incoherent_kernel();
 Kernel cuda_flash3_fp8_block_kernel();
 Kernel cuda_flash3_fp8_block_incoherent_kernel();

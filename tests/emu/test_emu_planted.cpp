@@ -1,8 +1,8 @@
 // Planted bugs (issue 14, "Must show"; issues 15, 16): each a test-only variant of cuda.flash2,
-// cuda.flash3_wg1, cuda.flash3_ws, cuda.flash3_fp8 or cuda.flash3_fp8_incoherent made from the
-// real kernel source with one edit (kernels/emu/planted/planted_bugs.cmake, which refuses an edit
-// that does not match), run on the emulated device through `attnbench check` as a user runs it.
-// Each must fail with its named reason on a case its real kernel passes, so none can pass
+// cuda.flash3_wg1, cuda.flash3_ws, cuda.flash3_fp8 or its _incoherent, _block and _ws made from
+// the real kernel source with one edit (kernels/emu/planted/planted_bugs.cmake, which refuses an
+// edit that does not match), run on the emulated device through `attnbench check` as a user runs
+// it. Each must fail with its named reason on a case its real kernel passes, so none can pass
 // vacuously; the order-dependent one is caught under several schedule seeds, and two seeds record
 // different schedules.
 #include <gtest/gtest.h>
@@ -145,6 +145,31 @@ INSTANTIATE_TEST_SUITE_P(Emu, PlantedFlash3Fp8Bug,
                          [](const ::testing::TestParamInfo<const char*>& param_info) {
                            return std::string(param_info.param);
                          });
+
+// cuda.flash3_fp8_ws (issue 16), the warp-specialized FP8 forward, on the same shape (its query
+// blocks of 128: the first holds both consumers' rows, the second 2). Consumer 1 reading consumer
+// 0's rows of Q gives wrong rows.
+TEST(PlantedFlash3Fp8WsBug, ConsumerRowsNotOffsetFailsItsCheckWhereTheKernelPasses) {
+  const ScratchDirectory dir("attnbench_planted_flash3_fp8_ws_rows");
+  expect_fails_where_the_kernel_passes(
+      "cuda.flash3_fp8_ws", "test.flash3_fp8_ws_consumer_rows_not_offset", kFlash3Fp8Shape, dir);
+}
+
+// The producer refilling a stage before both consumers have released it re-arms the stage's
+// "full" barrier while they have yet to wait on it: the emulator stops the launch at the arrival
+// that exceeds the barrier's count, naming it (what a GPU would do instead is a race).
+TEST(PlantedFlash3Fp8WsBug, RefillWithoutEmptyWaitIsStoppedByTheEmulator) {
+  const ScratchDirectory dir("attnbench_planted_flash3_fp8_ws_refill");
+  expect_passed(check_once("cuda.flash3_fp8_ws", dir, "", kFlash3Fp8Shape), /*deterministic=*/true);
+  const std::string variant = "test.flash3_fp8_ws_refill_without_empty_wait";
+  const ResultRecord planted = check_once(variant, dir, "", kFlash3Fp8Shape);
+  EXPECT_EQ(planted.kernel, variant);
+  EXPECT_EQ(planted.status, ResultStatus::failed) << planted.message;
+  EXPECT_EQ(planted.message.rfind("kernel error:", 0), 0u) << planted.message;
+  EXPECT_NE(planted.message.find("mbarrier.arrive"), std::string::npos) << planted.message;
+  EXPECT_NE(planted.message.find("arrives once more than the barrier's count"), std::string::npos)
+      << planted.message;
+}
 
 // cuda.flash3_fp8 with per-(batch, head) descales (fp8_scaling per_head), GQA 2:1 over two
 // batches: the tensor's descale (1) read in place of each head's.

@@ -623,34 +623,51 @@ TEST_F(StaticCuda, Flash3StagesUseWgmmaTmaAndMbarriersWithoutSpills) {
   EXPECT_TRUE(frames.empty()) << "register spills or local arrays:\n" << join_lines(frames);
 }
 
-// cuda.flash3_fp8 (issue 16): e4m3 wgmma is QGMMA in SASS (k32): per key tile d / 32 for S and
-// 128 / 32 for P V, and MUFU.EX2 once per score of the thread's 64 and once per row for the
-// rescale; P packed to e4m3 by F2FP; TMA loads and mbarriers; no HGMMA or HMMA; one copy of the
-// tile in the loop; in each of its five instantiations (e4m3 out; fp16 and bf16 out with per-tensor
-// or per-block descales). Its registers and stack: NoKernelHasAStackFrame and the check above.
+// cuda.flash3_fp8 and its warp-specialized stage cuda.flash3_fp8_ws (issue 16): e4m3 wgmma is
+// QGMMA in SASS (k32): per key tile d / 32 for S and 128 / 32 for P V, and MUFU.EX2 once per score
+// of the thread's 64 and once per row for the rescale; P packed to e4m3 by F2FP; TMA loads and
+// mbarriers; no HGMMA or HMMA; one copy of the tile in the loop; in cuda.flash3_fp8's five
+// instantiations (e4m3 out; fp16 and bf16 out with per-tensor or per-block descales) and
+// cuda.flash3_fp8_ws's one (e4m3). The warp-specialized one launches with WsTraits' registers
+// (one CTA of 384 threads per SM, the split setmaxnreg rests on). Their stack:
+// NoKernelHasAStackFrame and the check above.
 constexpr int kRowsPerThreadFp8 = 2;  // a thread's rows of a wgmma m64 accumulator
 
 TEST_F(StaticCuda, Flash3Fp8UsesQgmmaOnE4m3) {
   const SassCode code = read_sass(kHopperLibrary);
   constexpr int kHeadDim = 128, kBlockK = 128, kStep = 32;
-  int matched = 0;
-  for (const auto& [key, per_arch] : code) {
-    const std::string name = demangle(key.second);
-    if (name.find("flash3_fp8_forward<128,") == std::string::npos) continue;
-    ++matched;
-    const auto counts = per_arch.find("sm_90a");
-    ASSERT_NE(counts, per_arch.end()) << name << ": no sm_90a SASS";
-    const OpcodeCounts& c = counts->second;
-    EXPECT_EQ(opcode_count(c, "QGMMA"), kHeadDim / kStep + kBlockK / kStep) << name;
-    EXPECT_EQ(opcode_count(c, "MUFU.EX2"), kBlockK / 2 + kRowsPerThreadFp8) << name;
-    EXPECT_EQ(opcode_count(c, "HGMMA"), 0) << name;
-    EXPECT_EQ(opcode_count(c, "HMMA"), 0) << name;
-    for (const char* opcode : {"F2FP", "UTMALDG", "SYNCS"}) {
-      EXPECT_GT(opcode_count(c, opcode), 0) << name << ": no " << opcode;
+  const std::pair<const char*, int> stages[] = {{"flash3_fp8_forward<128,", 5},
+                                                {"flash3_fp8_ws_forward<128,", 1}};
+  for (const auto& [stage, instantiations] : stages) {
+    int matched = 0;
+    for (const auto& [key, per_arch] : code) {
+      const std::string name = demangle(key.second);
+      if (name.find(stage) == std::string::npos) continue;
+      ++matched;
+      const auto counts = per_arch.find("sm_90a");
+      ASSERT_NE(counts, per_arch.end()) << name << ": no sm_90a SASS";
+      const OpcodeCounts& c = counts->second;
+      EXPECT_EQ(opcode_count(c, "QGMMA"), kHeadDim / kStep + kBlockK / kStep) << name;
+      EXPECT_EQ(opcode_count(c, "MUFU.EX2"), kBlockK / 2 + kRowsPerThreadFp8) << name;
+      EXPECT_EQ(opcode_count(c, "HGMMA"), 0) << name;
+      EXPECT_EQ(opcode_count(c, "HMMA"), 0) << name;
+      for (const char* opcode : {"F2FP", "UTMALDG", "SYNCS"}) {
+        EXPECT_GT(opcode_count(c, opcode), 0) << name << ": no " << opcode;
+      }
     }
+    EXPECT_EQ(matched, instantiations)
+        << stage << " out, scales> in the SASS of " << kHopperLibrary;
   }
-  EXPECT_EQ(matched, 5) << "flash3_fp8_forward<128, e4m3/fp16/bf16 out, scales> in the SASS of "
-                        << kHopperLibrary;
+  const DeviceCode resources = read(kHopperLibrary);
+  int warp_specialized = 0;
+  for (const auto& [key, function] : resources) {
+    if (demangle(key.second).find("flash3_fp8_ws_forward") == std::string::npos) continue;
+    ++warp_specialized;
+    const auto registers = function.registers.find("sm_90a");
+    ASSERT_NE(registers, function.registers.end()) << key.second;
+    EXPECT_EQ(registers->second, flash3::WsTraits<128>::kLaunchRegisters) << key.second;
+  }
+  EXPECT_EQ(warp_specialized, 1);
 }
 
 // The negative control: cuda.flash2 (mma.sync, ldmatrix, cp.async) held to flash3's expectation

@@ -1,8 +1,9 @@
-// The plan of cuda.flash3_fp8 and cuda.flash3_fp8_incoherent (issue 16): the support table, the
-// sm_90 and shared-memory gates, the scratch the passes before the forward write every forward
-// (V^T; for 16-bit inputs also Q and K in e4m3, the amax partials and the descales), the TMA maps
-// of Q, K (e4m3, 128-byte boxes) and V^T, encoded per forward, and the launch. The kernel and its
-// passes are flash3_fp8_kernel.cuh.
+// The plan of cuda.flash3_fp8, its variants and its warp-specialized stage cuda.flash3_fp8_ws
+// (issue 16): the support table, the sm_90 and shared-memory gates, the scratch the passes before
+// the forward write every forward (V^T; for 16-bit inputs also Q and K in e4m3, the amax partials
+// and the descales), the TMA maps of Q, K (e4m3, 128-byte boxes) and V^T, encoded per forward,
+// and the launch. The kernels and their passes are flash3_fp8_kernel.cuh and
+// flash3_fp8_ws_kernel.cuh.
 #include <algorithm>
 #include <memory>
 #include <string>
@@ -18,7 +19,7 @@
 namespace attnbench::flash3 {
 inline namespace ATTNBENCH_TARGET {
 
-using Fp8Tiles = Fp8Traits<128>;  // the one instantiation
+using Fp8Tiles = Fp8Traits<128>;  // the one instantiation (its key tile: every stage's)
 
 namespace {
 
@@ -41,17 +42,17 @@ gpu::TensorMapSpec byte_spec(const void* base, int64_t inner, int64_t rows, int6
 class Flash3Fp8Plan final : public Plan {
  public:
   Flash3Fp8Plan(const Problem& problem, const PlanContext& context, std::string name,
-                const Fp8Recipe& recipe, Fp8LaunchFunction launch)
+                const Fp8Recipe& recipe, const Fp8Instantiation& forward)
       : problem_(problem),
         stream_(static_cast<cudaStream_t>(context.stream)),
         device_(context.device),
         name_(std::move(name)),
         recipe_(recipe),
-        launch_(launch),
+        forward_(forward),
         keys_padded_(fp8_keys_padded(problem.seqlen_k)) {}
 
   Status build(ScratchAllocator& allocator) {
-    if (Status status = check_hopper_device(device_, Fp8Tiles::kSharedBytes, name_); !status) {
+    if (Status status = check_hopper_device(device_, forward_.shared_bytes, name_); !status) {
       return status;
     }
     const size_t vt_bytes = static_cast<size_t>(problem_.batch) * problem_.heads_kv *
@@ -76,7 +77,7 @@ class Flash3Fp8Plan final : public Plan {
     if (Status status = encode_maps(params, launch); !status) {
       return Status::Error(name_ + ": " + status.message);
     }
-    return launch_(launch, pass_args_, stream_);
+    return forward_.launch(launch, pass_args_, stream_);
   }
 
  private:
@@ -157,9 +158,9 @@ class Flash3Fp8Plan final : public Plan {
     const bool packed = quantizes();
     const std::pair<gpu::TensorMapSpec, CUtensorMap*> maps[] = {
         {packed ? byte_spec(q_.data(), d, p.seqlen_q, p.heads_q, p.batch, p.heads_q * d, d,
-                            int64_t{p.seqlen_q} * p.heads_q * d, Fp8Tiles::kBlockQ)
+                            int64_t{p.seqlen_q} * p.heads_q * d, forward_.block_q)
                 : byte_spec(p.q, d, p.seqlen_q, p.heads_q, p.batch, p.q_row_stride, p.q_head_stride,
-                            p.q_batch_stride, Fp8Tiles::kBlockQ),
+                            p.q_batch_stride, forward_.block_q),
          &launch.q_map},
         {packed ? byte_spec(k_.data(), d, p.seqlen_k, p.heads_kv, p.batch, p.heads_kv * d, d,
                             int64_t{p.seqlen_k} * p.heads_kv * d, Fp8Tiles::kBlockK)
@@ -186,7 +187,7 @@ class Flash3Fp8Plan final : public Plan {
   int device_;
   std::string name_;
   Fp8Recipe recipe_;
-  Fp8LaunchFunction launch_;
+  Fp8Instantiation forward_;
   int64_t keys_padded_;
   ScratchBuffer vt_;
   Fp8ScaleGroups groups_;
@@ -221,9 +222,14 @@ SupportTable flash3_fp8_support_table(const std::vector<Fp8Instantiation>& insta
                                     : "Q and K") +
                     " and V (into V^T) to e4m3, " + scales);
   }
+  // Every instantiation of an entry shares its forward's schedule.
+  const bool warp_specialized = !instantiations.empty() && instantiations.front().block_q > kWgmmaM;
   notes.push_back(
-      "V^T because wgmma takes FP8 B K-major only; wgmma m64nNk32 e4m3 with fp32 accumulation, P "
-      "scaled by 2^8 and rounded to e4m3; one warpgroup per 64 rows");
+      std::string("V^T because wgmma takes FP8 B K-major only; wgmma m64nNk32 e4m3 with fp32 "
+                  "accumulation, P scaled by 2^8 and rounded to e4m3; ") +
+      (warp_specialized ? "a producer warpgroup issuing the TMA loads and two consumer "
+                          "warpgroups of 64 query rows (warp specialization)"
+                        : "one warpgroup per 64 query rows"));
   for (const std::string& note : notes) {
     table.notes += (table.notes.empty() ? "" : "; ") + note;
   }
@@ -252,7 +258,7 @@ Kernel flash3_fp8_kernel_entry(std::string name, std::string summary, const Fp8R
     if (found == nullptr || problem.head_dim_v != problem.head_dim_qk) {
       return Status::Error(name + ": no instantiation for " + shape_string(problem));
     }
-    auto plan = std::make_unique<Flash3Fp8Plan>(problem, context, name, recipe, found->launch);
+    auto plan = std::make_unique<Flash3Fp8Plan>(problem, context, name, recipe, *found);
     if (Status status = plan->build(context.scratch); !status) return status;
     return plan;
   };
@@ -279,16 +285,30 @@ inline namespace ATTNBENCH_TARGET {
 
 Kernel cuda_flash3_fp8_kernel() {
   using flash3::launch_flash3_fp8;
-  constexpr int kD = flash3::Fp8Tiles::kHeadDim;
+  using T = flash3::Fp8Tiles;
+  constexpr int kD = T::kHeadDim;
   return flash3::flash3_fp8_kernel_entry(
       "cuda.flash3_fp8",
       "FlashAttention-3's FP8 forward on Hopper, first stage: e4m3 Q, K, V with per-tensor "
       "descales (or fp16/bf16 quantized by its own passes), V^T by a layout pass, wgmma k32 "
       "e4m3, P in e4m3 with a 2^8 offset, one warpgroup",
       flash3::flash3_fp8_recipe(/*incoherent=*/false, /*block_scales=*/false),
-      {{kD, DType::e4m3, &launch_flash3_fp8<kD, DType::e4m3>},
-       {kD, DType::f16, &launch_flash3_fp8<kD, DType::f16>},
-       {kD, DType::bf16, &launch_flash3_fp8<kD, DType::bf16>}});
+      {{kD, DType::e4m3, &launch_flash3_fp8<kD, DType::e4m3>, T::kBlockQ, T::kSharedBytes},
+       {kD, DType::f16, &launch_flash3_fp8<kD, DType::f16>, T::kBlockQ, T::kSharedBytes},
+       {kD, DType::bf16, &launch_flash3_fp8<kD, DType::bf16>, T::kBlockQ, T::kSharedBytes}});
+}
+
+Kernel cuda_flash3_fp8_ws_kernel() {
+  using flash3::launch_flash3_fp8_ws;
+  using T = flash3::Fp8WsTraits<128>;
+  constexpr int kD = T::kHeadDim;
+  return flash3::flash3_fp8_kernel_entry(
+      "cuda.flash3_fp8_ws",
+      "FlashAttention-3's FP8 forward on Hopper, warp-specialized: cuda.flash3_fp8's recipe and "
+      "passes on e4m3 inputs, a producer warpgroup issuing the TMA loads into a K/V^T ring and "
+      "two consumer warpgroups of 64 query rows (cuda.flash3_ws's pipeline)",
+      flash3::flash3_fp8_recipe(/*incoherent=*/false, /*block_scales=*/false),
+      {{kD, DType::e4m3, &launch_flash3_fp8_ws<kD, DType::e4m3>, T::kBlockQ, T::kSharedBytes}});
 }
 
 namespace {
@@ -298,11 +318,12 @@ namespace {
 Kernel flash3_fp8_16bit_variant(std::string name, std::string summary, bool incoherent,
                                 bool block_scales) {
   using flash3::launch_flash3_fp8;
-  constexpr int kD = flash3::Fp8Tiles::kHeadDim;
-  return flash3::flash3_fp8_kernel_entry(std::move(name), std::move(summary),
-                                         flash3::flash3_fp8_recipe(incoherent, block_scales),
-                                         {{kD, DType::f16, &launch_flash3_fp8<kD, DType::f16>},
-                                          {kD, DType::bf16, &launch_flash3_fp8<kD, DType::bf16>}});
+  using T = flash3::Fp8Tiles;
+  constexpr int kD = T::kHeadDim;
+  return flash3::flash3_fp8_kernel_entry(
+      std::move(name), std::move(summary), flash3::flash3_fp8_recipe(incoherent, block_scales),
+      {{kD, DType::f16, &launch_flash3_fp8<kD, DType::f16>, T::kBlockQ, T::kSharedBytes},
+       {kD, DType::bf16, &launch_flash3_fp8<kD, DType::bf16>, T::kBlockQ, T::kSharedBytes}});
 }
 
 }  // namespace

@@ -367,17 +367,19 @@ __device__ __forceinline__ void probabilities_as_e4m3(const float (&s)[kCount],
 
 // O * factor / l in the output's type (e4m3: two bytes, 16-bit: four, one column pair a
 // store), then the LSE.
+// `rows_before`: the warpgroup's first row within the block (0 for one warpgroup).
 template <int HeadDim, typename Output>
 __device__ __forceinline__ void store_fp8_output(const AttentionParams& p,
                                                  const BlockPosition& block, OnlineSoftmax& softmax,
-                                                 const float (&o)[HeadDim / 2], float factor) {
+                                                 const float (&o)[HeadDim / 2], float factor,
+                                                 int rows_before) {
   softmax.finish();
   Output* out = static_cast<Output*>(p.out) + block.batch * p.out_batch_stride +
                 block.head * p.out_head_stride;
 #pragma unroll
   for (int index = 0; index < HeadDim / 2; index += 2) {
     const int r = accumulator_row(index);
-    const int64_t query = block.first_row + thread_row(r);
+    const int64_t query = block.first_row + rows_before + thread_row(r);
     if (query < p.seqlen_q) {
       const float scale = softmax.inverse_sum(r) * factor;
       Output* pair = out + query * p.out_row_stride + accumulator_column(index);
@@ -391,7 +393,7 @@ __device__ __forceinline__ void store_fp8_output(const AttentionParams& p,
       }
     }
   }
-  store_lse(p, block, softmax, 0);
+  store_lse(p, block, softmax, rows_before);
 }
 
 // The descale of an e4m3 input as stored: its (batch, head)'s under fp8_scaling per_head (the
@@ -402,20 +404,63 @@ __device__ __forceinline__ float stored_descale(const float* head_descales, floa
                                   : tensor_descale;
 }
 
-// Output: e4m3's bits (uint8_t) for e4m3 inputs, else the 16-bit input type. `descales`: those
-// the passes stored for 16-bit inputs, found through `groups`; null for e4m3 inputs, whose
-// descales are the params' (per tensor, or per (batch, head)). kBlockScales: per-block descales (kFp8BlockRows tokens, one key
-// tile): Q's is the CTA's, K's and V's change with each key tile.
-template <int HeadDim, typename Output, bool kBlockScales>
-__global__ void __launch_bounds__(kWarpgroupThreads, 1)
-    flash3_fp8_forward(const __grid_constant__ Flash3Params params, const float* descales,
-                       const Fp8ScaleGroups groups) {
-  using T = Fp8Traits<HeadDim>;
-  static_assert(!kBlockScales || kFp8BlockRows == T::kBlockK, "one K and V descale a key tile");
-  AttentionParams p = params.attention;
-  const BlockPosition block = block_position(p, T::kBlockQ);
-  // The scores are products of e4m3 values: Q's descale, and K's when it is per tensor, join the
-  // softmax's scale; per-block K and V descales are applied per key tile below.
+// Where a CTA's FP8 tiles lie in shared memory (Fp8Traits' and Fp8WsTraits' layout): Q, then K's
+// kStages stages, then V^T's, from the dynamic shared memory's start aligned up to kTileAlignment.
+template <typename Traits>
+struct Fp8SharedTiles {
+  uint32_t q;
+  __device__ __forceinline__ explicit Fp8SharedTiles(const unsigned char* dynamic_shared)
+      : q(static_cast<uint32_t>((ptx::shared_address(dynamic_shared) + kTileAlignment - 1) /
+                                kTileAlignment * kTileAlignment)) {}
+  __device__ __forceinline__ uint32_t k_stage(int stage) const {
+    return q + Traits::kQBytes + static_cast<uint32_t>(stage) * Traits::kKBytes;
+  }
+  __device__ __forceinline__ uint32_t vt_stage(int stage) const {
+    return q + Traits::kQBytes + Traits::kStages * Traits::kKBytes +
+           static_cast<uint32_t>(stage) * Traits::kVtBytes;
+  }
+};
+
+// Issued by one thread: the block's Q tile, d / 128 boxes of kBlockQ rows, completing on
+// `barrier`.
+template <typename Traits>
+__device__ __forceinline__ void load_fp8_q(const Flash3Params& params,
+                                           const Fp8SharedTiles<Traits>& tiles, uint32_t barrier,
+                                           const BlockPosition& block) {
+  ptx::mbarrier_arrive_expect_tx(barrier, Traits::kQBytes);
+#pragma unroll
+  for (int box = 0; box < Traits::kBoxes; ++box) {
+    ptx::tma_load_4d(tiles.q + static_cast<uint32_t>(box * Traits::kBlockQ * kSwizzleBytes),
+                     &params.q_map, barrier, box * kSwizzleBytes, block.first_row, block.head,
+                     block.batch);
+  }
+}
+
+// Issued by one thread: the key tile at `key` into `stage`, completing on `barrier`: K, d / 128
+// boxes of kBlockK rows, and V^T, one box of d rows x kBlockK keys.
+template <typename Traits>
+__device__ __forceinline__ void load_fp8_kv(const Flash3Params& params,
+                                            const Fp8SharedTiles<Traits>& tiles, int stage,
+                                            uint32_t barrier, int key, const BlockPosition& block) {
+  ptx::mbarrier_arrive_expect_tx(barrier, Traits::kKBytes + Traits::kVtBytes);
+#pragma unroll
+  for (int box = 0; box < Traits::kBoxes; ++box) {
+    ptx::tma_load_4d(
+        tiles.k_stage(stage) + static_cast<uint32_t>(box * Traits::kBlockK * kSwizzleBytes),
+        &params.k_map, barrier, box * kSwizzleBytes, key, block.head_kv, block.batch);
+  }
+  ptx::tma_load_4d(tiles.vt_stage(stage), &params.v_map, barrier, key, 0, block.head_kv,
+                   block.batch);
+}
+
+// The descales a CTA applies once. The scores are products of e4m3 values: Q's descale, and K's
+// when it is per tensor, join the softmax's scale (p.scale, p.scale_log2); per-block K and V
+// descales are applied per key tile (fp8_tile_output). Returns V's descale, which the output
+// takes (1 for per-block scales). `descales`, `groups`: as flash3_fp8_forward's.
+template <bool kBlockScales>
+__device__ __forceinline__ float apply_fp8_descales(AttentionParams& p, const BlockPosition& block,
+                                                    const float* descales,
+                                                    const Fp8ScaleGroups& groups) {
   const float q_descale =
       kBlockScales ? descales[groups.index(kTensorQ, block.batch, block.first_row, block.head)]
       : descales != nullptr
@@ -434,39 +479,110 @@ __global__ void __launch_bounds__(kWarpgroupThreads, 1)
   const float qk_descale = q_descale * k_descale;
   p.scale *= qk_descale;
   p.scale_log2 *= qk_descale;
+  return v_descale;
+}
+
+// S = Q K^T for a warpgroup's 64 query rows (`q_rows`, inside boxes of `q_box_rows` rows) and one
+// key tile of BlockK keys: one wgmma m64n<BlockK>k32 per 32 of d, both operands in shared memory,
+// waited for.
+template <int HeadDim, int BlockK>
+__device__ __forceinline__ void fp8_scores(float (&s)[BlockK / 2], uint32_t q_rows, int q_box_rows,
+                                           uint32_t k_tile) {
+  ptx::wgmma_fence();
+#pragma unroll
+  for (int step = 0; step < HeadDim / kFp8StepElements; ++step) {
+    ptx::wgmma_ss<BlockK, ptx::E4m3, false>(s, fp8_k_major_step(q_rows, q_box_rows, step),
+                                            fp8_k_major_step(k_tile, BlockK, step), step > 0);
+  }
+  ptx::wgmma_commit();
+  ptx::wgmma_wait<0>();
+  ptx::wgmma_fence_operand(s);
+}
+
+// One key tile after its scores: per-block K descale, mask, online softmax (O rescaled), P to
+// e4m3, then O += P V, one wgmma m64n<d>k32 per 32 keys (V^T K-major at `vt_tile`), waited for.
+// Per-block scales: the tile's P V into registers of its own, then into O times the tile's V
+// descale.
+template <int HeadDim, int BlockK, bool kBlockScales>
+__device__ __forceinline__ void fp8_tile_output(float (&s)[BlockK / 2], float (&o)[HeadDim / 2],
+                                                OnlineSoftmax& softmax, const KeyTiles& keys,
+                                                int first_key, uint32_t vt_tile,
+                                                const BlockPosition& block, const float* descales,
+                                                const Fp8ScaleGroups& groups) {
+  if constexpr (kBlockScales) {
+    const float k_tile_descale =
+        descales[groups.index(kTensorK, block.batch, first_key, block.head_kv)];
+#pragma unroll
+    for (int i = 0; i < BlockK / 2; ++i) s[i] *= k_tile_descale;
+  }
+  if (keys.visible.needs_mask(first_key, BlockK)) softmax.mask(s, first_key);
+  softmax.update(s, o);
+  uint32_t p_fragments[BlockK / kFp8StepElements][4];
+  probabilities_as_e4m3(s, p_fragments);
+  if constexpr (kBlockScales) {
+    float o_tile[HeadDim / 2];
+    ptx::wgmma_fence();
+#pragma unroll
+    for (int step = 0; step < BlockK / kFp8StepElements; ++step) {
+      ptx::wgmma_rs<HeadDim, ptx::E4m3, false>(o_tile, p_fragments[step],
+                                               fp8_k_major_step(vt_tile, HeadDim, step), step > 0);
+    }
+    ptx::wgmma_commit();
+    ptx::wgmma_wait<0>();
+    ptx::wgmma_fence_operand(o_tile);
+    const float v_tile_descale =
+        descales[groups.index(kTensorV, block.batch, first_key, block.head_kv)];
+#pragma unroll
+    for (int i = 0; i < HeadDim / 2; ++i) o[i] += v_tile_descale * o_tile[i];
+  } else {
+    ptx::wgmma_fence();
+    ptx::wgmma_fence_operand(o);
+#pragma unroll
+    for (int step = 0; step < BlockK / kFp8StepElements; ++step) {
+      ptx::wgmma_rs<HeadDim, ptx::E4m3, false>(o, p_fragments[step],
+                                               fp8_k_major_step(vt_tile, HeadDim, step), true);
+    }
+    ptx::wgmma_commit();
+    ptx::wgmma_wait<0>();
+    ptx::wgmma_fence_operand(o);
+  }
+}
+
+// O holds sum P * 256 * v_e4m3: out = O * descale_v / (256 l), and an e4m3 output times its
+// out_scale (as the recipe rounds it).
+template <typename Output>
+__device__ __forceinline__ float fp8_output_factor(const AttentionParams& p, float v_descale) {
+  const float out_scale = std::is_same_v<Output, uint8_t> ? p.out_scale : 1.0f;
+  return v_descale / kFp8PScale * out_scale;
+}
+
+// Output: e4m3's bits (uint8_t) for e4m3 inputs, else the 16-bit input type. `descales`: those
+// the passes stored for 16-bit inputs, found through `groups`; null for e4m3 inputs, whose
+// descales are the params' (per tensor, or per (batch, head)). kBlockScales: per-block descales
+// (kFp8BlockRows tokens, one key tile): Q's is the CTA's, K's and V's change with each key tile.
+template <int HeadDim, typename Output, bool kBlockScales>
+__global__ void __launch_bounds__(kWarpgroupThreads, 1)
+    flash3_fp8_forward(const __grid_constant__ Flash3Params params, const float* descales,
+                       const Fp8ScaleGroups groups) {
+  using T = Fp8Traits<HeadDim>;
+  static_assert(!kBlockScales || kFp8BlockRows == T::kBlockK, "one K and V descale a key tile");
+  AttentionParams p = params.attention;
+  const BlockPosition block = block_position(p, T::kBlockQ);
+  const float v_descale = apply_fp8_descales<kBlockScales>(p, block, descales, groups);
   struct Barriers {
     uint64_t q_full;
     uint64_t kv_full[T::kStages];
   };
   ATTNBENCH_SHARED(Barriers, barriers, 8);
   ATTNBENCH_DYNAMIC_SHARED(shared_bytes, 16);
-  const uint32_t q_tile = static_cast<uint32_t>(
-      (ptx::shared_address(shared_bytes) + kTileAlignment - 1) / kTileAlignment * kTileAlignment);
-  const auto k_stage = [&](int stage) {
-    return q_tile + T::kQBytes + static_cast<uint32_t>(stage) * T::kKBytes;
-  };
-  const auto vt_stage = [&](int stage) {
-    return q_tile + T::kQBytes + T::kStages * T::kKBytes +
-           static_cast<uint32_t>(stage) * T::kVtBytes;
-  };
+  const Fp8SharedTiles<T> tiles(shared_bytes);
   const uint32_t q_full = ptx::shared_address(&barriers.q_full);
   const auto kv_full = [&](int stage) { return ptx::shared_address(&barriers.kv_full[stage]); };
 
   const KeyTiles keys = key_tiles(p, block, T::kBlockK);
   const int tile_count = keys.count;
-
-  // K: d / 128 boxes of kBlockK rows; V^T: one box of d rows x 128 keys.
   const auto load_kv = [&](int stage, int tile) {
-    const uint32_t barrier = kv_full(stage);
-    const int key = keys.key_of(tile, T::kBlockK);
-    ptx::mbarrier_arrive_expect_tx(barrier, T::kKBytes + T::kVtBytes);
-#pragma unroll
-    for (int box = 0; box < T::kBoxes; ++box) {
-      ptx::tma_load_4d(k_stage(stage) + static_cast<uint32_t>(box * T::kBlockK * kSwizzleBytes),
-                       &params.k_map, barrier, box * kSwizzleBytes, key, block.head_kv,
-                       block.batch);
-    }
-    ptx::tma_load_4d(vt_stage(stage), &params.v_map, barrier, key, 0, block.head_kv, block.batch);
+    load_fp8_kv(params, tiles, stage, kv_full(stage), keys.key_of(tile, T::kBlockK), block);
   };
 
   if (threadIdx.x == 0) {
@@ -476,13 +592,7 @@ __global__ void __launch_bounds__(kWarpgroupThreads, 1)
   }
   __syncthreads();
   if (threadIdx.x == 0 && tile_count > 0) {
-    ptx::mbarrier_arrive_expect_tx(q_full, T::kQBytes);
-#pragma unroll
-    for (int box = 0; box < T::kBoxes; ++box) {
-      ptx::tma_load_4d(q_tile + static_cast<uint32_t>(box * T::kBlockQ * kSwizzleBytes),
-                       &params.q_map, q_full, box * kSwizzleBytes, block.first_row, block.head,
-                       block.batch);
-    }
+    load_fp8_q(params, tiles, q_full, block);
     for (int stage = 0; stage < T::kStages && stage < tile_count; ++stage) load_kv(stage, stage);
   }
 
@@ -494,59 +604,10 @@ __global__ void __launch_bounds__(kWarpgroupThreads, 1)
     const int stage = iteration % T::kStages;
     const int first_key = keys.key_of(iteration, T::kBlockK);
     ptx::mbarrier_wait(kv_full(stage), static_cast<unsigned>(iteration / T::kStages) % 2);
-
-    // ---- S = Q K^T, one wgmma m64n128k32 per 32 of d --------------------------------------------
     float s[T::kBlockK / 2];
-    ptx::wgmma_fence();
-#pragma unroll
-    for (int step = 0; step < HeadDim / kFp8StepElements; ++step) {
-      ptx::wgmma_ss<T::kBlockK, ptx::E4m3, false>(
-          s, fp8_k_major_step(q_tile, T::kBlockQ, step),
-          fp8_k_major_step(k_stage(stage), T::kBlockK, step), step > 0);
-    }
-    ptx::wgmma_commit();
-    ptx::wgmma_wait<0>();
-    ptx::wgmma_fence_operand(s);
-
-    // ---- mask, online softmax (O rescaled), P to e4m3; O += P V, one wgmma per 32 keys --------
-    if constexpr (kBlockScales) {
-      const float k_tile_descale =
-          descales[groups.index(kTensorK, block.batch, first_key, block.head_kv)];
-#pragma unroll
-      for (int i = 0; i < T::kBlockK / 2; ++i) s[i] *= k_tile_descale;
-    }
-    if (keys.visible.needs_mask(first_key, T::kBlockK)) softmax.mask(s, first_key);
-    softmax.update(s, o);
-    uint32_t p_fragments[T::kBlockK / kFp8StepElements][4];
-    probabilities_as_e4m3(s, p_fragments);
-    if constexpr (kBlockScales) {
-      // The tile's P V into registers of its own, then into O times the tile's V descale.
-      float o_tile[HeadDim / 2];
-      ptx::wgmma_fence();
-#pragma unroll
-      for (int step = 0; step < T::kBlockK / kFp8StepElements; ++step) {
-        ptx::wgmma_rs<HeadDim, ptx::E4m3, false>(
-            o_tile, p_fragments[step], fp8_k_major_step(vt_stage(stage), HeadDim, step), step > 0);
-      }
-      ptx::wgmma_commit();
-      ptx::wgmma_wait<0>();
-      ptx::wgmma_fence_operand(o_tile);
-      const float v_tile_descale =
-          descales[groups.index(kTensorV, block.batch, first_key, block.head_kv)];
-#pragma unroll
-      for (int i = 0; i < HeadDim / 2; ++i) o[i] += v_tile_descale * o_tile[i];
-    } else {
-      ptx::wgmma_fence();
-      ptx::wgmma_fence_operand(o);
-#pragma unroll
-      for (int step = 0; step < T::kBlockK / kFp8StepElements; ++step) {
-        ptx::wgmma_rs<HeadDim, ptx::E4m3, false>(
-            o, p_fragments[step], fp8_k_major_step(vt_stage(stage), HeadDim, step), true);
-      }
-      ptx::wgmma_commit();
-      ptx::wgmma_wait<0>();
-      ptx::wgmma_fence_operand(o);
-    }
+    fp8_scores<HeadDim, T::kBlockK>(s, tiles.q, T::kBlockQ, tiles.k_stage(stage));
+    fp8_tile_output<HeadDim, T::kBlockK, kBlockScales>(
+        s, o, softmax, keys, first_key, tiles.vt_stage(stage), block, descales, groups);
 
     // Every warp has waited for its wgmma on this stage: thread 0 may refill it.
     __syncthreads();
@@ -554,28 +615,24 @@ __global__ void __launch_bounds__(kWarpgroupThreads, 1)
       load_kv(stage, iteration + T::kStages);
     }
   }
-
-  // O holds sum P * 256 * v_e4m3: out = O * descale_v / (256 l), and an e4m3 output times its
-  // out_scale (as the recipe rounds it).
-  const float out_scale = std::is_same_v<Output, uint8_t> ? p.out_scale : 1.0f;
-  store_fp8_output<HeadDim, Output>(p, block, softmax, o, v_descale / kFp8PScale * out_scale);
+  store_fp8_output<HeadDim, Output>(p, block, softmax, o, fp8_output_factor<Output>(p, v_descale),
+                                    0);
 }
 
 // ---- launch -------------------------------------------------------------------------------------
 
+// The passes before the forward: on 16-bit inputs those finding the descales and quantizing Q and
+// K (per tensor: the amax pass, then the quantize pass; per block: one pass), then, on every
+// input, the V^T layout pass.
 template <int HeadDim, DType kInput>
-Status launch_flash3_fp8(const Flash3Params& params, const Fp8PassArgs& args, cudaStream_t stream) {
-  using T = Fp8Traits<HeadDim>;
+Status launch_fp8_passes(const AttentionParams& p, const Fp8PassArgs& args, cudaStream_t stream) {
   using Element = typename gpu::ElementOf<kInput>::type;
-  constexpr bool kQuantizes = kInput != DType::e4m3;
-  const AttentionParams& p = params.attention;
-  const bool per_block = args.groups.block_rows > 0;
   const auto blocks_for = [](int64_t items) {
     const int64_t blocks = (items + kPassThreads - 1) / kPassThreads;
     return static_cast<unsigned>(blocks < 65535 ? blocks : 65535);
   };
-  if constexpr (kQuantizes) {
-    if (per_block) {
+  if constexpr (kInput != DType::e4m3) {
+    if (args.groups.block_rows > 0) {
       const int64_t groups = args.groups.count(kTensorQ) > args.groups.count(kTensorK)
                                  ? args.groups.count(kTensorQ)
                                  : args.groups.count(kTensorK);
@@ -600,16 +657,38 @@ Status launch_flash3_fp8(const Flash3Params& params, const Fp8PassArgs& args, cu
   launch_kernel(fp8_v_layout<HeadDim, Element>, blocks_for(chunks), kPassThreads, 0, stream, p,
                 args);
   ATTNBENCH_CUDA_TRY_LAUNCH();
-  if constexpr (kQuantizes) {
-    if (per_block) {
-      return launch_blocks<T>("cuda.flash3_fp8", flash3_fp8_forward<HeadDim, Element, true>, params,
-                              stream, static_cast<const float*>(args.descales), args.groups);
-    }
-    return launch_blocks<T>("cuda.flash3_fp8", flash3_fp8_forward<HeadDim, Element, false>, params,
-                            stream, static_cast<const float*>(args.descales), args.groups);
+  return Status::Ok();
+}
+
+// The passes, then `Forward<kBlockScales>` (a forward kernel template of Traits' shape) with the
+// descales it reads: the passes' for 16-bit inputs, the params' (null here) for e4m3 inputs.
+template <int HeadDim, DType kInput, typename Traits, typename PerTensorKernel,
+          typename PerBlockKernel>
+Status launch_fp8_forward(const char* name, PerTensorKernel per_tensor, PerBlockKernel per_block,
+                          const Flash3Params& params, const Fp8PassArgs& args,
+                          cudaStream_t stream) {
+  if (Status status = launch_fp8_passes<HeadDim, kInput>(params.attention, args, stream); !status) {
+    return status;
   }
-  return launch_blocks<T>("cuda.flash3_fp8", flash3_fp8_forward<HeadDim, Element, false>, params,
-                          stream, static_cast<const float*>(nullptr), args.groups);
+  if constexpr (kInput == DType::e4m3) {
+    (void)per_block;
+    return launch_blocks<Traits>(name, per_tensor, params, stream,
+                                 static_cast<const float*>(nullptr), args.groups);
+  } else {
+    const auto* descales = static_cast<const float*>(args.descales);
+    if (args.groups.block_rows > 0) {
+      return launch_blocks<Traits>(name, per_block, params, stream, descales, args.groups);
+    }
+    return launch_blocks<Traits>(name, per_tensor, params, stream, descales, args.groups);
+  }
+}
+
+template <int HeadDim, DType kInput>
+Status launch_flash3_fp8(const Flash3Params& params, const Fp8PassArgs& args, cudaStream_t stream) {
+  using Element = typename gpu::ElementOf<kInput>::type;
+  return launch_fp8_forward<HeadDim, kInput, Fp8Traits<HeadDim>>(
+      "cuda.flash3_fp8", flash3_fp8_forward<HeadDim, Element, false>,
+      flash3_fp8_forward<HeadDim, Element, kInput != DType::e4m3>, params, args, stream);
 }
 
 }  // namespace ATTNBENCH_TARGET

@@ -46,6 +46,34 @@ struct Fp8Traits {
   static_assert(kSharedBytes <= 227 * 1024, "the tiles fit an H200's 227 KiB per block");
 };
 
+// The tiles of cuda.flash3_fp8_ws, warp-specialized as cuda.flash3_ws (flash3_traits.h's
+// WsTraits): a producer warpgroup issuing every TMA load, two consumer warpgroups of 64 query rows
+// each (128 per CTA), the K/V^T ring of kStages stages with "full" and "empty" mbarriers. Q is
+// d / 128 boxes of 128 rows x 128 bytes, K and V^T as Fp8Traits's.
+template <int HeadDim_>
+struct Fp8WsTraits {
+  static constexpr int kHeadDim = HeadDim_;
+  static constexpr int kConsumers = 2;
+  static constexpr int kBlockQ = kConsumers * kWgmmaM;
+  static constexpr int kBlockK = 128;
+  static constexpr int kStages = 2;
+  static constexpr int kConsumerThreads = kConsumers * kWarpgroupThreads;
+  static constexpr int kThreads = kWarpgroupThreads + kConsumerThreads;
+  static constexpr int kProducerRegisters = WsTraits<kHeadDim>::kProducerRegisters;
+  static constexpr int kConsumerRegisters = WsTraits<kHeadDim>::kConsumerRegisters;
+  static constexpr int kBoxes = kHeadDim / kSwizzleBytes;
+  static constexpr uint32_t kQBytes = kBlockQ * kHeadDim;
+  static constexpr uint32_t kKBytes = kBlockK * kHeadDim;
+  static constexpr uint32_t kVtBytes = kHeadDim * kBlockK;
+  static constexpr size_t kSharedBytes =
+      kTileAlignment + kQBytes + kStages * (size_t{kKBytes} + kVtBytes);
+
+  static_assert(kHeadDim == 128, "instantiated at d = 128: one 128-byte box across d");
+  static_assert(kBlockK == Fp8Traits<kHeadDim>::kBlockK,
+                "the recipe's key tile, as cuda.flash3_fp8");
+  static_assert(kSharedBytes <= 227 * 1024, "the tiles fit an H200's 227 KiB per block");
+};
+
 // The key in V^T's column a (0..31) of each 32 keys: the S accumulator that P's e4m3 A fragment
 // holds at column a (flash3_fp8_kernel.cuh). a = [a4 t1 t0 i1 i0] -> key [a4 i1 t1 t0 i0].
 ATTNBENCH_HOST_DEVICE constexpr int v_key_of_column(int a) {
@@ -132,13 +160,25 @@ extern template Status launch_flash3_fp8<128, DType::f16>(const Flash3Params&, c
 extern template Status launch_flash3_fp8<128, DType::bf16>(const Flash3Params&, const Fp8PassArgs&,
                                                            cudaStream_t);
 
+// cuda.flash3_fp8_ws: the same passes, then the warp-specialized forward
+// (flash3_fp8_ws_kernel.cuh); instantiated for e4m3 inputs, the figure's case (16-bit inputs take
+// the same passes either way).
+template <int HeadDim, DType kInput>
+Status launch_flash3_fp8_ws(const Flash3Params& params, const Fp8PassArgs& buffers,
+                            cudaStream_t stream);
+extern template Status launch_flash3_fp8_ws<128, DType::e4m3>(const Flash3Params&,
+                                                              const Fp8PassArgs&, cudaStream_t);
+
 using Fp8LaunchFunction = Status (*)(const Flash3Params&, const Fp8PassArgs&, cudaStream_t);
 
-// One (head dim, input dtype) the entry dispatches to (gpu::find_instantiation's shape).
+// One (head dim, input dtype) the entry dispatches to (gpu::find_instantiation's shape), with its
+// forward's query rows per CTA (the Q map's box) and shared memory.
 struct Fp8Instantiation {
   int64_t head_dim;
   DType dtype;
   Fp8LaunchFunction launch;
+  int block_q;
+  size_t shared_bytes;
 };
 
 // The recipe every cuda.flash3_fp8 series computes: 128-key tiles in order, P's offset 2^8;

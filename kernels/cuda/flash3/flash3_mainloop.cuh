@@ -109,5 +109,23 @@ __device__ __forceinline__ void issue_output(float (&o)[HeadDim / 2],
   ptx::wgmma_commit();
 }
 
+// The K/V ring of the warp-specialized kernels (cuda.flash3_ws and its schedules,
+// cuda.flash3_fp8_ws) as the consumers see it: tile i's stage and phase, and its release.
+template <int kStages>
+struct StageRing {
+  const uint64_t* full;   // [kStages]: the stage's K and V have landed
+  const uint64_t* empty;  // [kStages]: every consumer thread is done with the stage
+  __device__ __forceinline__ int stage(int tile) const { return tile % kStages; }
+  __device__ __forceinline__ void wait_full(int tile) const {
+    ptx::mbarrier_wait(ptx::shared_address(&full[stage(tile)]),
+                       static_cast<unsigned>(tile / kStages) % 2);
+  }
+  // This thread's wgmma on the tile's stage are done: the producer may refill it once every
+  // consumer thread has said so.
+  __device__ __forceinline__ void release(int tile) const {
+    ptx::mbarrier_arrive(ptx::shared_address(&empty[stage(tile)]));
+  }
+};
+
 }  // namespace ATTNBENCH_TARGET
 }  // namespace attnbench::flash3

@@ -58,23 +58,6 @@ enum class Schedule {
   overlapped,
 };
 
-// The K/V ring as the consumers see it: tile i's stage and phase, and its release.
-template <int kStages>
-struct StageRing {
-  const uint64_t* full;   // [kStages]: the stage's K and V have landed
-  const uint64_t* empty;  // [kStages]: every consumer thread is done with the stage
-  __device__ __forceinline__ int stage(int tile) const { return tile % kStages; }
-  __device__ __forceinline__ void wait_full(int tile) const {
-    ptx::mbarrier_wait(ptx::shared_address(&full[stage(tile)]),
-                       static_cast<unsigned>(tile / kStages) % 2);
-  }
-  // This thread's wgmma on the tile's stage are done: the producer may refill it once every
-  // consumer thread has said so.
-  __device__ __forceinline__ void release(int tile) const {
-    ptx::mbarrier_arrive(ptx::shared_address(&empty[stage(tile)]));
-  }
-};
-
 // Named barriers 1 and 2 (0 is __syncthreads): consumer c waits on 1 + c for its turn; the other
 // consumer arrives there when its turn ends. 256 threads: the waiting and the arriving warpgroup.
 constexpr unsigned kTurnBarrier = 1;
