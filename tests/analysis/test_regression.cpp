@@ -20,20 +20,12 @@
 
 #include "harness/analysis/regression.h"
 #include "harness/core/statistics.h"
+#include "tests/support/fresh_seed.h"
 
 namespace attnbench {
 namespace {
 
 using Rng = std::mt19937_64;
-
-// A fresh seed for each randomized test (each prints or traces it), or ATTNBENCH_TEST_SEED's to
-// replay one.
-uint64_t fresh_seed() {
-  if (const char* fixed = std::getenv("ATTNBENCH_TEST_SEED"); fixed != nullptr && *fixed != 0) {
-    return std::strtoull(fixed, nullptr, 10);
-  }
-  return (uint64_t{std::random_device{}()} << 32) ^ std::random_device{}();
-}
 
 // ---- Mann-Whitney U ----------------------------------------------------------------------------
 

@@ -12,18 +12,12 @@
 #include "harness/analysis/alert_wording.h"
 #include "harness/analysis/triage.h"
 #include "harness/core/series_key.h"
+#include "tests/support/fresh_seed.h"
 
 namespace attnbench {
 namespace {
 
 constexpr const char* kDevice = "AMD EPYC 7763 64-Core Processor";
-
-uint64_t fresh_seed() {
-  if (const char* fixed = std::getenv("ATTNBENCH_TEST_SEED"); fixed != nullptr && *fixed != 0) {
-    return std::strtoull(fixed, nullptr, 10);
-  }
-  return (uint64_t{std::random_device{}()} << 32) ^ std::random_device{}();
-}
 
 std::string key(const std::string& kernel, const std::string& shape) {
   return SeriesKey{kernel, shape, "normal", kDevice, "Release GNU 12.2.0"}.text();

@@ -23,6 +23,7 @@
 #include "tests/support/problems.h"
 #include "tests/support/result_support.h"
 #include "tests/support/scratch_directory.h"
+#include "tests/support/fresh_seed.h"
 
 namespace attnbench {
 namespace {
@@ -79,7 +80,7 @@ std::string series_key(int kernel, int shape) {
 class History : public ::testing::Test {
  protected:
   void SetUp() override {
-    seed_ = (uint64_t{std::random_device{}()} << 32) ^ std::random_device{}();
+    seed_ = fresh_seed();
     rng_.seed(seed_);
   }
   std::string db(const std::string& name = "results.sqlite") const { return (dir_ / name).string(); }

@@ -18,6 +18,7 @@
 #include "harness/store/store.h"
 #include "tests/support/command.h"
 #include "tests/support/scratch_directory.h"
+#include "tests/support/stored_runs.h"
 
 namespace attnbench {
 namespace {
@@ -26,18 +27,10 @@ CommandResult attnbench(const std::string& arguments) {
   return run_shell(std::string(ATTNBENCH_CLI) + " " + arguments);
 }
 
-// The stored phases, by profile: kernel -> phase name -> row.
-std::map<std::string, std::map<std::string, ProfilePhaseRecord>> stored_profiles(
-    const std::string& db) {
-  Result<std::unique_ptr<Store>> store = Store::open(db);
-  EXPECT_TRUE(store) << store.status().message;
-  std::map<std::string, std::map<std::string, ProfilePhaseRecord>> by_kernel;
-  if (!store) return by_kernel;
-  Result<std::vector<ProfilePhaseRecord>> phases = (*store)->load_profiles();
-  EXPECT_TRUE(phases) << phases.status().message;
-  if (!phases) return by_kernel;
-  for (const ProfilePhaseRecord& phase : *phases) by_kernel[phase.kernel][phase.name] = phase;
-  return by_kernel;
+// The trace file `profile --trace` wrote (Chrome's trace event format); discarded if not JSON.
+nlohmann::json load_trace(const std::string& path) {
+  std::ifstream file(path);
+  return nlohmann::json::parse(file, nullptr, false);
 }
 
 TEST(Profile, TheIssuesCommandWritesATraceThatLoadsAndABreakdownThatSumsTo100Percent) {
@@ -53,8 +46,7 @@ TEST(Profile, TheIssuesCommandWritesATraceThatLoadsAndABreakdownThatSumsTo100Per
 
   // The trace: JSON that chrome://tracing and Perfetto load, each kernel a process with the
   // forward and its threads' phases.
-  std::ifstream file(trace);
-  const nlohmann::json document = nlohmann::json::parse(file, nullptr, false);
+  const nlohmann::json document = load_trace(trace);
   ASSERT_FALSE(document.is_discarded()) << "the trace is not JSON";
   std::map<int, std::set<std::string>> names_by_process;
   for (const nlohmann::json& event : document.at("traceEvents")) {
@@ -140,8 +132,7 @@ TEST(Profile, OnTheEmulatedDeviceTheTraceHoldsEachLaunchByName) {
       trace + " --db " + db);
   ASSERT_EQ(profiled.exit_code, 0) << profiled.output;
   std::printf("%s", profiled.output.c_str());
-  std::ifstream file(trace);
-  const nlohmann::json document = nlohmann::json::parse(file, nullptr, false);
+  const nlohmann::json document = load_trace(trace);
   ASSERT_FALSE(document.is_discarded()) << "the trace is not JSON";
   std::map<std::string, std::vector<std::string>> launches;  // kernel -> its launches in order
   std::map<int, std::string> process_kernel;

@@ -18,6 +18,7 @@
 #include "tests/support/problems.h"
 #include "tests/support/result_support.h"
 #include "tests/support/scratch_directory.h"
+#include "tests/support/fresh_seed.h"
 
 namespace attnbench {
 namespace {
@@ -49,7 +50,7 @@ Problem shape_number(int index) {
 }
 
 TEST(Scale, AYearOfNightlyRunsJudgedInUnderFiveSecondsInUnderOneGiB) {
-  const uint64_t seed = (uint64_t{std::random_device{}()} << 32) ^ std::random_device{}();
+  const uint64_t seed = fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
   std::mt19937_64 rng(seed);
   std::normal_distribution<double> noise(0, 1);

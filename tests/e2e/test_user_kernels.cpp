@@ -235,22 +235,6 @@ TEST_F(UserKernels, TorchPeersPassTheCtestSuite) {
   }
 }
 
-// `attnbench profile` of kernels from outside the build (issue 17): they mark their phases through
-// the plugin ABI's phase callback (ABI 2), Python kernels through attnbench_bridge.phase. The
-// example plugin's rows and the PyTorch peers' ops come back as phases whose shares, gaps
-// included, make 100 %.
-std::map<std::string, std::map<std::string, ProfilePhaseRecord>> stored_phases(const std::string& db) {
-  std::map<std::string, std::map<std::string, ProfilePhaseRecord>> by_kernel;
-  Result<std::unique_ptr<Store>> store = Store::open(db);
-  EXPECT_TRUE(store) << store.status().message;
-  if (!store) return by_kernel;
-  Result<std::vector<ProfilePhaseRecord>> rows = (*store)->load_profiles();
-  EXPECT_TRUE(rows) << rows.status().message;
-  if (!rows) return by_kernel;
-  for (const ProfilePhaseRecord& row : *rows) by_kernel[row.kernel][row.name] = row;
-  return by_kernel;
-}
-
 void expect_phases(const std::map<std::string, ProfilePhaseRecord>& phases,
                    std::initializer_list<const char*> names, const std::string& output) {
   double shares = 0;
@@ -270,7 +254,7 @@ TEST_F(UserKernels, APluginMarksItsPhasesThroughTheAbi) {
       " --kernels example.online_cpu --shape b=1,hq=2,s=256,d=64,dtype=fp32,mask=causal --db " +
       db());
   ASSERT_EQ(profiled.exit_code, 0) << profiled.output;
-  const auto phases = stored_phases(db());
+  const auto phases = stored_profiles(db());
   ASSERT_TRUE(phases.count("example.online_cpu")) << profiled.output;
   expect_phases(phases.at("example.online_cpu"), {"scores", "softmax", "output"}, profiled.output);
   // One scope per query row and phase: 2 heads x 256 rows.
@@ -283,7 +267,7 @@ TEST_F(UserKernels, TorchPeersMarkTheirPhasesOnTheCpu) {
       "profile --devices cpu --timed 1 --kernels torch.naive_outofplace,torch.naive_inplace,"
       "torch.sdpa_math --shape b=1,hq=4,s=256,d=64,dtype=bf16,mask=causal --db " + db());
   ASSERT_EQ(profiled.exit_code, 0) << profiled.output;
-  const auto phases = stored_phases(db());
+  const auto phases = stored_profiles(db());
   for (const char* naive : {"torch.naive_outofplace", "torch.naive_inplace"}) {
     SCOPED_TRACE(naive);
     ASSERT_TRUE(phases.count(naive)) << profiled.output;

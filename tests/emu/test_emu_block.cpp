@@ -11,13 +11,12 @@
 #include <vector>
 
 #include "kernels/emu/block.h"
+#include "tests/support/fresh_seed.h"
 
 namespace attnbench::emu {
 namespace {
 
 #define HERE (Site{__FILE__, __LINE__})
-
-uint64_t fresh_seed() { return std::random_device{}() * 0x9e3779b97f4a7c15ull + std::random_device{}(); }
 
 Block::Shape block_of(unsigned threads, size_t shared_bytes = 0) {
   Block::Shape shape;

@@ -12,11 +12,10 @@
 #include <vector>
 
 #include "kernels/emu/grid.h"
+#include "tests/support/fresh_seed.h"
 
 namespace attnbench::emu {
 namespace {
-
-uint64_t fresh_seed() { return std::random_device{}() * 0x9e3779b97f4a7c15ull + std::random_device{}(); }
 
 TEST(EmuGrid, EveryBlockRunsOnceWithItsIndex) {
   Launch launch;

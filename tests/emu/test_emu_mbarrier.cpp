@@ -14,11 +14,10 @@
 #include "kernels/cuda/common/ptx.cuh"
 #include "kernels/cuda/common/shared.cuh"
 #include "kernels/cuda/common/tma_map.h"
+#include "tests/support/fresh_seed.h"
 
 namespace attnbench {
 namespace {
-
-uint64_t fresh_seed() { return std::random_device{}() * 0x9e3779b97f4a7c15ull + 1; }
 
 emu::Launch one_block(unsigned threads, uint64_t seed) {
   emu::Launch launch;

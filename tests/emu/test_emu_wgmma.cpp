@@ -21,14 +21,13 @@
 #include "kernels/cuda/common/tma_map.h"
 #include "kernels/cuda/common/wgmma_descriptor.h"
 #include "reference/formats.h"
+#include "tests/support/fresh_seed.h"
 
 namespace attnbench {
 namespace {
 
 constexpr unsigned kThreads = 128;  // one warpgroup
 constexpr int kRows = 64;           // m64
-
-uint64_t fresh_seed() { return std::random_device{}() * 0x9e3779b97f4a7c15ull + 1; }
 
 emu::Launch warpgroup(uint64_t seed, size_t shared_bytes) {
   emu::Launch launch;

@@ -20,6 +20,7 @@
 #include "harness/measure/executor.h"
 #include "harness/measure/timing.h"
 #include "tests/gpu/cuda_test_kernels.h"
+#include "tests/support/fresh_seed.h"
 
 namespace attnbench {
 namespace {
@@ -29,8 +30,6 @@ constexpr const char* kTinyShape = "b=2,hq=4,sq=37,sk=37,d=64,dtype=fp16";
 constexpr unsigned char kPoisonByte = 0xFF;
 // Far past any allocation: 1 TiB.
 constexpr int64_t kFarAwayBytes = int64_t{1} << 40;
-
-uint64_t fresh_seed() { return std::random_device{}(); }
 
 Status cuda_error(cudaError_t error) {
   return error == cudaSuccess ? Status::Ok() : Status::Error(cudaGetErrorString(error));

@@ -14,6 +14,7 @@
 
 #include "harness/measure/profile.h"
 #include "kernels/cpu/phases.h"
+#include "tests/support/fresh_seed.h"
 
 namespace attnbench {
 namespace {
@@ -64,7 +65,7 @@ ForwardProfile profile_of(const RandomForward& forward) {
 }
 
 TEST(ProfileBreakdown, EveryPhaseSumsItsEventsAndTheSharesWithTheGapsMakeOneHundredPercent) {
-  const uint64_t seed = (uint64_t{std::random_device{}()} << 32) | std::random_device{}();
+  const uint64_t seed = fresh_seed();
   std::mt19937_64 rng(seed);
   SCOPED_TRACE("seed " + std::to_string(seed));
   for (int draw = 0; draw < 20; ++draw) {

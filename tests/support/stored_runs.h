@@ -3,9 +3,11 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "harness/store/store.h"
 
@@ -19,6 +21,20 @@ inline Result<StoredRun> load_latest_run(const std::string& db) {
   if (!latest) return latest.status();
   if (!*latest) return Status::Error("no run in " + db);
   return (*store)->load_run(**latest);
+}
+
+// The profiles stored in `db` (`attnbench profile`), by kernel, then by phase or kernel name.
+inline std::map<std::string, std::map<std::string, ProfilePhaseRecord>> stored_profiles(
+    const std::string& db) {
+  std::map<std::string, std::map<std::string, ProfilePhaseRecord>> by_kernel;
+  Result<std::unique_ptr<Store>> store = Store::open(db);
+  EXPECT_TRUE(store) << store.status().message;
+  if (!store) return by_kernel;
+  Result<std::vector<ProfilePhaseRecord>> rows = (*store)->load_profiles();
+  EXPECT_TRUE(rows) << rows.status().message;
+  if (!rows) return by_kernel;
+  for (const ProfilePhaseRecord& row : *rows) by_kernel[row.kernel][row.name] = row;
+  return by_kernel;
 }
 
 // A case the check passed, as `attnbench check` judges one: checked, within its bound, no NaN,

@@ -1,12 +1,13 @@
 #include "harness/measure/cuda/cupti_trace.h"
 
 #include <cupti.h>
-#include <dlfcn.h>
 
 #include <cstdlib>
 #include <map>
 #include <mutex>
 #include <utility>
+
+#include "harness/measure/cuda/shared_library.h"
 
 namespace attnbench {
 namespace {
@@ -16,11 +17,6 @@ constexpr size_t kBufferAlignment = 8;     // ACTIVITY_RECORD_ALIGNMENT
 constexpr CUpti_ActivityKind kRecordedKinds[] = {
     CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY, CUPTI_ACTIVITY_KIND_MEMSET,
     CUPTI_ACTIVITY_KIND_RUNTIME};
-
-template <typename Function>
-Function lookup(void* library, const char* name) {
-  return reinterpret_cast<Function>(dlsym(library, name));
-}
 
 std::string memcpy_name(uint8_t copy_kind) {
   switch (copy_kind) {
@@ -94,19 +90,13 @@ void CUPTIAPI buffer_completed(CUcontext, uint32_t, uint8_t* buffer, size_t, siz
 }  // namespace
 
 std::unique_ptr<CuptiTrace> CuptiTrace::load(std::string& absence_reason) {
-  void* library = nullptr;
   std::string tried;
   // The loader's path first (LD_LIBRARY_PATH: gpu-check puts the toolkit's or the wheel's there),
   // then where the build's toolkit and older toolkits (extras/CUPTI) keep it.
-  for (const std::string& name :
-       {std::string("libcupti.so.13"), std::string("libcupti.so"),
-        std::string(ATTNBENCH_CUPTI_TOOLKIT_DIR) + "/libcupti.so.13",
-        std::string("/usr/local/cuda/extras/CUPTI/lib64/libcupti.so.13")}) {
-    library = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (library != nullptr) break;
-    const char* error = dlerror();
-    tried += (tried.empty() ? "" : "; ") + std::string(error != nullptr ? error : name);
-  }
+  void* library = open_first_library({"libcupti.so.13", "libcupti.so",
+                                      std::string(ATTNBENCH_CUPTI_TOOLKIT_DIR) + "/libcupti.so.13",
+                                      "/usr/local/cuda/extras/CUPTI/lib64/libcupti.so.13"},
+                                     tried);
   if (library == nullptr) {
     absence_reason =
         "CUPTI not loadable (the toolkit's libcupti or PyTorch's nvidia-cuda-cupti "
@@ -116,18 +106,19 @@ std::unique_ptr<CuptiTrace> CuptiTrace::load(std::string& absence_reason) {
   }
   auto api = std::make_unique<Api>();
   api->library = library;
-  api->get_version = lookup<decltype(api->get_version)>(library, "cuptiGetVersion");
+  api->get_version = lookup_symbol<decltype(api->get_version)>(library, "cuptiGetVersion");
   api->register_callbacks =
-      lookup<decltype(api->register_callbacks)>(library, "cuptiActivityRegisterCallbacks");
-  api->enable = lookup<decltype(api->enable)>(library, "cuptiActivityEnable");
-  api->disable = lookup<decltype(api->disable)>(library, "cuptiActivityDisable");
-  api->flush_all = lookup<decltype(api->flush_all)>(library, "cuptiActivityFlushAll");
-  api->next_record = lookup<decltype(api->next_record)>(library, "cuptiActivityGetNextRecord");
+      lookup_symbol<decltype(api->register_callbacks)>(library, "cuptiActivityRegisterCallbacks");
+  api->enable = lookup_symbol<decltype(api->enable)>(library, "cuptiActivityEnable");
+  api->disable = lookup_symbol<decltype(api->disable)>(library, "cuptiActivityDisable");
+  api->flush_all = lookup_symbol<decltype(api->flush_all)>(library, "cuptiActivityFlushAll");
+  api->next_record =
+      lookup_symbol<decltype(api->next_record)>(library, "cuptiActivityGetNextRecord");
   api->dropped_records =
-      lookup<decltype(api->dropped_records)>(library, "cuptiActivityGetNumDroppedRecords");
-  api->get_timestamp = lookup<decltype(api->get_timestamp)>(library, "cuptiGetTimestamp");
-  api->callback_name = lookup<decltype(api->callback_name)>(library, "cuptiGetCallbackName");
-  api->result_string = lookup<decltype(api->result_string)>(library, "cuptiGetResultString");
+      lookup_symbol<decltype(api->dropped_records)>(library, "cuptiActivityGetNumDroppedRecords");
+  api->get_timestamp = lookup_symbol<decltype(api->get_timestamp)>(library, "cuptiGetTimestamp");
+  api->callback_name = lookup_symbol<decltype(api->callback_name)>(library, "cuptiGetCallbackName");
+  api->result_string = lookup_symbol<decltype(api->result_string)>(library, "cuptiGetResultString");
   if (api->get_version == nullptr || api->register_callbacks == nullptr || api->enable == nullptr ||
       api->disable == nullptr || api->flush_all == nullptr || api->next_record == nullptr ||
       api->get_timestamp == nullptr) {

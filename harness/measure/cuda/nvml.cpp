@@ -1,9 +1,9 @@
 #include "harness/measure/cuda/nvml.h"
 
-#include <dlfcn.h>
-
 #include <array>
 #include <cstdio>
+
+#include "harness/measure/cuda/shared_library.h"
 
 namespace attnbench {
 namespace {
@@ -16,11 +16,6 @@ constexpr int kNvmlClockSm = 1;                        // NVML_CLOCK_SM
 constexpr int kNvmlFeatureEnabled = 1;                 // NVML_FEATURE_ENABLED
 constexpr unsigned kNvmlDriverVersionBufferSize = 80;  // NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE
 constexpr double kMilliwattsPerWatt = 1000.0;
-
-template <typename Function>
-Function lookup(void* library, const char* name) {
-  return reinterpret_cast<Function>(dlsym(library, name));
-}
 
 }  // namespace
 
@@ -41,38 +36,39 @@ struct Nvml::Api {
 };
 
 std::unique_ptr<Nvml> Nvml::load(std::string& absence_reason) {
-  void* library = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
+  std::string tried;
+  void* library = open_first_library({"libnvidia-ml.so.1"}, tried);
   if (library == nullptr) {
-    const char* error = dlerror();
-    absence_reason =
-        std::string("NVML not loadable: ") + (error != nullptr ? error : "dlopen failed");
+    absence_reason = "NVML not loadable: " + tried;
     return nullptr;
   }
   auto api = std::make_unique<Api>();
-  api->init = lookup<decltype(api->init)>(library, "nvmlInit_v2");
-  api->shutdown = lookup<decltype(api->shutdown)>(library, "nvmlShutdown");
-  api->error_string = lookup<decltype(api->error_string)>(library, "nvmlErrorString");
-  api->handle_by_uuid = lookup<decltype(api->handle_by_uuid)>(library, "nvmlDeviceGetHandleByUUID");
-  api->handle_by_pci_bus_id =
-      lookup<decltype(api->handle_by_pci_bus_id)>(library, "nvmlDeviceGetHandleByPciBusId_v2");
-  api->clock_info = lookup<decltype(api->clock_info)>(library, "nvmlDeviceGetClockInfo");
-  api->max_clock_info = lookup<decltype(api->max_clock_info)>(library, "nvmlDeviceGetMaxClockInfo");
+  api->init = lookup_symbol<decltype(api->init)>(library, "nvmlInit_v2");
+  api->shutdown = lookup_symbol<decltype(api->shutdown)>(library, "nvmlShutdown");
+  api->error_string = lookup_symbol<decltype(api->error_string)>(library, "nvmlErrorString");
+  api->handle_by_uuid =
+      lookup_symbol<decltype(api->handle_by_uuid)>(library, "nvmlDeviceGetHandleByUUID");
+  api->handle_by_pci_bus_id = lookup_symbol<decltype(api->handle_by_pci_bus_id)>(
+      library, "nvmlDeviceGetHandleByPciBusId_v2");
+  api->clock_info = lookup_symbol<decltype(api->clock_info)>(library, "nvmlDeviceGetClockInfo");
+  api->max_clock_info =
+      lookup_symbol<decltype(api->max_clock_info)>(library, "nvmlDeviceGetMaxClockInfo");
   // Renamed in driver 535 ("throttle" became "event"); older drivers have only the old name.
-  api->clock_event_reasons =
-      lookup<decltype(api->clock_event_reasons)>(library, "nvmlDeviceGetCurrentClocksEventReasons");
+  api->clock_event_reasons = lookup_symbol<decltype(api->clock_event_reasons)>(
+      library, "nvmlDeviceGetCurrentClocksEventReasons");
   if (api->clock_event_reasons == nullptr) {
-    api->clock_event_reasons = lookup<decltype(api->clock_event_reasons)>(
+    api->clock_event_reasons = lookup_symbol<decltype(api->clock_event_reasons)>(
         library, "nvmlDeviceGetCurrentClocksThrottleReasons");
   }
   api->total_energy =
-      lookup<decltype(api->total_energy)>(library, "nvmlDeviceGetTotalEnergyConsumption");
+      lookup_symbol<decltype(api->total_energy)>(library, "nvmlDeviceGetTotalEnergyConsumption");
   api->power_limit =
-      lookup<decltype(api->power_limit)>(library, "nvmlDeviceGetPowerManagementLimit");
-  api->ecc_mode = lookup<decltype(api->ecc_mode)>(library, "nvmlDeviceGetEccMode");
+      lookup_symbol<decltype(api->power_limit)>(library, "nvmlDeviceGetPowerManagementLimit");
+  api->ecc_mode = lookup_symbol<decltype(api->ecc_mode)>(library, "nvmlDeviceGetEccMode");
   api->persistence_mode =
-      lookup<decltype(api->persistence_mode)>(library, "nvmlDeviceGetPersistenceMode");
+      lookup_symbol<decltype(api->persistence_mode)>(library, "nvmlDeviceGetPersistenceMode");
   api->driver_version =
-      lookup<decltype(api->driver_version)>(library, "nvmlSystemGetDriverVersion");
+      lookup_symbol<decltype(api->driver_version)>(library, "nvmlSystemGetDriverVersion");
 
   if (api->init == nullptr || api->shutdown == nullptr || api->handle_by_uuid == nullptr) {
     dlclose(library);
