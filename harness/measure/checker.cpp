@@ -103,7 +103,12 @@ double fp32_noise_scale(const Problem& p, const ReferenceRows& reference,
 // products, fp32 sums) does not reproduce. The first H200 run (2026-12-04) measured cudnn.sdpa_fp8's
 // LSE 1e-4 to 5e-4 off at d 64/128 on normal inputs, about 2^-14 of sum|q_d k_d|. The bound takes
 // twice 2^-13 of scale * |q| * max|k| (Cauchy-Schwarz, >= sum|q_d k_d|): its score error, which
-// moves the LSE by at most as much and the output by at most 2 * max|v| times as much.
+// moves the LSE by at most as much and the output by at most 2 * max|v| times as much. The LSE
+// allows twice that, the factor the bound gives every modeled error (2 * the lowp error): the term
+// is an estimate, not a worst case. The emulator's FP8 model (kernels/emu/tensor_core_sum.h: 13
+// bits below the largest product's exponent, each of a step's 32 products truncated) exceeded it
+// once on outlier inputs, where one large product sets the exponent that the others lose their
+// bits against (hopper-fp8, seed 14593423715333062444: LSE 0.0159 against 0.0148 allowed).
 constexpr double kFp8ScoreRelativeError = 0x1p-12;
 
 }  // namespace
@@ -322,7 +327,7 @@ CheckSummary compare_output(const ProblemInputs& inputs, const ReferenceRows& re
       }
       const double error =
           std::isfinite(got) ? std::fabs(got - ref) : std::numeric_limits<double>::infinity();
-      const double allowed = 2 * reference.lowp_lse_error + reference.fp8_score_error +
+      const double allowed = 2 * reference.lowp_lse_error + 2 * reference.fp8_score_error +
                              kLseRelativeSlack * std::max(1.0, std::fabs(ref));
       lse_error = std::max(lse_error, error);
       if (error > allowed) lse_ok = false, lse_allowed = allowed;
