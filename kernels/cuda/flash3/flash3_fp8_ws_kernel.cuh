@@ -13,7 +13,8 @@
 // follows the recipe of reference/fp8_recipe.h exactly as cuda.flash3_fp8's rows do.
 // Performance: not yet measured on a GPU (GPU-CLAIMS.md, flash3-fp8-figure). At bf16 this schedule
 // (cuda.flash3_ws) measured 552 TFLOP/s against cuda.flash3_wg1's 375 (docs/hopper.md).
-// Known limits: as cuda.flash3_fp8 (d = head_dim_v = 128, its scalings, 16-byte row strides).
+// Known limits: as cuda.flash3_fp8 (d = head_dim_v = 128, its scalings, 16-byte row strides), and
+// instantiated for e4m3 inputs only (the template takes 16-bit ones as cuda.flash3_fp8 does).
 #pragma once
 
 #include "kernels/cuda/flash3/flash3_fp8_kernel.cuh"
