@@ -24,16 +24,15 @@ constexpr int kFp8StepBytes = 32;
 constexpr int kFp8PMaxOffset = 8;
 constexpr float kFp8PScale = static_cast<float>(1 << kFp8PMaxOffset);
 
-// The tiles of cuda.flash3_fp8 (one warpgroup, 64 query rows, 128 keys a tile, 2 stages): Q is
-// d / 128 boxes of 64 rows x 128 bytes, K d / 128 boxes of 128 rows, V^T one box of d rows x 128
-// keys; each region starts 1024-aligned (their sizes are multiples of 1024).
-template <int HeadDim_>
-struct Fp8Traits {
+// The FP8 tiles of a CTA of kBlockQ query rows, 128 keys a tile, kStages stages: Q is d / 128 boxes
+// of kBlockQ rows x 128 bytes, K d / 128 boxes of 128 rows, V^T one box of d rows x 128 keys;
+// each region starts 1024-aligned (their sizes are multiples of 1024).
+template <int HeadDim_, int BlockQ>
+struct Fp8TileShape {
   static constexpr int kHeadDim = HeadDim_;
-  static constexpr int kBlockQ = kWgmmaM;
+  static constexpr int kBlockQ = BlockQ;
   static constexpr int kBlockK = 128;
   static constexpr int kStages = 2;
-  static constexpr int kThreads = kWarpgroupThreads;
   static constexpr int kBoxes = kHeadDim / kSwizzleBytes;  // 128-byte boxes across d
   static constexpr uint32_t kQBytes = kBlockQ * kHeadDim;
   static constexpr uint32_t kKBytes = kBlockK * kHeadDim;
@@ -46,32 +45,23 @@ struct Fp8Traits {
   static_assert(kSharedBytes <= 227 * 1024, "the tiles fit an H200's 227 KiB per block");
 };
 
-// The tiles of cuda.flash3_fp8_ws, warp-specialized as cuda.flash3_ws (flash3_traits.h's
-// WsTraits): a producer warpgroup issuing every TMA load, two consumer warpgroups of 64 query rows
-// each (128 per CTA), the K/V^T ring of kStages stages with "full" and "empty" mbarriers. Q is
-// d / 128 boxes of 128 rows x 128 bytes, K and V^T as Fp8Traits's.
-template <int HeadDim_>
-struct Fp8WsTraits {
-  static constexpr int kHeadDim = HeadDim_;
+// cuda.flash3_fp8: one warpgroup, 64 query rows.
+template <int HeadDim>
+struct Fp8Traits : Fp8TileShape<HeadDim, kWgmmaM> {
+  static constexpr int kThreads = kWarpgroupThreads;
+};
+
+// cuda.flash3_fp8_ws, warp-specialized as cuda.flash3_ws (flash3_traits.h's WsTraits, whose
+// register split it takes): a producer warpgroup issuing every TMA load, two consumer warpgroups
+// of 64 query rows each (128 per CTA), the K/V^T ring with "full" and "empty" mbarriers.
+template <int HeadDim>
+struct Fp8WsTraits : Fp8TileShape<HeadDim, 2 * kWgmmaM> {
   static constexpr int kConsumers = 2;
-  static constexpr int kBlockQ = kConsumers * kWgmmaM;
-  static constexpr int kBlockK = 128;
-  static constexpr int kStages = 2;
   static constexpr int kConsumerThreads = kConsumers * kWarpgroupThreads;
   static constexpr int kThreads = kWarpgroupThreads + kConsumerThreads;
-  static constexpr int kProducerRegisters = WsTraits<kHeadDim>::kProducerRegisters;
-  static constexpr int kConsumerRegisters = WsTraits<kHeadDim>::kConsumerRegisters;
-  static constexpr int kBoxes = kHeadDim / kSwizzleBytes;
-  static constexpr uint32_t kQBytes = kBlockQ * kHeadDim;
-  static constexpr uint32_t kKBytes = kBlockK * kHeadDim;
-  static constexpr uint32_t kVtBytes = kHeadDim * kBlockK;
-  static constexpr size_t kSharedBytes =
-      kTileAlignment + kQBytes + kStages * (size_t{kKBytes} + kVtBytes);
-
-  static_assert(kHeadDim == 128, "instantiated at d = 128: one 128-byte box across d");
-  static_assert(kBlockK == Fp8Traits<kHeadDim>::kBlockK,
-                "the recipe's key tile, as cuda.flash3_fp8");
-  static_assert(kSharedBytes <= 227 * 1024, "the tiles fit an H200's 227 KiB per block");
+  static constexpr int kProducerRegisters = WsTraits<HeadDim>::kProducerRegisters;
+  static constexpr int kConsumerRegisters = WsTraits<HeadDim>::kConsumerRegisters;
+  static_assert(kConsumers * kWgmmaM == Fp8WsTraits::kBlockQ, "each consumer owns 64 query rows");
 };
 
 // The key in V^T's column a (0..31) of each 32 keys: the S accumulator that P's e4m3 A fragment
