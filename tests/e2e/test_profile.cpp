@@ -87,7 +87,7 @@ TEST(Profile, TheFp8KernelsPhasesIncludeTheirQuantization) {
   const std::string db = dir.file("p.sqlite");
   const CommandResult profiled = attnbench(
       "profile --kernels cpu.flash_fp8,cpu.flash_fp8_block_incoherent --shape "
-      "b=1,hq=4,s=512,d=64,dtype=bf16,mask=causal --timed 1 --db " +
+      "b=1,hq=4,s=512,d=64,dtype=bf16,mask=causal --timed 5 --db " +
       db);
   ASSERT_EQ(profiled.exit_code, 0) << profiled.output;
   const auto profiles = stored_profiles(db);
@@ -165,7 +165,7 @@ TEST(Profile, TheMaskingStudysCpuFindingHoldsOutOfPlaceThenInPlaceThenFused) {
   const ScratchDirectory dir("attnbench_profile_masking");
   const std::string db = dir.file("masking.sqlite");
   const CommandResult profiled =
-      attnbench("profile --suite masking --kernels 'cpu.masked_*' --timed 1 --db " + db);
+      attnbench("profile --suite masking --kernels 'cpu.masked_*' --timed 5 --db " + db);
   ASSERT_EQ(profiled.exit_code, 0) << profiled.output;
   std::printf("%s", profiled.output.c_str());
   const auto profiles = stored_profiles(db);

@@ -245,12 +245,15 @@ void expect_phases(const std::map<std::string, ProfilePhaseRecord>& phases,
     EXPECT_EQ(phases.at(name).kind, "phase");
     EXPECT_GT(phases.at(name).total_s, 0.0) << name;
   }
+  // The tests profile five forwards and keep the median: on a loaded machine (ctest -j2) one
+  // forward can lose milliseconds to preemption, which a single recording bills to gaps (CI of
+  // 6588901: 77 % gaps in torch.naive_outofplace).
   EXPECT_LT(phases.at("gaps").share, 0.5) << output;
 }
 
 TEST_F(UserKernels, APluginMarksItsPhasesThroughTheAbi) {
   const CommandResult profiled = attnbench(
-      std::string("profile --devices cpu --timed 1 --plugin ") + EXAMPLE_PLUGIN +
+      std::string("profile --devices cpu --timed 5 --plugin ") + EXAMPLE_PLUGIN +
       " --kernels example.online_cpu --shape b=1,hq=2,s=256,d=64,dtype=fp32,mask=causal --db " +
       db());
   ASSERT_EQ(profiled.exit_code, 0) << profiled.output;
@@ -264,7 +267,7 @@ TEST_F(UserKernels, APluginMarksItsPhasesThroughTheAbi) {
 TEST_F(UserKernels, TorchPeersMarkTheirPhasesOnTheCpu) {
   if (!torch_installed()) GTEST_SKIP() << "PyTorch is not installed (pip install torch)";
   const CommandResult profiled = attnbench(
-      "profile --devices cpu --timed 1 --kernels torch.naive_outofplace,torch.naive_inplace,"
+      "profile --devices cpu --timed 5 --kernels torch.naive_outofplace,torch.naive_inplace,"
       "torch.sdpa_math --shape b=1,hq=4,s=256,d=64,dtype=bf16,mask=causal --db " + db());
   ASSERT_EQ(profiled.exit_code, 0) << profiled.output;
   const auto phases = stored_profiles(db());
