@@ -79,6 +79,11 @@ struct Kernel {
   // The FP8 recipe the kernel computes with, where it quantizes its fp16/bf16 inputs itself
   // (cpu.flash_fp8, ...): the checker's low-precision result follows it.
   std::optional<Fp8Recipe> fp8_recipe;
+  // A kernel whose FP8 recipe is closed (cuDNN's: tile size and key order not published): what it
+  // does publish (scales, incoherent processing, an e4m3 output). The checker judges it by the
+  // envelope of opaque_fp8_recipes(*fp8_envelope_base). Kernels with neither field are judged by
+  // the envelope of the default base on e4m3 inputs.
+  std::optional<Fp8Recipe> fp8_envelope_base;
   SupportTable support;
   // The suite whose shapes prove the kernel correct (ctest's tests, the emulated device's matrix,
   // gpu-check's plan): ctest's awkward shapes, or the same shapes at the sizes a kernel

@@ -53,6 +53,8 @@ std::vector<Kernel> registered_kernels() {
       cuda_flash3_fp8_block_incoherent_kernel(),
       cudnn_sdpa_kernel(),
       cudnn_sdpa_fp8_kernel(),
+      cudnn_sdpa_fp8_quantized_kernel(),
+      cudnn_sdpa_fp8_incoherent_kernel(),
 #endif
   };
   // ---- the emulated device: the in-house CUDA kernels' own source on the CPU ------------------

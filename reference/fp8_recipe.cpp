@@ -155,11 +155,11 @@ QuantizedTensor quantize_tensor(const Fp8Recipe& recipe, const TensorView& view,
 
 }  // namespace
 
-std::vector<Fp8Recipe> opaque_fp8_recipes() {
+std::vector<Fp8Recipe> opaque_fp8_recipes(const Fp8Recipe& base) {
   std::vector<Fp8Recipe> recipes;
   for (const int64_t tile : {64, 128}) {
     for (const bool reverse : {false, true}) {
-      Fp8Recipe recipe;
+      Fp8Recipe recipe = base;
       recipe.key_tile = tile;
       recipe.reverse_keys = reverse;
       recipes.push_back(recipe);
@@ -176,6 +176,7 @@ std::string describe(const Fp8Recipe& recipe) {
   text += ", " + std::to_string(recipe.key_tile) + "-key tiles";
   if (recipe.reverse_keys) text += " last first";
   text += ", P offset 2^" + std::to_string(recipe.p_max_offset);
+  if (recipe.e4m3_output) text += ", e4m3 output at V's scale";
   const std::pair<bool, const char*> roundings[] = {
       {recipe.round_qk, "Q, K"}, {recipe.round_v, "V"}, {recipe.round_p, "P"}};
   std::string unrounded;
@@ -205,6 +206,9 @@ std::string fp8_recipe_limits(const Fp8Recipe& recipe, const Problem& problem) {
            std::to_string(problem.head_dim_qk) + ")";
   }
   if (recipe.scaling == Fp8Scaling::none) return "the FP8 recipe needs a scaling (not none)";
+  if (recipe.e4m3_output && recipe.scaling != Fp8Scaling::per_tensor) {
+    return "an e4m3 output at V's scale needs per-tensor scales (V's one descale)";
+  }
   return "";
 }
 
@@ -317,8 +321,12 @@ void fp8_recipe_row(const Fp8Recipe& recipe, const Problem& problem, const Quant
       for (int64_t d = 0; d < dv; ++d) out[static_cast<size_t>(d)] += p * (v[d] * v_descale);
     }
   }
+  // Step 5's e4m3 output at V's scale, as the forward stores it and the dequantize pass reads it.
+  const bool through_e4m3 = recipe.e4m3_output && !is_fp8(problem.output_dtype);
+  const float output_scale = fp8_output_scale(inputs.v.descales.front());
   for (int64_t d = 0; d < dv; ++d) {
-    const float value = out[static_cast<size_t>(d)] / row_sum;
+    float value = out[static_cast<size_t>(d)] / row_sum;
+    if (through_e4m3) value = round_to(DType::e4m3, value * output_scale) / output_scale;
     out_row[d] = !round_output ? value
                  : is_fp8(problem.output_dtype)
                      ? round_to(problem.output_dtype, value * out_scale) / out_scale

@@ -18,7 +18,10 @@
 //      2^offset and P uses e4m3's range (FlashAttention-3's max offset); the row sum l takes P
 //      unrounded; P rounded to e4m3 multiplies V's e4m3 values (descaled per group), accumulated
 //      in fp32; O and l rescaled by 2^((m_old - m) log2 e) when the max grows.
-//   5. out = O / l, rounded to the output dtype; LSE = m + ln(l) - offset ln 2.
+//   5. out = O / l, rounded to the output dtype; LSE = m + ln(l) - offset ln 2. With e4m3_output
+//      and a 16-bit output dtype, out is rounded to e4m3 at V's scale first (times
+//      fp8_output_scale(descale_v), rounded, divided back): a forward that writes e4m3 alone,
+//      dequantized after it.
 #pragma once
 
 #include <cstdint>
@@ -44,13 +47,17 @@ struct Fp8Recipe {
   bool round_qk = true;
   bool round_v = true;
   bool round_p = true;
+  // Step 5: the forward writes e4m3 at V's scale, dequantized to the output dtype afterwards
+  // (cuDNN's FP8 forward on Hopper writes FP8 only: cudnn.sdpa_fp8_quantized). Per-tensor only.
+  bool e4m3_output = false;
   bool operator==(const Fp8Recipe&) const = default;
 };
 
 // The recipes an opaque FP8 kernel (cuDNN's, whose tile size and key order are not published)
-// may follow on e4m3 inputs: per-tensor, 64- and 128-key tiles, forward and reverse key order, P
-// offset 2^8 (cuDNN's scale_s = 256). The checker judges such a kernel by the widest of them.
-std::vector<Fp8Recipe> opaque_fp8_recipes();
+// may follow: `base` (what the kernel does publish: its scales, incoherent processing, its e4m3
+// output) at 64- and 128-key tiles, forward and reverse key order, P offset 2^8 (cuDNN's
+// scale_s = 256). The checker judges such a kernel by the widest of them.
+std::vector<Fp8Recipe> opaque_fp8_recipes(const Fp8Recipe& base = {});
 
 // One line naming the recipe ("per-block 64 scales, incoherent, 128-key tiles, P offset 2^8").
 std::string describe(const Fp8Recipe& recipe);

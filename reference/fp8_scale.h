@@ -24,4 +24,9 @@ ATTNBENCH_HOST_DEVICE inline float fp8_descale(float amax) {
   return amax > 0.0f ? amax / kE4m3Largest : 1.0f;
 }
 
+// The e4m3 output at V's scale (Fp8Recipe::e4m3_output): out * output_scale is stored, with
+// output_scale = 2^-1 / descale_v. |out| <= amax of V, except that P's rounding can lift it a few
+// per cent past it: the 2^-1 keeps the stored value under e4m3's 448 at the cost of one binade.
+ATTNBENCH_HOST_DEVICE inline float fp8_output_scale(float v_descale) { return 0.5f / v_descale; }
+
 }  // namespace attnbench

@@ -694,6 +694,12 @@ def cudnn_fp8_correct(evidence: Evidence) -> Finding:
     return judge_tests(evidence, suite_tests(evidence, "cudnn.sdpa_fp8"))
 
 
+@judge("cudnn-fp8-quantized-correct", "ctest suite passes", steps=(CTEST,))
+def cudnn_fp8_quantized_correct(evidence: Evidence) -> Finding:
+    return judge_tests(evidence, suite_tests(evidence, "cudnn.sdpa_fp8_quantized")
+                       + suite_tests(evidence, "cudnn.sdpa_fp8_incoherent"))
+
+
 @judge("cudnn-figure", ">= 600 TFLOP/s", any_step=(FIGURES, SMOKE), h200=True)
 def cudnn_figure(evidence: Evidence) -> Finding:
     return judge_figure(evidence, "cudnn.sdpa", 600)

@@ -40,8 +40,10 @@ ISOLATION_TEST_S = 12.0  # a crash, a fresh worker, four small cases
 # the 2-core build host, less on the GPU host's 16), inputs and outputs written to OUTDIR.
 PTX_CONFORMANCE_S = 30.0
 # ctest lanes: the tests are host-bound (references, graph builds), and the GPU host has 16 cores.
-# Five since issue 16's FP8 variants (four ran the step in 73 s against 87 predicted, 2026-12-04).
-CTEST_PARALLEL = 5
+# Five since issue 16's FP8 variants (four ran the step in 73 s against 87 predicted, 2026-12-04);
+# six since cuDNN's 16-bit FP8 series joined (two more cuDNN tests, ~22 s each; five lanes ran the
+# step in 63.4 s against 87 predicted, ci/gpu-runs/2026-12-04-h200-c4ddc40.md).
+CTEST_PARALLEL = 6
 CUDNN_CTEST_SHARDS = 4  # tests/gpu/test_gpu.cpp's kCudnnShards
 
 # The masking study profiled on the GPU (issue 17): every GPU kernel of suites/masking.toml, the

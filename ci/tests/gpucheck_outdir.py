@@ -48,7 +48,8 @@ GPU_KERNELS = INHOUSE + ("cuda.flash2", "cuda.flash3_wg1", "cuda.flash3_ws", "cu
                           "cuda.flash3_fp8_incoherent",
                           "cuda.flash3_fp8_block", "cuda.flash3_fp8_block_incoherent",
                           "cuda.naive_cublas", "cudnn.sdpa",
-                          "cudnn.sdpa_fp8")
+                          "cudnn.sdpa_fp8", "cudnn.sdpa_fp8_quantized",
+                          "cudnn.sdpa_fp8_incoherent")
 SUITE_TEST = "GpuKernels/GpuCtestSuite.EveryCaseInsideTheTablePasses/"
 CUDNN_SHARDS = 4  # tests/gpu/test_gpu.cpp's kCudnnShards
 

@@ -104,13 +104,15 @@ const ReferenceRows& CaseRunner::reference_for(const Kernel& kernel) {
   switch (lowp_model_for(kernel, inputs_->problem)) {
     case LowpModel::plain:
       return *reference_;
-    case LowpModel::envelope:
-      if (!envelope_reference_) {
-        NvtxRange range("reference (FP8 envelope)");
-        envelope_reference_ =
-            std::make_unique<ReferenceRows>(with_envelope(*reference_, *inputs_));
+    case LowpModel::envelope: {
+      const Fp8Recipe base = envelope_base_for(kernel);
+      for (const auto& [known, rows] : envelope_references_) {
+        if (known == base) return rows;
       }
-      return *envelope_reference_;
+      NvtxRange range("reference (FP8 envelope)");
+      envelope_references_.emplace_back(base, with_envelope(*reference_, *inputs_, base));
+      return envelope_references_.back().second;
+    }
     case LowpModel::own_recipe:
       break;
   }
@@ -161,7 +163,7 @@ Status CaseRunner::prepare_inputs(const CaseRequest& request) {
   inputs_.reset();
   reference_.reset();
   recipe_references_.clear();
-  envelope_reference_.reset();
+  envelope_references_.clear();
   inputs_key_.clear();
   NvtxRange range("inputs");
   Distribution distribution = Distribution::normal;

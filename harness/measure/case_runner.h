@@ -86,9 +86,10 @@ class CaseRunner {
   std::unique_ptr<ReferenceRows> reference_;
   // The reference rows with the low-precision rows of each FP8 recipe judged on these inputs.
   std::vector<std::pair<Fp8Recipe, ReferenceRows>> recipe_references_;
-  std::unique_ptr<ReferenceRows> envelope_reference_;
+  // The envelopes judged on these inputs, by their base recipe.
+  std::vector<std::pair<Fp8Recipe, ReferenceRows>> envelope_references_;
   // The rows lowp_model_for names: reference_, its rows with the kernel's own FP8 recipe, or the
-  // envelope of the opaque FP8 recipes.
+  // envelope of the opaque FP8 recipes around the kernel's base.
   const ReferenceRows& reference_for(const Kernel& kernel);
 };
 

@@ -241,12 +241,18 @@ ReferenceRows with_recipe(const ReferenceRows& reference, const ProblemInputs& i
 
 LowpModel lowp_model_for(const Kernel& kernel, const Problem& problem) {
   if (kernel.fp8_recipe) return LowpModel::own_recipe;
+  if (kernel.fp8_envelope_base) return LowpModel::envelope;
   return problem.input_dtype == DType::e4m3 ? LowpModel::envelope : LowpModel::plain;
 }
 
-ReferenceRows with_envelope(const ReferenceRows& reference, const ProblemInputs& inputs) {
+Fp8Recipe envelope_base_for(const Kernel& kernel) {
+  return kernel.fp8_envelope_base.value_or(Fp8Recipe{});
+}
+
+ReferenceRows with_envelope(const ReferenceRows& reference, const ProblemInputs& inputs,
+                            const Fp8Recipe& base) {
   ReferenceRows envelope = reference;
-  for (const Fp8Recipe& recipe : opaque_fp8_recipes()) {
+  for (const Fp8Recipe& recipe : opaque_fp8_recipes(base)) {
     const ReferenceRows modeled = with_recipe(reference, inputs, recipe);
     envelope.lowp_error = std::max(envelope.lowp_error, modeled.lowp_error);
     envelope.lowp_lse_error = std::max(envelope.lowp_lse_error, modeled.lowp_lse_error);

@@ -50,14 +50,18 @@ ReferenceRows with_recipe(const ReferenceRows& reference, const ProblemInputs& i
 
 // Which low-precision rows judge a kernel (one truth for the case runner and the tests):
 //   own_recipe  a kernel that declares its FP8 recipe (Kernel::fp8_recipe): that recipe's rows;
-//   envelope    a kernel without one on e4m3 inputs (cuDNN's, whose tiles and key order are not
-//               published): the widest of the plain lowp rows and opaque_fp8_recipes()' rows;
+//   envelope    a kernel with a closed recipe (Kernel::fp8_envelope_base: cuDNN's, whose tiles and
+//               key order are not published), or any kernel without a recipe on e4m3 inputs: the
+//               widest of the plain lowp rows and opaque_fp8_recipes(envelope_base_for)' rows;
 //   plain       any other: compute_reference's lowp rows.
 enum class LowpModel { plain, own_recipe, envelope };
 LowpModel lowp_model_for(const Kernel& kernel, const Problem& problem);
-// `reference` with the envelope's bound: its lowp and LSE errors the largest over the modeled
-// recipes and the plain rows (the lowp rows kept are the plain ones).
-ReferenceRows with_envelope(const ReferenceRows& reference, const ProblemInputs& inputs);
+// The base of the envelope that judges `kernel` (its fp8_envelope_base, else the default recipe).
+Fp8Recipe envelope_base_for(const Kernel& kernel);
+// `reference` with the envelope's bound: its lowp and LSE errors the largest over the recipes
+// modeled around `base` and the plain rows (the lowp rows kept are the plain ones).
+ReferenceRows with_envelope(const ReferenceRows& reference, const ProblemInputs& inputs,
+                            const Fp8Recipe& base = {});
 
 // Buffers one kernel writes: the output in its dtype, and fp32 LSE when the kernel returns it.
 struct KernelOutputs {

@@ -53,6 +53,10 @@ const std::map<std::string, KernelCost>& kernel_costs() {
   static const std::map<std::string, KernelCost> costs = {
       {"cudnn.sdpa", {0.85, 1, 1.0}},
       {"cudnn.sdpa_fp8", {0.6, 1, 1.0}},
+      // Not measured: cudnn.sdpa_fp8 after the amax and quantize passes, then the dequantize pass,
+      // each memory-bound over the 16-bit tensors (4 launches).
+      {"cudnn.sdpa_fp8_quantized", {0.5, 4, 1.0}},
+      {"cudnn.sdpa_fp8_incoherent", {0.45, 4, 1.0}},
       {"cuda.flash2", {0.4, 1, 1e-3}},
       // Not measured: cuda.flash3_wg1, the same one-warpgroup schedule at bf16, measured 375
       // TFLOP/s (0.47 of the bf16 GEMM rate); 0.3 of the e4m3 rate, and the layout pass's launch

@@ -31,6 +31,7 @@
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/phases.h"
 #include "reference/formats.h"
+#include "reference/fp8_scale.h"
 
 namespace attnbench {
 
@@ -189,7 +190,7 @@ class FlashFp8Plan final : public Plan {
       }
     }
     phase.next("output");
-    store_rows(p, b, h, first_row, rows, t);
+    store_rows(p, in, b, h, first_row, rows, t);
   }
 
   void load_kv(const QuantizedInputs& in, int64_t b, int64_t h_kv, int64_t first_key, int64_t cols,
@@ -242,13 +243,19 @@ class FlashFp8Plan final : public Plan {
     }
   }
 
-  void store_rows(const AttentionParams& p, int64_t b, int64_t h, int64_t first_row, int64_t rows,
-                  const Tiles& t) const {
+  void store_rows(const AttentionParams& p, const QuantizedInputs& in, int64_t b, int64_t h,
+                  int64_t first_row, int64_t rows, const Tiles& t) const {
     const int64_t dv = p.head_dim_v;
+    // The recipe's e4m3 output at V's scale (fp8_recipe_row's step 5), before the output dtype.
+    const bool through_e4m3 = recipe_.e4m3_output && !is_fp8(p.output_dtype);
+    const float output_scale = fp8_output_scale(in.v.descales.front());
     for (int64_t r = 0; r < rows; ++r) {
       const float sum = t.row_sum[r];
       float* out_row = t.out + r * dv;
       cpu::scale_row(out_row, dv, sum > 0 ? 1.0f / sum : 0.0f);  // no visible key: zeros
+      for (int64_t d = 0; through_e4m3 && d < dv; ++d) {
+        out_row[d] = round_to(DType::e4m3, out_row[d] * output_scale) / output_scale;
+      }
       cpu::store_row(p.output_dtype, p.out, cpu::out_offset(p, b, h, first_row + r), out_row, dv);
       if (p.lse != nullptr) {
         p.lse[cpu::lse_offset(p, b, h, first_row + r)] =

@@ -12,11 +12,18 @@ namespace attnbench {
 Kernel cudnn_sdpa_kernel();
 // cudnn.sdpa_fp8: e4m3 in and out with per-tensor scale factors (Hopper); amax values in details().
 Kernel cudnn_sdpa_fp8_kernel();
+// cudnn.sdpa_fp8_quantized and cudnn.sdpa_fp8_incoherent: cudnn.sdpa_fp8 behind the quantize pass
+// cuda.flash3_fp8 and cuda.flash3_fp8_incoherent take on fp16/bf16 inputs (flash3_fp8_launch.h),
+// and a pass dequantizing cuDNN's e4m3 output to the input dtype, all in the timed forward: the
+// in-house 16-bit FP8 series' peers. d 128.
+Kernel cudnn_sdpa_fp8_quantized_kernel();
+Kernel cudnn_sdpa_fp8_incoherent_kernel();
 
-// Describes `problem`'s graph exactly as make_plan does and runs cudnn-frontend's validation for
-// a device of `sm_version`, on the host: no GPU, no cuDNN handle. "" when cuDNN's frontend
-// accepts it; otherwise the reason, "unsupported: ..." (attnbench's limits) or "cudnn: ..."
-// (the frontend's own message).
-std::string validate_graph_on_host(const Problem& problem, CudnnVariant variant, int sm_version);
+// Describes `problem`'s graph exactly as make_plan does (for its e4m3 copies when `quantized`) and
+// runs cudnn-frontend's validation for a device of `sm_version`, on the host: no GPU, no cuDNN
+// handle. "" when cuDNN's frontend accepts it; otherwise the reason, "unsupported: ..."
+// (attnbench's limits) or "cudnn: ..." (the frontend's own message).
+std::string validate_graph_on_host(const Problem& problem, CudnnVariant variant, int sm_version,
+                                   bool quantized = false);
 
 }  // namespace attnbench

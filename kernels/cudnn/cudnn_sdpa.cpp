@@ -1,6 +1,6 @@
-// cudnn.sdpa and cudnn.sdpa_fp8 — cuDNN's fused attention forward through cudnn-frontend's graph
-// API: the baseline every in-house kernel is judged against. This file and cudnn_versions.cpp are
-// the only ones that include cudnn-frontend.
+// cudnn.sdpa, cudnn.sdpa_fp8 and its 16-bit series — cuDNN's fused attention forward through
+// cudnn-frontend's graph API: the baseline every in-house kernel is judged against. This file and
+// cudnn_versions.cpp are the only ones that include cudnn-frontend.
 //
 // What a plan holds (built in make_plan, outside the timed region): one frontend graph for the
 // problem — Q, K, V in (dims (batch, heads, seq, dim) with the layout's own strides, so bshd, bhsd
@@ -28,6 +28,16 @@
 // forward and reverse (opaque_fp8_recipes), plus the FP8 tensor cores' narrow-sum term.
 // amax_s (of P) and amax_o (of O) are read back by details().
 //
+// cudnn.sdpa_fp8_quantized and cudnn.sdpa_fp8_incoherent: the FP8 graph on fp16/bf16 inputs, the
+// in-house 16-bit FP8 series' peers. cuDNN's FP8 forward on Hopper reads and writes FP8 only, so
+// a forward is three steps on the plan's stream: cuda.flash3_fp8's amax and quantize passes write
+// Q, K and V packed in e4m3 (Q and K rotated first for _incoherent), their descales and the output
+// scale fp8_output_scale(descale_v) into scratch, where the graph's descale and scale_o tensors
+// point (no host round trip); the graph (built for those copies: graph_problem) writes its e4m3
+// output into scratch; the dequantize pass writes it into the 16-bit output. The checker judges
+// them by the envelope around their base recipe (Kernel::fp8_envelope_base), its e4m3 output
+// included.
+//
 // Refusals: where cuDNN declines a graph (validation, heuristics, plan building) make_plan fails
 // with "cudnn: <stage>: <cuDNN's message>", which the harness records as skipped; anything else
 // fails as "cudnn.sdpa: ..." and is an error.
@@ -40,8 +50,10 @@
 #include <exception>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -51,6 +63,7 @@
 #include "kernels/cuda/common/cuda_check.h"
 #include "kernels/cuda/common/plan_helpers.h"
 #include "kernels/cuda/empty_rows.h"
+#include "kernels/cuda/flash3/flash3_fp8_launch.h"
 #include "kernels/cudnn/cudnn_kernels.h"
 
 namespace fe = cudnn_frontend;
@@ -94,6 +107,22 @@ enum Fp8Scalar : int {
 
 constexpr float kProbabilityScale = 256.0f;  // scale_s: see the file comment
 const std::vector<int64_t> kScalarDims = {1, 1, 1, 1};
+
+// ---- the problem cuDNN sees ---------------------------------------------------------------------
+
+// The problem itself, or, for cudnn.sdpa_fp8_quantized's 16-bit inputs, the e4m3 copies its
+// quantize pass writes: Q, K and V packed (bshd), per-tensor descales, an e4m3 output packed
+// (bshd) for the dequantize pass.
+Problem graph_problem(const Problem& problem, bool quantized) {
+  if (!quantized) return problem;
+  Problem copies = problem;
+  copies.input_dtype = DType::e4m3;
+  copies.output_dtype = DType::e4m3;
+  copies.p_dtype = DType::e4m3;
+  copies.fp8_scaling = Fp8Scaling::per_tensor;
+  copies.layout = Layout::bshd;
+  return copies;
+}
 
 // ---- cuDNN handles ------------------------------------------------------------------------------
 
@@ -277,11 +306,15 @@ nlohmann::json json_number(float value) {
 
 class CudnnSdpaPlan final : public Plan {
  public:
+  // `quantized`: the recipe whose passes bring fp16/bf16 inputs to the FP8 graph (its steps 1
+  // and 2, and its e4m3 output); none when cuDNN reads the inputs as given.
   CudnnSdpaPlan(std::string kernel_name, const Problem& problem, CudnnVariant variant,
-                const PlanContext& context)
+                std::optional<Fp8Recipe> quantized, const PlanContext& context)
       : kernel_name_(std::move(kernel_name)),
         problem_(problem),
         variant_(variant),
+        quantized_(std::move(quantized)),
+        graph_problem_(graph_problem(problem, quantized_.has_value())),
         stream_(static_cast<cudaStream_t>(context.stream)),
         device_(context.device) {}
 
@@ -295,7 +328,7 @@ class CudnnSdpaPlan final : public Plan {
     empty_batches_ = batches_without_keys(problem_);
     if (Status status = cudnn_handle_for(device_, handle_); !status) return status;
 
-    graph_ = describe_graph(problem_, mapping_, variant_, sm);
+    graph_ = describe_graph(graph_problem_, mapping_, variant_, sm);
     if (auto error = graph_->validate(); error.is_bad()) {
       return frontend_failure(kernel_name_, "validate", error);
     }
@@ -334,6 +367,7 @@ class CudnnSdpaPlan final : public Plan {
       fp8_host_[kDescaleSSlot] = 1.0f / kProbabilityScale;
       fp8_host_[kScaleSSlot] = kProbabilityScale;
     }
+    if (quantized_) return allocate_quantize_scratch(allocator);
     return Status::Ok();
   }
 
@@ -371,17 +405,25 @@ class CudnnSdpaPlan final : public Plan {
     if (variant_ == CudnnVariant::fp8) {
       if (Status status = update_fp8_scalars(params); !status) return status;
     }
-    const size_t input_bytes = dtype_size(params.input_dtype);
-    const size_t output_bytes = dtype_size(params.output_dtype);
+    const bool copies = quantized_.has_value();
+    if (copies) {
+      if (Status status = launch_quantize(params); !status) return status;
+    }
+    // What cuDNN reads and writes: the params' buffers, or the quantize pass's e4m3 copies and
+    // the e4m3 output the dequantize pass reads.
+    const ProblemLayout layout = describe_layout(graph_problem_);
+    const size_t input_bytes = dtype_size(graph_problem_.input_dtype);
+    const size_t output_bytes = dtype_size(graph_problem_.output_dtype);
     const auto skipped = static_cast<size_t>(mapping_.skipped_rows);
     // cuDNN only reads Q, K, V, the lengths and the scalars; the variant pack's type is void*.
-    auto* q = static_cast<unsigned char*>(const_cast<void*>(params.q)) +
-              skipped * static_cast<size_t>(params.q_row_stride) * input_bytes;
-    auto* out = static_cast<unsigned char*>(params.out) +
-                skipped * static_cast<size_t>(params.out_row_stride) * output_bytes;
+    auto* q = static_cast<unsigned char*>(copies ? q_.data() : const_cast<void*>(params.q)) +
+              skipped * static_cast<size_t>(layout.q.strides.seq) * input_bytes;
+    auto* out = static_cast<unsigned char*>(copies ? o_.data() : params.out) +
+                skipped * static_cast<size_t>(layout.out.strides.seq) * output_bytes;
+    void* k = copies ? k_.data() : const_cast<void*>(params.k);
+    void* v = copies ? v_.data() : const_cast<void*>(params.v);
     std::unordered_map<int64_t, void*> pack = {
-        {kQ, q},   {kK, const_cast<void*>(params.k)}, {kV, const_cast<void*>(params.v)},
-        {kO, out}, {kStats, params.lse + skipped},
+        {kQ, q}, {kK, k}, {kV, v}, {kO, out}, {kStats, params.lse + skipped},
     };
     if (mapping_.padding) {
       pack[kSeqLenQ] = query_lengths_.data();
@@ -400,6 +442,13 @@ class CudnnSdpaPlan final : public Plan {
           {kAmaxO, kAmaxOSlot},
       }};
       for (const auto& [uid, slot] : slots) pack[uid] = scalars + slot;
+      if (copies) {  // the quantize pass's descales and output scale, on the device
+        float* descales = descales_.as<float>();
+        pack[kDescaleQ] = descales + flash3::kTensorQ;
+        pack[kDescaleK] = descales + flash3::kTensorK;
+        pack[kDescaleV] = descales + flash3::kTensorV;
+        pack[kScaleO] = output_scale_.as<float>();
+      }
     }
     if (Status status = cudnn_status(cudnnSetStream(handle_, stream_), "cudnnSetStream"); !status) {
       return status;
@@ -407,7 +456,60 @@ class CudnnSdpaPlan final : public Plan {
     if (auto error = graph_->execute(handle_, pack, workspace_.data()); error.is_bad()) {
       return Status::Error(kernel_name_ + ": execute: " + error.get_message());
     }
+    if (copies) {
+      if (Status status = launch_dequantize(params); !status) return status;
+    }
     return write_empty_rows(params);
+  }
+
+  // ---- cudnn.sdpa_fp8_quantized: the passes around cuDNN's forward ----
+
+  Status allocate_quantize_scratch(ScratchAllocator& allocator) {
+    const Problem& p = problem_;
+    const size_t q_bytes = static_cast<size_t>(p.batch * p.seqlen_q * p.heads_q * p.head_dim_qk);
+    const size_t k_bytes = static_cast<size_t>(p.batch * p.seqlen_k * p.heads_kv * p.head_dim_qk);
+    const size_t v_bytes = static_cast<size_t>(p.batch * p.seqlen_k * p.heads_kv * p.head_dim_v);
+    const size_t o_bytes = static_cast<size_t>(p.batch * p.seqlen_q * p.heads_q * p.head_dim_v);
+    const std::array<std::tuple<size_t, const char*, ScratchBuffer*>, 7> requests = {{
+        {q_bytes, "Q in e4m3 (b*sq*hq*d)", &q_},
+        {k_bytes, "K in e4m3 (b*sk*hkv*d)", &k_},
+        {v_bytes, "V in e4m3 (b*sk*hkv*d)", &v_},
+        {o_bytes, "cuDNN's e4m3 output (b*sq*hq*d)", &o_},
+        {3 * flash3::kAmaxBlocks * sizeof(float), "amax partials of Q, K, V", &amax_partials_},
+        {3 * sizeof(float), "descales of Q, K, V", &descales_},
+        {sizeof(float), "output scale", &output_scale_},
+    }};
+    for (const auto& [bytes, what, buffer] : requests) {
+      if (Status status = gpu::allocate_scratch(allocator, bytes, what, *buffer); !status) {
+        return status;
+      }
+    }
+    pass_args_.q = q_.as<uint8_t>();
+    pass_args_.k = k_.as<uint8_t>();
+    pass_args_.v = v_.as<uint8_t>();
+    pass_args_.amax_partials = amax_partials_.as<float>();
+    pass_args_.descales = descales_.as<float>();
+    pass_args_.output_scale = output_scale_.as<float>();
+    if (quantized_->incoherent) {
+      flash3::set_incoherent_rotation(pass_args_, quantized_->sign_seed, problem_.head_dim_qk);
+    }
+    return Status::Ok();
+  }
+
+  Status launch_quantize(const AttentionParams& params) {
+    if (params.input_dtype == DType::f16) {
+      return flash3::launch_fp8_quantize<128, DType::f16>(params, pass_args_, stream_);
+    }
+    return flash3::launch_fp8_quantize<128, DType::bf16>(params, pass_args_, stream_);
+  }
+
+  Status launch_dequantize(const AttentionParams& params) {
+    const auto* stored = static_cast<const uint8_t*>(o_.data());
+    const float* scale = output_scale_.as<float>();
+    if (params.output_dtype == DType::f16) {
+      return flash3::launch_fp8_dequantize_output<128, DType::f16>(params, stored, scale, stream_);
+    }
+    return flash3::launch_fp8_dequantize_output<128, DType::bf16>(params, stored, scale, stream_);
   }
 
   // seq_len_q for the padding mask: every query row counts (padding masks keys only).
@@ -470,6 +572,8 @@ class CudnnSdpaPlan final : public Plan {
   std::string kernel_name_;
   Problem problem_;
   CudnnVariant variant_;
+  std::optional<Fp8Recipe> quantized_;
+  Problem graph_problem_;  // what cuDNN's graph is built for (graph_problem)
   cudaStream_t stream_;
   int device_;
   CudnnMaskMapping mapping_;
@@ -481,14 +585,19 @@ class CudnnSdpaPlan final : public Plan {
   ScratchBuffer query_lengths_;                // (batch,) int32, all seqlen_q: padding mask only
   ScratchBuffer fp8_scalars_;                  // (kFp8Scalars,) fp32: FP8 only
   std::array<float, kFp8Scalars> fp8_host_{};  // what fp8_scalars_ holds (amax slots unused)
+  // The quantize pass's copies and scales, and cuDNN's e4m3 output: quantized plans only.
+  ScratchBuffer q_, k_, v_, o_, amax_partials_, descales_, output_scale_;
+  flash3::Fp8PassArgs pass_args_;
 };
 
-Kernel cudnn_kernel(CudnnVariant variant) {
+// `quantized`: cudnn.sdpa_fp8's 16-bit series, the recipe of their passes (per-tensor scales,
+// incoherent or not, e4m3 output at V's scale); its tiles and key order are cuDNN's own.
+Kernel cudnn_kernel(std::string name, std::string summary, CudnnVariant variant,
+                    std::optional<Fp8Recipe> quantized = std::nullopt) {
   const bool fp8 = variant == CudnnVariant::fp8;
   Kernel kernel;
-  kernel.name = fp8 ? "cudnn.sdpa_fp8" : "cudnn.sdpa";
-  kernel.summary = fp8 ? "cuDNN fused attention, e4m3 in and out with per-tensor scales (Hopper)"
-                       : "cuDNN fused attention (FlashAttention-2 style engines), fp16/bf16";
+  kernel.name = std::move(name);
+  kernel.summary = std::move(summary);
   kernel.backend = Backend::cuda;
   // Not bit-for-bit repeatable: on an H200 (2026-12-04) the decode engine cuDNN picks at seqlen_q 1
   // (two launches: split keys, then a combine) gave other bits on a second run of the same inputs
@@ -496,12 +605,19 @@ Kernel cudnn_kernel(CudnnVariant variant) {
   // bound alone.
   kernel.deterministic = fp8;
   kernel.returns_lse = true;
-  kernel.support = fp8 ? cudnn_sdpa_fp8_support_table() : cudnn_sdpa_support_table();
-  kernel.make_plan = [variant, name = kernel.name](
+  kernel.support = quantized ? cudnn_sdpa_fp8_quantized_support_table(quantized->incoherent)
+                   : fp8     ? cudnn_sdpa_fp8_support_table()
+                             : cudnn_sdpa_support_table();
+  if (quantized) {
+    // The checker's envelope is built around it (checker.h).
+    kernel.fp8_envelope_base = quantized;
+    kernel.correctness_suite = "hopper-fp8";  // its 16-bit shapes at d 128, the in-house peers'
+  }
+  kernel.make_plan = [variant, quantized, name = kernel.name](
                          const Problem& problem,
                          const PlanContext& context) -> Result<std::unique_ptr<Plan>> {
     try {
-      auto plan = std::make_unique<CudnnSdpaPlan>(name, problem, variant, context);
+      auto plan = std::make_unique<CudnnSdpaPlan>(name, problem, variant, quantized, context);
       if (Status status = plan->build(context.scratch); !status) return status;
       return plan;
     } catch (const std::exception& error) {
@@ -513,17 +629,50 @@ Kernel cudnn_kernel(CudnnVariant variant) {
 
 }  // namespace
 
-Kernel cudnn_sdpa_kernel() { return cudnn_kernel(CudnnVariant::fp16_bf16); }
-Kernel cudnn_sdpa_fp8_kernel() { return cudnn_kernel(CudnnVariant::fp8); }
+Kernel cudnn_sdpa_kernel() {
+  return cudnn_kernel("cudnn.sdpa",
+                      "cuDNN fused attention (FlashAttention-2 style engines), fp16/bf16",
+                      CudnnVariant::fp16_bf16);
+}
+Kernel cudnn_sdpa_fp8_kernel() {
+  return cudnn_kernel("cudnn.sdpa_fp8",
+                      "cuDNN fused attention, e4m3 in and out with per-tensor scales (Hopper)",
+                      CudnnVariant::fp8);
+}
+namespace {
 
-std::string validate_graph_on_host(const Problem& problem, CudnnVariant variant, int sm_version) {
+// The recipe of the passes around cuDNN's FP8 graph on fp16/bf16 inputs.
+Fp8Recipe quantized_recipe(bool incoherent) {
+  Fp8Recipe recipe;
+  recipe.incoherent = incoherent;
+  recipe.e4m3_output = true;
+  return recipe;
+}
+
+}  // namespace
+
+Kernel cudnn_sdpa_fp8_quantized_kernel() {
+  return cudnn_kernel("cudnn.sdpa_fp8_quantized",
+                      "cudnn.sdpa_fp8 on fp16/bf16 Q, K, V: attnbench's passes quantize them to "
+                      "e4m3 (per-tensor scales) and dequantize cuDNN's e4m3 output, all timed",
+                      CudnnVariant::fp8, quantized_recipe(/*incoherent=*/false));
+}
+Kernel cudnn_sdpa_fp8_incoherent_kernel() {
+  return cudnn_kernel("cudnn.sdpa_fp8_incoherent",
+                      "cudnn.sdpa_fp8_quantized with incoherent processing: Q and K rotated by "
+                      "(1/sqrt(d)) H diag(s) before quantization, as cuda.flash3_fp8_incoherent",
+                      CudnnVariant::fp8, quantized_recipe(/*incoherent=*/true));
+}
+
+std::string validate_graph_on_host(const Problem& problem, CudnnVariant variant, int sm_version,
+                                   bool quantized) {
   if (std::string reason = cudnn_limits_reason(problem, variant, sm_version); !reason.empty()) {
     return reason;
   }
   try {
     CudnnMaskMapping mapping;
     map_mask(problem, variant, mapping);
-    auto graph = describe_graph(problem, mapping, variant, sm_version);
+    auto graph = describe_graph(graph_problem(problem, quantized), mapping, variant, sm_version);
     if (auto error = graph->validate(); error.is_bad()) {
       return "cudnn: validate: " + error.get_message();
     }

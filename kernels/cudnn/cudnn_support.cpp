@@ -12,6 +12,9 @@ constexpr int64_t kMaxHeadDim = 256;
 // Head dims step by the 16 bytes cuDNN's kernels load per vector: 8 fp16/bf16 or 16 fp8 elements.
 constexpr int64_t kHalfHeadDimStep = 8;
 constexpr int64_t kFp8HeadDimStep = 16;
+// The FP8 passes before and after cuDNN's forward on 16-bit inputs (flash3_fp8_launch.h) are
+// instantiated at d 128.
+constexpr int64_t kQuantizedHeadDim = 128;
 // The one unequal pair cuDNN documents (DeepSeek's MLA shapes), on Hopper and newer.
 constexpr int64_t kWideQkHeadDim = 192;
 constexpr int64_t kNarrowVHeadDim = 128;
@@ -127,6 +130,23 @@ SupportTable cudnn_sdpa_fp8_support_table() {
       "e4m3 in and out (cuDNN writes FP8 on Hopper), per-tensor descales, P scaled by 256; "
       "cuDNN's limits: head_dim_qk != head_dim_v only as 192/128; causal_br only with "
       "seqlen_q >= seqlen_k (Hopper's FP8 attention has the top-left diagonal alone)";
+  return table;
+}
+
+SupportTable cudnn_sdpa_fp8_quantized_support_table(bool incoherent) {
+  SupportTable table = cudnn_sdpa_fp8_support_table();
+  table.input_dtypes = {DType::f16, DType::bf16};
+  table.head_dims = {kQuantizedHeadDim};
+  table.separate_v_dim = false;
+  table.notes =
+      std::string(
+          "fp16/bf16 in and out; the timed forward includes attnbench's passes: an amax "
+          "pass, a pass ") +
+      (incoherent ? "rotating Q and K by (1/sqrt(d)) H diag(s) and quantizing Q, K and V"
+                  : "quantizing Q, K and V") +
+      " to packed e4m3 (per-tensor scales), cuDNN's FP8 forward (P scaled by 256, its e4m3 output "
+      "at V's scale), and a pass dequantizing that output; d 128 (the passes' instantiation); "
+      "cuDNN's limits as cudnn.sdpa_fp8's: causal_br only with seqlen_q >= seqlen_k";
   return table;
 }
 

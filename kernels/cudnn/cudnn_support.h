@@ -56,6 +56,10 @@ int64_t batches_without_keys(const Problem& problem);
 
 SupportTable cudnn_sdpa_support_table();
 SupportTable cudnn_sdpa_fp8_support_table();
+// cudnn.sdpa_fp8_quantized and cudnn.sdpa_fp8_incoherent: cuDNN's FP8 forward behind attnbench's
+// passes on fp16/bf16 inputs (quantize Q, K, V to e4m3, dequantize the e4m3 output), at the head
+// dim the passes are instantiated for; `incoherent` rotates Q and K first.
+SupportTable cudnn_sdpa_fp8_quantized_support_table(bool incoherent);
 
 // The limits the tables' fields cannot state: the one unequal head-dim pair, the sm_80 decode
 // head dims, masks whose rows cuDNN cannot align, the arch. Empty when none applies; otherwise

@@ -43,6 +43,10 @@ std::vector<Kernel> emulated_kernels() {
       outside_emu("cuda.naive_cublas", "cuBLAS batched GEMMs with a softmax kernel between"),
       outside_emu("cudnn.sdpa", "cuDNN's fused SDPA"),
       outside_emu("cudnn.sdpa_fp8", "cuDNN's fused SDPA in FP8"),
+      outside_emu("cudnn.sdpa_fp8_quantized",
+                  "cuDNN's fused SDPA in FP8 behind attnbench's passes"),
+      outside_emu("cudnn.sdpa_fp8_incoherent",
+                  "cuDNN's fused SDPA in FP8 behind attnbench's passes"),
   };
   for (Kernel& kernel : kernels) {
     kernel.support.archs = {"emu"};

@@ -6,7 +6,11 @@
 // zeros past seqlen_k. Over fp16 and bf16, the normal and outlier inputs, every layout (so the
 // passes' packed copies are compared through the input's placement), tails off the tiles, more
 // rows than the amax pass's grid covers at once, and an all-zero V (descale 1); per-tensor and
-// per-block scales (each group's descale compared).
+// per-block scales (each group's descale compared). Then the passes around cuDNN's FP8 forward
+// (cudnn.sdpa_fp8_quantized and _incoherent, whose cuDNN part runs on a GPU only), called through
+// their launch functions: the quantize pass must write the recipe's e4m3 Q, K and V, packed, their
+// descales and the output scale; the dequantize pass must read an e4m3 output stored at that scale
+// back as the recipe's step 5 does (Fp8Recipe::e4m3_output).
 #include <gtest/gtest.h>
 
 #include <cctype>
@@ -24,7 +28,9 @@
 #include "kernels/cuda/flash3/flash3_fp8_launch.h"
 #include "kernels/emu/emu_kernels.h"
 #include "kernels/emu/launch.h"
+#include "reference/formats.h"
 #include "reference/fp8_recipe.h"
+#include "reference/fp8_scale.h"
 #include "tests/support/fresh_seed.h"
 #include "tests/support/problems.h"
 
@@ -210,6 +216,131 @@ INSTANTIATE_TEST_SUITE_P(
       variant[0] = static_cast<char>(std::toupper(variant[0]));
       return variant + std::to_string(param_info.index);
     });
+
+// ---- the passes around cuDNN's FP8 forward ----------------------------------------------------
+
+struct QuantizeCase {
+  const char* shape;
+  Distribution distribution;
+  bool incoherent;
+};
+
+void PrintTo(const QuantizeCase& c, std::ostream* out) {
+  *out << c.shape << (c.incoherent ? " incoherent" : "");
+}
+
+class CudnnFp8Quantize : public ::testing::TestWithParam<QuantizeCase> {};
+
+TEST_P(CudnnFp8Quantize, WritesTheRecipesE4m3QKVDescalesAndOutputScale) {
+  const QuantizeCase c = GetParam();
+  const Problem problem = parsed_shape(c.shape);
+  ProblemInputs inputs;
+  ASSERT_TRUE(make_inputs(problem, c.distribution, printed_fresh_seed(), inputs).ok);
+  const int64_t d = problem.head_dim_qk;
+  std::vector<uint8_t> q(
+      static_cast<size_t>(problem.batch * problem.seqlen_q * problem.heads_q * d));
+  std::vector<uint8_t> k(
+      static_cast<size_t>(problem.batch * problem.seqlen_k * problem.heads_kv * d));
+  std::vector<uint8_t> v(k.size());
+  std::vector<float> partials(3 * flash3::kAmaxBlocks), descales(3, -1.0f);
+  float output_scale = -1.0f;
+  flash3::Fp8PassArgs args;
+  args.q = q.data();
+  args.k = k.data();
+  args.v = v.data();
+  args.amax_partials = partials.data();
+  args.descales = descales.data();
+  args.output_scale = &output_scale;
+  Fp8Recipe recipe;
+  recipe.incoherent = c.incoherent;
+  if (c.incoherent) flash3::set_incoherent_rotation(args, recipe.sign_seed, d);
+
+  const ProblemLayout layout = describe_layout(problem);
+  std::vector<unsigned char> out(static_cast<size_t>(layout.out_elements) *
+                                 dtype_size(problem.output_dtype));
+  const AttentionParams params =
+      make_params(inputs, host_pointers(inputs), out.data(), nullptr, 1.0f);
+  emu::Stream stream;
+  const Status ran = problem.input_dtype == DType::f16
+                         ? flash3::launch_fp8_quantize<128, DType::f16>(params, args, &stream)
+                         : flash3::launch_fp8_quantize<128, DType::bf16>(params, args, &stream);
+  ASSERT_TRUE(ran) << ran.message;
+
+  const QuantizedInputs expected = quantize_inputs(recipe, problem, inputs.view());
+  EXPECT_EQ(differing(q.data(), expected.q, expected.layout.q, problem.batch, problem.seqlen_q,
+                      problem.heads_q, d),
+            0)
+      << "e4m3 Q";
+  EXPECT_EQ(differing(k.data(), expected.k, expected.layout.k, problem.batch, problem.seqlen_k,
+                      problem.heads_kv, d),
+            0)
+      << "e4m3 K";
+  EXPECT_EQ(differing(v.data(), expected.v, expected.layout.v, problem.batch, problem.seqlen_k,
+                      problem.heads_kv, d),
+            0)
+      << "e4m3 V, not rotated";
+  EXPECT_EQ(descales, (std::vector<float>{expected.q.descales[0], expected.k.descales[0],
+                                          expected.v.descales[0]}));
+  EXPECT_EQ(output_scale, fp8_output_scale(expected.v.descales[0]));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Emu, CudnnFp8Quantize,
+    ::testing::Values(
+        QuantizeCase{"b=2,hq=4,hkv=2,sq=70,sk=203,d=128,dtype=bf16", Distribution::outliers, false},
+        QuantizeCase{"b=2,hq=2,hkv=1,sq=129,sk=33,d=128,dtype=fp16,layout=bhsd",
+                     Distribution::normal, false},
+        QuantizeCase{"b=2,hq=4,hkv=2,sq=70,sk=203,d=128,dtype=fp16", Distribution::outliers, true},
+        QuantizeCase{"b=2,hq=2,s=65,d=128,dtype=bf16,layout=qkv_packed", Distribution::sink,
+                     true}));
+
+// An e4m3 output stored at the output scale (every finite byte, in random order), read into a
+// 16-bit output of bhsd strides: each value is the byte's e4m3 value divided by the scale, rounded
+// to the output dtype, as fp8_recipe_row's step 5 has it.
+TEST(CudnnFp8Dequantize, ReadsTheE4m3OutputBackAsTheRecipesStep5) {
+  for (const char* shape : {"b=2,hq=3,sq=37,sk=5,d=128,dtype=bf16,layout=bhsd",
+                            "b=1,hq=2,sq=70,sk=5,d=128,dtype=fp16"}) {
+    SCOPED_TRACE(shape);
+    const Problem problem = parsed_shape(shape);
+    std::mt19937_64 rng(printed_fresh_seed());
+    const int64_t rows = problem.batch * problem.seqlen_q * problem.heads_q;
+    std::vector<uint8_t> stored(static_cast<size_t>(rows * problem.head_dim_v));
+    for (uint8_t& byte : stored) {
+      do {
+        byte = static_cast<uint8_t>(rng());
+      } while ((byte & 0x7f) == 0x7f);  // e4m3's NaN
+    }
+    const float scale = fp8_output_scale(std::uniform_real_distribution<float>(1e-3f, 1.0f)(rng));
+    const ProblemLayout layout = describe_layout(problem);
+    std::vector<unsigned char> out(static_cast<size_t>(layout.out_elements) * 2);
+    AttentionParams params = shape_params(problem);
+    params.out = out.data();
+    emu::Stream stream;
+    const Status ran = problem.output_dtype == DType::f16
+                           ? flash3::launch_fp8_dequantize_output<128, DType::f16>(
+                                 params, stored.data(), &scale, &stream)
+                           : flash3::launch_fp8_dequantize_output<128, DType::bf16>(
+                                 params, stored.data(), &scale, &stream);
+    ASSERT_TRUE(ran) << ran.message;
+    int64_t wrong = 0;
+    for (int64_t b = 0; b < problem.batch; ++b) {
+      for (int64_t s = 0; s < problem.seqlen_q; ++s) {
+        for (int64_t h = 0; h < problem.heads_q; ++h) {
+          const uint8_t* row = stored.data() + ((b * problem.seqlen_q + s) * problem.heads_q + h) *
+                                                   problem.head_dim_v;
+          const int64_t first = layout.out.row_start(b, s, h);
+          for (int64_t c = 0; c < problem.head_dim_v; ++c) {
+            const float expected =
+                round_to(problem.output_dtype, e4m3_bits_to_float(row[c]) / scale);
+            const float got = load_element(problem.output_dtype, out.data(), first + c);
+            wrong += std::memcmp(&expected, &got, sizeof got) != 0;
+          }
+        }
+      }
+    }
+    EXPECT_EQ(wrong, 0);
+  }
+}
 
 }  // namespace
 }  // namespace attnbench

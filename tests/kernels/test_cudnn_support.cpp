@@ -1,4 +1,5 @@
-// cudnn.sdpa and cudnn.sdpa_fp8 without a GPU: the mask mapping against visible_keys itself, the
+// cudnn.sdpa, cudnn.sdpa_fp8 and cudnn.sdpa_fp8_quantized (and _incoherent) without a GPU: the
+// mask mapping against visible_keys itself, the
 // support tables' answers, cudnn-frontend's own validation of the graphs the adapter describes,
 // and the version strings.
 #include <gtest/gtest.h>
@@ -217,6 +218,31 @@ TEST(CudnnSupportTable, AnswersRepresentativeProblems) {
             std::string::npos);
   EXPECT_EQ(eight("b=1,hq=2,s=113,d=64,dtype=e4m3,out=e4m3", kAmpere),
             "unsupported: cuDNN's FP8 attention needs sm_90 or newer; device is sm_80");
+
+  // cuDNN's FP8 forward behind the passes: 16-bit in and out at d 128, cuDNN's FP8 masks, and
+  // judged by the envelope around a base with an e4m3 output (incoherent for _incoherent).
+  for (const Kernel& quantized :
+       {cudnn_sdpa_fp8_quantized_kernel(), cudnn_sdpa_fp8_incoherent_kernel()}) {
+    SCOPED_TRACE(quantized.name);
+    const auto passes = [&quantized](const std::string& shape, int sm = kHopper) {
+      return answer(quantized, CudnnVariant::fp8, shape, sm);
+    };
+    EXPECT_EQ(passes("b=1,hq=16,s=8192,d=128,dtype=bf16"), "");
+    EXPECT_EQ(passes("b=2,hq=4,hkv=1,sq=203,sk=113,d=128,dtype=fp16,mask=causal_br"), "");
+    EXPECT_EQ(passes("b=2,hq=2,s=113,d=128,dtype=bf16,mask=padding,layout=qkv_packed"), "");
+    EXPECT_EQ(passes("b=1,hq=2,s=113,d=128,dtype=e4m3,out=e4m3"),
+              "dtype e4m3 not supported (fp16, bf16)");
+    EXPECT_NE(passes("b=1,hq=2,s=113,d=64,dtype=bf16").find("head_dim 64 not instantiated (128)"),
+              std::string::npos);
+    EXPECT_NE(passes("b=1,hq=2,s=113,d=128,dtype=bf16,mask=window(8,0)").find("mask window"),
+              std::string::npos);
+    ASSERT_TRUE(quantized.fp8_envelope_base.has_value());
+    EXPECT_FALSE(quantized.fp8_recipe.has_value()) << "cuDNN's recipe is closed";
+    EXPECT_TRUE(quantized.fp8_envelope_base->e4m3_output);
+    EXPECT_EQ(quantized.fp8_envelope_base->incoherent,
+              quantized.name == "cudnn.sdpa_fp8_incoherent");
+    EXPECT_EQ(quantized.correctness_suite, "hopper-fp8");
+  }
 }
 
 // A frontend that asks the device for something even when told the SM version cannot validate
@@ -262,6 +288,19 @@ TEST(CudnnGraph, FrontendAcceptsTheGraphsInsideTheTables) {
   };
   for (const std::string& shape : fp8_shapes) {
     EXPECT_EQ(validate_graph_on_host(parsed_shape(shape), CudnnVariant::fp8, kHopper), "") << shape;
+  }
+  // cudnn.sdpa_fp8_quantized's graph: the quantize pass's packed e4m3 copies of 16-bit inputs in
+  // any layout, an e4m3 output for the dequantize pass.
+  const std::vector<std::string> quantized_shapes = {
+      "b=1,hq=16,s=1024,d=128,dtype=bf16",
+      "b=2,hq=4,hkv=1,sq=203,sk=113,d=128,dtype=fp16,mask=causal_br",
+      "b=2,hq=2,s=113,d=128,dtype=bf16,mask=padding,layout=qkv_packed",
+  };
+  for (const std::string& shape : quantized_shapes) {
+    EXPECT_EQ(validate_graph_on_host(parsed_shape(shape), CudnnVariant::fp8, kHopper,
+                                     /*quantized=*/true),
+              "")
+        << shape;
   }
 }
 

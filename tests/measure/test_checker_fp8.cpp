@@ -17,6 +17,7 @@
 #include "harness/measure/checker.h"
 #include "harness/measure/executor.h"
 #include "harness/measure/inputs.h"
+#include "kernels/cpu/cpu_kernels.h"
 #include "reference/formats.h"
 #include "reference/mask.h"
 #include "tests/support/problems.h"
@@ -159,7 +160,7 @@ Judged judge(const Kernel& kernel, const std::string& shape, Distribution distri
   Judged judged;
   judged.plain = compute_reference(inputs, seed, 1.0f);
   EXPECT_EQ(lowp_model_for(kernel, problem), LowpModel::envelope);
-  judged.envelope = with_envelope(judged.plain, inputs);
+  judged.envelope = with_envelope(judged.plain, inputs, envelope_base_for(kernel));
   std::unique_ptr<DeviceExecutor> executor = make_cpu_executor(size_t{1} << 30);
   EXPECT_TRUE(executor->load_inputs(inputs).ok);
   Result<std::unique_ptr<Plan>> plan = kernel.make_plan(problem, executor->plan_context());
@@ -206,6 +207,69 @@ TEST(CheckerFp8, EveryModeledRecipePassesTheEnvelope) {
 TEST(CheckerFp8, AMissingRescaleFailsTheEnvelope) {
   const Judged judged = judge(opaque_kernel({128, false, 0, true}), kShape, Distribution::normal);
   EXPECT_NE(judged.failure, "");
+}
+
+// cuDNN's FP8 forward behind attnbench's quantize pass (cudnn.sdpa_fp8_quantized and
+// cudnn.sdpa_fp8_incoherent): fp16/bf16 inputs, a recipe closed but for its published parts, and
+// an e4m3 output at V's scale dequantized to the input dtype. Host kernels following each recipe
+// of the envelope around such a base pass it; the plain bf16 bound, which knows nothing of FP8,
+// fails them; and a dequantize that leaves out the output scale's 2^-1 fails the envelope.
+class DequantizedBy final : public Plan {
+ public:
+  DequantizedBy(std::unique_ptr<Plan> inner, float factor)
+      : inner_(std::move(inner)), factor_(factor) {}
+  Status run(const AttentionParams& p) override {
+    if (Status status = inner_->run(p); !status) return status;
+    const int64_t elements = p.batch * p.seqlen_q * p.heads_q * p.head_dim_v;  // bshd, packed
+    for (int64_t i = 0; i < elements; ++i) {
+      store_element(p.output_dtype, p.out, i, load_element(p.output_dtype, p.out, i) * factor_);
+    }
+    return Status::Ok();
+  }
+
+ private:
+  std::unique_ptr<Plan> inner_;
+  float factor_;
+};
+
+Kernel closed_recipe_kernel(const Fp8Recipe& recipe, const Fp8Recipe& base, float factor = 1) {
+  Kernel kernel = cpu_flash_fp8_recipe_kernel("test.closed_fp8", "", recipe);
+  kernel.fp8_recipe.reset();
+  kernel.fp8_envelope_base = base;
+  kernel.make_plan = [inner = kernel.make_plan, factor](
+                         const Problem& problem,
+                         const PlanContext& context) -> Result<std::unique_ptr<Plan>> {
+    Result<std::unique_ptr<Plan>> plan = inner(problem, context);
+    if (!plan || factor == 1) return plan;
+    return std::unique_ptr<Plan>(std::make_unique<DequantizedBy>(std::move(*plan), factor));
+  };
+  return kernel;
+}
+
+TEST(CheckerFp8, QuantizedClosedRecipesAreJudgedByTheEnvelopeAroundTheirBase) {
+  constexpr const char* kQuantized = "b=1,hq=2,sq=96,sk=700,d=64,dtype=bf16,mask=causal_br";
+  for (const bool incoherent : {false, true}) {
+    Fp8Recipe base;
+    base.incoherent = incoherent;
+    base.e4m3_output = true;
+    EXPECT_EQ(lowp_model_for(closed_recipe_kernel(base, base), parsed_shape(kQuantized)),
+              LowpModel::envelope);
+    for (const Fp8Recipe& recipe : opaque_fp8_recipes(base)) {
+      SCOPED_TRACE(describe(recipe));
+      const Judged judged =
+          judge(closed_recipe_kernel(recipe, base), kQuantized, Distribution::outliers);
+      EXPECT_EQ(judged.failure, "");
+      const double plain_bound = 2 * judged.plain.lowp_error + judged.plain.atol;
+      EXPECT_GT(judged.summary.max_abs_error, plain_bound)
+          << "the e4m3 output is not in the plain rows";
+      std::printf("%-70s max|out-ref| %.3e, plain bound %.3e, envelope %.3e\n",
+                  describe(recipe).c_str(), judged.summary.max_abs_error, plain_bound,
+                  judged.summary.bound);
+    }
+    const Judged unscaled =
+        judge(closed_recipe_kernel(base, base, 2.0f), kQuantized, Distribution::outliers);
+    EXPECT_NE(unscaled.failure, "") << "dequantized without the output scale's 2^-1";
+  }
 }
 
 // Issue 16: the FP8 tensor cores' narrow sums in the scores (d = 128: four 32-product steps a

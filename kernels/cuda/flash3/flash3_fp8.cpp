@@ -142,13 +142,7 @@ class Flash3Fp8Plan final : public Plan {
     args.descales = descales_.as<float>();
     args.v_inverses = v_inverses_.as<float>();
     args.groups = groups_;
-    args.incoherent = recipe_.incoherent;
-    for (int64_t channel = 0; channel < problem_.head_dim_qk; ++channel) {
-      if (incoherent_sign_negative(recipe_.sign_seed, channel)) {
-        args.sign_bits[channel / 32] |= 1u << (channel % 32);
-      }
-    }
-    args.rotation_norm = incoherent_rotation_norm(problem_.head_dim_qk);
+    if (recipe_.incoherent) set_incoherent_rotation(args, recipe_.sign_seed, problem_.head_dim_qk);
     return args;
   }
 

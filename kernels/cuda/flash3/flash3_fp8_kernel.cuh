@@ -28,6 +28,7 @@
 #pragma once
 
 #include <climits>
+#include <cmath>
 #include <cstdint>
 #include <type_traits>
 
@@ -207,26 +208,31 @@ __global__ void __launch_bounds__(kPassThreads)
   if (threadIdx.x == 0) args.amax_partials[tensor * kAmaxBlocks + blockIdx.x] = amax;
 }
 
-// The quantize pass of Q and K (16-bit inputs; blockIdx.y 0 Q, 1 K): step 1 again, then each
-// value times 1 / descale rounded to e4m3 (saturating), into the packed copy; block 0 stores
-// the descale for the forward.
+// The quantize pass (16-bit inputs; blockIdx.y 0 Q, 1 K, and 2 V where V is wanted packed, as
+// cuDNN takes it): step 1 again, then each value times 1 / descale rounded to e4m3 (saturating),
+// into the packed copy; block 0 stores the descale (and, for V, the output scale of an e4m3
+// output at V's scale).
 template <int HeadDim, typename Element>
 __global__ void __launch_bounds__(kPassThreads)
-    fp8_quantize_qk(const AttentionParams p, const Fp8PassArgs args) {
+    fp8_quantize_rows(const AttentionParams p, const Fp8PassArgs args) {
   constexpr int kPerLane = HeadDim / 32;
   const int tensor = static_cast<int>(blockIdx.y);
   const InputRows rows = input_rows(p, tensor);
   const float descale = tensor_descale(args, tensor);
-  if (blockIdx.x == 0 && threadIdx.x == 0) args.descales[tensor] = descale;
+  if (blockIdx.x == 0 && threadIdx.x == 0) {
+    args.descales[tensor] = descale;
+    if (tensor == kTensorV) *args.output_scale = fp8_output_scale(descale);
+  }
   const float inverse = 1.0f / descale;
-  uint8_t* out = tensor == kTensorQ ? args.q : args.k;
+  uint8_t* out = tensor == kTensorQ ? args.q : tensor == kTensorK ? args.k : args.v;
+  const bool rotate = args.incoherent && tensor != kTensorV;
   constexpr int kWarps = kPassThreads / 32;
   const int lane = static_cast<int>(threadIdx.x % 32);
   for (int64_t row = static_cast<int64_t>(blockIdx.x) * kWarps + threadIdx.x / 32; row < rows.count;
        row += static_cast<int64_t>(gridDim.x) * kWarps) {
     float values[kPerLane];
-    prepared_row<HeadDim>(static_cast<const Element*>(rows.base) + rows.offset(row),
-                          args.incoherent, args, values);
+    prepared_row<HeadDim>(static_cast<const Element*>(rows.base) + rows.offset(row), rotate, args,
+                          values);
     store_e4m3_row<kPerLane>(out + row * HeadDim + lane * kPerLane, values, inverse);
   }
 }
@@ -336,6 +342,42 @@ __global__ void __launch_bounds__(kPassThreads)
         out[a] = value;
       }
     }
+  }
+}
+
+// An e4m3 value from its bits (sign, 4 exponent bits biased by 7, 3 mantissa bits; 0x7f and 0xff
+// NaN), exactly.
+__device__ __forceinline__ float e4m3_value(uint8_t bits) {
+  const int exponent = (bits >> 3) & 15;
+  const int mantissa = bits & 7;
+  const float magnitude = exponent == 15 && mantissa == 7 ? NAN
+                          : exponent == 0                 ? ldexpf(static_cast<float>(mantissa), -9)
+                                          : ldexpf(static_cast<float>(8 + mantissa), exponent - 10);
+  return (bits & 0x80) != 0 ? -magnitude : magnitude;
+}
+
+// The dequantize pass after a forward that writes e4m3 alone (cudnn.sdpa_fp8_quantized): its
+// output, packed (batch, seqlen_q, heads_q, d) and stored times *output_scale, divided back and
+// rounded into params' output in its 16-bit dtype. One thread per two values of a row.
+template <int HeadDim, typename Output>
+__global__ void __launch_bounds__(kPassThreads)
+    fp8_dequantize_output(const AttentionParams p, const uint8_t* stored,
+                          const float* output_scale) {
+  const float scale = *output_scale;
+  const int64_t pairs = static_cast<int64_t>(p.batch) * p.seqlen_q * p.heads_q * HeadDim / 2;
+  for (int64_t pair = static_cast<int64_t>(blockIdx.x) * kPassThreads + threadIdx.x; pair < pairs;
+       pair += static_cast<int64_t>(gridDim.x) * kPassThreads) {
+    const int64_t row = pair / (HeadDim / 2);  // (batch, token, head)
+    const int64_t column = pair % (HeadDim / 2) * 2;
+    const int64_t head = row % p.heads_q;
+    const int64_t token = row / p.heads_q % p.seqlen_q;
+    const int64_t batch = row / p.heads_q / p.seqlen_q;
+    const uint8_t* in = stored + row * HeadDim + column;
+    Output* out = static_cast<Output*>(p.out) + batch * p.out_batch_stride +
+                  token * p.out_row_stride + head * p.out_head_stride + column;
+    // The column is even: a 4-byte aligned pair.
+    *reinterpret_cast<uint32_t*>(out) =
+        gpu::pack_pair<Output>(e4m3_value(in[0]) / scale, e4m3_value(in[1]) / scale);
   }
 }
 
@@ -621,16 +663,18 @@ __global__ void __launch_bounds__(kWarpgroupThreads, 1)
 
 // ---- launch -------------------------------------------------------------------------------------
 
+// A pass's grid: blocks of kPassThreads for `items` threads' work, at most 65535 (the passes loop).
+inline unsigned blocks_for(int64_t items) {
+  const int64_t blocks = (items + kPassThreads - 1) / kPassThreads;
+  return static_cast<unsigned>(blocks < 65535 ? blocks : 65535);
+}
+
 // The passes before the forward: on 16-bit inputs those finding the descales and quantizing Q and
 // K (per tensor: the amax pass, then the quantize pass; per block: one pass), then, on every
 // input, the V^T layout pass.
 template <int HeadDim, DType kInput>
 Status launch_fp8_passes(const AttentionParams& p, const Fp8PassArgs& args, cudaStream_t stream) {
   using Element = typename gpu::ElementOf<kInput>::type;
-  const auto blocks_for = [](int64_t items) {
-    const int64_t blocks = (items + kPassThreads - 1) / kPassThreads;
-    return static_cast<unsigned>(blocks < 65535 ? blocks : 65535);
-  };
   if constexpr (kInput != DType::e4m3) {
     if (args.groups.block_rows > 0) {
       const int64_t groups = args.groups.count(kTensorQ) > args.groups.count(kTensorK)
@@ -647,8 +691,8 @@ Status launch_fp8_passes(const AttentionParams& p, const Fp8PassArgs& args, cuda
       const int64_t q_rows = static_cast<int64_t>(p.batch) * p.seqlen_q * p.heads_q;
       const int64_t k_rows = static_cast<int64_t>(p.batch) * p.seqlen_k * p.heads_kv;
       const int64_t rows = q_rows > k_rows ? q_rows : k_rows;
-      launch_kernel(fp8_quantize_qk<HeadDim, Element>, dim3(blocks_for(rows * 32), 2), kPassThreads,
-                    0, stream, p, args);
+      launch_kernel(fp8_quantize_rows<HeadDim, Element>, dim3(blocks_for(rows * 32), 2),
+                    kPassThreads, 0, stream, p, args);
       ATTNBENCH_CUDA_TRY_LAUNCH();
     }
   }
@@ -656,6 +700,33 @@ Status launch_fp8_passes(const AttentionParams& p, const Fp8PassArgs& args, cuda
       static_cast<int64_t>(p.batch) * p.heads_kv * HeadDim * (args.keys_padded / 32);
   launch_kernel(fp8_v_layout<HeadDim, Element>, blocks_for(chunks), kPassThreads, 0, stream, p,
                 args);
+  ATTNBENCH_CUDA_TRY_LAUNCH();
+  return Status::Ok();
+}
+
+template <int HeadDim, DType kInput>
+Status launch_fp8_quantize(const AttentionParams& p, const Fp8PassArgs& args, cudaStream_t stream) {
+  static_assert(kInput != DType::e4m3, "16-bit inputs: e4m3 ones are quantized already");
+  using Element = typename gpu::ElementOf<kInput>::type;
+  launch_kernel(fp8_amax<HeadDim, Element>, dim3(kAmaxBlocks, 3), kPassThreads, 0, stream, p, args);
+  ATTNBENCH_CUDA_TRY_LAUNCH();
+  // One warp a row of Q, K or V.
+  const int64_t q_rows = static_cast<int64_t>(p.batch) * p.seqlen_q * p.heads_q;
+  const int64_t k_rows = static_cast<int64_t>(p.batch) * p.seqlen_k * p.heads_kv;
+  const int64_t rows = q_rows > k_rows ? q_rows : k_rows;
+  launch_kernel(fp8_quantize_rows<HeadDim, Element>, dim3(blocks_for(rows * 32), 3), kPassThreads,
+                0, stream, p, args);
+  ATTNBENCH_CUDA_TRY_LAUNCH();
+  return Status::Ok();
+}
+
+template <int HeadDim, DType kOutput>
+Status launch_fp8_dequantize_output(const AttentionParams& p, const uint8_t* stored,
+                                    const float* output_scale, cudaStream_t stream) {
+  using Output = typename gpu::ElementOf<kOutput>::type;
+  const int64_t pairs = static_cast<int64_t>(p.batch) * p.seqlen_q * p.heads_q * HeadDim / 2;
+  launch_kernel(fp8_dequantize_output<HeadDim, Output>, blocks_for(pairs), kPassThreads, 0, stream,
+                p, stored, output_scale);
   ATTNBENCH_CUDA_TRY_LAUNCH();
   return Status::Ok();
 }

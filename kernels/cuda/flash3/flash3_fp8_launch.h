@@ -127,6 +127,10 @@ struct Fp8PassArgs {
   float* amax_partials = nullptr;  // kAmaxBlocks each for Q, K, V; 16-bit, per-tensor scales
   float* descales = nullptr;       // amax / 448 of each of `groups`; 16-bit inputs
   float* v_inverses = nullptr;     // 1 / descale of V's groups; 16-bit, per-block scales
+  // launch_fp8_quantize's V, for a forward that takes V as it is (cuDNN's): packed as q and k, and
+  // the scale its e4m3 output is stored at (fp8_output_scale of V's descale).
+  uint8_t* v = nullptr;
+  float* output_scale = nullptr;
   Fp8ScaleGroups groups;
   // The recipe's step 1 on Q and K (reference/fp8_recipe.h): channel c negated where bit c of
   // sign_bits is set, then the Hadamard butterflies in double, then rotation_norm = 1 / sqrt(d).
@@ -134,6 +138,18 @@ struct Fp8PassArgs {
   uint32_t sign_bits[4] = {};
   double rotation_norm = 0.0;
 };
+
+// The recipe's step 1 as the passes take it: channel c of Q and K negated where bit c of
+// sign_bits is set (the stored-seed signs s), then the butterflies, then 1 / sqrt(d).
+inline void set_incoherent_rotation(Fp8PassArgs& args, uint64_t sign_seed, int64_t head_dim) {
+  args.incoherent = true;
+  for (int64_t channel = 0; channel < head_dim; ++channel) {
+    if (incoherent_sign_negative(sign_seed, channel)) {
+      args.sign_bits[channel / 32] |= 1u << (channel % 32);
+    }
+  }
+  args.rotation_norm = incoherent_rotation_norm(head_dim);
+}
 
 inline namespace ATTNBENCH_TARGET {
 
@@ -158,6 +174,29 @@ Status launch_flash3_fp8_ws(const Flash3Params& params, const Fp8PassArgs& buffe
                             cudaStream_t stream);
 extern template Status launch_flash3_fp8_ws<128, DType::e4m3>(const Flash3Params&,
                                                               const Fp8PassArgs&, cudaStream_t);
+
+// cudnn.sdpa_fp8_quantized's passes around cuDNN's FP8 forward (kernels/cudnn/cudnn_sdpa.cpp),
+// instantiated at d 128 for fp16 and bf16 (fp8_quantize_hdim128.cu). Before it, the amax pass and
+// the quantize pass: Q, K and V packed in e4m3 (buffers.q, .k, .v; Q and K rotated where
+// buffers.incoherent), their per-tensor descales (buffers.descales) and the output scale
+// (buffers.output_scale). After it, the dequantize pass: cuDNN's e4m3 output, packed (batch,
+// seqlen_q, heads_q, d) and stored times *output_scale, into params' output in kOutput.
+template <int HeadDim, DType kInput>
+Status launch_fp8_quantize(const AttentionParams& params, const Fp8PassArgs& buffers,
+                           cudaStream_t stream);
+template <int HeadDim, DType kOutput>
+Status launch_fp8_dequantize_output(const AttentionParams& params, const uint8_t* stored,
+                                    const float* output_scale, cudaStream_t stream);
+extern template Status launch_fp8_quantize<128, DType::f16>(const AttentionParams&,
+                                                            const Fp8PassArgs&, cudaStream_t);
+extern template Status launch_fp8_quantize<128, DType::bf16>(const AttentionParams&,
+                                                             const Fp8PassArgs&, cudaStream_t);
+extern template Status launch_fp8_dequantize_output<128, DType::f16>(const AttentionParams&,
+                                                                     const uint8_t*, const float*,
+                                                                     cudaStream_t);
+extern template Status launch_fp8_dequantize_output<128, DType::bf16>(const AttentionParams&,
+                                                                      const uint8_t*, const float*,
+                                                                      cudaStream_t);
 
 using Fp8LaunchFunction = Status (*)(const Flash3Params&, const Fp8PassArgs&, cudaStream_t);
 
