@@ -162,6 +162,7 @@ std::vector<Fp8Recipe> opaque_fp8_recipes(const Fp8Recipe& base) {
       Fp8Recipe recipe = base;
       recipe.key_tile = tile;
       recipe.reverse_keys = reverse;
+      recipe.p_max_offset = 8;  // cuDNN's scale_s = 256
       recipes.push_back(recipe);
     }
   }

@@ -4,7 +4,6 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
-#include <optional>
 #include <random>
 #include <set>
 #include <sstream>
@@ -139,23 +138,22 @@ std::vector<RowIndex> select_rows(const Problem& problem, uint64_t seed, bool& a
 
 namespace {
 
-// The low-precision rows: the plain lowp_row, or the FP8 recipe of the kernel being judged.
+// The low-precision rows: the plain lowp_row, or the FP8 recipe of the kernel being judged on
+// `quantized`, the inputs after the recipe's steps 1 and 2.
 void compute_lowp_rows(const ProblemInputs& inputs, float out_scale, const Fp8Recipe* recipe,
-                       ReferenceRows& reference) {
+                       const QuantizedInputs* quantized, ReferenceRows& reference) {
   const Problem& p = inputs.problem;
   const int64_t n = static_cast<int64_t>(reference.rows.size());
   const int64_t dv = p.head_dim_v;
   reference.lowp.assign(static_cast<size_t>(n * dv), 0.0f);
   reference.lowp_lse.assign(static_cast<size_t>(n), 0.0f);
   const AttentionInputs view = inputs.view();
-  std::optional<QuantizedInputs> quantized;
-  if (recipe != nullptr) quantized = quantize_inputs(*recipe, p, view);
 #pragma omp parallel for schedule(dynamic, 16)
   for (int64_t r = 0; r < n; ++r) {
     const RowIndex& row = reference.rows[static_cast<size_t>(r)];
     float* out = &reference.lowp[static_cast<size_t>(r * dv)];
     float* lse = &reference.lowp_lse[static_cast<size_t>(r)];
-    if (quantized) {
+    if (recipe != nullptr) {
       fp8_recipe_row(*recipe, p, *quantized, row.b, row.h, row.query, out, lse, true, out_scale);
     } else {
       lowp_row(p, view, out_scale, row.b, row.h, row.query, out, lse);
@@ -222,21 +220,32 @@ ReferenceRows compute_reference(const ProblemInputs& inputs, uint64_t seed, floa
     reference_row(p, view, row.b, row.h, row.query, &reference.ref[static_cast<size_t>(r * dv)],
                   &reference.ref_lse[static_cast<size_t>(r)]);
   }
-  compute_lowp_rows(inputs, out_scale, nullptr, reference);
+  compute_lowp_rows(inputs, out_scale, nullptr, nullptr, reference);
   compute_bound(inputs, reference);
   return reference;
 }
 
-ReferenceRows with_recipe(const ReferenceRows& reference, const ProblemInputs& inputs,
-                          const Fp8Recipe& recipe) {
+namespace {
+
+// with_recipe on inputs quantized already (by `recipe`'s steps 1 and 2).
+ReferenceRows with_recipe_on(const ReferenceRows& reference, const ProblemInputs& inputs,
+                             const Fp8Recipe& recipe, const QuantizedInputs& quantized) {
   ReferenceRows judged;
   judged.rows = reference.rows;
   judged.all_rows = reference.all_rows;
   judged.ref = reference.ref;
   judged.ref_lse = reference.ref_lse;
-  compute_lowp_rows(inputs, 1.0f, &recipe, judged);
+  compute_lowp_rows(inputs, 1.0f, &recipe, &quantized, judged);
   compute_bound(inputs, judged);
   return judged;
+}
+
+}  // namespace
+
+ReferenceRows with_recipe(const ReferenceRows& reference, const ProblemInputs& inputs,
+                          const Fp8Recipe& recipe) {
+  const QuantizedInputs quantized = quantize_inputs(recipe, inputs.problem, inputs.view());
+  return with_recipe_on(reference, inputs, recipe, quantized);
 }
 
 LowpModel lowp_model_for(const Kernel& kernel, const Problem& problem) {
@@ -252,8 +261,10 @@ Fp8Recipe envelope_base_for(const Kernel& kernel) {
 ReferenceRows with_envelope(const ReferenceRows& reference, const ProblemInputs& inputs,
                             const Fp8Recipe& base) {
   ReferenceRows envelope = reference;
+  // The recipes differ in step 4 alone (tiles, key order): one quantization serves them all.
+  const QuantizedInputs quantized = quantize_inputs(base, inputs.problem, inputs.view());
   for (const Fp8Recipe& recipe : opaque_fp8_recipes(base)) {
-    const ReferenceRows modeled = with_recipe(reference, inputs, recipe);
+    const ReferenceRows modeled = with_recipe_on(reference, inputs, recipe, quantized);
     envelope.lowp_error = std::max(envelope.lowp_error, modeled.lowp_error);
     envelope.lowp_lse_error = std::max(envelope.lowp_lse_error, modeled.lowp_lse_error);
   }

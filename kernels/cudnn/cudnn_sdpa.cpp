@@ -324,6 +324,11 @@ class CudnnSdpaPlan final : public Plan {
     if (std::string reason = cudnn_limits_reason(problem_, variant_, sm); !reason.empty()) {
       return Status::Error(reason);
     }
+    if (quantized_) {  // the passes are sm_90a code, as the flash3 kernels they come from
+      if (Status status = flash3::check_hopper_device(device_, 0, kernel_name_); !status) {
+        return status;
+      }
+    }
     map_mask(problem_, variant_, mapping_);  // accepted by cudnn_limits_reason just above
     empty_batches_ = batches_without_keys(problem_);
     if (Status status = cudnn_handle_for(device_, handle_); !status) return status;
