@@ -32,29 +32,15 @@ __global__ void __launch_bounds__(Fp8WsTraits<HeadDim>::kThreads, 1)
   static_assert(kFp8BlockRows % T::kBlockQ == 0, "a CTA's query rows share one Q block descale");
   AttentionParams p = params.attention;
   const BlockPosition block = block_position(p, T::kBlockQ);
-  struct Barriers {
-    uint64_t q_full;
-    uint64_t kv_full[T::kStages];   // the stage's K and V^T have landed (the TMA's bytes)
-    uint64_t kv_empty[T::kStages];  // every consumer thread is done with the stage
-  };
+  using Barriers = RingBarriers<T::kStages>;  // a stage holds K and V^T
   ATTNBENCH_SHARED(Barriers, barriers, 8);
   ATTNBENCH_DYNAMIC_SHARED(shared_bytes, 16);
   const Fp8SharedTiles<T> tiles(shared_bytes);
-  const uint32_t q_full = ptx::shared_address(&barriers.q_full);
-  const auto kv_full = [&](int stage) { return ptx::shared_address(&barriers.kv_full[stage]); };
-  const auto kv_empty = [&](int stage) { return ptx::shared_address(&barriers.kv_empty[stage]); };
 
   const KeyTiles keys = key_tiles(p, block, T::kBlockK);
   const int tile_count = keys.count;
 
-  if (threadIdx.x == 0) {
-    ptx::mbarrier_init(q_full, 1);
-    for (int stage = 0; stage < T::kStages; ++stage) {
-      ptx::mbarrier_init(kv_full(stage), 1);
-      ptx::mbarrier_init(kv_empty(stage), T::kConsumerThreads);
-    }
-    ptx::fence_mbarrier_init();
-  }
+  if (threadIdx.x == 0) barriers.init(T::kConsumerThreads);
   __syncthreads();
 
   const int warpgroup = static_cast<int>(threadIdx.x) / kWarpgroupThreads;
@@ -62,13 +48,12 @@ __global__ void __launch_bounds__(Fp8WsTraits<HeadDim>::kThreads, 1)
     // ---- the producer: one elected thread loads Q, then K and V^T into the ring -----------------
     ptx::setmaxnreg_dec<T::kProducerRegisters>();
     if (threadIdx.x / 32 != 0 || !ptx::elect_one() || tile_count == 0) return;
-    load_fp8_q(params, tiles, q_full, block);
+    load_fp8_q(params, tiles, barriers.q(), block);
     for (int iteration = 0; iteration < tile_count; ++iteration) {
       const int stage = iteration % T::kStages;
-      if (iteration >= T::kStages) {  // the stage's previous tile: released by every consumer
-        ptx::mbarrier_wait(kv_empty(stage), static_cast<unsigned>(iteration / T::kStages - 1) % 2);
-      }
-      load_fp8_kv(params, tiles, stage, kv_full(stage), keys.key_of(iteration, T::kBlockK), block);
+      barriers.wait_empty(iteration);
+      load_fp8_kv(params, tiles, stage, barriers.full(stage), keys.key_of(iteration, T::kBlockK),
+                  block);
     }
     return;
   }
@@ -80,8 +65,8 @@ __global__ void __launch_bounds__(Fp8WsTraits<HeadDim>::kThreads, 1)
   const uint32_t q_rows = tiles.q + static_cast<uint32_t>(rows_before * kSwizzleBytes);
   OnlineSoftmax softmax(p, block, rows_before);
   float o[HeadDim / 2] = {};
-  const StageRing<T::kStages> stage_of{barriers.kv_full, barriers.kv_empty};
-  if (tile_count > 0) ptx::mbarrier_wait(q_full, 0);
+  const StageRing<T::kStages> stage_of = barriers.ring();
+  if (tile_count > 0) ptx::mbarrier_wait(barriers.q(), 0);
   for (int iteration = 0; iteration < tile_count; ++iteration) {
     const int stage = stage_of.stage(iteration);
     stage_of.wait_full(iteration);

@@ -127,5 +127,38 @@ struct StageRing {
   }
 };
 
+// The mbarriers of a warp-specialized kernel's CTA (a static __shared__ object): Q's, and per stage
+// of the K/V ring "full" (the TMA's bytes have landed) and "empty" (every consumer thread is done
+// with the stage). The producer's side is here; the consumers see the ring through ring().
+template <int kStages>
+struct RingBarriers {
+  uint64_t q_full;
+  uint64_t kv_full[kStages];
+  uint64_t kv_empty[kStages];
+
+  // Thread 0, before the CTA's first __syncthreads: the producer's one expect_tx arrival fills Q
+  // and a stage, `consumer_threads` arrivals empty a stage.
+  __device__ __forceinline__ void init(int consumer_threads) {
+    ptx::mbarrier_init(q(), 1);
+    for (int stage = 0; stage < kStages; ++stage) {
+      ptx::mbarrier_init(full(stage), 1);
+      ptx::mbarrier_init(ptx::shared_address(&kv_empty[stage]), consumer_threads);
+    }
+    ptx::fence_mbarrier_init();
+  }
+  __device__ __forceinline__ uint32_t q() const { return ptx::shared_address(&q_full); }
+  __device__ __forceinline__ uint32_t full(int stage) const {
+    return ptx::shared_address(&kv_full[stage]);
+  }
+  // The producer, before loading tile `tile` into its stage: the stage's previous tile released
+  // by every consumer thread (nothing to wait for on the ring's first pass).
+  __device__ __forceinline__ void wait_empty(int tile) const {
+    if (tile < kStages) return;
+    ptx::mbarrier_wait(ptx::shared_address(&kv_empty[tile % kStages]),
+                       static_cast<unsigned>(tile / kStages - 1) % 2);
+  }
+  __device__ __forceinline__ StageRing<kStages> ring() const { return {kv_full, kv_empty}; }
+};
+
 }  // namespace ATTNBENCH_TARGET
 }  // namespace attnbench::flash3

@@ -183,30 +183,16 @@ __global__ void __launch_bounds__(WsTraits<HeadDim>::kThreads, 1)
     flash3_ws_forward(const __grid_constant__ Flash3Params params) {
   using T = WsTraits<HeadDim>;
   const AttentionParams& p = params.attention;
-  struct Barriers {
-    uint64_t q_full;
-    uint64_t kv_full[T::kStages];   // the stage's K and V have landed (the TMA's bytes)
-    uint64_t kv_empty[T::kStages];  // every consumer thread is done with the stage
-  };
+  using Barriers = RingBarriers<T::kStages>;
   ATTNBENCH_SHARED(Barriers, barriers, 8);
   ATTNBENCH_DYNAMIC_SHARED(shared_bytes, 16);
   const SharedTiles<T> tiles_in(shared_bytes);
-  const uint32_t q_full = ptx::shared_address(&barriers.q_full);
-  auto kv_full = [&](int stage) { return ptx::shared_address(&barriers.kv_full[stage]); };
-  auto kv_empty = [&](int stage) { return ptx::shared_address(&barriers.kv_empty[stage]); };
 
   const BlockPosition block = block_position(p, T::kBlockQ);
   const KeyTiles keys = key_tiles(p, block, T::kBlockK);
   const int tile_count = keys.count;
 
-  if (threadIdx.x == 0) {
-    ptx::mbarrier_init(q_full, 1);
-    for (int stage = 0; stage < T::kStages; ++stage) {
-      ptx::mbarrier_init(kv_full(stage), 1);
-      ptx::mbarrier_init(kv_empty(stage), T::kConsumerThreads);
-    }
-    ptx::fence_mbarrier_init();
-  }
+  if (threadIdx.x == 0) barriers.init(T::kConsumerThreads);
   __syncthreads();
 
   const int warpgroup = static_cast<int>(threadIdx.x) / kWarpgroupThreads;
@@ -215,20 +201,18 @@ __global__ void __launch_bounds__(WsTraits<HeadDim>::kThreads, 1)
     // --------------------
     ptx::setmaxnreg_dec<T::kProducerRegisters>();
     if (threadIdx.x / 32 != 0 || !ptx::elect_one() || tile_count == 0) return;
-    ptx::mbarrier_arrive_expect_tx(q_full, T::kQBytes);
-    load_tile<HeadDim>(tiles_in.q, &params.q_map, q_full, T::kBlockQ, block.first_row, block.head,
-                       block.batch);
+    ptx::mbarrier_arrive_expect_tx(barriers.q(), T::kQBytes);
+    load_tile<HeadDim>(tiles_in.q, &params.q_map, barriers.q(), T::kBlockQ, block.first_row,
+                       block.head, block.batch);
     for (int iteration = 0; iteration < tile_count; ++iteration) {
       const int stage = iteration % T::kStages;
       const int key = keys.key_of(iteration, T::kBlockK);
-      if (iteration >= T::kStages) {  // the stage's previous tile: released by every consumer
-        ptx::mbarrier_wait(kv_empty(stage), static_cast<unsigned>(iteration / T::kStages - 1) % 2);
-      }
-      ptx::mbarrier_arrive_expect_tx(kv_full(stage), 2 * T::kKvBytes);
-      load_tile<HeadDim>(tiles_in.k_stage(stage), &params.k_map, kv_full(stage), T::kBlockK, key,
-                         block.head_kv, block.batch);
-      load_tile<HeadDim>(tiles_in.v_stage(stage), &params.v_map, kv_full(stage), T::kBlockK, key,
-                         block.head_kv, block.batch);
+      barriers.wait_empty(iteration);
+      ptx::mbarrier_arrive_expect_tx(barriers.full(stage), 2 * T::kKvBytes);
+      load_tile<HeadDim>(tiles_in.k_stage(stage), &params.k_map, barriers.full(stage), T::kBlockK,
+                         key, block.head_kv, block.batch);
+      load_tile<HeadDim>(tiles_in.v_stage(stage), &params.v_map, barriers.full(stage), T::kBlockK,
+                         key, block.head_kv, block.batch);
     }
     return;
   }
@@ -239,8 +223,8 @@ __global__ void __launch_bounds__(WsTraits<HeadDim>::kThreads, 1)
   const uint32_t q_rows = tiles_in.q + static_cast<uint32_t>(rows_before * kSwizzleBytes);
   OnlineSoftmax softmax(p, block, rows_before);
   float o[HeadDim / 2] = {};
-  const StageRing<T::kStages> stage_of{barriers.kv_full, barriers.kv_empty};
-  if (tile_count > 0) ptx::mbarrier_wait(q_full, 0);
+  const StageRing<T::kStages> stage_of = barriers.ring();
+  if (tile_count > 0) ptx::mbarrier_wait(barriers.q(), 0);
   if constexpr (kSchedule == Schedule::overlapped) {
     if (tile_count > 0) {
       consume_overlapped<HeadDim, Element, T>(warpgroup - 1, keys, q_rows, tiles_in, stage_of,

@@ -302,8 +302,8 @@ attnbench_plant_bug(flash3_fp8_ws consumer_rows_not_offset "both consumers read 
 #    key tiles than stages it overwrites K and V^T the consumers still read (a race; the plain
 #    build sees the next tile's keys or the TMA's NaN fill where a consumer lags).
 attnbench_plant_bug(flash3_fp8_ws refill_without_empty_wait "the producer refills a stage before the consumers release it"
-  [=[        ptx::mbarrier_wait(kv_empty(stage), static_cast<unsigned>(iteration / T::kStages - 1) % 2);]=]
-  [=[        (void)kv_empty;]=])
+  [=[      barriers.wait_empty(iteration);]=]
+  [=[      (void)barriers;]=])
 
 # The list the registry reads (kernels/emu/planted/planted_kernels.h).
 set(declarations "")
