@@ -268,6 +268,14 @@ float fp8_lse(float row_max, float row_sum, int p_max_offset) {
   return static_cast<float>(row_max + std::log(static_cast<double>(row_sum)) - p_max_offset * kLn2);
 }
 
+bool fp8_output_through_e4m3(const Fp8Recipe& recipe, DType output_dtype) {
+  return recipe.e4m3_output && !is_fp8(output_dtype);
+}
+
+float fp8_e4m3_output(float value, float output_scale) {
+  return round_to(DType::e4m3, value * output_scale) / output_scale;
+}
+
 void fp8_recipe_row(const Fp8Recipe& recipe, const Problem& problem, const QuantizedInputs& inputs,
                     int64_t b, int64_t h, int64_t query, float* out_row, float* lse,
                     bool round_output, float out_scale) {
@@ -322,12 +330,11 @@ void fp8_recipe_row(const Fp8Recipe& recipe, const Problem& problem, const Quant
       for (int64_t d = 0; d < dv; ++d) out[static_cast<size_t>(d)] += p * (v[d] * v_descale);
     }
   }
-  // Step 5's e4m3 output at V's scale, as the forward stores it and the dequantize pass reads it.
-  const bool through_e4m3 = recipe.e4m3_output && !is_fp8(problem.output_dtype);
+  const bool through_e4m3 = fp8_output_through_e4m3(recipe, problem.output_dtype);
   const float output_scale = fp8_output_scale(inputs.v.descales.front());
   for (int64_t d = 0; d < dv; ++d) {
     float value = out[static_cast<size_t>(d)] / row_sum;
-    if (through_e4m3) value = round_to(DType::e4m3, value * output_scale) / output_scale;
+    if (through_e4m3) value = fp8_e4m3_output(value, output_scale);
     out_row[d] = !round_output ? value
                  : is_fp8(problem.output_dtype)
                      ? round_to(problem.output_dtype, value * out_scale) / out_scale

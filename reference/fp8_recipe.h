@@ -106,6 +106,11 @@ float fp8_p_exponent(float score, float row_max, int p_max_offset);
 float fp8_rescale(float old_max, float new_max);
 float fp8_p(float x);
 float fp8_lse(float row_max, float row_sum, int p_max_offset);
+// Step 5's e4m3 output: whether the recipe takes it on an output of `output_dtype` (a 16-bit one;
+// an FP8 output is rounded once, at out_scale), and one value as the forward stores it at
+// `output_scale` (fp8_output_scale of V's descale) and the dequantize pass reads it back.
+bool fp8_output_through_e4m3(const Fp8Recipe& recipe, DType output_dtype);
+float fp8_e4m3_output(float value, float output_scale);
 
 // Steps 3 to 5 for one query row (h a query head): out_row gets head_dim_v floats (before the
 // output rounding when round_output is false; an FP8 output rounded as value * out_scale and

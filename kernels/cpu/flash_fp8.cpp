@@ -246,15 +246,15 @@ class FlashFp8Plan final : public Plan {
   void store_rows(const AttentionParams& p, const QuantizedInputs& in, int64_t b, int64_t h,
                   int64_t first_row, int64_t rows, const Tiles& t) const {
     const int64_t dv = p.head_dim_v;
-    // The recipe's e4m3 output at V's scale (fp8_recipe_row's step 5), before the output dtype.
-    const bool through_e4m3 = recipe_.e4m3_output && !is_fp8(p.output_dtype);
+    // The recipe's e4m3 output at V's scale (step 5), before the output dtype.
+    const bool through_e4m3 = fp8_output_through_e4m3(recipe_, p.output_dtype);
     const float output_scale = fp8_output_scale(in.v.descales.front());
     for (int64_t r = 0; r < rows; ++r) {
       const float sum = t.row_sum[r];
       float* out_row = t.out + r * dv;
       cpu::scale_row(out_row, dv, sum > 0 ? 1.0f / sum : 0.0f);  // no visible key: zeros
       for (int64_t d = 0; through_e4m3 && d < dv; ++d) {
-        out_row[d] = round_to(DType::e4m3, out_row[d] * output_scale) / output_scale;
+        out_row[d] = fp8_e4m3_output(out_row[d], output_scale);
       }
       cpu::store_row(p.output_dtype, p.out, cpu::out_offset(p, b, h, first_row + r), out_row, dv);
       if (p.lse != nullptr) {

@@ -669,6 +669,23 @@ inline unsigned blocks_for(int64_t items) {
   return static_cast<unsigned>(blocks < 65535 ? blocks : 65535);
 }
 
+// The per-tensor passes on 16-bit inputs: the amax pass over Q, K and V, then the quantize pass
+// over the first `tensors` of them (2: Q and K, V going to the layout pass; 3: V packed too).
+template <int HeadDim, typename Element>
+Status launch_amax_and_quantize(const AttentionParams& p, const Fp8PassArgs& args, unsigned tensors,
+                                cudaStream_t stream) {
+  launch_kernel(fp8_amax<HeadDim, Element>, dim3(kAmaxBlocks, 3), kPassThreads, 0, stream, p, args);
+  ATTNBENCH_CUDA_TRY_LAUNCH();
+  // One warp a row of Q, K or V.
+  const int64_t q_rows = static_cast<int64_t>(p.batch) * p.seqlen_q * p.heads_q;
+  const int64_t k_rows = static_cast<int64_t>(p.batch) * p.seqlen_k * p.heads_kv;
+  const int64_t rows = q_rows > k_rows ? q_rows : k_rows;
+  launch_kernel(fp8_quantize_rows<HeadDim, Element>, dim3(blocks_for(rows * 32), tensors),
+                kPassThreads, 0, stream, p, args);
+  ATTNBENCH_CUDA_TRY_LAUNCH();
+  return Status::Ok();
+}
+
 // The passes before the forward: on 16-bit inputs those finding the descales and quantizing Q and
 // K (per tensor: the amax pass, then the quantize pass; per block: one pass), then, on every
 // input, the V^T layout pass.
@@ -683,17 +700,9 @@ Status launch_fp8_passes(const AttentionParams& p, const Fp8PassArgs& args, cuda
       launch_kernel(fp8_quantize_blocks<HeadDim, Element>, dim3(static_cast<unsigned>(groups), 3),
                     kPassThreads, 0, stream, p, args);
       ATTNBENCH_CUDA_TRY_LAUNCH();
-    } else {
-      launch_kernel(fp8_amax<HeadDim, Element>, dim3(kAmaxBlocks, 3), kPassThreads, 0, stream, p,
-                    args);
-      ATTNBENCH_CUDA_TRY_LAUNCH();
-      // One warp a row of Q or K.
-      const int64_t q_rows = static_cast<int64_t>(p.batch) * p.seqlen_q * p.heads_q;
-      const int64_t k_rows = static_cast<int64_t>(p.batch) * p.seqlen_k * p.heads_kv;
-      const int64_t rows = q_rows > k_rows ? q_rows : k_rows;
-      launch_kernel(fp8_quantize_rows<HeadDim, Element>, dim3(blocks_for(rows * 32), 2),
-                    kPassThreads, 0, stream, p, args);
-      ATTNBENCH_CUDA_TRY_LAUNCH();
+    } else if (Status status = launch_amax_and_quantize<HeadDim, Element>(p, args, 2, stream);
+               !status) {
+      return status;
     }
   }
   const int64_t chunks =
@@ -708,16 +717,7 @@ template <int HeadDim, DType kInput>
 Status launch_fp8_quantize(const AttentionParams& p, const Fp8PassArgs& args, cudaStream_t stream) {
   static_assert(kInput != DType::e4m3, "16-bit inputs: e4m3 ones are quantized already");
   using Element = typename gpu::ElementOf<kInput>::type;
-  launch_kernel(fp8_amax<HeadDim, Element>, dim3(kAmaxBlocks, 3), kPassThreads, 0, stream, p, args);
-  ATTNBENCH_CUDA_TRY_LAUNCH();
-  // One warp a row of Q, K or V.
-  const int64_t q_rows = static_cast<int64_t>(p.batch) * p.seqlen_q * p.heads_q;
-  const int64_t k_rows = static_cast<int64_t>(p.batch) * p.seqlen_k * p.heads_kv;
-  const int64_t rows = q_rows > k_rows ? q_rows : k_rows;
-  launch_kernel(fp8_quantize_rows<HeadDim, Element>, dim3(blocks_for(rows * 32), 3), kPassThreads,
-                0, stream, p, args);
-  ATTNBENCH_CUDA_TRY_LAUNCH();
-  return Status::Ok();
+  return launch_amax_and_quantize<HeadDim, Element>(p, args, 3, stream);
 }
 
 template <int HeadDim, DType kOutput>
