@@ -218,7 +218,8 @@ def is_figure_shape(r: dict, dtype: str) -> bool:
 FLASH3_STAGES = ("cuda.flash3_wg1", "cuda.flash3_ws", "cuda.flash3_pingpong", "cuda.flash3")
 FIGURE_DTYPE = {"cudnn.sdpa": "bf16", "cuda.flash2": "bf16", "torch.sdpa_flash": "bf16",
                 "torch.sdpa_cudnn": "bf16", "cudnn.sdpa_fp8": "e4m3", "cuda.flash3_fp8": "e4m3",
-                "cuda.flash3_fp8_ws": "e4m3", "cuda.flash3_fp8_incoherent": "bf16",
+                "cuda.flash3_fp8_ws": "e4m3", "cuda.flash3_fp8_ws_transpose": "e4m3",
+                "cuda.flash3_fp8_incoherent": "bf16",
                 **{stage: "bf16" for stage in FLASH3_STAGES}}
 
 
@@ -884,8 +885,9 @@ def flash3_correct(evidence: Evidence) -> Finding:
     return judge_tests(evidence, suite_tests(evidence, "cuda.flash3"))
 
 
-FP8_KERNELS = ("cuda.flash3_fp8", "cuda.flash3_fp8_ws", "cuda.flash3_fp8_incoherent",
-               "cuda.flash3_fp8_block", "cuda.flash3_fp8_block_incoherent")
+FP8_KERNELS = ("cuda.flash3_fp8", "cuda.flash3_fp8_ws", "cuda.flash3_fp8_ws_transpose",
+               "cuda.flash3_fp8_incoherent", "cuda.flash3_fp8_block",
+               "cuda.flash3_fp8_block_incoherent")
 
 
 @judge("flash3-fp8-correct", "hopper-fp8 suite passes", steps=(CTEST,))

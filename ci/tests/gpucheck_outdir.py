@@ -45,7 +45,7 @@ INHOUSE = ("cuda.naive", "cuda.masked_outofplace", "cuda.masked_inplace", "cuda.
            "cuda.flash1")
 GPU_KERNELS = INHOUSE + ("cuda.flash2", "cuda.flash3_wg1", "cuda.flash3_ws", "cuda.flash3_pingpong",
                           "cuda.flash3", "cuda.flash3_fp8", "cuda.flash3_fp8_ws",
-                          "cuda.flash3_fp8_incoherent",
+                          "cuda.flash3_fp8_ws_transpose", "cuda.flash3_fp8_incoherent",
                           "cuda.flash3_fp8_block", "cuda.flash3_fp8_block_incoherent",
                           "cuda.naive_cublas", "cudnn.sdpa",
                           "cudnn.sdpa_fp8", "cudnn.sdpa_fp8_quantized",

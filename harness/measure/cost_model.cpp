@@ -66,6 +66,9 @@ const std::map<std::string, KernelCost>& kernel_costs() {
       // (0.70); FP8 halves the tensor cores' time but not the softmax's, which this stage does not
       // overlap: 0.45 of the e4m3 rate, and the layout pass's launch.
       {"cuda.flash3_fp8_ws", {0.45, 2, 1e-3}},
+      // Not measured: the same forward with no layout pass; its producer warpgroup transposes V
+      // in shared memory, which the consumers wait for before P V.
+      {"cuda.flash3_fp8_ws_transpose", {0.45, 1, 1e-3}},
       // Not measured: cuda.flash3_fp8's forward after three memory-bound passes (amax, rotate and
       // quantize Q and K, quantize and lay out V), each reading the 16-bit inputs once more.
       {"cuda.flash3_fp8_incoherent", {0.25, 4, 1e-3}},

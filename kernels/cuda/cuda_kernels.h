@@ -43,6 +43,7 @@ Kernel cuda_flash3_kernel();
 // per block of 128 tokens, _block_incoherent does both.
 Kernel cuda_flash3_fp8_kernel();
 Kernel cuda_flash3_fp8_ws_kernel();  // its warp-specialized stage
+Kernel cuda_flash3_fp8_ws_transpose_kernel();  // the same, V transposed in the kernel
 Kernel cuda_flash3_fp8_incoherent_kernel();
 Kernel cuda_flash3_fp8_block_kernel();
 Kernel cuda_flash3_fp8_block_incoherent_kernel();

@@ -37,6 +37,7 @@ std::vector<Kernel> emulated_kernels() {
       cuda_flash3_kernel(),
       cuda_flash3_fp8_kernel(),
       cuda_flash3_fp8_ws_kernel(),
+      cuda_flash3_fp8_ws_transpose_kernel(),
       cuda_flash3_fp8_incoherent_kernel(),
       cuda_flash3_fp8_block_kernel(),
       cuda_flash3_fp8_block_incoherent_kernel(),

@@ -1,10 +1,10 @@
 // Planted bugs (issue 14, "Must show"; issues 15, 16): each a test-only variant of cuda.flash2,
-// cuda.flash3_wg1, cuda.flash3_ws, cuda.flash3_fp8 or its _incoherent, _block and _ws made from
-// the real kernel source with one edit (kernels/emu/planted/planted_bugs.cmake, which refuses an
-// edit that does not match), run on the emulated device through `attnbench check` as a user runs
-// it. Each must fail with its named reason on a case its real kernel passes, so none can pass
-// vacuously; the order-dependent one is caught under several schedule seeds, and two seeds record
-// different schedules.
+// cuda.flash3_wg1, cuda.flash3_ws, cuda.flash3_fp8 or its _incoherent, _block, _ws and
+// _ws_transpose made from the real kernel source with one edit
+// (kernels/emu/planted/planted_bugs.cmake, which refuses an edit that does not match), run on the
+// emulated device through `attnbench check` as a user runs it. Each must fail with its named reason
+// on a case its real kernel passes, so none can pass vacuously; the order-dependent one is caught
+// under several schedule seeds, and two seeds record different schedules.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -168,6 +168,30 @@ TEST(PlantedFlash3Fp8WsBug, RefillWithoutEmptyWaitIsStoppedByTheEmulator) {
   EXPECT_EQ(planted.message.rfind("kernel error:", 0), 0u) << planted.message;
   EXPECT_NE(planted.message.find("mbarrier.arrive"), std::string::npos) << planted.message;
   EXPECT_NE(planted.message.find("arrives once more than the barrier's count"), std::string::npos)
+      << planted.message;
+}
+
+// cuda.flash3_fp8_ws_transpose (issue 16), whose producer warpgroup writes V^T: in key order, P's
+// e4m3 fragment (which holds keys in v_key_of_column's order) meets other keys' V.
+TEST(PlantedFlash3Fp8WsTransposeBug, KeyOrderFailsItsCheckWhereTheKernelPasses) {
+  const ScratchDirectory dir("attnbench_planted_flash3_fp8_ws_transpose_order");
+  expect_fails_where_the_kernel_passes("cuda.flash3_fp8_ws_transpose",
+                                       "test.flash3_fp8_ws_transpose_transpose_in_key_order",
+                                       kFlash3Fp8Shape, dir);
+}
+
+// V^T's stores left unfenced: the tensor cores read shared memory through the async proxy, which
+// need not see them. The emulator stops the launch at the wgmma reading such a byte, naming it.
+TEST(PlantedFlash3Fp8WsTransposeBug, UnfencedTransposeIsStoppedByTheEmulator) {
+  const ScratchDirectory dir("attnbench_planted_flash3_fp8_ws_transpose_fence");
+  expect_passed(check_once("cuda.flash3_fp8_ws_transpose", dir, "", kFlash3Fp8Shape),
+                /*deterministic=*/true);
+  const std::string variant = "test.flash3_fp8_ws_transpose_transpose_without_proxy_fence";
+  const ResultRecord planted = check_once(variant, dir, "", kFlash3Fp8Shape);
+  EXPECT_EQ(planted.kernel, variant);
+  EXPECT_EQ(planted.status, ResultStatus::failed) << planted.message;
+  EXPECT_EQ(planted.message.rfind("kernel error:", 0), 0u) << planted.message;
+  EXPECT_NE(planted.message.find("no fence.proxy.async since"), std::string::npos)
       << planted.message;
 }
 

@@ -75,8 +75,7 @@ __device__ __forceinline__ void store_output_through_shared(
     const uint32_t at =
         rows + static_cast<uint32_t>(column / kBoxColumns) * row_box_stride +
         static_cast<uint32_t>(thread_row(r) * kSwizzleBytes + column % kBoxColumns * kElementBytes);
-    const uint32_t swizzled = at ^ (((at >> 7) & 7u) << 4);  // 128-byte swizzle, as TMA's
-    *reinterpret_cast<uint32_t*>(shared + (swizzled - shared_address)) =
+    *reinterpret_cast<uint32_t*>(shared + (swizzled_128(at) - shared_address)) =
         gpu::pack_pair<Element>(o[index] * inverse, o[index + 1] * inverse);
   }
   ptx::fence_proxy_async();  // this thread's stores, to the TMA's proxy

@@ -1,7 +1,8 @@
-// The plan of cuda.flash3_fp8, its variants and its warp-specialized stage cuda.flash3_fp8_ws
-// (issue 16): the support table, the sm_90 and shared-memory gates, the scratch the passes before
-// the forward write every forward (V^T; for 16-bit inputs also Q and K in e4m3, the amax partials
-// and the descales), the TMA maps of Q, K (e4m3, 128-byte boxes) and V^T, encoded per forward,
+// The plan of cuda.flash3_fp8, its variants and its warp-specialized stages cuda.flash3_fp8_ws and
+// cuda.flash3_fp8_ws_transpose (issue 16): the support table, the sm_90 and shared-memory gates,
+// the scratch the passes before the forward write every forward (V^T, unless the forward
+// transposes V itself; for 16-bit inputs also Q and K in e4m3, the amax partials and the
+// descales), the TMA maps of Q, K (e4m3, 128-byte boxes) and V^T (or V), encoded per forward,
 // and the launch. The kernels and their passes are flash3_fp8_kernel.cuh and
 // flash3_fp8_ws_kernel.cuh.
 #include <algorithm>
@@ -55,8 +56,10 @@ class Flash3Fp8Plan final : public Plan {
     if (Status status = check_hopper_device(device_, forward_.shared_bytes, name_); !status) {
       return status;
     }
-    const size_t vt_bytes = static_cast<size_t>(problem_.batch) * problem_.heads_kv *
-                            problem_.head_dim_v * static_cast<size_t>(keys_padded_);
+    const size_t vt_bytes = forward_.transposes_v
+                                ? 0
+                                : static_cast<size_t>(problem_.batch) * problem_.heads_kv *
+                                      problem_.head_dim_v * static_cast<size_t>(keys_padded_);
     if (Status status = gpu::allocate_scratch(
             allocator, vt_bytes, name_ + " V^T (b*hkv*d*seqlen_k rounded to 128, e4m3)", vt_);
         !status) {
@@ -161,13 +164,17 @@ class Flash3Fp8Plan final : public Plan {
                 : byte_spec(p.k, d, p.seqlen_k, p.heads_kv, p.batch, p.k_row_stride,
                             p.k_head_stride, p.k_batch_stride, Fp8Tiles::kBlockK),
          &launch.k_map},
-        // V^T (batch, head_kv, d, keys_padded): keys inner, d rows a box.
-        {byte_spec(vt_.data(), keys_padded_, p.head_dim_v, p.heads_kv, p.batch, keys_padded_,
-                   p.head_dim_v * keys_padded_, p.heads_kv * p.head_dim_v * keys_padded_,
-                   p.head_dim_v),
+        // V as stored, key tiles as K's, for a forward that transposes it itself; else V^T
+        // (batch, head_kv, d, keys_padded): keys inner, d rows a box.
+        {forward_.transposes_v
+             ? byte_spec(p.v, p.head_dim_v, p.seqlen_k, p.heads_kv, p.batch, p.v_row_stride,
+                         p.v_head_stride, p.v_batch_stride, Fp8Tiles::kBlockK)
+             : byte_spec(vt_.data(), keys_padded_, p.head_dim_v, p.heads_kv, p.batch, keys_padded_,
+                         p.head_dim_v * keys_padded_, p.heads_kv * p.head_dim_v * keys_padded_,
+                         p.head_dim_v),
          &launch.v_map},
     };
-    const char* names[] = {"q", "k", "v^T"};
+    const char* names[] = {"q", "k", forward_.transposes_v ? "v" : "v^T"};
     for (size_t i = 0; i < 3; ++i) {
       if (Status status = gpu::encode_tensor_map(maps[i].first, *maps[i].second); !status) {
         return Status::Error(std::string(names[i]) + ": " + status.message);
@@ -199,11 +206,17 @@ SupportTable flash3_fp8_support_table(const std::vector<Fp8Instantiation>& insta
       std::count(table.input_dtypes.begin(), table.input_dtypes.end(), DType::e4m3) > 0;
   const bool quantized = table.input_dtypes.size() > (stored ? 1u : 0u);
   std::vector<std::string> notes;
+  // Every instantiation of an entry shares its forward's schedule.
+  const Fp8Instantiation* forward = instantiations.empty() ? nullptr : &instantiations.front();
+  const bool transposes_v = forward != nullptr && forward->transposes_v;
   if (stored) {
     table.fp8_scalings = {Fp8Scaling::per_tensor, Fp8Scaling::per_head};
-    notes.push_back(
-        "e4m3 in and out with per-tensor or per-(batch, head) descales: the timed forward "
-        "includes the layout pass writing V^T");
+    notes.push_back(transposes_v
+                        ? "e4m3 in and out with per-tensor or per-(batch, head) descales: no pass "
+                          "before the forward, whose producer warpgroup writes each key tile's "
+                          "V^T in shared memory"
+                        : "e4m3 in and out with per-tensor or per-(batch, head) descales: the "
+                          "timed forward includes the layout pass writing V^T");
   }
   if (quantized) {
     const std::string scales = recipe.scaling == Fp8Scaling::per_block
@@ -216,8 +229,7 @@ SupportTable flash3_fp8_support_table(const std::vector<Fp8Instantiation>& insta
                                     : "Q and K") +
                     " and V (into V^T) to e4m3, " + scales);
   }
-  // Every instantiation of an entry shares its forward's schedule.
-  const bool warp_specialized = !instantiations.empty() && instantiations.front().block_q > kWgmmaM;
+  const bool warp_specialized = forward != nullptr && forward->block_q > kWgmmaM;
   notes.push_back(
       std::string("V^T because wgmma takes FP8 B K-major only; wgmma m64nNk32 e4m3 with fp32 "
                   "accumulation, P scaled by 2^8 and rounded to e4m3; ") +
@@ -303,6 +315,20 @@ Kernel cuda_flash3_fp8_ws_kernel() {
       "two consumer warpgroups of 64 query rows (cuda.flash3_ws's pipeline)",
       flash3::flash3_fp8_recipe(/*incoherent=*/false, /*block_scales=*/false),
       {{kD, DType::e4m3, &launch_flash3_fp8_ws<kD, DType::e4m3>, T::kBlockQ, T::kSharedBytes}});
+}
+
+Kernel cuda_flash3_fp8_ws_transpose_kernel() {
+  using flash3::launch_flash3_fp8_ws_transpose;
+  using T = flash3::Fp8WsTransposeTraits<128>;
+  constexpr int kD = T::kHeadDim;
+  return flash3::flash3_fp8_kernel_entry(
+      "cuda.flash3_fp8_ws_transpose",
+      "cuda.flash3_fp8_ws with V transposed in the kernel: e4m3 V as stored comes by TMA into a "
+      "ring stage of its own and the producer warpgroup writes each key tile's V^T in shared "
+      "memory, so no layout pass runs before the forward (FlashAttention-3's in-kernel transpose)",
+      flash3::flash3_fp8_recipe(/*incoherent=*/false, /*block_scales=*/false),
+      {{kD, DType::e4m3, &launch_flash3_fp8_ws_transpose<kD, DType::e4m3>, T::kBlockQ,
+        T::kSharedBytes, T::kTransposesV}});
 }
 
 namespace {

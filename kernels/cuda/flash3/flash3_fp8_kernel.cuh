@@ -447,7 +447,8 @@ __device__ __forceinline__ float stored_descale(const float* head_descales, floa
 }
 
 // Where a CTA's FP8 tiles lie in shared memory (Fp8Traits' and Fp8WsTraits' layout): Q, then K's
-// kStages stages, then V^T's, from the dynamic shared memory's start aligned up to kTileAlignment.
+// kStages stages, then V^T's (then V's, where the forward transposes it), from the dynamic shared
+// memory's start aligned up to kTileAlignment.
 template <typename Traits>
 struct Fp8SharedTiles {
   uint32_t q;
@@ -460,6 +461,11 @@ struct Fp8SharedTiles {
   __device__ __forceinline__ uint32_t vt_stage(int stage) const {
     return q + Traits::kQBytes + Traits::kStages * Traits::kKBytes +
            static_cast<uint32_t>(stage) * Traits::kVtBytes;
+  }
+  // V as stored, for a forward that transposes it itself (Traits::kVBytes a stage), after V^T's.
+  __device__ __forceinline__ uint32_t v_stage(int stage) const {
+    return q + Traits::kQBytes + Traits::kStages * (Traits::kKBytes + Traits::kVtBytes) +
+           static_cast<uint32_t>(stage) * Traits::kVBytes;
   }
 };
 

@@ -37,6 +37,10 @@ struct Fp8TileShape {
   static constexpr uint32_t kQBytes = kBlockQ * kHeadDim;
   static constexpr uint32_t kKBytes = kBlockK * kHeadDim;
   static constexpr uint32_t kVtBytes = kHeadDim * kBlockK;
+  // V as stored, a key tile of kBlockK rows x d, staged for a forward that transposes it itself
+  // (Fp8WsTraits<HeadDim, true>); none otherwise.
+  static constexpr bool kTransposesV = false;
+  static constexpr uint32_t kVBytes = 0;
   static constexpr size_t kSharedBytes =
       kTileAlignment + kQBytes + kStages * (size_t{kKBytes} + kVtBytes);
 
@@ -54,15 +58,30 @@ struct Fp8Traits : Fp8TileShape<HeadDim, kWgmmaM> {
 // cuda.flash3_fp8_ws, warp-specialized as cuda.flash3_ws (flash3_traits.h's WsTraits, whose
 // register split it takes): a producer warpgroup issuing every TMA load, two consumer warpgroups
 // of 64 query rows each (128 per CTA), the K/V^T ring with "full" and "empty" mbarriers.
-template <int HeadDim>
+// TransposesV (cuda.flash3_fp8_ws_transpose): V comes as stored, a ring stage of its own, and the
+// producer warpgroup writes each tile's V^T itself; no layout pass.
+template <int HeadDim, bool TransposesV = false>
 struct Fp8WsTraits : Fp8TileShape<HeadDim, 2 * kWgmmaM> {
+  using Shape = Fp8TileShape<HeadDim, 2 * kWgmmaM>;
   static constexpr int kConsumers = 2;
   static constexpr int kConsumerThreads = kConsumers * kWarpgroupThreads;
   static constexpr int kThreads = kWarpgroupThreads + kConsumerThreads;
-  static constexpr int kProducerRegisters = WsTraits<HeadDim>::kProducerRegisters;
+  // A transposing producer holds a tile's words and addresses: 32 registers, which leaves the
+  // consumers their 240 (128 x 32 + 256 x 240 = 65536).
+  static constexpr int kProducerRegisters =
+      TransposesV ? 32 : WsTraits<HeadDim>::kProducerRegisters;
   static constexpr int kConsumerRegisters = WsTraits<HeadDim>::kConsumerRegisters;
+  static constexpr bool kTransposesV = TransposesV;
+  static constexpr uint32_t kVBytes = TransposesV ? Shape::kBlockK * HeadDim : 0;
+  static constexpr size_t kSharedBytes = Shape::kSharedBytes + Shape::kStages * size_t{kVBytes};
   static_assert(kConsumers * kWgmmaM == Fp8WsTraits::kBlockQ, "each consumer owns 64 query rows");
+  static_assert(kSharedBytes <= 227 * 1024, "the tiles fit an H200's 227 KiB per block");
+  static_assert(kWarpgroupThreads * kProducerRegisters + kConsumerThreads * kConsumerRegisters <=
+                    65536,
+                "the register file holds the rebalanced warpgroups");
 };
+template <int HeadDim>
+using Fp8WsTransposeTraits = Fp8WsTraits<HeadDim, true>;
 
 // The key in V^T's column a (0..31) of each 32 keys: the S accumulator that P's e4m3 A fragment
 // holds at column a (flash3_fp8_kernel.cuh). a = [a4 t1 t0 i1 i0] -> key [a4 i1 t1 t0 i0].
@@ -175,6 +194,15 @@ Status launch_flash3_fp8_ws(const Flash3Params& params, const Fp8PassArgs& buffe
 extern template Status launch_flash3_fp8_ws<128, DType::e4m3>(const Flash3Params&,
                                                               const Fp8PassArgs&, cudaStream_t);
 
+// cuda.flash3_fp8_ws_transpose: cuda.flash3_fp8_ws with V^T written by its producer warpgroup from
+// V as stored, tile by tile in shared memory: no pass before the forward. e4m3 inputs.
+template <int HeadDim, DType kInput>
+Status launch_flash3_fp8_ws_transpose(const Flash3Params& params, const Fp8PassArgs& buffers,
+                                      cudaStream_t stream);
+extern template Status launch_flash3_fp8_ws_transpose<128, DType::e4m3>(const Flash3Params&,
+                                                                        const Fp8PassArgs&,
+                                                                        cudaStream_t);
+
 // cudnn.sdpa_fp8_quantized's passes around cuDNN's FP8 forward (kernels/cudnn/cudnn_sdpa.cpp),
 // instantiated at d 128 for fp16 and bf16 (fp8_quantize_hdim128.cu). Before it, the amax pass and
 // the quantize pass: Q, K and V packed in e4m3 (buffers.q, .k, .v; Q and K rotated where
@@ -208,6 +236,8 @@ struct Fp8Instantiation {
   Fp8LaunchFunction launch;
   int block_q;
   size_t shared_bytes;
+  // The forward reads V as stored and transposes it itself (params' v_map views V, not V^T).
+  bool transposes_v = false;
 };
 
 // The recipe every cuda.flash3_fp8 series computes: 128-key tiles in order, P's offset 2^8;

@@ -10,6 +10,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "reference/mask.h"  // ATTNBENCH_HOST_DEVICE
+
 namespace attnbench::flash3 {
 
 constexpr int kWarpgroupThreads = 128;
@@ -21,6 +23,12 @@ constexpr int kSwizzleBytes = 128;  // every tile: TMA's and wgmma's 128-byte sw
 constexpr int kBoxColumns = kSwizzleBytes / kElementBytes;  // 64 elements per swizzled row
 constexpr int kSwizzleAtomBytes = 8 * kSwizzleBytes;        // 8 rows: one swizzle pattern
 constexpr size_t kTileAlignment = 1024;  // a 128-byte swizzle pattern starts 1024-aligned
+
+// A shared-memory address as the 128-byte swizzle places it (TMA's and wgmma's): its 16-byte chunk
+// within a 128-byte row XORed with the row's index within its 8-row pattern.
+ATTNBENCH_HOST_DEVICE constexpr uint32_t swizzled_128(uint32_t address) {
+  return address ^ (((address >> 7) & 7u) << 4);
+}
 
 // The tiles of a stage in shared memory: Q (kBlockQ x d), then K's kStages stages, then V's
 // (kBlockK x d each), every tile d / 64 TMA boxes of 128-byte swizzled rows, from a 1024-aligned

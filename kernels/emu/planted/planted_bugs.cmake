@@ -10,8 +10,9 @@
 # (cuda.flash3_wg1 at d=128, bf16), flash3_ws (cuda.flash3_ws at d=128, bf16: the
 # warp-specialized kernel, whose pipeline crosses warpgroups), flash3_fp8 (cuda.flash3_fp8 at
 # d=128, e4m3), flash3_fp8_incoherent (cuda.flash3_fp8_incoherent at d=128, bf16: its passes) and
-# flash3_fp8_block (cuda.flash3_fp8_block at d=128, bf16: per-block descales) and flash3_fp8_ws
-# (cuda.flash3_fp8_ws at d=128, e4m3: the warp-specialized FP8 forward).
+# flash3_fp8_block (cuda.flash3_fp8_block at d=128, bf16: per-block descales), flash3_fp8_ws
+# (cuda.flash3_fp8_ws at d=128, e4m3: the warp-specialized FP8 forward) and
+# flash3_fp8_ws_transpose (cuda.flash3_fp8_ws_transpose at d=128, e4m3: V^T written in the kernel).
 
 set(ATTNBENCH_PLANTED_DIR "${CMAKE_CURRENT_BINARY_DIR}/planted")
 set(ATTNBENCH_PLANTED_SOURCES "")
@@ -87,7 +88,8 @@ Kernel planted_@family@_@name@_kernel() {
   return flash3::flash3_fp8_kernel_entry(
       "test.@family@_@name@", "@summary@", flash3::flash3_fp8_recipe(@recipe@),
       {{128, @input@, &flash3::planted_@name@::@launch@<128, @input@>,
-        flash3::@traits@<128>::kBlockQ, flash3::@traits@<128>::kSharedBytes}});
+        flash3::@traits@<128>::kBlockQ, flash3::@traits@<128>::kSharedBytes,
+        flash3::@traits@<128>::kTransposesV}});
 }
 }  // namespace attnbench
 ]=])
@@ -105,6 +107,12 @@ set(ATTNBENCH_PLANTED_RECIPE_flash3_fp8_ws "false, false")
 set(ATTNBENCH_PLANTED_LAUNCH_flash3_fp8_ws launch_flash3_fp8_ws)
 set(ATTNBENCH_PLANTED_TRAITS_flash3_fp8_ws Fp8WsTraits)
 set(ATTNBENCH_PLANTED_ENTRY_flash3_fp8_ws "${ATTNBENCH_PLANTED_ENTRY_flash3_fp8}")
+set(ATTNBENCH_PLANTED_KERNEL_flash3_fp8_ws_transpose "${ATTNBENCH_PLANTED_KERNEL_flash3_fp8_ws}")
+set(ATTNBENCH_PLANTED_INPUT_flash3_fp8_ws_transpose DType::e4m3)
+set(ATTNBENCH_PLANTED_RECIPE_flash3_fp8_ws_transpose "false, false")
+set(ATTNBENCH_PLANTED_LAUNCH_flash3_fp8_ws_transpose launch_flash3_fp8_ws_transpose)
+set(ATTNBENCH_PLANTED_TRAITS_flash3_fp8_ws_transpose Fp8WsTransposeTraits)
+set(ATTNBENCH_PLANTED_ENTRY_flash3_fp8_ws_transpose "${ATTNBENCH_PLANTED_ENTRY_flash3_fp8}")
 set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS
   "${ATTNBENCH_PLANTED_KERNEL_flash2}" "${ATTNBENCH_PLANTED_KERNEL_flash3_wg1}"
   "${ATTNBENCH_PLANTED_KERNEL_flash3_ws}" "${ATTNBENCH_PLANTED_KERNEL_flash3_fp8}"
@@ -304,6 +312,18 @@ attnbench_plant_bug(flash3_fp8_ws consumer_rows_not_offset "both consumers read 
 attnbench_plant_bug(flash3_fp8_ws refill_without_empty_wait "the producer refills a stage before the consumers release it"
   [=[      barriers.wait_empty(iteration);]=]
   [=[      (void)barriers;]=])
+
+# flash3_fp8_ws_transpose 1. The producer's V^T stores left unfenced for the async proxy: the
+#    tensor cores may read the stage's old bytes. The emulator stops the launch at the wgmma that
+#    reads a byte stored with no fence.proxy.async since, naming it.
+attnbench_plant_bug(flash3_fp8_ws_transpose transpose_without_proxy_fence "V^T stored without fence.proxy.async before the tensor cores read it"
+  [=[    ptx::fence_proxy_async();  // this thread's stores of V^T, to the tensor cores' proxy]=]
+  [=[    // (no fence.proxy.async)]=])
+# flash3_fp8_ws_transpose 2. V^T written in key order: P's e4m3 fragment holds the keys in
+#    v_key_of_column's order, so each P meets another key's V.
+attnbench_plant_bug(flash3_fp8_ws_transpose transpose_in_key_order "V^T written in key order, not P's fragment order"
+  [=[      const int key = 32 * group + v_key_of_column(4 * column_quad + i);]=]
+  [=[      const int key = 32 * group + 4 * column_quad + i;]=])
 
 # The list the registry reads (kernels/emu/planted/planted_kernels.h).
 set(declarations "")
