@@ -91,13 +91,14 @@ TEST(SanitizedEmu, EveryInHouseKernelPassesTheSubsetWithNoReport) {
     passed += r.status == ResultStatus::passed;
   }
   // Seven kernels over the four 16-bit shapes; the three Hopper stages only at d=128, bf16 (the
-  // fourth); the five FP8 kernels at d=128: cuda.flash3_fp8 on the two 16-bit shapes there (the
-  // second and fourth) and at e4m3 (the fifth, where every other kernel skips), its
-  // warp-specialized stage at e4m3, its three 16-bit variants on the two 16-bit shapes.
+  // fourth); the six FP8 kernels at d=128: cuda.flash3_fp8 on the two 16-bit shapes there (the
+  // second and fourth) and at e4m3 (the fifth, where every other kernel skips), its two
+  // warp-specialized stages at e4m3 (cuda.flash3_fp8_ws, cuda.flash3_fp8_ws_transpose), its
+  // three 16-bit variants on the two 16-bit shapes.
   constexpr int kInHouseKernels = 7;
   constexpr int kHopperStages = 3;
-  constexpr int kFp8Kernels = 5;
-  constexpr int kFp8Cases = 3 + 1 + 3 * 2;
+  constexpr int kFp8Kernels = 6;
+  constexpr int kFp8Cases = 3 + 2 + 3 * 2;
   constexpr int k16BitShapes = static_cast<int>(std::size(kSubset)) - 1;
   EXPECT_EQ(passed + skipped,
             (kInHouseKernels + kHopperStages + kFp8Kernels) * static_cast<int>(std::size(kSubset)));
