@@ -289,6 +289,8 @@ Fp8Recipe flash3_fp8_recipe(bool incoherent, bool block_scales) {
 namespace attnbench {
 inline namespace ATTNBENCH_TARGET {
 
+using flash3::fp8_instantiation;
+
 Kernel cuda_flash3_fp8_kernel() {
   using flash3::launch_flash3_fp8;
   using T = flash3::Fp8Tiles;
@@ -299,9 +301,9 @@ Kernel cuda_flash3_fp8_kernel() {
       "descales (or fp16/bf16 quantized by its own passes), V^T by a layout pass, wgmma k32 "
       "e4m3, P in e4m3 with a 2^8 offset, one warpgroup",
       flash3::flash3_fp8_recipe(/*incoherent=*/false, /*block_scales=*/false),
-      {{kD, DType::e4m3, &launch_flash3_fp8<kD, DType::e4m3>, T::kBlockQ, T::kSharedBytes},
-       {kD, DType::f16, &launch_flash3_fp8<kD, DType::f16>, T::kBlockQ, T::kSharedBytes},
-       {kD, DType::bf16, &launch_flash3_fp8<kD, DType::bf16>, T::kBlockQ, T::kSharedBytes}});
+      {fp8_instantiation<T>(DType::e4m3, &launch_flash3_fp8<kD, DType::e4m3>),
+       fp8_instantiation<T>(DType::f16, &launch_flash3_fp8<kD, DType::f16>),
+       fp8_instantiation<T>(DType::bf16, &launch_flash3_fp8<kD, DType::bf16>)});
 }
 
 Kernel cuda_flash3_fp8_ws_kernel() {
@@ -314,7 +316,7 @@ Kernel cuda_flash3_fp8_ws_kernel() {
       "passes on e4m3 inputs, a producer warpgroup issuing the TMA loads into a K/V^T ring and "
       "two consumer warpgroups of 64 query rows (cuda.flash3_ws's pipeline)",
       flash3::flash3_fp8_recipe(/*incoherent=*/false, /*block_scales=*/false),
-      {{kD, DType::e4m3, &launch_flash3_fp8_ws<kD, DType::e4m3>, T::kBlockQ, T::kSharedBytes}});
+      {fp8_instantiation<T>(DType::e4m3, &launch_flash3_fp8_ws<kD, DType::e4m3>)});
 }
 
 Kernel cuda_flash3_fp8_ws_transpose_kernel() {
@@ -327,8 +329,7 @@ Kernel cuda_flash3_fp8_ws_transpose_kernel() {
       "ring stage of its own and the producer warpgroup writes each key tile's V^T in shared "
       "memory, so no layout pass runs before the forward (FlashAttention-3's in-kernel transpose)",
       flash3::flash3_fp8_recipe(/*incoherent=*/false, /*block_scales=*/false),
-      {{kD, DType::e4m3, &launch_flash3_fp8_ws_transpose<kD, DType::e4m3>, T::kBlockQ,
-        T::kSharedBytes, T::kTransposesV}});
+      {fp8_instantiation<T>(DType::e4m3, &launch_flash3_fp8_ws_transpose<kD, DType::e4m3>)});
 }
 
 namespace {
@@ -342,8 +343,8 @@ Kernel flash3_fp8_16bit_variant(std::string name, std::string summary, bool inco
   constexpr int kD = T::kHeadDim;
   return flash3::flash3_fp8_kernel_entry(
       std::move(name), std::move(summary), flash3::flash3_fp8_recipe(incoherent, block_scales),
-      {{kD, DType::f16, &launch_flash3_fp8<kD, DType::f16>, T::kBlockQ, T::kSharedBytes},
-       {kD, DType::bf16, &launch_flash3_fp8<kD, DType::bf16>, T::kBlockQ, T::kSharedBytes}});
+      {fp8_instantiation<T>(DType::f16, &launch_flash3_fp8<kD, DType::f16>),
+       fp8_instantiation<T>(DType::bf16, &launch_flash3_fp8<kD, DType::bf16>)});
 }
 
 }  // namespace

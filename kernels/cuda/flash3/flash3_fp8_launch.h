@@ -240,6 +240,16 @@ struct Fp8Instantiation {
   bool transposes_v = false;
 };
 
+// The instantiation of a forward of Traits' shape at `dtype`: its head dim, query rows per CTA,
+// shared memory and V layout, all read off Traits.
+template <typename Traits>
+Fp8Instantiation fp8_instantiation(DType dtype, Fp8LaunchFunction launch) {
+  Fp8Instantiation instantiation{Traits::kHeadDim, dtype, launch, Traits::kBlockQ,
+                                 Traits::kSharedBytes};
+  instantiation.transposes_v = Traits::kTransposesV;
+  return instantiation;
+}
+
 // The recipe every cuda.flash3_fp8 series computes: 128-key tiles in order, P's offset 2^8;
 // per-tensor scales, or per-block (kFp8BlockRows tokens of one head); incoherent processing where
 // asked.

@@ -87,9 +87,8 @@ namespace attnbench {
 Kernel planted_@family@_@name@_kernel() {
   return flash3::flash3_fp8_kernel_entry(
       "test.@family@_@name@", "@summary@", flash3::flash3_fp8_recipe(@recipe@),
-      {{128, @input@, &flash3::planted_@name@::@launch@<128, @input@>,
-        flash3::@traits@<128>::kBlockQ, flash3::@traits@<128>::kSharedBytes,
-        flash3::@traits@<128>::kTransposesV}});
+      {flash3::fp8_instantiation<flash3::@traits@<128>>(
+          @input@, &flash3::planted_@name@::@launch@<128, @input@>)});
 }
 }  // namespace attnbench
 ]=])
