@@ -9,6 +9,7 @@
 
 #include "reference/formats.h"
 #include "reference/fp8_scale.h"
+#include "reference/tensor_core_sum.h"
 
 namespace attnbench {
 namespace {
@@ -163,6 +164,7 @@ std::vector<Fp8Recipe> opaque_fp8_recipes(const Fp8Recipe& base) {
       recipe.key_tile = tile;
       recipe.reverse_keys = reverse;
       recipe.p_max_offset = 8;  // cuDNN's scale_s = 256
+      recipe.tensor_core_sum_bits = kFp8TensorCoreBits;  // its scores on the FP8 tensor cores
       recipes.push_back(recipe);
     }
   }
@@ -177,6 +179,8 @@ std::string describe(const Fp8Recipe& recipe) {
   text += ", " + std::to_string(recipe.key_tile) + "-key tiles";
   if (recipe.reverse_keys) text += " last first";
   text += ", P offset 2^" + std::to_string(recipe.p_max_offset);
+  if (recipe.tensor_core_sum_bits > 0)
+    text += ", tensor-core sums of " + std::to_string(recipe.tensor_core_sum_bits) + " bits";
   if (recipe.e4m3_output) text += ", e4m3 output at V's scale";
   const std::pair<bool, const char*> roundings[] = {
       {recipe.round_qk, "Q, K"}, {recipe.round_v, "V"}, {recipe.round_p, "P"}};
@@ -207,6 +211,12 @@ std::string fp8_recipe_limits(const Fp8Recipe& recipe, const Problem& problem) {
            std::to_string(problem.head_dim_qk) + ")";
   }
   if (recipe.scaling == Fp8Scaling::none) return "the FP8 recipe needs a scaling (not none)";
+  if (recipe.tensor_core_sum_bits > 0 && recipe.scaling == Fp8Scaling::per_block &&
+      recipe.block_rows != recipe.key_tile) {
+    return "per-block scales summed on the tensor cores need one V scale a key tile (block_rows " +
+           std::to_string(recipe.block_rows) + ", key_tile " + std::to_string(recipe.key_tile) +
+           ")";
+  }
   if (recipe.e4m3_output && recipe.scaling != Fp8Scaling::per_tensor) {
     return "an e4m3 output at V's scale needs per-tensor scales (V's one descale)";
   }
@@ -254,6 +264,20 @@ QuantizedInputs quantize_inputs(const Fp8Recipe& recipe, const Problem& problem,
   return out;
 }
 
+float fp8_score_sum(const float* q, const float* k, int64_t dim, int tensor_core_sum_bits) {
+  float sum = 0;
+  if (tensor_core_sum_bits == 0) {
+    for (int64_t d = 0; d < dim; ++d) sum += q[d] * k[d];
+    return sum;
+  }
+  // One m64nNk32 wgmma a step, its C the steps before (a kernel's first step starts from 0).
+  for (int64_t first = 0; first < dim; first += kFp8MmaDepth) {
+    const auto count = static_cast<unsigned>(std::min<int64_t>(kFp8MmaDepth, dim - first));
+    sum = tensor_core_sum(sum, q + first, k + first, count, 1, tensor_core_sum_bits);
+  }
+  return sum;
+}
+
 float fp8_p_exponent(float score, float row_max, int p_max_offset) {
   return static_cast<float>((score - row_max) * kLog2e) + static_cast<float>(p_max_offset);
 }
@@ -275,6 +299,63 @@ bool fp8_output_through_e4m3(const Fp8Recipe& recipe, DType output_dtype) {
 float fp8_e4m3_output(float value, float output_scale) {
   return round_to(DType::e4m3, value * output_scale) / output_scale;
 }
+
+namespace {
+
+// Step 4's O += P V for the visible keys [begin, begin + p.size()) of the tile that starts at key
+// `tile_begin`, p the keys' P. In fp32: P times V's descaled values, key by key. On the FP8
+// tensor cores (tensor_core_sum_bits): 32 keys a step from the tile's start (a masked key's P is
+// 0, a product the sum skips), P times V's e4m3 values, O the accumulator every step adds to;
+// per-block scales promote each tile instead (its sums from zero, added to O in fp32 times the
+// tile's V descale), as the kernels do.
+void add_tile_output(const Fp8Recipe& recipe, const QuantizedInputs& inputs, int64_t b,
+                     int64_t kv_head, int64_t tile_begin, int64_t begin,
+                     const std::vector<float>& p, std::vector<float>& out) {
+  const int64_t dv = static_cast<int64_t>(out.size());
+  const int64_t end = begin + static_cast<int64_t>(p.size());
+  const auto v_row = [&](int64_t key) {
+    return inputs.v.values.data() + inputs.layout.v.row_start(b, key, kv_head);
+  };
+  const auto v_descale = [&](int64_t key) {
+    return inputs.v.descales[static_cast<size_t>(inputs.v.group_of(b, key, kv_head))];
+  };
+  if (recipe.tensor_core_sum_bits == 0) {
+    for (int64_t j = begin; j < end; ++j) {
+      const float weight = p[static_cast<size_t>(j - begin)];
+      if (weight == 0.0f) continue;
+      const float* v = v_row(j);
+      const float descale = v_descale(j);
+      for (int64_t d = 0; d < dv; ++d) out[static_cast<size_t>(d)] += weight * (v[d] * descale);
+    }
+    return;
+  }
+  const bool promoted = recipe.scaling == Fp8Scaling::per_block;
+  std::vector<float> tile_out(promoted ? static_cast<size_t>(dv) : 0, 0.0f);
+  std::vector<float>& sums = promoted ? tile_out : out;
+  std::vector<float> step_p, step_v;
+  for (int64_t first = tile_begin; first < end; first += kFp8MmaDepth) {
+    step_p.clear();
+    step_v.clear();
+    for (int64_t j = std::max(first, begin); j < std::min(end, first + kFp8MmaDepth); ++j) {
+      step_p.push_back(p[static_cast<size_t>(j - begin)]);
+      step_v.insert(step_v.end(), v_row(j), v_row(j) + dv);
+    }
+    if (step_p.empty()) continue;
+    const auto count = static_cast<unsigned>(step_p.size());
+    for (int64_t d = 0; d < dv; ++d) {
+      float& sum = sums[static_cast<size_t>(d)];
+      sum = tensor_core_sum(sum, step_p.data(), step_v.data() + d, count, static_cast<unsigned>(dv),
+                            recipe.tensor_core_sum_bits);
+    }
+  }
+  if (promoted) {
+    const float descale = v_descale(begin);  // one V descale a tile (fp8_recipe_limits)
+    for (int64_t d = 0; d < dv; ++d)
+      out[static_cast<size_t>(d)] += descale * tile_out[static_cast<size_t>(d)];
+  }
+}
+
+}  // namespace
 
 void fp8_recipe_row(const Fp8Recipe& recipe, const Problem& problem, const QuantizedInputs& inputs,
                     int64_t b, int64_t h, int64_t query, float* out_row, float* lse,
@@ -304,8 +385,7 @@ void fp8_recipe_row(const Fp8Recipe& recipe, const Problem& problem, const Quant
     float tile_max = -std::numeric_limits<float>::infinity();
     for (int64_t j = begin; j < end; ++j) {
       const float* k = inputs.k.values.data() + layout.k.row_start(b, j, kv_head);
-      float dot = 0;
-      for (int64_t d = 0; d < dqk; ++d) dot += q[d] * k[d];
+      const float dot = fp8_score_sum(q, k, dqk, recipe.tensor_core_sum_bits);
       const float k_descale =
           inputs.k.descales[static_cast<size_t>(inputs.k.group_of(b, j, kv_head))];
       const float s = dot * q_descale * k_descale * scale;
@@ -319,21 +399,23 @@ void fp8_recipe_row(const Fp8Recipe& recipe, const Problem& problem, const Quant
       row_max = tile_max;
     }
     for (int64_t j = begin; j < end; ++j) {
-      const float x =
-          fp8_p_exponent(scores[static_cast<size_t>(j - begin)], row_max, recipe.p_max_offset);
+      float& s = scores[static_cast<size_t>(j - begin)];
+      const float x = fp8_p_exponent(s, row_max, recipe.p_max_offset);
       row_sum += std::exp2(x);
-      const float p = recipe.round_p ? fp8_p(x) : std::exp2(x);
-      if (p == 0.0f) continue;
-      const float* v = inputs.v.values.data() + layout.v.row_start(b, j, kv_head);
-      const float v_descale =
-          inputs.v.descales[static_cast<size_t>(inputs.v.group_of(b, j, kv_head))];
-      for (int64_t d = 0; d < dv; ++d) out[static_cast<size_t>(d)] += p * (v[d] * v_descale);
+      s = recipe.round_p ? fp8_p(x) : std::exp2(x);  // the score's P from here on
     }
+    add_tile_output(recipe, inputs, b, kv_head, tile * recipe.key_tile, begin, scores, out);
   }
+  // O's sums on the tensor cores hold V's e4m3 values: its descale (the row's, per tensor or per
+  // head) comes last. Per-block scales took theirs tile by tile.
+  const float out_descale =
+      recipe.tensor_core_sum_bits > 0 && recipe.scaling != Fp8Scaling::per_block
+          ? inputs.v.descales[static_cast<size_t>(inputs.v.group_of(b, keys.begin, kv_head))]
+          : 1.0f;
   const bool through_e4m3 = fp8_output_through_e4m3(recipe, problem.output_dtype);
   const float output_scale = fp8_output_scale(inputs.v.descales.front());
   for (int64_t d = 0; d < dv; ++d) {
-    float value = out[static_cast<size_t>(d)] / row_sum;
+    float value = out[static_cast<size_t>(d)] * out_descale / row_sum;
     if (through_e4m3) value = fp8_e4m3_output(value, output_scale);
     out_row[d] = !round_output ? value
                  : is_fp8(problem.output_dtype)

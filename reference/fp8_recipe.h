@@ -11,13 +11,15 @@
 //   2. quantization: each group of values (the whole tensor, one (batch, head), or one block of
 //      block_rows tokens of one head) gets scale 1 / descale, is rounded to e4m3 (saturating) and
 //      keeps its descale amax / 448 (fp8_descale, reference/fp8_scale.h).
-//   3. scores s = (q_e4m3 . k_e4m3) * descale_q * descale_k * softmax scale, in fp32 (the e4m3
-//      products are exact).
+//   3. scores s = (q_e4m3 . k_e4m3) * descale_q * descale_k * softmax scale: the e4m3 products
+//      are exact, their sum fp32's (a host kernel) or the FP8 tensor cores' (tensor_core_sum_bits).
 //   4. keys in tiles of key_tile (forward or reverse order), an online softmax: m = running max
 //      over the tiles so far; P = 2^((s - m) log2 e + p_max_offset), so the row's largest P is
 //      2^offset and P uses e4m3's range (FlashAttention-3's max offset); the row sum l takes P
 //      unrounded; P rounded to e4m3 multiplies V's e4m3 values (descaled per group), accumulated
-//      in fp32; O and l rescaled by 2^((m_old - m) log2 e) when the max grows.
+//      in fp32 or on the FP8 tensor cores (tensor_core_sum_bits: 32 keys a step into O, V's
+//      descale last; per-block scales: each tile's sums added to O in fp32 times its descale);
+//      O and l rescaled by 2^((m_old - m) log2 e) when the max grows.
 //   5. out = O / l, rounded to the output dtype; LSE = m + ln(l) - offset ln 2. With e4m3_output
 //      and a 16-bit output dtype, out is rounded to e4m3 at V's scale first (times
 //      fp8_output_scale(descale_v), rounded, divided back): a forward that writes e4m3 alone,
@@ -41,6 +43,13 @@ struct Fp8Recipe {
   int64_t key_tile = 128;                       // step 4
   bool reverse_keys = false;                    // step 4: last tile first
   int p_max_offset = 8;                         // step 4: P's largest value is 2^8
+  // Steps 3 and 4's sums (Q K^T and P V): 0 adds the products in fp32, one at a time; a kernel on
+  // Hopper's FP8 tensor cores adds them 32 at a time, each step keeping this many bits below its
+  // largest term (tensor_core_sum, kFp8TensorCoreBits). That moves a score by a few units of
+  // 2^-13 of its largest product, which on outlier inputs (one product dwarfs the rest of its
+  // row) is more than the checker's term for unmodeled accumulators allows the LSE; and O, summed
+  // over every key of a long row, keeps 13 bits below its own size.
+  int tensor_core_sum_bits = 0;
   // The recipe's three roundings to e4m3: step 2's on Q and K, step 2's on V, step 4's on P.
   // Every kernel's recipe keeps all three; the accuracy study turns two off to measure each one's
   // share of the error (a value not rounded keeps its scaled float).
@@ -56,7 +65,8 @@ struct Fp8Recipe {
 // The recipes an opaque FP8 kernel (cuDNN's, whose tile size and key order are not published)
 // may follow: `base` (what the kernel does publish: its scales, incoherent processing, its e4m3
 // output) at 64- and 128-key tiles, forward and reverse key order, P offset 2^8 (cuDNN's
-// scale_s = 256). The checker judges such a kernel by the widest of them.
+// scale_s = 256), scores summed as the FP8 tensor cores do (kFp8TensorCoreBits). The checker
+// judges such a kernel by the widest of them.
 std::vector<Fp8Recipe> opaque_fp8_recipes(const Fp8Recipe& base = {});
 
 // One line naming the recipe ("per-block 64 scales, incoherent, 128-key tiles, P offset 2^8").
@@ -97,6 +107,9 @@ struct QuantizedInputs {
 };
 QuantizedInputs quantize_inputs(const Fp8Recipe& recipe, const Problem& problem,
                                 const AttentionInputs& inputs);
+
+// Step 3's sum of one score's `dim` e4m3 products, as `tensor_core_sum_bits` says (0: fp32).
+float fp8_score_sum(const float* q, const float* k, int64_t dim, int tensor_core_sum_bits);
 
 // Step 4, one score at a time, as every user of the recipe computes it (the kernels and the
 // checker's rows must agree to the bit on these): P's exponent x = (s - m) log2 e + offset; the

@@ -97,17 +97,20 @@ double fp32_noise_scale(const Problem& p, const ReferenceRows& reference,
 }
 
 // FP8 tensor cores do not accumulate in full fp32: Hopper's keep about 14 bits of a sum
-// (DeepSeek-V3's report, section 3.3.2, "around 14 bits"), so a score taken on them is off by up to
-// a few units of 2^-14 of the sum of its products' magnitudes, which the lowp reference (exact
-// products, fp32 sums) does not reproduce. The first H200 run (2026-12-04) measured cudnn.sdpa_fp8's
-// LSE 1e-4 to 5e-4 off at d 64/128 on normal inputs, about 2^-14 of sum|q_d k_d|. The bound takes
-// twice 2^-13 of scale * |q| * max|k| (Cauchy-Schwarz, >= sum|q_d k_d|): its score error, which
-// moves the LSE by at most as much and the output by at most 2 * max|v| times as much. The LSE
-// allows twice that, the factor the bound gives every modeled error (2 * the lowp error): the term
-// is an estimate, not a worst case. The emulator's FP8 model (kernels/emu/tensor_core_sum.h: 13
-// bits below the largest product's exponent, each of a step's 32 products truncated) exceeded it
-// once on outlier inputs, where one large product sets the exponent that the others lose their
-// bits against (hopper-fp8, seed 14593423715333062444: LSE 0.0159 against 0.0148 allowed).
+// (DeepSeek-V3's report, section 3.3.2, "around 14 bits"). A kernel's recipe that runs on them
+// says so (Fp8Recipe::tensor_core_sum_bits: the 13-bit model of reference/tensor_core_sum.h, which
+// the emulator takes too), so the lowp rows carry that model's score errors. This term covers an
+// accumulator the model does not match: a GPU's, until PtxConformance fits the model to one; an
+// opaque kernel's; a host kernel summing in fp32. The first H200 run (2026-12-04) measured
+// cudnn.sdpa_fp8's LSE 1e-4 to 5e-4 off at d 64/128 on normal inputs, about 2^-14 of
+// sum|q_d k_d|. The bound takes twice 2^-13 of scale * |q| * max|k| (Cauchy-Schwarz,
+// >= sum|q_d k_d|): its score error, which moves the LSE by at most as much and the output by at
+// most 2 * max|v| times as much. The LSE allows twice that, the factor the bound gives every
+// modeled error (2 * the lowp error): the term is an estimate, not a worst case. Before the
+// recipes modeled the sums, this term alone stood for the emulator's 13 bits and fell short twice
+// on outlier inputs, where one product sets the exponent the row's other 127 lose their bits
+// against (hopper-fp8, seeds 14593423715333062444 and 4814989704792686942: LSE 0.0159 against
+// 0.0148 allowed, 0.0417 against 0.0374).
 constexpr double kFp8ScoreRelativeError = 0x1p-12;
 
 }  // namespace

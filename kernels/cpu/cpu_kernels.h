@@ -20,7 +20,8 @@ Kernel cpu_flash_fp8_kernel();
 Kernel cpu_flash_fp8_block_kernel();
 Kernel cpu_flash_fp8_incoherent_kernel();
 Kernel cpu_flash_fp8_block_incoherent_kernel();
-// Any recipe as a CPU kernel (the four above are four recipes; tests build others).
+// Any recipe summing in fp32 (tensor_core_sum_bits 0) as a CPU kernel (the four above are four
+// recipes; tests build others).
 Kernel cpu_flash_fp8_recipe_kernel(const std::string& name, const std::string& summary,
                                    const Fp8Recipe& recipe);
 

@@ -295,6 +295,12 @@ Kernel cpu_flash_fp8_recipe_kernel(const std::string& name, const std::string& s
     if (Status status = cpu::check_problem_for_plan(table, problem); !status) return status;
     if (std::string why = fp8_recipe_limits(recipe, problem); !why.empty())
       return Status::Error("unsupported: " + why);
+    if (recipe.tensor_core_sum_bits != 0) {
+      return Status::Error(
+          "unsupported: cpu.flash_fp8 sums in fp32 (BLAS), not as the FP8 "
+          "tensor cores do (tensor_core_sum_bits " +
+          std::to_string(recipe.tensor_core_sum_bits) + ")");
+    }
     auto plan = std::make_unique<FlashFp8Plan>(problem, recipe);
     if (Status status = plan->allocate(context.scratch); !status) return status;
     return plan;

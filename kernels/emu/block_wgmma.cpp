@@ -11,8 +11,8 @@
 #include "kernels/emu/block.h"
 #include "kernels/emu/block_thread.h"
 #include "kernels/emu/sanitizer.h"
-#include "kernels/emu/tensor_core_sum.h"
 #include "reference/formats.h"
+#include "reference/tensor_core_sum.h"
 
 namespace attnbench::emu {
 

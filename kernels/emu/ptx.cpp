@@ -4,8 +4,8 @@
 #include <cstring>
 #include <limits>
 
-#include "kernels/emu/tensor_core_sum.h"
 #include "reference/formats.h"
+#include "reference/tensor_core_sum.h"
 
 namespace attnbench::emu {
 

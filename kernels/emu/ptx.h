@@ -26,7 +26,7 @@ RowsRead ldmatrix(unsigned matrices, bool transposed, uint32_t address, uint32_t
                   Site site);
 
 // mma.sync.aligned.m16n8k16.row.col.f32.{f16,bf16}.{f16,bf16}.f32, D = A B + C in place.
-// Accumulation: kernels/emu/tensor_core_sum.h, the model fitted on an H200.
+// Accumulation: reference/tensor_core_sum.h, the model fitted on an H200.
 void mma_m16n8k16(MmaInput input, float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1,
                   Site site);
 

@@ -17,7 +17,7 @@
 // 4j + 2i + e at row 16w + g + 8i, column 8j + 2t + e; an A fragment in registers is mma.sync
 // m16n8k16's (register 0: row g, k 2t + e; 1: row g + 8; 2: row g, k 2t + 8 + e; 3: row g + 8,
 // k 2t + 8 + e). The shared-memory tiles follow kernels/cuda/common/wgmma_descriptor.h.
-// Accumulation as for mma.sync: kernels/emu/tensor_core_sum.h, the model fitted on an H200.
+// Accumulation as for mma.sync: reference/tensor_core_sum.h, the model fitted on an H200.
 // e4m3 inputs (m64nNk32): 32 deep, one byte an element (a K-major k32 step is 32 bytes, as a
 // 16-bit k16 step); both operands K-major (the ISA has no transpose for FP8: V must be stored
 // [d][key]); an A fragment in registers is mma.sync m16n8k32's for 8-bit types (register 0: row g,

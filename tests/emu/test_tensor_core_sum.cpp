@@ -1,4 +1,4 @@
-// kernels/emu/tensor_core_sum.h: the tensor cores' fp32 accumulation as an H200 gave it. The
+// reference/tensor_core_sum.h: the tensor cores' fp32 accumulation as an H200 gave it. The
 // recorded vectors are mma.sync outputs from the first GPU runs' PtxConformance data
 // (2026-12-04), chosen where rounding the exact sum once to nearest gives other bits: a model that
 // rounds, keeps another number of bits, or aligns to the products' true exponents fails them.
@@ -10,8 +10,8 @@
 #include <random>
 #include <vector>
 
-#include "kernels/emu/tensor_core_sum.h"
 #include "reference/formats.h"
+#include "reference/tensor_core_sum.h"
 
 namespace attnbench {
 namespace {
@@ -58,7 +58,7 @@ TEST(TensorCoreSum, GivesTheBitsAnH200GaveWhereRoundingOnceDoesNot) {
       exact += static_cast<double>(a[k]) * b[k];
     }
     EXPECT_NE(bits_of(static_cast<float>(exact)), r.d) << "not a distinguishing vector";
-    EXPECT_EQ(bits_of(emu::tensor_core_sum(float_of(r.c), a, b, 16)), r.d)
+    EXPECT_EQ(bits_of(tensor_core_sum(float_of(r.c), a, b, 16)), r.d)
         << "c " << float_of(r.c) << ": expected " << float_of(r.d);
   }
 }
@@ -82,7 +82,7 @@ TEST(TensorCoreSum, TruncatesNonNegativeSumsDownByLessThanItsQuanta) {
     }
     exact += c;
     alignment = std::max(alignment, std::ilogb(c));
-    const double got = emu::tensor_core_sum(c, a, b, 16);
+    const double got = tensor_core_sum(c, a, b, 16);
     EXPECT_LE(got, exact);
     const double allowed = 17 * std::ldexp(1.0, alignment - 25) + std::ldexp(exact, -23);
     EXPECT_GE(got, exact - allowed) << "trial " << trial;
@@ -95,13 +95,13 @@ TEST(TensorCoreSum, TheFp8ModelKeepsThirteenBitsBelowTheAlignment) {
   const float one[2] = {1.0f, 1.0f};
   const float small[2] = {1.0f, 0x1p-14f};
   const float kept[2] = {1.0f, 0x1p-13f};
-  EXPECT_EQ(emu::tensor_core_sum(0.0f, small, one, 2, 1, emu::kFp8TensorCoreBits), 1.0f);
-  EXPECT_EQ(emu::tensor_core_sum(0.0f, kept, one, 2, 1, emu::kFp8TensorCoreBits), 1.0f + 0x1p-13f);
-  EXPECT_EQ(emu::tensor_core_sum(0.0f, small, one, 2), 1.0f + 0x1p-14f);  // fp16/bf16: kept
+  EXPECT_EQ(tensor_core_sum(0.0f, small, one, 2, 1, kFp8TensorCoreBits), 1.0f);
+  EXPECT_EQ(tensor_core_sum(0.0f, kept, one, 2, 1, kFp8TensorCoreBits), 1.0f + 0x1p-13f);
+  EXPECT_EQ(tensor_core_sum(0.0f, small, one, 2), 1.0f + 0x1p-14f);  // fp16/bf16: kept
   // Negative terms truncate toward zero too: -2^-14 - 2^-15 below 1 is lost entirely.
   const float negative[3] = {1.0f, -0x1p-14f, -0x1p-15f};
   const float ones[3] = {1.0f, 1.0f, 1.0f};
-  EXPECT_EQ(emu::tensor_core_sum(0.0f, negative, ones, 3, 1, emu::kFp8TensorCoreBits), 1.0f);
+  EXPECT_EQ(tensor_core_sum(0.0f, negative, ones, 3, 1, kFp8TensorCoreBits), 1.0f);
 }
 
 }  // namespace

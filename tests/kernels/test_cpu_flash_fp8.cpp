@@ -160,6 +160,15 @@ TEST_P(CpuFlashFp8, RefusesWhatItsRecipeCannotRun) {
               "unsupported: incoherent processing needs a power-of-two head_dim_qk up to 256 "
               "(given 96)");
   }
+  Fp8Recipe on_tensor_cores = *kernel.fp8_recipe;
+  on_tensor_cores.tensor_core_sum_bits = 13;
+  on_tensor_cores.block_rows = on_tensor_cores.key_tile;  // inside the recipe's own limits
+  const Result<std::unique_ptr<Plan>> narrow =
+      cpu_flash_fp8_recipe_kernel("test.narrow", "", on_tensor_cores)
+          .make_plan(parsed_shape("b=1,hq=1,s=16,d=64,dtype=bf16"), PlanContext{scratch});
+  ASSERT_FALSE(narrow.ok()) << "a host kernel summing with BLAS took the tensor cores' recipe";
+  EXPECT_NE(narrow.status().message.find("sums in fp32"), std::string::npos)
+      << narrow.status().message;
 }
 
 TEST_P(CpuFlashFp8, ReportsItsQuantizedCopiesAsExtraMemory) {

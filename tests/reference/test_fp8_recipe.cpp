@@ -1,6 +1,7 @@
 // reference/fp8_recipe: the incoherent rotation keeps Q K^T and spreads an outlier; every scale
 // group's largest value lands on e4m3's 448; the recipe's row is the kernels' truth, so a row
-// computed with its tiles visited in reverse differs only by P's rounding. Fresh random inputs.
+// computed with its tiles visited in reverse differs only by P's rounding; a score summed on the
+// FP8 tensor cores is four chained steps of their model. Fresh random inputs.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -11,6 +12,7 @@
 #include "reference/formats.h"
 #include "reference/fp8_recipe.h"
 #include "reference/fp8_scale.h"
+#include "reference/tensor_core_sum.h"
 
 namespace attnbench {
 namespace {
@@ -70,6 +72,39 @@ TEST(Fp8Recipe, TheSharedDescaleRuleMapsAmaxOntoE4m3sLargest) {
   std::mt19937 rng(std::random_device{}());
   const float amax = std::uniform_real_distribution<float>(1e-3f, 1e3f)(rng);
   EXPECT_EQ(fp8_descale(amax), amax / 448.0f) << "amax " << amax;
+}
+
+// Step 3 on the FP8 tensor cores: 32 products a step, each step's sum the next step's C, as the
+// kernels chain their wgmma; an outlier product makes the narrow sum lose the small ones' bits,
+// where fp32 keeps them. A recipe that cannot give one V descale a tile is refused.
+TEST(Fp8Recipe, ScoresOnTheTensorCoresChainTheirModelsSteps) {
+  std::mt19937 rng(std::random_device{}());
+  std::uniform_int_distribution<int> byte(0, 0x7e);  // positive finite e4m3
+  std::vector<float> q(128), k(128);
+  for (size_t d = 0; d < q.size(); ++d) {
+    q[d] = e4m3_bits_to_float(static_cast<uint8_t>(byte(rng) | (rng() % 2 ? 0x80 : 0)));
+    k[d] = e4m3_bits_to_float(static_cast<uint8_t>(byte(rng)));
+  }
+  q[rng() % 128] = 448.0f;
+  k[0] = 448.0f;
+  float chained = 0;
+  for (size_t first = 0; first < 128; first += kFp8MmaDepth)
+    chained = tensor_core_sum(chained, &q[first], &k[first], kFp8MmaDepth, 1, kFp8TensorCoreBits);
+  EXPECT_EQ(fp8_score_sum(q.data(), k.data(), 128, kFp8TensorCoreBits), chained);
+  float fp32 = 0;
+  for (size_t d = 0; d < q.size(); ++d) fp32 += q[d] * k[d];
+  EXPECT_EQ(fp8_score_sum(q.data(), k.data(), 128, 0), fp32);
+  EXPECT_NE(chained, fp32) << "the narrow sum kept every bit of 128 random products";
+
+  Problem p;
+  ASSERT_TRUE(parse_shape("b=1,hq=1,s=256,d=64,dtype=bf16", p).ok);
+  Fp8Recipe recipe;
+  recipe.scaling = Fp8Scaling::per_block;
+  recipe.tensor_core_sum_bits = kFp8TensorCoreBits;
+  recipe.block_rows = recipe.key_tile = 128;
+  EXPECT_EQ(fp8_recipe_limits(recipe, p), "");
+  recipe.block_rows = 64;
+  EXPECT_NE(fp8_recipe_limits(recipe, p).find("one V scale a key tile"), std::string::npos);
 }
 
 TEST(Fp8Recipe, VisitingTheTilesInReverseChangesOnlyPsRounding) {

@@ -16,6 +16,7 @@
 #include "kernels/cuda/common/tma_map.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/flash3/flash3_fp8_launch.h"
+#include "reference/tensor_core_sum.h"
 
 namespace attnbench::flash3 {
 inline namespace ATTNBENCH_TARGET {
@@ -275,6 +276,7 @@ Fp8Recipe flash3_fp8_recipe(bool incoherent, bool block_scales) {
   Fp8Recipe recipe;
   recipe.key_tile = Fp8Tiles::kBlockK;
   recipe.p_max_offset = kFp8PMaxOffset;
+  recipe.tensor_core_sum_bits = kFp8TensorCoreBits;  // S = Q K^T on the FP8 tensor cores
   recipe.incoherent = incoherent;
   if (block_scales) {
     recipe.scaling = Fp8Scaling::per_block;

@@ -201,7 +201,8 @@ __global__ void __launch_bounds__(Fp8WsTraits<HeadDim, kTransposesV>::kThreads, 
 
   const int warpgroup = static_cast<int>(threadIdx.x) / kWarpgroupThreads;
   if (warpgroup == 0) {
-    // ---- the producer: one elected thread loads Q, then K and V^T into the ring -----------------
+    // ---- the producer: one elected thread loads Q, then K and V^T into the ring; or, when it
+    // transposes V, the whole warpgroup loads K and V as stored and writes V^T (its own routine)
     ptx::setmaxnreg_dec<T::kProducerRegisters>();
     if constexpr (kTransposesV) {
       produce_with_transpose(params, tiles, barriers, stored_v, keys, block, shared_bytes);

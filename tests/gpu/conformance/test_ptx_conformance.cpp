@@ -180,7 +180,7 @@ void ldmatrix_cases(std::mt19937& rng, int count, std::vector<uint16_t>& tiles,
 // or registers), kWgmmaCasesPerForm cases each, every case drawing each operand's swizzle (none,
 // 32, 64, 128 bytes) and, for a K-major swizzled tile, which 32 bytes of its rows the k-step is
 // (as the kernels step along d). Values: normals at a per-case scale in the input format, C
-// normals. The e4m3 forms test kernels/emu/tensor_core_sum.h's FP8 model, not yet fitted.
+// normals. The e4m3 forms test reference/tensor_core_sum.h's FP8 model, not yet fitted.
 constexpr int kWgmmaCasesPerForm = 16;
 constexpr uint32_t kWgmmaSwizzles[] = {0, 32, 64, 128};
 constexpr int kWgmmaImageElements = (kWgmmaBOffset + 256 * 128) / 2;  // B: up to 256 rows x 128 B

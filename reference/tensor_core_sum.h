@@ -1,6 +1,7 @@
 // How Hopper's tensor cores add up one k-step of 16 products for fp16/bf16 inputs with fp32
 // accumulation (mma.sync m16n8k16 and wgmma m64nNk16): the model every emulated matrix
-// instruction uses, so that the emulated device gives the hardware's bits.
+// instruction uses, so that the emulated device gives the hardware's bits, and the FP8 recipe's
+// scores use for a kernel on the FP8 tensor cores (reference/fp8_recipe.h, step 3).
 //
 // Fitted to, and matching bit for bit, 152,064 mma.sync outputs (every finite one of the first 600
 // cases of each format) of PtxConformance's inputs (cancellations, exponent gaps, subnormals,
@@ -16,20 +17,22 @@
 // outputs. Non-finite inputs take IEEE arithmetic (NaN and infinities propagate).
 #pragma once
 
-namespace attnbench::emu {
+namespace attnbench {
 
 // The quantum of step 3 is 2^(alignment - kept_bits): 25 for fp16/bf16 inputs (fitted, above).
 constexpr int kHalfTensorCoreBits = 25;
 // FP8 (e4m3) inputs, wgmma m64nNk32: NOT fitted to an H200. Hopper's FP8 tensor cores keep
 // "around 14 bits" of a sum (DeepSeek-V3's report, section 3.3.2); this model takes the same
 // steps with 32 products per k-step and a quantum of 2^(alignment - 13), until a GPU run of
-// PtxConformance measures it. The checker's kFp8ScoreRelativeError covers 14-bit sums at 16k keys
-// (tests/measure/test_checker_fp8.cpp).
+// PtxConformance measures it. The checker's kFp8ScoreRelativeError covers a GPU whose sums keep
+// more or fewer bits than this (tests/measure/test_checker_fp8.cpp).
 constexpr int kFp8TensorCoreBits = 13;
+// Products one e4m3 k-step adds (wgmma m64nNk32).
+constexpr int kFp8MmaDepth = 32;
 
 // c + sum_k a[k] * b[k * b_stride], k < count (16 for one fp16/bf16 k-step, 32 for e4m3), as the
 // tensor cores give it.
-float tensor_core_sum(float c, const float* a, const float* b, unsigned count, unsigned b_stride = 1,
-                      int kept_bits = kHalfTensorCoreBits);
+float tensor_core_sum(float c, const float* a, const float* b, unsigned count,
+                      unsigned b_stride = 1, int kept_bits = kHalfTensorCoreBits);
 
-}  // namespace attnbench::emu
+}  // namespace attnbench

@@ -1,10 +1,10 @@
-#include "kernels/emu/tensor_core_sum.h"
+#include "reference/tensor_core_sum.h"
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
 
-namespace attnbench::emu {
+namespace attnbench {
 
 namespace {
 
@@ -17,7 +17,8 @@ double truncate_to(double x, double quantum) { return std::trunc(x / quantum) * 
 // measured (the conformance inputs stay in range).
 float truncate_to_float(double x) {
   float rounded = static_cast<float>(x);
-  if (std::fabs(static_cast<double>(rounded)) > std::fabs(x)) rounded = std::nextafter(rounded, 0.0f);
+  if (std::fabs(static_cast<double>(rounded)) > std::fabs(x))
+    rounded = std::nextafter(rounded, 0.0f);
   return rounded;
 }
 
@@ -47,4 +48,4 @@ float tensor_core_sum(float c, const float* a, const float* b, unsigned count, u
   return truncate_to_float(sum);
 }
 
-}  // namespace attnbench::emu
+}  // namespace attnbench
