@@ -164,7 +164,7 @@ std::vector<Fp8Recipe> opaque_fp8_recipes(const Fp8Recipe& base) {
       recipe.key_tile = tile;
       recipe.reverse_keys = reverse;
       recipe.p_max_offset = 8;  // cuDNN's scale_s = 256
-      recipe.tensor_core_sum_bits = kFp8TensorCoreBits;  // its scores on the FP8 tensor cores
+      recipe.tensor_core_sum_bits = kFp8TensorCoreBits;  // its sums on the FP8 tensor cores
       recipes.push_back(recipe);
     }
   }

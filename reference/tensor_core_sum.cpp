@@ -42,7 +42,7 @@ float tensor_core_sum(float c, const float* a, const float* b, unsigned count, u
                       int kept_bits) {
   bool finite = std::isfinite(c);
   int alignment = std::numeric_limits<int>::min();
-  if (c != 0.0f && std::isfinite(c)) alignment = exponent_of(c);
+  if (c != 0.0f && finite) alignment = exponent_of(c);
   for (unsigned k = 0; k < count; ++k) {
     const float x = a[k], y = b[k * b_stride];
     finite = finite && std::isfinite(x) && std::isfinite(y);

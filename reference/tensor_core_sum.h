@@ -1,7 +1,8 @@
 // How Hopper's tensor cores add up one k-step of 16 products for fp16/bf16 inputs with fp32
 // accumulation (mma.sync m16n8k16 and wgmma m64nNk16): the model every emulated matrix
 // instruction uses, so that the emulated device gives the hardware's bits, and the FP8 recipe's
-// scores use for a kernel on the FP8 tensor cores (reference/fp8_recipe.h, step 3).
+// Q K^T and P V sums use for a kernel on the FP8 tensor cores (reference/fp8_recipe.h, steps 3
+// and 4).
 //
 // Fitted to, and matching bit for bit, 152,064 mma.sync outputs (every finite one of the first 600
 // cases of each format) of PtxConformance's inputs (cancellations, exponent gaps, subnormals,

@@ -28,8 +28,7 @@ namespace {
 struct OpaqueFp8 {
   int64_t key_tile = 128;
   bool reverse_keys = false;
-  int accumulator_bits =
-      0;  // bits each 32-product step of a score keeps (tensor_core_sum); 0: fp32
+  int accumulator_bits = 0;  // bits a score's 32-product steps keep (tensor_core_sum); 0: fp32
   bool no_rescale = false;   // the defect: O and l not rescaled when the running max grows
 };
 

@@ -276,7 +276,7 @@ Fp8Recipe flash3_fp8_recipe(bool incoherent, bool block_scales) {
   Fp8Recipe recipe;
   recipe.key_tile = Fp8Tiles::kBlockK;
   recipe.p_max_offset = kFp8PMaxOffset;
-  recipe.tensor_core_sum_bits = kFp8TensorCoreBits;  // S = Q K^T on the FP8 tensor cores
+  recipe.tensor_core_sum_bits = kFp8TensorCoreBits;  // Q K^T and P V on the FP8 tensor cores
   recipe.incoherent = incoherent;
   if (block_scales) {
     recipe.scaling = Fp8Scaling::per_block;
