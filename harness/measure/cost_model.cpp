@@ -98,11 +98,14 @@ constexpr double kInputFixedSeconds = 0.02;
 constexpr double kReferenceSecondsPerMultiplyAdd = 2.1e-9;
 constexpr double kFp8ReferenceFactor = 1.7;
 // Not counted yet: the FP8 recipe rows the checker adds for a kernel judged by its own recipe (one
-// set) or by the envelope (four). Measured roughly on this host at the figure shape, with a build
-// running beside it (2026-12-05): a set costs about 2x one 16-bit reference pass with fp32 sums,
-// 4x with the tensor cores' 13-bit sums. Counted (at 2.3x and 5x), the H200 plan went from 234 s
-// to 322 s, past its 240 s: the rows must get cheaper first (the envelope's four recipes could
-// share their scores, which differ in step 4 only).
+// set) or by the envelope (four). Measured on this host, quiet, both cores, at the figure shape
+// (b=2,hq=16,s=8192,d=128, 480 checked rows; 2026-12-06): on e4m3 inputs the reference took 7.1 s
+// (this model: 7.2 s), one set of the kernels' own recipe 4.4 s (13-bit sums; 1.8 s with fp32
+// sums), the envelope's four 15.5 s; on bf16 inputs cuda.flash3_fp8's and _incoherent's recipes
+// (quantizing the inputs too) 5.0 s and 5.2 s. Counted, the H200 plan would grow by about 30 s, to
+// about 264 s, past its 240 s: the rows must get cheaper first (the envelope's four recipes could
+// share their scores, which differ in step 4 only; P V's 13-bit sums could run a column at a
+// time), or the plan take the GPU host's own rates, which no run has measured (it has 16 cores).
 // The comparison of the checked rows against the reference, per output element.
 constexpr double kCompareSecondsPerElement = 4e-9;
 
