@@ -26,7 +26,6 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
-#include <numeric>
 #include <optional>
 #include <random>
 #include <string>
