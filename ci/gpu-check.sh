@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # ci/gpu-check.sh OUTDIR [--budget S] [--filter REGEX]
-# ci/gpu-check.sh --plan [--device-model h200]
+# ci/gpu-check.sh --plan [--device-model h100|h200]   (default: the GPU present, else h200)
 # ci/gpu-check.sh --rehearse OUTDIR
 #
 # The one command that proves the GPU side on a host with a GPU and no package registry (CUDA 13,

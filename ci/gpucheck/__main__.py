@@ -1,7 +1,7 @@
 """ci/gpu-check.sh's implementation (the shell script only finds python3 and calls this):
 
     gpu-check OUTDIR [--budget S] [--filter REGEX]   the check, on a GPU host
-    gpu-check --plan [--device-model h200]           the plan and its predicted seconds
+    gpu-check --plan [--device-model h100|h200]      the plan and its predicted seconds
     gpu-check --rehearse OUTDIR                      every step that needs no GPU, here
 """
 
@@ -27,7 +27,9 @@ def main(argv=None):
                         help=f"seconds for the whole check (default {plan.DEFAULT_BUDGET_S})")
     parser.add_argument("--filter", default="", help="regex narrowing the sanitizer and smoke cases")
     parser.add_argument("--plan", action="store_true", help="print the plan and exit")
-    parser.add_argument("--device-model", default="h200", help="with --plan: the modeled GPU")
+    parser.add_argument("--device-model", default=None,
+                        help="with --plan: the modeled GPU, h100 or h200 (default: the GPU "
+                        "present, else attnbench's default, h200)")
     parser.add_argument("--cli", default=None, help="with --plan: the attnbench binary to plan with "
                         "(default $ATTNBENCH_CLI, else build/bin/attnbench)")
     parser.add_argument("--rehearse", action="store_true",
@@ -41,7 +43,7 @@ def main(argv=None):
             parser.error(f"--plan needs an attnbench binary: {cli} does not exist (build it, or "
                          "give --cli)")
         steps = plan.predict(plan.steps(args.filter), cli, args.device_model)
-        print(plan.format_plan(steps, args.device_model, args.budget))
+        print(plan.format_plan(steps, args.budget))
         return 0 if plan.plan_fits(steps) else 1
     if not args.outdir:
         parser.error("OUTDIR is required (or --plan)")

@@ -243,6 +243,9 @@ class Evidence:
             interrupted = {"signal": str(interrupted), "step": "?"}
         self.interrupted: dict | None = interrupted or None
         self.gpu_line = str(data.get("gpu") or "")
+        # The GPU's device model as attnbench named it (`list devices --json`: "h100", "h200"),
+        # "" for a card no model describes or a run that recorded none (before 2026-12-06).
+        self.device_model = str(data.get("device_model") or "")
         self.bundle = data.get("bundle") if isinstance(data.get("bundle"), dict) else {}
         self.runs = {key: value for key, value in (data.get("runs") or {}).items()
                      if isinstance(value, int)}
@@ -353,11 +356,6 @@ class Evidence:
         if self.gpu_line:
             return self.gpu_line
         return ", ".join(sorted({d["name"] for d in self.gpu_devices()}))
-
-    def other_gpu(self) -> bool:
-        """True when the GPU is known and is not an H200 (unknown: judge what is there)."""
-        name = self.device_name()
-        return bool(name) and "H200" not in name
 
     def case_budget(self, step: str) -> float | None:
         """max_case_seconds of a step's run: evidence.json's, else the run's protocol."""

@@ -4,7 +4,8 @@ A GPU call is scarce: one run of gpu-check must clear GPU-CLAIMS.md inside its b
 steps come in the order of what they prove per second (the figures every claim names first;
 then the correctness matrix; then the sanitizers; then the smoke suite), and each step's cost
 is predicted before anything runs: attnbench's own cost model (`attnbench plan --json`: the
-forward from FLOPs and bytes over the H200's ceilings at a per-kernel efficiency, the host's
+forward from FLOPs and bytes over the modeled GPU's ceilings (h100 or h200: the GPU present, or
+`--device-model`) at a per-kernel efficiency, the host's
 inputs and reference, the harness's timing plan in wall-clock time, cuDNN graph builds) for
 every attnbench call, plus the fixed costs below for what is not a case (process starts,
 compute-sanitizer's start-up, the calibration GEMMs). A prediction is a lead: a GPU run's
@@ -15,8 +16,9 @@ import dataclasses
 import json
 import subprocess
 
-# What gpu-check promises (issue 11): the whole check fits 300 s; the plan for an H200 leaves
-# a margin (240 s), and the figures, the reason for a GPU call, are done in the first 120 s.
+# What gpu-check promises (issue 11): the whole check fits 300 s; the plan for either Hopper (H100
+# or H200) leaves a margin (240 s), and the figures, the reason for a GPU call, are done in the
+# first 120 s.
 DEFAULT_BUDGET_S = 300
 PLAN_LIMIT_S = 240
 FIGURES_BY_S = 120
@@ -99,6 +101,8 @@ class Step:
     fixed_s: float = 0.0
     predicted_s: float = 0.0
     ends_at_s: float = 0.0
+    device_model: str = ""  # the model attnbench planned its calls for ("" for fixed costs)
+    device_model_source: str = ""  # why that model (--device-model, the GPU present, default)
 
 
 def steps(case_filter=""):
@@ -154,9 +158,11 @@ def steps(case_filter=""):
             figures, ctest, sanitizer, smoke, profile]
 
 
-def attnbench_plan(cli, plan_args, device_model, environment=None):
-    """`attnbench plan --json`: the cases and their predicted seconds."""
-    command = [cli, "plan", "--device-model", device_model, "--json", *plan_args]
+def attnbench_plan(cli, plan_args, device_model=None, environment=None):
+    """`attnbench plan --json`: the cases and their predicted seconds, for `device_model` (None:
+    attnbench takes the GPU present, else its default)."""
+    model_args = ["--device-model", device_model] if device_model else []
+    command = [cli, "plan", *model_args, "--json", *plan_args]
     done = subprocess.run(command, capture_output=True, text=True, check=False, env=environment)
     if done.returncode != 0:
         raise RuntimeError(f"{' '.join(command)}: {done.stderr.strip()}")
@@ -205,8 +211,9 @@ def predict_ctest(cli, device_model, environment=None):
     return lanes_makespan(durations, CTEST_PARALLEL), cases, rows
 
 
-def predict(plan_steps, cli, device_model="h200", environment=None):
-    """Fills predicted_s of every call and step and the step's end time, in order."""
+def predict(plan_steps, cli, device_model=None, environment=None):
+    """Fills predicted_s of every call and step and the step's end time, in order; each step
+    planned by attnbench names the device model it was planned for."""
     clock = 0.0
     for step in plan_steps:
         total = step.fixed_s
@@ -219,6 +226,8 @@ def predict(plan_steps, cli, device_model="h200", environment=None):
                 call.predicted_s = call.fixed_s
                 if call.plan_args is not None:
                     planned = attnbench_plan(cli, call.plan_args, device_model, environment)
+                    step.device_model = planned["device_model"]
+                    step.device_model_source = planned.get("device_model_source", "")
                     call.cases = sum(1 for c in planned["cases"] if c["supported"])
                     call.rows = [(f"{c['kernel']} {c['shape']}", c["case_s"])
                                  for c in planned["cases"] if c["supported"]]
@@ -235,10 +244,18 @@ def predict(plan_steps, cli, device_model="h200", environment=None):
     return plan_steps
 
 
-def format_plan(plan_steps, device_model, budget_s):
+def planned_device_model(plan_steps):
+    """(model, source) attnbench planned the steps for: ("", "") when no step asked it."""
+    planned = next((s for s in plan_steps if s.device_model), None)
+    return (planned.device_model, planned.device_model_source) if planned else ("", "")
+
+
+def format_plan(plan_steps, budget_s):
     """The plan as text: every step, its calls and cases, predicted seconds, the verdicts."""
-    lines = [f"gpu-check plan for a modeled {device_model} (budget {budget_s:g} s; "
-             f"plan limit {PLAN_LIMIT_S} s, figures by {FIGURES_BY_S} s)", ""]
+    model, source = planned_device_model(plan_steps)
+    lines = [f"gpu-check plan for a modeled {model or '?'} ({source or 'no attnbench call'}; "
+             f"budget {budget_s:g} s; plan limit {PLAN_LIMIT_S} s, figures by {FIGURES_BY_S} s)",
+             ""]
     lines.append(f"{'step':<11} {'predicted':>10} {'ends at':>9}  what it proves / runs")
     for step in plan_steps:
         lines.append(f"{step.name:<11} {step.predicted_s:>9.1f}s {step.ends_at_s:>8.1f}s  "

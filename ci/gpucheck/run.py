@@ -93,6 +93,7 @@ class Check:
         self.evidence = {
             "started_at": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
             "budget_s": budget_s, "finished": False, "interrupted": None, "gpu": "",
+            "device_model": "",
             "bundle": {}, "git_sha": "", "prechecks": self.prechecks, "steps": [], "runs": {},
             # Each run's max_case_seconds is read from its stored protocol, not repeated here.
             "ctest_junit": "ctest.xml", "timer_xml": "timer.xml", "sanitizer": {},

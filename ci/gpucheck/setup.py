@@ -10,6 +10,7 @@ one-line reason; only a GPU that is missing or a bundle that cannot load stops t
 
 import ctypes
 import hashlib
+import json
 import os
 import re
 import shutil
@@ -258,16 +259,26 @@ def find_tool(name):
 
 
 def check_attnbench(check, log):
-    """The binary starts, and (on a GPU host) sees the GPU."""
-    what = ["list", "kernels"] if check.rehearse else ["list", "devices"]
+    """The binary starts, and (on a GPU host) sees the GPU; the GPU's device model, as attnbench
+    decides it (harness/measure/cost_model.h), goes into the evidence: the claims judge each
+    figure against that model's threshold."""
+    what = ["list", "kernels"] if check.rehearse else ["list", "devices", "--json"]
     done = subprocess.run([check.bundle.cli, *what], capture_output=True, text=True,
                           env=check.environment)
     log.write(done.stdout + done.stderr)
     if done.returncode != 0:
         return f"missing: attnbench {' '.join(what)} exited {done.returncode}: {done.stderr.strip()[:200]}"
-    if not check.rehearse and not re.search(r"^cuda:", done.stdout, flags=re.M):
+    if check.rehearse:
+        return "ok (rehearsal: loads, no GPU)"
+    try:
+        devices = json.loads(done.stdout)["devices"]
+    except (ValueError, KeyError, TypeError) as error:
+        return f"missing: attnbench list devices --json: unreadable ({error})"
+    gpus = [d for d in devices if d.get("backend") == "cuda"]
+    if not gpus:
         return "missing: nvidia-smi sees a GPU, attnbench does not"
-    return "ok" + (" (rehearsal: loads, no GPU)" if check.rehearse else "")
+    check.evidence["device_model"] = gpus[0].get("device_model") or ""
+    return "ok"
 
 
 # ---- the step ------------------------------------------------------------------------------------

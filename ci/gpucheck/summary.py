@@ -123,6 +123,8 @@ def device_lines(evidence: Evidence) -> list[str]:
             f"ECC {on_off(d.get('ecc'))}, persistence {on_off(d.get('persistence'))}")
     if not lines:
         lines.append(f"- device (nvidia-smi): {evidence.gpu_line or 'unknown'}")
+    lines.append(f"- device model: {evidence.device_model or 'none'} (the claims' thresholds are "
+                 "taken for it; a claim stating none for it reads not judged)")
     return lines
 
 
@@ -217,9 +219,12 @@ def energy_lines(evidence: Evidence) -> list[str]:
 # ---- the document ------------------------------------------------------------------------------
 
 
+CLAIM_COLUMNS = ["id", "claim", "threshold", "judged for", "measured", "result", "why"]
+
+
 def claim_rows(verdicts: list) -> list[list]:
     return [[claim.id, shorten(claim.text.replace("`", ""), CLAIM_TEXT_LIMIT), v.threshold,
-             v.measured, v.result, v.why] for claim, v in verdicts]
+             v.judged_for, v.measured, v.result, v.why] for claim, v in verdicts]
 
 
 def section(title: str, body: str | list[str]) -> list[str]:
@@ -237,8 +242,7 @@ def render(evidence: Evidence, verdicts: list, claims_error: str | None) -> str:
     if claims_error:
         claims_body = f"**GPU-CLAIMS.md could not be read**: {claims_error}"
     else:
-        claims_body = table(["id", "claim", "threshold", "measured", "result", "why"],
-                            claim_rows(verdicts))
+        claims_body = table(CLAIM_COLUMNS, claim_rows(verdicts))
     md += section("Claims (GPU-CLAIMS.md)", claims_body)
     calibrations = calibration_rows(evidence)
     md += section("Calibrations", table(["device", "kind", "dtype", "value", "how"], calibrations)
@@ -266,8 +270,7 @@ def render_claims_only(evidence: Evidence, verdicts: list, error: Exception) -> 
                       f"**Summary incomplete**: writing it failed with {type(error).__name__}: "
                       f"{error}", "",
                       *section("Claims (GPU-CLAIMS.md)",
-                               table(["id", "claim", "threshold", "measured", "result", "why"],
-                                     claim_rows(verdicts)))])
+                               table(CLAIM_COLUMNS, claim_rows(verdicts)))])
 
 
 def exit_status(evidence: Evidence, verdicts: list, claims_error: str | None) -> int:

@@ -106,6 +106,8 @@ class Scenario:
     flash3_tflops: float | None = 600.0  # cuda.flash3 at the figure shape; None: no result
     flash3_causal_ratio: float = 0.93  # its causal over non-causal rate at seqlen 16k
     gpu_name: str = "NVIDIA H200"
+    device_model: str = "h200"  # as `attnbench list devices --json` names the card ("": none)
+    copy_tb_per_s: tuple = (4.05, 4.5)  # the calibrated copy is drawn in this range
     schema_version: int | None = None  # None: every migration, with schema 5's timing columns
     steps: dict = field(default_factory=dict)  # step name -> result replacing 'pass'
     # By test name without the parameter comment ('.../cudnn_sdpa_shard2of4'):
@@ -180,7 +182,7 @@ class OutdirBuilder:
         values = {("gemm", "fp16"): self.rng.uniform(720, 800) * TERA,
                   ("gemm", "bf16"): self.rng.uniform(720, 800) * TERA,
                   ("gemm", "e4m3"): self.rng.uniform(1300, 1500) * TERA,
-                  ("copy", "bytes"): self.rng.uniform(4.05, 4.5) * TERA}
+                  ("copy", "bytes"): self.rng.uniform(*self.scenario.copy_tb_per_s) * TERA}
         for (kind, dtype), value in values.items():
             self.fixture.calibration(gpu, kind, dtype, value, STARTED)
         self.built.calibrations = values
@@ -326,6 +328,7 @@ class OutdirBuilder:
             # What run.py measures: the steps plus what runs between them (the summaries).
             "elapsed_s": round(sum(s["seconds"] for s in steps) + self.rng.uniform(1, 5), 1),
             "gpu": f"GPU 0: {self.scenario.gpu_name} (UUID: {GPU_UUID})",
+            "device_model": self.scenario.device_model,
             "bundle": {"git_sha": "c" * 40, "git_dirty": "no", "built_at": "2026-12-02T18:00:00Z",
                        "built_on": "build-1", "cuda_architectures": "sm_80 sm_90a"},
             "git_sha": "c" * 40,

@@ -28,11 +28,13 @@ needs_cli = pytest.mark.skipif(not Path(CLI).exists(), reason=f"no attnbench bin
 # ---- the plan ------------------------------------------------------------------------------------
 
 @needs_cli
-def test_the_plan_for_an_h200_fits_with_the_figures_first():
-    done = subprocess.run([str(ROOT / "ci" / "gpu-check.sh"), "--plan", "--device-model", "h200"],
+@pytest.mark.parametrize("model", ["h100", "h200"])
+def test_the_plan_for_either_hopper_fits_with_the_figures_first(model):
+    done = subprocess.run([str(ROOT / "ci" / "gpu-check.sh"), "--plan", "--device-model", model],
                           capture_output=True, text=True, env=dict(os.environ, ATTNBENCH_CLI=CLI))
     assert done.returncode == 0, done.stdout + done.stderr
     text = done.stdout
+    assert text.startswith(f"gpu-check plan for a modeled {model} (--device-model;"), text
     order = [m.group(1) for m in re.finditer(r"^(\S+)\s+[\d.]+s\s+[\d.]+s", text, flags=re.M)]
     assert order == ["setup", "figures", "ctest", "sanitizer", "gpu-smoke", "profile"], text
     figures_end = float(re.search(r"figures done at ([\d.]+) s", text).group(1))
@@ -41,6 +43,29 @@ def test_the_plan_for_an_h200_fits_with_the_figures_first():
     assert total <= plan.PLAN_LIMIT_S, text
     assert "run --suite gpu-figures" in text and "racecheck" in text and "synccheck" in text
     assert "profile --suite masking" in text
+
+
+@needs_cli
+def test_plan_names_its_model_and_refuses_an_unknown_one():
+    """Without --device-model a build machine plans for the default and says so; an H100's
+    slower memory makes a memory-bound case cost more than on an H200, a compute-bound one not."""
+    memory_bound = ["--shape", "b=1,hq=32,sq=1,sk=65536,d=128,dtype=bf16", "--kernels",
+                    "cuda.flash2"]
+    default = plan.attnbench_plan(CLI, memory_bound)
+    assert (default["device_model"], default["device_model_source"]) == \
+        ("h200", "no GPU here: the default")
+    h100 = plan.attnbench_plan(CLI, memory_bound, "h100")
+    assert h100["rates_measured"].startswith("leads")
+    ratio = h100["cases"][0]["forward_s"] / default["cases"][0]["forward_s"]
+    assert 1.3 < ratio < 1.5, ratio  # 4.3 / 3.0 TB/s, less the launch both pay
+    compute_bound = ["--shape", "b=2,hq=16,s=8192,d=128,dtype=bf16", "--kernels", "cudnn.sdpa"]
+    assert plan.attnbench_plan(CLI, compute_bound, "h100")["cases"][0]["forward_s"] == \
+        pytest.approx(plan.attnbench_plan(CLI, compute_bound, "h200")["cases"][0]["forward_s"],
+                      rel=0.02)
+    done = subprocess.run([CLI, "plan", "--device-model", "a100", *compute_bound],
+                          capture_output=True, text=True)
+    assert done.returncode == 2
+    assert done.stderr.strip() == "error: --device-model 'a100': accepted: h100, h200"
 
 
 @needs_cli

@@ -41,10 +41,13 @@ _CLAIMS_DIR = tempfile.TemporaryDirectory(prefix="gpucheck-claims.")  # removed 
 CLAIMS = every_judged_claim(Path(_CLAIMS_DIR.name) / "GPU-CLAIMS.md")
 # The claims gpu-check cannot measure on its one-H200 host, or within its 240 s plan.
 HOST_LIMITED = {"multi-gpu", "nvtx", "a100", "nightly-10min"}
-H200_FIGURES = {"cudnn-figure", "cudnn-fp8-figure", "flash2-figure", "flash3-figure",
-                "flash3-fp8-figure", "flash3-fp8-hadamard-cost", "calibrate-bf16-gemm",
-                "calibrate-copy"}
-COLUMNS = ("id", "claim", "threshold", "measured", "result", "why")
+# The claims whose threshold is stated per device model (an absolute figure, or a ratio to a peer
+# stated for the Hoppers); every other claim is judged on any GPU.
+PER_MODEL = {"cudnn-figure", "cudnn-fp8-figure", "flash2-figure", "flash3-figure",
+             "flash3-fp8-figure", "calibrate-bf16-gemm", "calibrate-copy"}
+# Of those, the ones stated for the H200 only: an H100 run reads them "not judged".
+H200_ONLY = {"cudnn-figure", "cudnn-fp8-figure"}
+COLUMNS = ("id", "claim", "threshold", "judged for", "measured", "result", "why")
 
 
 def summary_claims(outdir: Path) -> dict[str, dict]:
@@ -81,7 +84,7 @@ def test_every_claim_id_has_a_judge_and_a_row_and_a_healthy_run_passes_them(tmp_
     # The ids the issues name, so that a renamed or dropped id shows here.
     for required in ("flash2-figure", "flash2-correct", "l2-flush-clean", "racecheck-clean",
                      "synccheck-clean", "timing-wall-plan", "gpu-check-budget", *HOST_LIMITED,
-                     *H200_FIGURES):
+                     *PER_MODEL):
         assert required in ids
 
     built = build_outdir(tmp_path, rng)
@@ -417,16 +420,73 @@ def test_a_rehearsal_measures_nothing(tmp_path, rng):
     assert status == 0
 
 
-def test_figures_are_for_an_h200_only(tmp_path, rng):
-    build_outdir(tmp_path, rng, Scenario(gpu_name="NVIDIA A100-SXM4-80GB"))
+def test_a_card_without_a_model_reads_not_judged_for_every_per_model_claim(tmp_path, rng):
+    build_outdir(tmp_path, rng, Scenario(gpu_name="NVIDIA A100-SXM4-80GB", device_model=""))
     status, rows = summarize(tmp_path)
-    for claim_id in H200_FIGURES:
+    for claim_id in PER_MODEL:
         assert rows[claim_id]["result"] == NOT_MEASURED
-        assert rows[claim_id]["why"] == ("figures are for an H200 "
-                                         "(this GPU: NVIDIA A100-SXM4-80GB)")
+        assert rows[claim_id]["why"].startswith(
+            "not judged on this device (NVIDIA A100-SXM4-80GB, model unknown): thresholds "
+            "stated for "), rows[claim_id]
+        assert rows[claim_id]["judged for"] == "unknown model"
     assert rows["cudnn-correct"]["result"] == PASS
+    assert rows["cudnn-correct"]["judged for"] == "any GPU"
+    assert rows["flash3-fp8-hadamard-cost"]["result"] == PASS  # a ratio within one run
     assert rows["a100"]["result"] == PASS  # ctest and gpu-smoke passed on the A100
     assert status == 0
+
+
+# ---- (b') either Hopper: each claim judged for the run's device model ---------------------------
+
+H100 = dict(gpu_name="NVIDIA H100 80GB HBM3", device_model="h100", copy_tb_per_s=(2.95, 3.05))
+
+
+def test_an_h100_run_is_judged_by_the_h100s_thresholds(tmp_path, rng):
+    cudnn, cudnn_fp8 = rng.uniform(550, 700), rng.uniform(850, 1000)
+    built = build_outdir(tmp_path, rng, Scenario(
+        **H100, cudnn_tflops=cudnn, fp8_tflops=cudnn_fp8,
+        flash3_tflops=rng.uniform(0.91, 1.0) * cudnn,
+        flash3_fp8_ws_tflops=rng.uniform(0.95, 1.0) * cudnn_fp8))
+    status, rows = summarize(tmp_path)
+    assert "- device model: h100" in (tmp_path / "summary.md").read_text()
+    # A copy at 3.0 TB/s passes the H100's claim, which it would fail on an H200 (below).
+    copy = rows["calibrate-copy"]
+    assert (copy["result"], copy["threshold"], copy["judged for"]) == (PASS, ">= 2.7 TB/s", "h100")
+    assert copy["measured"] == f"{built.calibrations[('copy', 'bytes')] / 1e12:.2f} TB/s"
+    # cuDNN's own figures are stated for the H200 only: not judged here, never passed.
+    for claim_id in H200_ONLY:
+        assert rows[claim_id]["result"] == NOT_MEASURED, rows[claim_id]
+        assert rows[claim_id]["why"].startswith("not judged on this device (NVIDIA H100 80GB "
+                                                "HBM3, model h100): thresholds stated for h200")
+    # The in-house figures are ratios to cuDNN in the same run there.
+    flash3 = rows["flash3-figure"]
+    assert flash3["threshold"].startswith(">= 0.9x cudnn.sdpa (same run) at the figure shape")
+    mine, peer = built.flops_per_s["cuda.flash3"], built.flops_per_s["cudnn.sdpa"]
+    assert flash3["measured"].startswith(f"{mine / peer:.2f}x (")
+    assert rows["flash3-fp8-figure"]["threshold"] == ">= 0.94x cudnn.sdpa_fp8 (same run)"
+    assert {i for i, r in rows.items() if r["result"] != PASS} == HOST_LIMITED | H200_ONLY, rows
+    assert status == 0
+
+
+@pytest.mark.parametrize("ratio, result", [(0.95, PASS), (0.85, FAIL)])
+def test_on_an_h100_flash3_is_judged_against_cudnn_of_the_same_run(tmp_path, rng, ratio, result):
+    cudnn = rng.uniform(550, 700)
+    build_outdir(tmp_path, rng, Scenario(**H100, cudnn_tflops=cudnn, flash3_tflops=ratio * cudnn))
+    _, rows = summarize(tmp_path)
+    assert rows["flash3-figure"]["result"] == result, rows["flash3-figure"]
+    if result == FAIL:
+        assert rows["flash3-figure"]["why"].startswith("below 0.9x cudnn.sdpa (run ")
+
+
+def test_the_h200s_thresholds_hold_where_they_were_measured(tmp_path, rng):
+    """The same 3.0 TB/s copy on an H200 fails: its memory was measured at 4.25 TB/s."""
+    build_outdir(tmp_path, rng, Scenario(copy_tb_per_s=(2.95, 3.05)))
+    status, rows = summarize(tmp_path)
+    copy = rows["calibrate-copy"]
+    assert (copy["result"], copy["threshold"], copy["judged for"]) == (FAIL, ">= 4 TB/s", "h200")
+    assert rows["cudnn-figure"]["result"] == PASS
+    assert rows["flash3-figure"]["threshold"].startswith(">= 550 TFLOP/s at the figure shape")
+    assert status == 1
 
 
 def test_a_failing_ctest_test_fails_its_claims(tmp_path, rng):

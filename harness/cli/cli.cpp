@@ -13,6 +13,7 @@
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 
 #include "harness/cli/command_support.h"
@@ -24,6 +25,7 @@
 #include "harness/core/progress.h"
 #include "harness/core/shell.h"
 #include "harness/measure/calibrate.h"
+#include "harness/measure/cost_model.h"
 #include "harness/measure/devices.h"
 #include "harness/measure/environment.h"
 #include "harness/measure/worker.h"
@@ -85,6 +87,25 @@ void print_kernels_json(std::ostream& out) {
   out << kernels.dump(1) << "\n";
 }
 
+// `list devices --json`: what scripts read (ci/gpucheck's setup: the GPU's device model, decided
+// by harness/measure/cost_model.h, never by a copy of its name rule).
+void print_devices_json(std::ostream& out) {
+  nlohmann::json devices = nlohmann::json::array();
+  for (const Device& d : discover_devices()) {
+    const std::optional<DeviceModel> model =
+        d.backend == Backend::cuda ? device_model_of_gpu(d.info.name) : std::nullopt;
+    devices.push_back({{"label", d.label()},
+                       {"backend", std::string(backend_name(d.backend))},
+                       {"name", d.info.name},
+                       {"threads", d.info.threads},
+                       {"memory_bytes", d.info.memory_bytes},
+                       {"l2_bytes", d.info.l2_bytes},
+                       {"device_model", model ? nlohmann::json(model->name) : nlohmann::json()}});
+  }
+  out << nlohmann::json{{"devices", devices}, {"no_gpu_reason", gpu_absence_reason()}}.dump(1)
+      << "\n";
+}
+
 int list_command(const std::string& what, bool support, bool json,
                  const std::vector<std::string>& plugins, const std::string& db_path) {
   (void)db_path;
@@ -135,6 +156,10 @@ int list_command(const std::string& what, bool support, bool json,
     return kExitClean;
   }
   if (what == "devices") {
+    if (json) {
+      print_devices_json(std::cout);
+      return kExitClean;
+    }
     for (const Device& d : discover_devices()) {
       std::cout << d.label() << "  " << d.info.name << "  " << d.info.threads << " threads, "
                 << format_bytes(static_cast<double>(d.info.memory_bytes)) << " memory, L2 "
@@ -331,8 +356,9 @@ Subcommand add_list_command(CLI::App& app, CommonOptions& common) {
       ->check(CLI::IsMember({"kernels", "suites", "devices"}));
   list->add_flag("--support", options->support, "With `list kernels`: each kernel's support table");
   list->add_flag("--json", options->json,
-                 "With `list kernels`: JSON (name, backend, summary, correctness_suite, "
-                 "unavailable, origin)");
+                 "JSON: with `list kernels` (name, backend, summary, correctness_suite, "
+                 "unavailable, origin); with `list devices` (label, backend, name, threads, "
+                 "memory_bytes, l2_bytes, device_model)");
   list->add_option("--plugin", options->plugins, "With `list kernels`: also this plugin's kernels (repeatable)");
   return {list, [options, &common] {
             return list_command(options->what, options->support, options->json, options->plugins,
@@ -448,7 +474,8 @@ Subcommand add_plan_command(CLI::App& app) {
   plan->add_option("--kernels,-k", options->kernels, "Kernel names or globs, comma-separated");
   plan->add_option("--plugin", o.plugins, "As `run --plugin` (repeatable)");
   plan->add_option("--filter", o.filter, "Regex on case names kernel/shape/dist");
-  plan->add_option("--device-model", o.device_model, "The modeled device (h200)");
+  plan->add_option("--device-model", o.device_model,
+                   "The modeled GPU: h100 or h200 (default: the GPU present, else h200)");
   plan->add_flag("--check", o.check_only, "Correctness only, as `attnbench check`");
   plan->add_option("--repetitions", o.repetitions, "As `run --repetitions`")->check(CLI::Range(1, 10000));
   plan->add_option("--max-case-seconds", o.max_case_seconds, "As `run --max-case-seconds`")

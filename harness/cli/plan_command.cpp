@@ -8,6 +8,7 @@
 
 #include "harness/cli/runner.h"
 #include "harness/measure/cost_model.h"
+#include "harness/measure/devices.h"
 #include "harness/suite/case_matrix.h"
 #include "harness/suite/suite.h"
 #include "reference/flops.h"
@@ -22,14 +23,42 @@ Result<Suite> load_selection(const PlanOptions& options) {
                          "nothing to plan: give --suite NAME|FILE or --shape ...");
 }
 
+struct ChosenModel {
+  DeviceModel model;
+  std::string source;  // why this model: "--device-model", the GPU it was read from, the default
+};
+
+// --device-model when given; else the first GPU's model; else the default. A GPU no model
+// describes (an A100, an H100 PCIe) is planned as the default, and the source says so: a plan
+// is a lead, and gpu-check must still run there.
+Result<ChosenModel> choose_device_model(const std::string& asked) {
+  const DeviceModel fallback = *find_device_model(kDefaultDeviceModel);
+  if (!asked.empty()) {
+    if (std::optional<DeviceModel> model = find_device_model(asked)) {
+      return ChosenModel{*model, "--device-model"};
+    }
+    return Status::Error("--device-model '" + asked + "': accepted: " + device_model_names());
+  }
+  for (const Device& device : discover_devices()) {
+    if (device.backend != Backend::cuda) continue;
+    const std::string gpu = device.label() + " (" + device.info.name + ")";
+    if (std::optional<DeviceModel> model = device_model_of_gpu(device.info.name)) {
+      return ChosenModel{*model, gpu};
+    }
+    return ChosenModel{fallback, gpu + " has no model of its own: planned as " + fallback.name};
+  }
+  return ChosenModel{fallback, "no GPU here: the default"};
+}
+
 }  // namespace
 
 int plan_command(const PlanOptions& options, std::ostream& out, std::ostream& err) {
-  const std::optional<DeviceModel> device = find_device_model(options.device_model);
-  if (!device) {
-    err << "error: --device-model '" << options.device_model << "': accepted: h200\n";
+  const Result<ChosenModel> chosen = choose_device_model(options.device_model);
+  if (!chosen) {
+    err << "error: " << chosen.status().message << "\n";
     return kExitUsage;
   }
+  const DeviceModel* device = &chosen->model;
   Result<Suite> selection = load_selection(options);
   if (!selection) {
     err << "error: " << selection.status().message << "\n";
@@ -85,6 +114,8 @@ int plan_command(const PlanOptions& options, std::ostream& out, std::ostream& er
   }
   if (options.json) {
     out << json{{"device_model", device->name},
+                {"device_model_source", chosen->source},
+                {"rates_measured", device->rates_measured},
                 {"worker_start_s", device->worker_start_s},
                 {"repetitions", request.repetitions},
                 {"max_case_seconds", request.max_case_seconds},
@@ -108,9 +139,9 @@ int plan_command(const PlanOptions& options, std::ostream& out, std::ostream& er
         << row["flops_per_s"].get<double>() / 1e12 << " TFLOP/s " << std::setprecision(2)
         << std::setw(7) << row["case_s"].get<double>() << " s\n";
   }
-  out << std::setprecision(1) << cases.size() << " cases on a modeled " << device->name
-      << ": predicted " << total_s << " s (worker start " << device->worker_start_s
-      << " s included)\n";
+  out << std::setprecision(1) << cases.size() << " cases on a modeled " << device->name << " ("
+      << chosen->source << "; rates: " << device->rates_measured << "): predicted " << total_s
+      << " s (worker start " << device->worker_start_s << " s included)\n";
   return kExitClean;
 }
 

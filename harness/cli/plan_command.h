@@ -8,13 +8,16 @@
 
 namespace attnbench {
 
+// The model planned for when --device-model is not given and no GPU is present.
+inline constexpr const char* kDefaultDeviceModel = "h200";
+
 struct PlanOptions {
   std::string suite;
   std::vector<std::string> shapes;
   std::vector<std::string> kernel_globs;
   std::vector<std::string> plugins;  // --plugin, as `run`
   std::string filter;
-  std::string device_model = "h200";
+  std::string device_model;  // empty: the GPU present, else kDefaultDeviceModel
   bool check_only = false;
   int repetitions = 0;          // 0: the suite's, else the default (as `run`)
   double max_case_seconds = 0;  // 0: the suite's, else the default

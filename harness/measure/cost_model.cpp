@@ -11,24 +11,47 @@
 namespace attnbench {
 namespace {
 
-// ---- the devices
-// --------------------------------------------------------------------------------- H200 (sm_90,
-// 132 SMs): bf16 GEMM 790 TFLOP/s and a 4.3 TB/s copy, both measured on the lent H200
-// (GPU-CLAIMS.md, the device tool's notes, 2026-10-28 and 2026-11-04). FP8 at twice the 16-bit rate
-// is the datasheet's ratio, not a measurement. The overheads are leads from the CUDA
-// documentation's orders of magnitude, to be replaced by gpu-check's measured step times: a launch
-// ~5 us; a timed forward's flush reads 2x the 60 MB L2 (~30 us at 4.3 TB/s) plus two events and a
-// synchronize (~20 us); a worker's CUDA context and cuBLAS/cuDNN handles ~2 s.
-DeviceModel h200_model() {
+// ---- the devices ---------------------------------------------------------------------------
+// Both Hoppers have 132 SMs and the same tensor cores at the same boost clock; they differ in
+// memory (H100: 80 GB HBM3, ~3.0 TB/s; H200: 141 GB HBM3e, ~4.3 TB/s), so a compute-bound forward
+// costs the same on both and a memory-bound one ~1.4x more on an H100. The overheads are leads
+// from the CUDA documentation's orders of magnitude, to be replaced by gpu-check's measured step
+// times: a launch ~5 us; a timed forward's flush reads 2x the 50-60 MB L2 (~30-40 us) plus two
+// events and a synchronize (~20 us); a worker's CUDA context and cuBLAS/cuDNN handles ~2 s.
+DeviceModel hopper_model() {
   DeviceModel model;
-  model.name = "h200";
-  model.gemm_flops_16bit = 790e12;
-  model.gemm_flops_fp8 = 2 * 790e12;
-  model.copy_bytes_per_s = 4.3e12;
   model.host_link_bytes_per_s = 10e9;  // pageable host memory over PCIe 5: ~10 GB/s
   model.launch_s = 5e-6;
   model.timed_forward_overhead_s = 50e-6;
   model.worker_start_s = 2.0;
+  return model;
+}
+
+// H200: bf16 GEMM 775-790 TFLOP/s and a 4.25-4.3 TB/s copy, measured by this project's own H200
+// runs (ci/gpu-runs/2026-12-04-h200-*.md) and the device tool's notes. FP8 at twice the 16-bit
+// rate is the datasheet's ratio, not a measurement.
+DeviceModel h200_model() {
+  DeviceModel model = hopper_model();
+  model.name = "h200";
+  model.gpu_name = "NVIDIA H200";
+  model.rates_measured = "bf16 GEMM and copy measured (ci/gpu-runs/2026-12-04-h200-*.md)";
+  model.gemm_flops_16bit = 790e12;
+  model.gemm_flops_fp8 = 2 * 790e12;
+  model.copy_bytes_per_s = 4.3e12;
+  return model;
+}
+
+// H100 SXM (80 GB HBM3): leads until a run of this project measures them. One such machine
+// measured ~3.0 TB/s device-to-device copy and 798 TFLOP/s on an 8192^3 bf16 GEMM (issue 40, the
+// device tool's notes); FP8 at twice the 16-bit rate, as for the H200.
+DeviceModel h100_model() {
+  DeviceModel model = hopper_model();
+  model.name = "h100";
+  model.gpu_name = "NVIDIA H100 80GB HBM3";
+  model.rates_measured = "leads: no attnbench run on an H100 yet";
+  model.gemm_flops_16bit = 798e12;
+  model.gemm_flops_fp8 = 2 * 798e12;
+  model.copy_bytes_per_s = 3.0e12;
   return model;
 }
 
@@ -138,9 +161,33 @@ double reference_seconds(const Problem& problem) {
 
 }  // namespace
 
+const std::vector<DeviceModel>& device_models() {
+  static const std::vector<DeviceModel> models = {h100_model(), h200_model()};
+  return models;
+}
+
 std::optional<DeviceModel> find_device_model(const std::string& name) {
-  if (name == "h200") return h200_model();
+  for (const DeviceModel& model : device_models()) {
+    if (model.name == name) return model;
+  }
   return std::nullopt;
+}
+
+std::optional<DeviceModel> device_model_of_gpu(const std::string& gpu_name) {
+  // The name must start with the model's card name: "NVIDIA H200" also names the H200 NVL, which
+  // keeps the H200's SMs and memory; "NVIDIA H100 PCIe" and "NVIDIA H100 NVL" are other cards.
+  for (const DeviceModel& model : device_models()) {
+    if (gpu_name.rfind(model.gpu_name, 0) == 0) return model;
+  }
+  return std::nullopt;
+}
+
+std::string device_model_names() {
+  std::string names;
+  for (const DeviceModel& model : device_models()) {
+    names += (names.empty() ? "" : ", ") + model.name;
+  }
+  return names;
 }
 
 CasePrediction predict_case(const Kernel& kernel, const Problem& problem, const DeviceModel& device,
@@ -149,12 +196,13 @@ CasePrediction predict_case(const Kernel& kernel, const Problem& problem, const 
   const KernelCost cost = known == kernel_costs().end() ? KernelCost{} : known->second;
   CasePrediction p;
   const double bytes = kernel.bytes_moved ? kernel.bytes_moved(problem) : attention_bytes(problem);
-  const double device_s =
+  // A kernel's own time model (cuda.flash3's) is the H200's; the device's copy rate still
+  // bounds it from below, so an H100's slower memory shows where the bytes decide.
+  const double compute_s =
       kernel.predicted_seconds
           ? kernel.predicted_seconds(problem)
-          : std::max(attention_flops(problem) /
-                         (cost.efficiency * peak_flops(device, problem.input_dtype)),
-                     bytes / device.copy_bytes_per_s);
+          : attention_flops(problem) / (cost.efficiency * peak_flops(device, problem.input_dtype));
+  const double device_s = std::max(compute_s, bytes / device.copy_bytes_per_s);
   p.forward_s = device_s + cost.launches * device.launch_s;
   const ProblemLayout layout = describe_layout(problem);
   const double inputs = input_elements(layout);

@@ -10,6 +10,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "harness/measure/timing.h"
 #include "kernels/kernel.h"
@@ -17,7 +18,9 @@
 namespace attnbench {
 
 struct DeviceModel {
-  std::string name;                     // "h200"
+  std::string name;                     // "h100", "h200"
+  std::string gpu_name;                 // the name CUDA and nvidia-smi give the card
+  std::string rates_measured;           // which rates a GPU run measured, and where
   double gemm_flops_16bit = 0;          // dense fp16/bf16 tensor-core FLOP/s
   double gemm_flops_fp8 = 0;            // dense e4m3 FLOP/s
   double copy_bytes_per_s = 0;          // device-to-device copy, bytes read + written per second
@@ -27,8 +30,15 @@ struct DeviceModel {
   double worker_start_s = 0;            // a worker process: CUDA context, libraries loaded
 };
 
-// "h200" (the only model so far); nullopt for any other name.
+// Every modeled device, in the order `--device-model`'s error lists them.
+const std::vector<DeviceModel>& device_models();
+// "h100" or "h200"; nullopt for any other name.
 std::optional<DeviceModel> find_device_model(const std::string& name);
+// The model of a GPU from the name CUDA gives it ("NVIDIA H100 80GB HBM3"): nullopt for a card
+// no model describes (an H100 PCIe or NVL has other SM counts, clocks or memory).
+std::optional<DeviceModel> device_model_of_gpu(const std::string& gpu_name);
+// "h100, h200": the names --device-model accepts.
+std::string device_model_names();
 
 struct CasePrediction {
   double forward_s = 0;  // one forward on the device
