@@ -1,35 +1,133 @@
 #!/usr/bin/env bash
-# Set up, build, test: the command CI runs (.ci/run) and a new user runs first.
-# Installs what is missing, configures build/ (Release, warnings are errors), builds, runs ctest
-# without the `slow` label (PyTorch's tests skip with their reason unless `pip install torch` was
-# done), then the emulated device's race and bounds builds and their tests, then builds the
-# example plugin outside the tree and checks it. GPU tests skip with their
-# reason on a machine without a GPU.
+# ci/test.sh [--slow]: set up, build, test. The command CI runs (.ci/run) and a new user runs first.
+#
+#   ci/test.sh          the full tier: installs what is missing, configures build/ (Release,
+#                       warnings are errors), builds, runs the quick tier and then the rest of the
+#                       full tier (`ctest --preset quick`, then every test but quick and slow), then
+#                       the emulated device's race and bounds builds and their tests, then builds
+#                       the example plugin outside the tree and checks it
+#   ci/test.sh --slow   the slow tier: the same build, then `ctest --preset slow` (statistics and
+#                       scale at full size, timing judgements); the nightly CI examples run it
+#
+# Tiers and their budgets on a 2-core machine (docs/testing.md): quick 3 minutes, full 15 minutes
+# from a fresh clone (packages aside), slow 30 minutes. At the end it prints each stage's seconds
+# and the 15 slowest tests; a tier that took more than twice its budget fails with that list: a
+# margin the machine's noise does not cross, a test suite that grew does. GPU tests skip with their
+# reason on a machine without a GPU; PyTorch's tests skip unless ATTNBENCH_WITH_TORCH=1 (as CI).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-start=$(date +%s)
 
-ci/install-deps.sh
-cmake --preset ci
-cmake --build build --parallel "$(nproc)"
-ctest --test-dir build --label-exclude slow --output-on-failure --parallel "$(nproc)" --timeout 900
+tier=full
+case "${1:-}" in
+  "") ;;
+  --slow) tier=slow ;;
+  *) echo "usage: ci/test.sh [--slow] ('$1': accepted: --slow, or nothing for the full tier)" >&2
+     exit 2 ;;
+esac
+# Seconds, on 2 cores (docs/testing.md; README gives the measured times).
+quick_budget_s=180
+full_budget_s=900
+slow_budget_s=1800
 
-# The emulated device's race and bounds builds (ThreadSanitizer, AddressSanitizer; README "The
-# race and bounds builds"): the in-house kernels over a representative subset, the planted races
-# and the planted store past the end of out.
+jobs=$(nproc)
+junit_dir=build/test-times
+stage_names=()
+stage_seconds=()
+
+# stage NAME COMMAND...: runs it, records its seconds (also when it fails, then exits).
+stage() {
+  local name=$1 start status=0
+  shift
+  start=$(date +%s)
+  "$@" || status=$?
+  stage_names+=("$name")
+  stage_seconds+=($(( $(date +%s) - start )))
+  echo "ci/test.sh: stage $name: ${stage_seconds[-1]} s"
+  if (( status != 0 )); then
+    report
+    echo "ci/test.sh: stage $name failed (exit $status)" >&2
+    exit "$status"
+  fi
+}
+
+# The seconds of the stages whose names match a pattern.
+seconds_of() {
+  local total=0 i
+  for i in "${!stage_names[@]}"; do
+    [[ ${stage_names[$i]} =~ $1 ]] && total=$(( total + stage_seconds[i] ))
+  done
+  echo "$total"
+}
+
+report() {
+  echo
+  echo "ci/test.sh: stages (seconds):"
+  local i
+  for i in "${!stage_names[@]}"; do
+    printf '  %-22s %6d\n' "${stage_names[$i]}" "${stage_seconds[$i]}"
+  done
+  python3 ci/test_times.py --top 15 "$junit_dir"/*.xml || true
+}
+
+# ctest_tier NAME ARGS...: one ctest run, its JUnit kept for the slowest-tests list.
+ctest_tier() {
+  local name=$1
+  shift
+  ctest --test-dir build --output-on-failure --parallel "$jobs" --no-tests=error \
+    --output-junit "$PWD/$junit_dir/$name.xml" "$@"
+}
+
+# over_budget WHAT SECONDS BUDGET: fails the script when SECONDS > 2 x BUDGET.
+over_budget() {
+  if (( $2 > 2 * $3 )); then
+    report
+    echo "ci/test.sh: $1 took $2 s, more than twice its budget of $3 s: the slowest tests above" \
+         "are the ones to shrink or move (docs/testing.md)" >&2
+    exit 1
+  fi
+}
+
+stage install ci/install-deps.sh
+rm -rf "$junit_dir" && mkdir -p "$junit_dir"
+stage configure cmake --preset ci
+stage build cmake --build build --parallel "$jobs"
+
+if [[ $tier == slow ]]; then
+  stage slow-tests ctest_tier slow -L '^slow$'
+  report
+  over_budget "the slow tier" "$(seconds_of '^slow-tests$')" "$slow_budget_s"
+  echo "ci/test.sh --slow: passed in $(seconds_of '.') s ($(seconds_of '^install$') s of it installing)"
+  exit 0
+fi
+
+stage quick-tests ctest_tier quick -L '^quick$'
+stage full-tests ctest_tier full -LE '^(quick|slow)$'
+
+# The emulated device's race and bounds builds (ThreadSanitizer, AddressSanitizer; docs/emu.md,
+# "The race and bounds builds"): the in-house kernels over a representative subset, the planted
+# races and the planted store past the end of out.
 for build in race bounds; do
-  cmake --preset "emu-$build" >/dev/null
-  cmake --build "build-emu-$build" --parallel "$(nproc)" --target attnbench test_emu_sanitized
-  ctest --test-dir "build-emu-$build" -L "emu-$build" --output-on-failure --timeout 900
+  stage "emu-$build-configure" cmake --preset "emu-$build"
+  stage "emu-$build-build" cmake --build "build-emu-$build" --parallel "$jobs" --target attnbench test_emu_sanitized
+  stage "emu-$build-tests" ctest --test-dir "build-emu-$build" -L "emu-$build" --output-on-failure --parallel "$jobs" \
+    --no-tests=error --output-junit "$PWD/$junit_dir/emu-$build.xml"
 done
 
-# A user's plugin, built outside the tree as README's "Benchmark your own kernel" says, checked
-# over the ctest suite beside a built-in kernel.
-plugin_build=build/example-cpu-plugin
-cmake -S examples/cpu_plugin -B "$plugin_build" -DATTNBENCH_DIR="$PWD" -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build "$plugin_build" >/dev/null
-rm -f "$plugin_build/check.sqlite"
-build/bin/attnbench check --suite ctest --devices cpu --plugin "$plugin_build/libexample_cpu_plugin.so" \
-  --kernels 'example.*,cpu.naive' --db "$plugin_build/check.sqlite"
+# A user's plugin, built outside the tree as docs/your-kernel.md says, checked over the ctest
+# suite beside a built-in kernel.
+plugin_check() {
+  local plugin_build=build/example-cpu-plugin
+  cmake -S examples/cpu_plugin -B "$plugin_build" -DATTNBENCH_DIR="$PWD" \
+    -DCMAKE_BUILD_TYPE=Release >/dev/null &&
+    cmake --build "$plugin_build" >/dev/null &&
+    rm -f "$plugin_build/check.sqlite" &&
+    build/bin/attnbench check --suite ctest --devices cpu \
+      --plugin "$plugin_build/libexample_cpu_plugin.so" --kernels 'example.*,cpu.naive' \
+      --db "$plugin_build/check.sqlite"
+}
+stage plugin plugin_check
 
-echo "ci/test.sh: passed in $(( $(date +%s) - start )) s"
+report
+over_budget "the quick tier" "$(seconds_of '^quick-tests$')" "$quick_budget_s"
+over_budget "the full tier (install aside)" "$(seconds_of '^(configure|build|quick-tests|full-tests|emu-.*|plugin)$')" "$full_budget_s"
+echo "ci/test.sh: passed in $(seconds_of '.') s ($(seconds_of '^install$') s of it installing)"

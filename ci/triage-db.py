@@ -5,7 +5,7 @@ Writes a synthetic database to triage: 17 nightly runs of the smoke suite on one
 latest schema version of harness/store (reports/tests/fixtures.py; --schema-version for an older
 binary), results only: no alerts, nothing analysed.
 With --attnbench, then judges every run in order (BINARY regressions --run unanalysed) and prints
-the last run's report. The same rows for the same seed; the default seed is the README's.
+the last run's report. The same rows for the same seed; the default seed is the one of docs/report.md's screenshot.
 
 Contents (run ids are fixed: runs are inserted in order into an empty file):
   runs 1-17   nightly runs of the smoke suite, one `selection` for all, a new commit each night, on

@@ -10,9 +10,11 @@
 //               fp16, whose decoder discards a NaN's sign and payload).
 #include "reference/formats.h"
 
+#include <array>
 #include <bit>
 #include <cmath>
 #include <limits>
+#include <vector>
 
 namespace attnbench {
 namespace {
@@ -127,13 +129,33 @@ uint16_t float_to_fp16_bits(float value) {
   return static_cast<uint16_t>(sign | magnitude);
 }
 
-float fp16_bits_to_float(uint16_t bits) {
+namespace {
+
+float decode_fp16(uint16_t bits) {
   const uint32_t magnitude = bits & kHalfMagnitudeMask;
   const bool negative = (bits & kHalfSignBit) != 0;
   if (magnitude == kFp16InfBits) return with_sign(std::numeric_limits<float>::infinity(), negative);
   if (magnitude > kFp16InfBits) return canonical_nan();
   return with_sign(decode_finite_magnitude(magnitude, kFp16Format), negative);
 }
+
+// Every fp16 value, decoded once (256 KiB): the emulated tensor cores decode every operand of
+// every product, and decoding them one by one (a subnormal through ldexp) took a quarter of an
+// emulated cuda.flash2 forward's time (perf on the ctest suite, 2026-12-06).
+const std::vector<float>& fp16_table() {
+  static const std::vector<float> table = [] {
+    std::vector<float> values(size_t{1} << 16);
+    for (uint32_t bits = 0; bits < values.size(); ++bits) {
+      values[bits] = decode_fp16(static_cast<uint16_t>(bits));
+    }
+    return values;
+  }();
+  return table;
+}
+
+}  // namespace
+
+float fp16_bits_to_float(uint16_t bits) { return fp16_table()[bits]; }
 
 uint16_t float_to_bf16_bits(float value) {
   const uint32_t bits = std::bit_cast<uint32_t>(value);
@@ -152,11 +174,31 @@ uint8_t float_to_e4m3_bits(float value) {
   return float_to_fp8_bits(value, kE4m3Format, kE4m3MaxFiniteBits);
 }
 
-float e4m3_bits_to_float(uint8_t bits) {
+namespace {
+
+float decode_e4m3(uint8_t bits) {
   const uint32_t magnitude = bits & kFp8MagnitudeMask;
   if (magnitude == kFp8NanBits) return canonical_nan();
   return with_sign(decode_finite_magnitude(magnitude, kE4m3Format), (bits & kFp8SignBit) != 0);
 }
+
+// Every e4m3 value, decoded once: the emulated FP8 tensor cores decode each operand of every
+// product, and decoding them one by one (a subnormal through ldexp) took a fifth of an emulated
+// FP8 forward's time (perf, cuda.flash3_fp8 on hopper-fp8, 2026-12-06).
+const std::array<float, 256>& e4m3_table() {
+  static const std::array<float, 256> table = [] {
+    std::array<float, 256> values{};
+    for (uint32_t bits = 0; bits < values.size(); ++bits) {
+      values[bits] = decode_e4m3(static_cast<uint8_t>(bits));
+    }
+    return values;
+  }();
+  return table;
+}
+
+}  // namespace
+
+float e4m3_bits_to_float(uint8_t bits) { return e4m3_table()[bits]; }
 
 uint8_t float_to_e5m2_bits(float value) {
   return float_to_fp8_bits(value, kE5m2Format, kE5m2MaxFiniteBits);

@@ -3,7 +3,7 @@ errors, failed loads, load time, where the triage table sits, and a screenshot.
 
 Chromium is driven through the DevTools protocol over a pipe (--remote-debugging-pipe: JSON
 messages separated by NUL bytes on file descriptors 3 and 4), which needs no port, no websocket
-library and no network. Used by the browser test and to take the README's screenshot:
+library and no network. Used by the browser test and to take docs/report.md's screenshot:
 
     python3 -m reports screenshot results/report/index.html reports/screenshot.png
 """

@@ -1,6 +1,8 @@
 // The in-house CUDA kernels, one factory each; the registry lists them.
 #pragma once
 
+#include <vector>
+
 #include "kernels/cuda/common/kernel_backend.h"
 #include "kernels/kernel.h"
 
@@ -47,6 +49,31 @@ Kernel cuda_flash3_fp8_ws_transpose_kernel();  // the same, V transposed in the 
 Kernel cuda_flash3_fp8_incoherent_kernel();
 Kernel cuda_flash3_fp8_block_kernel();
 Kernel cuda_flash3_fp8_block_incoherent_kernel();
+
+// The in-house CUDA kernels, the one list of them: the registry takes it from the GPU build
+// (kernels/registry.cpp) and the emulated device from its own build of the same sources
+// (kernels/emu/emu_kernels.cpp), each in its ATTNBENCH_TARGET namespace. cuda.naive_cublas and
+// the cuDNN kernels are not in it: built on closed libraries, they have no source to emulate.
+inline std::vector<Kernel> in_house_cuda_kernels() {
+  return {
+      cuda_naive_kernel(),
+      cuda_masked_outofplace_kernel(),
+      cuda_masked_inplace_kernel(),
+      cuda_masked_fused_kernel(),
+      cuda_flash1_kernel(),
+      cuda_flash2_kernel(),
+      cuda_flash3_wg1_kernel(),
+      cuda_flash3_ws_kernel(),
+      cuda_flash3_pingpong_kernel(),
+      cuda_flash3_kernel(),
+      cuda_flash3_fp8_kernel(),
+      cuda_flash3_fp8_ws_kernel(),
+      cuda_flash3_fp8_ws_transpose_kernel(),
+      cuda_flash3_fp8_incoherent_kernel(),
+      cuda_flash3_fp8_block_kernel(),
+      cuda_flash3_fp8_block_incoherent_kernel(),
+  };
+}
 
 }  // namespace ATTNBENCH_TARGET
 }  // namespace attnbench

@@ -24,15 +24,15 @@ CommandResult attnbench(const std::string& arguments) {
   return run_shell(std::string(ATTNBENCH_CLI) + " " + arguments);
 }
 
-// ---- the matrix: every emulated kernel over the ctest suite -----------------------------------
+// ---- the matrix: every emulated kernel over its correctness suite, and over `quick` ------------
 
-class EmuMatrix : public ::testing::TestWithParam<std::string> {};
-
-TEST_P(EmuMatrix, EveryCaseInsideTheTablePasses) {
-  const std::string kernel = GetParam();
+// Runs `kernel` over `suite` on emu (check only) and expects every case its table takes to pass,
+// bit for bit under two schedules, with at least `minimum` such cases.
+void expect_emulated_suite_passes(const std::string& kernel, const std::string& suite,
+                                  int minimum) {
   const ScratchDirectory dir("attnbench_emu_matrix");
   RunOptions options;
-  options.suite = correctness_suite_of(kernel, Backend::emu);
+  options.suite = suite;
   options.kernel_globs = {kernel};
   options.devices = "emu";
   options.check_only = true;  // fresh random inputs, and a fresh schedule seed per checked run
@@ -61,16 +61,32 @@ TEST_P(EmuMatrix, EveryCaseInsideTheTablePasses) {
     EXPECT_TRUE(r.samples.empty()) << "the emulated device times nothing";
     ++passed;
   }
+  EXPECT_GE(passed, minimum) << "too few cases of " << suite << " passed";
+}
+
+class EmuMatrix : public ::testing::TestWithParam<std::string> {};
+
+// The full tier: the kernel's own correctness suite, every awkward shape.
+TEST_P(EmuMatrix, EveryCaseInsideTheTablePasses) {
+  const std::string kernel = GetParam();
+  const std::string suite = correctness_suite_of(kernel, Backend::emu);
   // ctest gives each in-house kernel about 100 bf16/fp16 cases, hopper-stages 48; hopper-fp8 61
   // e4m3 (6 with per-head descales) and 25 fp16/bf16 (cuda.flash3_fp8 takes all 86, its
   // warp-specialized stages the 61 e4m3, the 16-bit variants the 25).
   const bool e4m3_only = kernel == "cuda.flash3_fp8_ws" || kernel == "cuda.flash3_fp8_ws_transpose";
-  const int minimum = options.suite == "ctest"           ? 100
-                      : options.suite == "hopper-stages" ? 48
-                      : kernel == "cuda.flash3_fp8"      ? 86
-                      : e4m3_only                        ? 61
-                                                         : 25;
-  EXPECT_GE(passed, minimum) << "too few cases of " << options.suite << " passed";
+  const int minimum = suite == "ctest"              ? 100
+                      : suite == "hopper-stages"    ? 48
+                      : kernel == "cuda.flash3_fp8" ? 86
+                      : e4m3_only                   ? 61
+                                                    : 25;
+  expect_emulated_suite_passes(kernel, suite, minimum);
+}
+
+// The quick tier: suites/quick.toml, every branch at its smallest shape. The Hopper stages take
+// its d 128 bf16 cases (10), the 16-bit FP8 variants those and fp16's (10), the e4m3-only stages
+// its 6 e4m3 cases; the kernels of the ctest suite take 20 or more.
+TEST_P(EmuMatrix, EveryBranchOfTheQuickSuitePasses) {
+  expect_emulated_suite_passes(GetParam(), "quick", 6);
 }
 
 INSTANTIATE_TEST_SUITE_P(InHouseCudaKernels, EmuMatrix,

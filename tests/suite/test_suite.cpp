@@ -555,8 +555,8 @@ TEST(SuiteLookup, ByNameByPathAndUnknownNames) {
   EXPECT_EQ(
       load_suite("smok").status().message,
       "unknown suite 'smok'; available: cpu, ctest, decode, fp8-accuracy, gpu-figures, gpu-smoke, "
-      "hopper-fp8, hopper-stages, llm, long_context, masking, memory, nightly, smoke (or a path "
-      "to a .toml file)");
+      "hopper-fp8, hopper-stages, llm, long_context, masking, memory, nightly, quick, smoke (or a "
+      "path to a .toml file)");
   // A name ending in .toml is a path (relative to the working directory), not a suite name.
   EXPECT_EQ(load_suite("no_such_suite_here.toml").status().message,
             "cannot read suite file 'no_such_suite_here.toml': no such file");
@@ -627,10 +627,10 @@ TEST(ShippedSuites, AllParseAndValidate) {
           distribution_names().end());
     }
   }
-  EXPECT_EQ(names,
-            (std::vector<std::string>{"cpu", "ctest", "decode", "fp8-accuracy", "gpu-figures",
-                                      "gpu-smoke", "hopper-fp8", "hopper-stages", "llm",
-                                      "long_context", "masking", "memory", "nightly", "smoke"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"cpu", "ctest", "decode", "fp8-accuracy",
+                                             "gpu-figures", "gpu-smoke", "hopper-fp8",
+                                             "hopper-stages", "llm", "long_context", "masking",
+                                             "memory", "nightly", "quick", "smoke"}));
 }
 
 TEST(ShippedSuites, SmokeCoversEveryMaskKindAndCpuDtypeOnSmallShapes) {
