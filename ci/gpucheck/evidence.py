@@ -246,6 +246,9 @@ class Evidence:
         # The GPU's device model as attnbench named it (`list devices --json`: "h100", "h200"),
         # "" for a card no model describes or a run that recorded none (before 2026-12-06).
         self.device_model = str(data.get("device_model") or "")
+        # The registry as `attnbench list kernels --json` gave it at setup (name, backend,
+        # correctness_suite, unavailable, origin); [] for a run that recorded none.
+        self.kernels = [k for k in data.get("kernels") or [] if isinstance(k, dict)]
         self.bundle = data.get("bundle") if isinstance(data.get("bundle"), dict) else {}
         self.runs = {key: value for key, value in (data.get("runs") or {}).items()
                      if isinstance(value, int)}
@@ -346,6 +349,13 @@ class Evidence:
                 seen.add(device["uuid"])
                 devices.append(device)
         return devices
+
+    def in_house_kernels(self, correctness_suite: str | None = None) -> list[str]:
+        """The in-house CUDA kernels, in the registry's order: those the emulated device runs from
+        their own source (backend emu, not unavailable); of one correctness suite if given."""
+        return [k["name"] for k in self.kernels
+                if k.get("backend") == "emu" and not k.get("unavailable")
+                and correctness_suite in (None, k.get("correctness_suite"))]
 
     def device_name(self) -> str:
         """The GPU model: nvidia-smi's first line ("GPU 0: NVIDIA H200 (UUID: ...)") when the

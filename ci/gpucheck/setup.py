@@ -259,17 +259,28 @@ def find_tool(name):
 
 
 def check_attnbench(check, log):
-    """The binary starts, and (on a GPU host) sees the GPU; the GPU's device model, as attnbench
-    decides it (harness/measure/cost_model.h), goes into the evidence: the claims judge each
-    figure against that model's threshold."""
-    what = ["list", "kernels"] if check.rehearse else ["list", "devices", "--json"]
-    done = subprocess.run([check.bundle.cli, *what], capture_output=True, text=True,
-                          env=check.environment)
-    log.write(done.stdout + done.stderr)
-    if done.returncode != 0:
-        return f"missing: attnbench {' '.join(what)} exited {done.returncode}: {done.stderr.strip()[:200]}"
+    """The binary starts, and (on a GPU host) sees the GPU. What the claims judge by goes into the
+    evidence as attnbench states it: the GPU's device model (harness/measure/cost_model.h), whose
+    thresholds a figure is judged against, and the registry's kernels (which are the in-house
+    ones, each with its correctness suite), so no claim keeps a list of its own."""
+    kernels = subprocess.run([check.bundle.cli, "list", "kernels", "--json"], capture_output=True,
+                             text=True, env=check.environment)
+    log.write(kernels.stdout + kernels.stderr)
+    if kernels.returncode != 0:
+        return (f"missing: attnbench list kernels --json exited {kernels.returncode}: "
+                f"{kernels.stderr.strip()[:200]}")
+    try:
+        check.evidence["kernels"] = json.loads(kernels.stdout)
+    except ValueError as error:
+        return f"missing: attnbench list kernels --json: unreadable ({error})"
     if check.rehearse:
         return "ok (rehearsal: loads, no GPU)"
+    done = subprocess.run([check.bundle.cli, "list", "devices", "--json"], capture_output=True,
+                          text=True, env=check.environment)
+    log.write(done.stdout + done.stderr)
+    if done.returncode != 0:
+        return (f"missing: attnbench list devices --json exited {done.returncode}: "
+                f"{done.stderr.strip()[:200]}")
     try:
         devices = json.loads(done.stdout)["devices"]
     except (ValueError, KeyError, TypeError) as error:

@@ -18,13 +18,18 @@ random.Random, and what the judges will read back is kept in Built for exact ass
 from __future__ import annotations
 
 import datetime
+import functools
 import json
 import math
+import os
+import subprocess
 import xml.etree.ElementTree as ElementTree
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from reports.tests.fixtures import Case, Fixture
+
+ROOT = Path(__file__).resolve().parents[2]
 
 TERA = 1e12
 GPU_UUID = "GPU-5e2b7c1d-0a4f-4c3e-9b1a-7f00c0ffee00"
@@ -122,6 +127,16 @@ class Scenario:
     # Parts of the figures step recorded as steps of their own (an older layout): "calibrate",
     # "energy" (then with an energy run of its own).
     own_steps: tuple = ()
+
+
+@functools.cache
+def listed_kernels() -> list:
+    """The registry as setup records it: `attnbench list kernels --json` of this tree's binary
+    (ctest's ATTNBENCH_CLI, else build/bin/attnbench), so the fixture keeps no kernel list."""
+    cli = os.environ.get("ATTNBENCH_CLI") or str(ROOT / "build" / "bin" / "attnbench")
+    done = subprocess.run([cli, "list", "kernels", "--json"], capture_output=True, text=True,
+                          check=True)
+    return json.loads(done.stdout)
 
 
 @dataclass
@@ -329,6 +344,7 @@ class OutdirBuilder:
             "elapsed_s": round(sum(s["seconds"] for s in steps) + self.rng.uniform(1, 5), 1),
             "gpu": f"GPU 0: {self.scenario.gpu_name} (UUID: {GPU_UUID})",
             "device_model": self.scenario.device_model,
+            "kernels": listed_kernels(),
             "bundle": {"git_sha": "c" * 40, "git_dirty": "no", "built_at": "2026-12-02T18:00:00Z",
                        "built_on": "build-1", "cuda_architectures": "sm_80 sm_90a"},
             "git_sha": "c" * 40,

@@ -489,6 +489,25 @@ def test_the_h200s_thresholds_hold_where_they_were_measured(tmp_path, rng):
     assert status == 1
 
 
+def test_the_fp8_claim_judges_the_in_house_fp8_kernels_setup_recorded(tmp_path, rng):
+    """flash3-fp8-correct takes its kernels from the registry setup recorded (the in-house
+    kernels of the hopper-fp8 suite), not from a list of its own; without one it says so."""
+    build_outdir(tmp_path, rng)
+    _, rows = summarize(tmp_path)
+    row = rows["flash3-fp8-correct"]
+    assert row["result"] == PASS, row
+    for kernel in ("cuda.flash3_fp8", "cuda.flash3_fp8_ws_transpose", "cuda.flash3_fp8_block"):
+        assert kernel in row["why"], row
+    assert "cudnn." not in row["why"] and "cuda.flash3," not in row["why"], row
+
+    built = build_outdir(tmp_path / "no-kernels", rng)
+    built.evidence.pop("kernels")
+    write_evidence(built.outdir, built.evidence)
+    _, rows = summarize(built.outdir)
+    assert rows["flash3-fp8-correct"]["result"] == NOT_MEASURED
+    assert rows["flash3-fp8-correct"]["why"].startswith("evidence.json holds no in-house kernel")
+
+
 def test_a_failing_ctest_test_fails_its_claims(tmp_path, rng):
     message = f"max |out - ref| {rng.uniform(0.1, 1):.3f} exceeds the bound"
     shard = rng.randrange(1, CUDNN_SHARDS + 1)
