@@ -10,7 +10,6 @@
 //               fp16, whose decoder discards a NaN's sign and payload).
 #include "reference/formats.h"
 
-#include <array>
 #include <bit>
 #include <cmath>
 #include <limits>
@@ -131,6 +130,16 @@ uint16_t float_to_fp16_bits(float value) {
 
 namespace {
 
+// decode(bits) for every bit pattern of Bits, indexed by the pattern.
+template <typename Bits>
+std::vector<float> decoded_table(float (*decode)(Bits)) {
+  std::vector<float> values(size_t{1} << (8 * sizeof(Bits)));
+  for (size_t bits = 0; bits < values.size(); ++bits) {
+    values[bits] = decode(static_cast<Bits>(bits));
+  }
+  return values;
+}
+
 float decode_fp16(uint16_t bits) {
   const uint32_t magnitude = bits & kHalfMagnitudeMask;
   const bool negative = (bits & kHalfSignBit) != 0;
@@ -143,13 +152,7 @@ float decode_fp16(uint16_t bits) {
 // every product, and decoding them one by one (a subnormal through ldexp) took a quarter of an
 // emulated cuda.flash2 forward's time (perf on the ctest suite, 2026-12-06).
 const std::vector<float>& fp16_table() {
-  static const std::vector<float> table = [] {
-    std::vector<float> values(size_t{1} << 16);
-    for (uint32_t bits = 0; bits < values.size(); ++bits) {
-      values[bits] = decode_fp16(static_cast<uint16_t>(bits));
-    }
-    return values;
-  }();
+  static const std::vector<float> table = decoded_table<uint16_t>(decode_fp16);
   return table;
 }
 
@@ -185,14 +188,8 @@ float decode_e4m3(uint8_t bits) {
 // Every e4m3 value, decoded once: the emulated FP8 tensor cores decode each operand of every
 // product, and decoding them one by one (a subnormal through ldexp) took a fifth of an emulated
 // FP8 forward's time (perf, cuda.flash3_fp8 on hopper-fp8, 2026-12-06).
-const std::array<float, 256>& e4m3_table() {
-  static const std::array<float, 256> table = [] {
-    std::array<float, 256> values{};
-    for (uint32_t bits = 0; bits < values.size(); ++bits) {
-      values[bits] = decode_e4m3(static_cast<uint8_t>(bits));
-    }
-    return values;
-  }();
+const std::vector<float>& e4m3_table() {
+  static const std::vector<float> table = decoded_table<uint8_t>(decode_e4m3);
   return table;
 }
 

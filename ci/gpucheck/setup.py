@@ -258,34 +258,35 @@ def find_tool(name):
     return found
 
 
+def attnbench_json(check, log, *arguments):
+    """(parsed JSON, None) of `attnbench ARGUMENTS`, or (None, the reason it is missing)."""
+    done = subprocess.run([check.bundle.cli, *arguments], capture_output=True, text=True,
+                          env=check.environment)
+    log.write(done.stdout + done.stderr)
+    command = "attnbench " + " ".join(arguments)
+    if done.returncode != 0:
+        return None, f"missing: {command} exited {done.returncode}: {done.stderr.strip()[:200]}"
+    try:
+        return json.loads(done.stdout), None
+    except ValueError as error:
+        return None, f"missing: {command}: unreadable ({error})"
+
+
 def check_attnbench(check, log):
     """The binary starts, and (on a GPU host) sees the GPU. What the claims judge by goes into the
     evidence as attnbench states it: the GPU's device model (harness/measure/cost_model.h), whose
     thresholds a figure is judged against, and the registry's kernels (which are the in-house
     ones, each with its correctness suite), so no claim keeps a list of its own."""
-    kernels = subprocess.run([check.bundle.cli, "list", "kernels", "--json"], capture_output=True,
-                             text=True, env=check.environment)
-    log.write(kernels.stdout + kernels.stderr)
-    if kernels.returncode != 0:
-        return (f"missing: attnbench list kernels --json exited {kernels.returncode}: "
-                f"{kernels.stderr.strip()[:200]}")
-    try:
-        check.evidence["kernels"] = json.loads(kernels.stdout)
-    except ValueError as error:
-        return f"missing: attnbench list kernels --json: unreadable ({error})"
+    kernels, missing = attnbench_json(check, log, "list", "kernels", "--json")
+    if missing:
+        return missing
+    check.evidence["kernels"] = kernels
     if check.rehearse:
         return "ok (rehearsal: loads, no GPU)"
-    done = subprocess.run([check.bundle.cli, "list", "devices", "--json"], capture_output=True,
-                          text=True, env=check.environment)
-    log.write(done.stdout + done.stderr)
-    if done.returncode != 0:
-        return (f"missing: attnbench list devices --json exited {done.returncode}: "
-                f"{done.stderr.strip()[:200]}")
-    try:
-        devices = json.loads(done.stdout)["devices"]
-    except (ValueError, KeyError, TypeError) as error:
-        return f"missing: attnbench list devices --json: unreadable ({error})"
-    gpus = [d for d in devices if d.get("backend") == "cuda"]
+    listed, missing = attnbench_json(check, log, "list", "devices", "--json")
+    if missing:
+        return missing
+    gpus = [d for d in listed.get("devices", []) if d.get("backend") == "cuda"]
     if not gpus:
         return "missing: nvidia-smi sees a GPU, attnbench does not"
     check.evidence["device_model"] = gpus[0].get("device_model") or ""
