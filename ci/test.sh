@@ -69,11 +69,12 @@ report() {
   python3 ci/test_times.py --top 15 "$junit_dir"/*.xml || true
 }
 
-# ctest_tier NAME ARGS...: one ctest run, its JUnit kept for the slowest-tests list.
-ctest_tier() {
-  local name=$1
-  shift
-  ctest --test-dir build --output-on-failure --parallel "$jobs" --no-tests=error \
+# run_ctest BUILD_DIR NAME ARGS...: one ctest run, its JUnit kept as NAME.xml for the
+# slowest-tests list.
+run_ctest() {
+  local dir=$1 name=$2
+  shift 2
+  ctest --test-dir "$dir" --output-on-failure --parallel "$jobs" --no-tests=error \
     --output-junit "$PWD/$junit_dir/$name.xml" "$@"
 }
 
@@ -93,15 +94,15 @@ stage configure cmake --preset ci
 stage build cmake --build build --parallel "$jobs"
 
 if [[ $tier == slow ]]; then
-  stage slow-tests ctest_tier slow -L '^slow$'
+  stage slow-tests run_ctest build slow -L '^slow$'
   report
   over_budget "the slow tier" "$(seconds_of '^slow-tests$')" "$slow_budget_s"
   echo "ci/test.sh --slow: passed in $(seconds_of '.') s ($(seconds_of '^install$') s of it installing)"
   exit 0
 fi
 
-stage quick-tests ctest_tier quick -L '^quick$'
-stage full-tests ctest_tier full -LE '^(quick|slow)$'
+stage quick-tests run_ctest build quick -L '^quick$'
+stage full-tests run_ctest build full -LE '^(quick|slow)$'
 
 # The emulated device's race and bounds builds (ThreadSanitizer, AddressSanitizer; docs/emu.md,
 # "The race and bounds builds"): the in-house kernels over a representative subset, the planted
@@ -109,8 +110,7 @@ stage full-tests ctest_tier full -LE '^(quick|slow)$'
 for build in race bounds; do
   stage "emu-$build-configure" cmake --preset "emu-$build"
   stage "emu-$build-build" cmake --build "build-emu-$build" --parallel "$jobs" --target attnbench test_emu_sanitized
-  stage "emu-$build-tests" ctest --test-dir "build-emu-$build" -L "emu-$build" --output-on-failure --parallel "$jobs" \
-    --no-tests=error --output-junit "$PWD/$junit_dir/emu-$build.xml"
+  stage "emu-$build-tests" run_ctest "build-emu-$build" "emu-$build" -L "emu-$build"
 done
 
 # A user's plugin, built outside the tree as docs/your-kernel.md says, checked over the ctest

@@ -183,15 +183,6 @@ class RatioTo:
 JUDGES: dict[str, Callable[[Evidence], Verdict]] = {}
 
 
-# The device models the Hopper claims are stated for (harness/measure/cost_model.h's models).
-HOPPERS = ("h100", "h200")
-
-
-def per_hopper(value):
-    """The same threshold on both Hoppers: a ratio to a peer measured in the same run."""
-    return {model: value for model in HOPPERS}
-
-
 def judge(claim_id: str, threshold: str, *, steps: tuple = (), any_step: tuple = (),
           per_model: dict | None = None):
     """Registers a claim's judge. Before measuring, it reads 'not measured' when a step it needs
@@ -199,8 +190,9 @@ def judge(claim_id: str, threshold: str, *, steps: tuple = (), any_step: tuple =
 
     per_model: {device model: AtLeast or RatioTo} for a claim whose threshold differs between
     cards (or is stated for some cards only); `threshold` is then a format string whose "{}" takes
-    the model's threshold, and the measuring function is called as measure(evidence, threshold). A run on a card without a value
-    reads 'not measured: not judged on this device', never pass."""
+    the model's threshold, and the measuring function is called as measure(evidence, threshold).
+    A run on a card without a value reads 'not measured: not judged on this device', never
+    pass."""
     def register(measure: Callable[..., Finding]):
         def judged(evidence: Evidence) -> Verdict:
             model = evidence.device_model
@@ -305,8 +297,9 @@ def no_figure_why(evidence: Evidence, kernel: str) -> str:
             + (f" (cases filtered: {where})" if where else ""))
 
 
-def timed_figure(evidence: Evidence, kernel: str) -> tuple[int, dict] | Finding:
-    """(run, result) of `kernel` timed at its figure shape, else the finding that says why not."""
+def timed_figures(evidence: Evidence, kernel: str) -> list[tuple[int, dict]] | Finding:
+    """Every (run, result) of `kernel` timed at its figure shape, figures run first, else the
+    finding that says why there is none."""
     results = figure_results(evidence, kernel)
     if not results:
         return unmeasured(no_figure_why(evidence, kernel))
@@ -315,18 +308,18 @@ def timed_figure(evidence: Evidence, kernel: str) -> tuple[int, dict] | Finding:
         run, r = results[0]
         return failed("-", f"{kernel} at the figure shape (run {run}): {r['status']}: "
                            f"{(r.get('message') or '')[:80]}")
-    return timed[0]
+    return timed
 
 
 def judge_figure(evidence: Evidence, kernel: str, threshold: AtLeast | RatioTo) -> Finding:
     """`kernel` at its figure shape against an absolute threshold, or against its peer's figure
     in the same run (the absolute TFLOP/s shown, not judged)."""
+    timed = timed_figures(evidence, kernel)
+    if isinstance(timed, Finding):
+        return timed
     if isinstance(threshold, RatioTo):
-        return judge_figure_ratio(evidence, kernel, threshold)
-    found = timed_figure(evidence, kernel)
-    if isinstance(found, Finding):
-        return found
-    run, r = found
+        return judge_figure_ratio(evidence, timed, threshold)
+    run, r = timed[0]
     tflops = r["flops_per_s"] / TERA
     measured = f"{tflops:.1f} TFLOP/s"
     where = f"run {run}" + (f", median {r['median_s'] * 1e6:.1f} us" if r.get("median_s") else "")
@@ -335,18 +328,15 @@ def judge_figure(evidence: Evidence, kernel: str, threshold: AtLeast | RatioTo) 
     return failed(measured, f"below {threshold.value:g} TFLOP/s ({where})")
 
 
-def judge_figure_ratio(evidence: Evidence, kernel: str, threshold: RatioTo) -> Finding:
-    """`kernel` against `threshold.peer` at the figure shape in the same run (same clocks)."""
-    mine = {run: r for run, r in figure_results(evidence, kernel)
-            if r["status"] == "passed" and r.get("flops_per_s")}
-    found = timed_figure(evidence, kernel)
-    if isinstance(found, Finding):
-        return found
+def judge_figure_ratio(evidence: Evidence, timed: list[tuple[int, dict]],
+                       threshold: RatioTo) -> Finding:
+    """The kernel's timed figures against `threshold.peer`'s at the figure shape in the same run
+    (same clocks)."""
     peers = {run: r for run, r in figure_results(evidence, threshold.peer)
              if r["status"] == "passed" and r.get("flops_per_s")}
-    paired = [(run, r, peers[run]) for run, r in mine.items() if run in peers]
+    paired = [(run, r, peers[run]) for run, r in timed if run in peers]
     if not paired:
-        _, r = found
+        _, r = timed[0]
         untimed = [p for _, p in figure_results(evidence, threshold.peer)]
         why = (f"{threshold.peer} {untimed[0]['status']}: "
                f"{(untimed[0].get('message') or '')[:100]}"
@@ -1105,7 +1095,8 @@ def flash3_figure(evidence: Evidence, threshold: AtLeast | RatioTo) -> Finding:
 
 
 @judge("flash2-figure", "{}", any_step=(FIGURES, SMOKE),
-       per_model=per_hopper(RatioTo("torch.sdpa_flash", 0.85)))
+       per_model={"h100": RatioTo("torch.sdpa_flash", 0.85),
+                  "h200": RatioTo("torch.sdpa_flash", 0.85)})
 def flash2_figure(evidence: Evidence, threshold: RatioTo) -> Finding:
     """cuda.flash2 against PyTorch's flash SDPA measured in the same run, so both saw the same
     clocks; the absolute TFLOP/s are shown, not judged."""

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <string>
+#include <utility>
 
 #include "harness/measure/checker.h"
 #include "harness/measure/executor.h"
@@ -18,40 +20,23 @@ namespace {
 // from the CUDA documentation's orders of magnitude, to be replaced by gpu-check's measured step
 // times: a launch ~5 us; a timed forward's flush reads 2x the 50-60 MB L2 (~30-40 us) plus two
 // events and a synchronize (~20 us); a worker's CUDA context and cuBLAS/cuDNN handles ~2 s.
-DeviceModel hopper_model() {
+//
+// One Hopper card: `name` for --device-model, `gpu_name` as CUDA names the card, where its rates
+// come from, its bf16 GEMM rate (FP8 at twice it: the datasheet's ratio, not a measurement) and
+// its device-to-device copy rate.
+DeviceModel hopper_model(std::string name, std::string gpu_name, std::string rates_measured,
+                         double gemm_flops_16bit, double copy_bytes_per_s) {
   DeviceModel model;
+  model.name = std::move(name);
+  model.gpu_name = std::move(gpu_name);
+  model.rates_measured = std::move(rates_measured);
+  model.gemm_flops_16bit = gemm_flops_16bit;
+  model.gemm_flops_fp8 = 2 * gemm_flops_16bit;
+  model.copy_bytes_per_s = copy_bytes_per_s;
   model.host_link_bytes_per_s = 10e9;  // pageable host memory over PCIe 5: ~10 GB/s
   model.launch_s = 5e-6;
   model.timed_forward_overhead_s = 50e-6;
   model.worker_start_s = 2.0;
-  return model;
-}
-
-// H200: bf16 GEMM 775-790 TFLOP/s and a 4.25-4.3 TB/s copy, measured by this project's own H200
-// runs (ci/gpu-runs/2026-12-04-h200-*.md) and the device tool's notes. FP8 at twice the 16-bit
-// rate is the datasheet's ratio, not a measurement.
-DeviceModel h200_model() {
-  DeviceModel model = hopper_model();
-  model.name = "h200";
-  model.gpu_name = "NVIDIA H200";
-  model.rates_measured = "bf16 GEMM and copy measured (ci/gpu-runs/2026-12-04-h200-*.md)";
-  model.gemm_flops_16bit = 790e12;
-  model.gemm_flops_fp8 = 2 * 790e12;
-  model.copy_bytes_per_s = 4.3e12;
-  return model;
-}
-
-// H100 SXM (80 GB HBM3): leads until a run of this project measures them. One such machine
-// measured ~3.0 TB/s device-to-device copy and 798 TFLOP/s on an 8192^3 bf16 GEMM (issue 40, the
-// device tool's notes); FP8 at twice the 16-bit rate, as for the H200.
-DeviceModel h100_model() {
-  DeviceModel model = hopper_model();
-  model.name = "h100";
-  model.gpu_name = "NVIDIA H100 80GB HBM3";
-  model.rates_measured = "leads: no attnbench run on an H100 yet";
-  model.gemm_flops_16bit = 798e12;
-  model.gemm_flops_fp8 = 2 * 798e12;
-  model.copy_bytes_per_s = 3.0e12;
   return model;
 }
 
@@ -162,7 +147,18 @@ double reference_seconds(const Problem& problem) {
 }  // namespace
 
 const std::vector<DeviceModel>& device_models() {
-  static const std::vector<DeviceModel> models = {h100_model(), h200_model()};
+  static const std::vector<DeviceModel> models = {
+      // H100 SXM (80 GB HBM3): leads until a run of this project measures them. One such machine
+      // measured ~3.0 TB/s device-to-device copy and 798 TFLOP/s on an 8192^3 bf16 GEMM (issue
+      // 40, the device tool's notes).
+      hopper_model("h100", "NVIDIA H100 80GB HBM3", "leads: no attnbench run on an H100 yet",
+                   798e12, 3.0e12),
+      // H200: bf16 GEMM 775-790 TFLOP/s and a 4.25-4.3 TB/s copy, measured by this project's own
+      // H200 runs and the device tool's notes.
+      hopper_model("h200", "NVIDIA H200",
+                   "bf16 GEMM and copy measured (ci/gpu-runs/2026-12-04-h200-*.md)", 790e12,
+                   4.3e12),
+  };
   return models;
 }
 
