@@ -21,7 +21,6 @@ namespace {
 constexpr uint32_t kFloatSignBit = 0x80000000u;
 constexpr uint32_t kFloatMagnitudeMask = 0x7fffffffu;
 constexpr uint32_t kFloatInfBits = 0x7f800000u;
-constexpr uint32_t kFloatCanonicalNanBits = 0x7fffffffu;
 constexpr int kFloatMantissaBits = 23;
 constexpr int kFloatExponentBias = 127;
 
@@ -105,7 +104,7 @@ float decode_finite_magnitude(uint32_t magnitude, NarrowFormat format) {
 
 float with_sign(float magnitude, bool negative) { return negative ? -magnitude : magnitude; }
 
-float canonical_nan() { return std::bit_cast<float>(kFloatCanonicalNanBits); }
+float canonical_nan() { return std::bit_cast<float>(formats_detail::kCanonicalNan); }
 
 uint8_t float_to_fp8_bits(float value, NarrowFormat format, uint32_t max_finite_bits) {
   const uint32_t bits = std::bit_cast<uint32_t>(value);
@@ -128,37 +127,6 @@ uint16_t float_to_fp16_bits(float value) {
   return static_cast<uint16_t>(sign | magnitude);
 }
 
-namespace {
-
-// decode(bits) for every bit pattern of Bits, indexed by the pattern.
-template <typename Bits>
-std::vector<float> decoded_table(float (*decode)(Bits)) {
-  std::vector<float> values(size_t{1} << (8 * sizeof(Bits)));
-  for (size_t bits = 0; bits < values.size(); ++bits) {
-    values[bits] = decode(static_cast<Bits>(bits));
-  }
-  return values;
-}
-
-float decode_fp16(uint16_t bits) {
-  const uint32_t magnitude = bits & kHalfMagnitudeMask;
-  const bool negative = (bits & kHalfSignBit) != 0;
-  if (magnitude == kFp16InfBits) return with_sign(std::numeric_limits<float>::infinity(), negative);
-  if (magnitude > kFp16InfBits) return canonical_nan();
-  return with_sign(decode_finite_magnitude(magnitude, kFp16Format), negative);
-}
-
-// Every fp16 value, decoded once (256 KiB): the emulated tensor cores decode every operand of
-// every product, and decoding them one by one (a subnormal through ldexp) took a quarter of an
-// emulated cuda.flash2 forward's time (perf on the ctest suite, 2026-12-06).
-const std::vector<float>& fp16_table() {
-  static const std::vector<float> table = decoded_table<uint16_t>(decode_fp16);
-  return table;
-}
-
-}  // namespace
-
-float fp16_bits_to_float(uint16_t bits) { return fp16_table()[bits]; }
 
 uint16_t float_to_bf16_bits(float value) {
   const uint32_t bits = std::bit_cast<uint32_t>(value);
@@ -171,31 +139,10 @@ uint16_t float_to_bf16_bits(float value) {
                                shift_right_round_even(bits & kFloatMagnitudeMask, kDroppedBits));
 }
 
-float bf16_bits_to_float(uint16_t bits) { return std::bit_cast<float>(uint32_t{bits} << 16); }
-
 uint8_t float_to_e4m3_bits(float value) {
   return float_to_fp8_bits(value, kE4m3Format, kE4m3MaxFiniteBits);
 }
 
-namespace {
-
-float decode_e4m3(uint8_t bits) {
-  const uint32_t magnitude = bits & kFp8MagnitudeMask;
-  if (magnitude == kFp8NanBits) return canonical_nan();
-  return with_sign(decode_finite_magnitude(magnitude, kE4m3Format), (bits & kFp8SignBit) != 0);
-}
-
-// Every e4m3 value, decoded once: the emulated FP8 tensor cores decode each operand of every
-// product, and decoding them one by one (a subnormal through ldexp) took a fifth of an emulated
-// FP8 forward's time (perf, cuda.flash3_fp8 on hopper-fp8, 2026-12-06).
-const std::vector<float>& e4m3_table() {
-  static const std::vector<float> table = decoded_table<uint8_t>(decode_e4m3);
-  return table;
-}
-
-}  // namespace
-
-float e4m3_bits_to_float(uint8_t bits) { return e4m3_table()[bits]; }
 
 uint8_t float_to_e5m2_bits(float value) {
   return float_to_fp8_bits(value, kE5m2Format, kE5m2MaxFiniteBits);

@@ -1,6 +1,7 @@
 #include "reference/tensor_core_sum.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -10,11 +11,19 @@ namespace attnbench {
 
 namespace {
 
-// Toward zero to a multiple of `quantum` (a power of two; `inverse` = 1 / quantum), exactly: a
-// product has at most 22 significant bits (8 for e4m3), C 24, and x * inverse stays far inside
-// double's range.
-double truncate_to(double x, double quantum, double inverse) {
-  return std::trunc(x * inverse) * quantum;
+// 2^e as a double, from its exponent bits (every emulated matrix instruction's sums need two; a
+// library call each was measurable). Every e here is far inside double's normal range: alignments
+// run from about -300 (a product of two bf16 subnormals) to 255, kept bits are 13 or 25.
+double power_of_two(int e) {
+  const uint64_t bits = static_cast<uint64_t>(e + 1023) << 52;
+  return std::bit_cast<double>(bits);
+}
+
+// x / quantum truncated toward zero, as an integer, exactly: a product has at most 22 significant
+// bits (8 for e4m3) and is below 2^(alignment + 2), C below 2^(alignment + 1), so |x| / quantum <
+// 2^(kept_bits + 2) and the conversion's truncation toward zero is the rule's.
+int64_t quanta_of(double x, double inverse_quantum) {
+  return static_cast<int64_t>(x * inverse_quantum);
 }
 
 // ilogb of a finite, non-zero float: from its exponent bits when it is normal (the hot path: the
@@ -55,13 +64,15 @@ float tensor_core_sum(float c, const float* a, const float* b, unsigned count, u
       sum += static_cast<double>(a[k]) * static_cast<double>(b[k * b_stride]);
     return static_cast<float>(sum);
   }
-  const double quantum = std::ldexp(1.0, alignment - kept_bits);
-  const double inverse = std::ldexp(1.0, kept_bits - alignment);
-  double sum = truncate_to(c, quantum, inverse);
+  // The terms are added exactly as integer multiples of the quantum (17 or 33 terms below
+  // 2^(kept_bits + 2) each: far inside int64, and the total converts back to double exactly).
+  const double inverse_quantum = power_of_two(kept_bits - alignment);
+  int64_t quanta = quanta_of(c, inverse_quantum);
   for (unsigned k = 0; k < count; ++k) {
-    sum += truncate_to(static_cast<double>(a[k]) * static_cast<double>(b[k * b_stride]), quantum,
-                       inverse);
+    quanta += quanta_of(static_cast<double>(a[k]) * static_cast<double>(b[k * b_stride]),
+                        inverse_quantum);
   }
+  const double sum = static_cast<double>(quanta) * power_of_two(alignment - kept_bits);
   return truncate_to_float(sum);
 }
 

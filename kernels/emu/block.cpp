@@ -137,7 +137,8 @@ void Block::run(const std::function<void()>& body, const void* launch_end) {
   launch_end_ = launch_end;
   threads_.clear();
   const unsigned count = shape_.block_dim.count();
-  const std::string name = "block " + dim_text(shape_.block_index) + " thread ";
+  const std::string name =
+      kSanitizer == Sanitizer::thread ? "block " + dim_text(shape_.block_index) + " thread " : "";
   for (unsigned t = 0; t < count; ++t) {
     auto thread = std::make_unique<Thread>();
     thread->fiber = std::make_unique<Fiber>(
@@ -147,7 +148,8 @@ void Block::run(const std::function<void()>& body, const void* launch_end) {
           (*body_)();
           finish_thread();
         },
-        name + std::to_string(t));
+        // The name is for ThreadSanitizer's reports alone: other builds skip a string per thread.
+        kSanitizer == Sanitizer::thread ? name + std::to_string(t) : std::string());
     threads_.push_back(std::move(thread));
   }
   sanitizer::release(&block_start_);

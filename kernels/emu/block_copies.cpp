@@ -119,7 +119,7 @@ void Block::complete_async_copies(Thread& thread, size_t keep_pending) {
       for (const PendingCopy& copy : group.copies)
         completed_copies_.push_back({copy.destination, copy.bytes});
     }
-    thread.committed_copies.pop_front();
+    thread.committed_copies.erase(thread.committed_copies.begin());
   }
 }
 
@@ -205,7 +205,7 @@ void Block::bulk_wait(unsigned pending_groups, Site site) {
   Thread& self = *threads_[running_];
   while (self.committed_stores.size() > pending_groups) {
     const std::vector<PendingStore> group = std::move(self.committed_stores.front());
-    self.committed_stores.pop_front();
+    self.committed_stores.erase(self.committed_stores.begin());
     for (const PendingStore& store : group) {
       std::vector<unsigned char> bytes(store.map.box_bytes());
       for (size_t i = 0; i < bytes.size(); ++i) {

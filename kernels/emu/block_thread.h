@@ -6,7 +6,6 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
-#include <deque>
 #include <memory>
 #include <string>
 #include <vector>
@@ -63,10 +62,12 @@ struct Block::Thread {
   const char* instruction = "";            // exchanges: the warp instruction's name
   LanePayload payload{};                   // exchanges: this lane's part
   std::vector<PendingCopy> open_copies;    // cp.async issued since the last commit
-  std::deque<CopyGroup> committed_copies;  // committed groups in flight, oldest first
+  // FIFOs of a few groups are vectors, not deques: an empty std::deque allocates, and every
+  // emulated thread has three (malloc and free were a fifth of an emulated cuda.masked_outofplace).
+  std::vector<CopyGroup> committed_copies;  // committed groups in flight, oldest first
   WgmmaState wgmma;                        // wgmma.mma_async issued and not yet waited for
   std::vector<PendingStore> open_stores;   // TMA stores issued since the last bulk commit
-  std::deque<std::vector<PendingStore>> committed_stores;  // bulk groups not yet waited for
+  std::vector<std::vector<PendingStore>> committed_stores;  // bulk groups not yet waited for
 };
 
 // One TMA box in flight: its bytes (read at issue), where they go, the barrier they complete on,

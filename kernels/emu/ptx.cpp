@@ -78,32 +78,40 @@ void mma_m16n8k16(MmaInput input, float (&d)[4], const uint32_t (&a)[4], uint32_
   // 4):
   //   A: reg 0 (g, 2t + e), reg 1 (g + 8, 2t + e), reg 2 (g, 2t + 8 + e), reg 3 (g + 8, 2t + 8 + e)
   //   B: reg 0 (k 2t + e, n g), reg 1 (k 2t + 8 + e, n g)
-  float matrix_a[16][16];
-  float matrix_b[16][8];
-  for (unsigned lane = 0; lane < kWarpSize; ++lane) {
-    MmaOperands operands;
-    std::memcpy(&operands, lanes[lane].data(), sizeof operands);
-    const unsigned g = lane / 4;
-    const unsigned t = lane % 4;
-    for (unsigned e = 0; e < 2; ++e) {
-      auto element = [&](uint32_t reg) {
-        return widen(input, static_cast<uint16_t>(reg >> (16 * e)));
-      };
-      matrix_a[g][2 * t + e] = element(operands.a[0]);
-      matrix_a[g + 8][2 * t + e] = element(operands.a[1]);
-      matrix_a[g][2 * t + 8 + e] = element(operands.a[2]);
-      matrix_a[g + 8][2 * t + 8 + e] = element(operands.a[3]);
-      matrix_b[2 * t + e][g] = element(operands.b[0]);
-      matrix_b[2 * t + 8 + e][g] = element(operands.b[1]);
-    }
-  }
-  // This lane's D: c0 c1 (row g, columns 2t, 2t + 1), c2 c3 (row g + 8, the same columns).
+  // This lane's D is c0 c1 (row g, columns 2t, 2t + 1) and c2 c3 (row g + 8, the same columns), so
+  // it decodes only A's rows g and g + 8 (held by lanes 4g .. 4g + 3) and B's columns 2t and 2t + 1
+  // (held by lanes 4(2t + e) .. + 3): a sixth of the two matrices, the emulator's hottest loop.
   const unsigned g = block.lane() / 4;
   const unsigned t = block.lane() % 4;
+  auto operands_of = [&](unsigned lane) {
+    MmaOperands operands;
+    std::memcpy(&operands, lanes[lane].data(), sizeof operands);
+    return operands;
+  };
+  auto element = [&](uint32_t reg, unsigned e) {
+    return widen(input, static_cast<uint16_t>(reg >> (16 * e)));
+  };
+  float rows_a[2][16];    // A's rows g and g + 8
+  float columns_b[2][16];  // B's columns 2t and 2t + 1, k contiguous
+  for (unsigned holder_t = 0; holder_t < 4; ++holder_t) {
+    const MmaOperands row_holder = operands_of(4 * g + holder_t);
+    for (unsigned e = 0; e < 2; ++e) {
+      rows_a[0][2 * holder_t + e] = element(row_holder.a[0], e);
+      rows_a[1][2 * holder_t + e] = element(row_holder.a[1], e);
+      rows_a[0][2 * holder_t + 8 + e] = element(row_holder.a[2], e);
+      rows_a[1][2 * holder_t + 8 + e] = element(row_holder.a[3], e);
+    }
+    for (unsigned column = 0; column < 2; ++column) {
+      const MmaOperands column_holder = operands_of(4 * (2 * t + column) + holder_t);
+      for (unsigned e = 0; e < 2; ++e) {
+        columns_b[column][2 * holder_t + e] = element(column_holder.b[0], e);
+        columns_b[column][2 * holder_t + 8 + e] = element(column_holder.b[1], e);
+      }
+    }
+  }
   for (unsigned r = 0; r < 2; ++r) {
     for (unsigned e = 0; e < 2; ++e) {
-      d[2 * r + e] = tensor_core_sum(d[2 * r + e], matrix_a[g + 8 * r], &matrix_b[0][2 * t + e],
-                                     16, 8);
+      d[2 * r + e] = tensor_core_sum(d[2 * r + e], rows_a[r], columns_b[e], 16);
     }
   }
 }

@@ -27,7 +27,6 @@
 
 #include <array>
 #include <cstdint>
-#include <deque>
 #include <map>
 #include <vector>
 
@@ -64,7 +63,8 @@ struct PendingWgmma {
 struct WgmmaState {
   bool fenced = false;                              // wgmma.fence since the last commit_group
   std::vector<PendingWgmma> open;                   // issued since the last commit_group
-  std::deque<std::vector<PendingWgmma>> committed;  // groups in flight, oldest first
+  // Groups in flight, oldest first: a vector, not a deque, as block_thread.h's FIFOs.
+  std::vector<std::vector<PendingWgmma>> committed;
   std::map<const float*, std::vector<float>> chained_results;  // D a pending wgmma adds to
 };
 
