@@ -9,10 +9,10 @@
 
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/emu/emu_kernels.h"
-#include "kernels/emu/planted/planted_kernels.h"
+#include "tests/test_kernels/planted/planted_kernels.h"
 #include "kernels/plugin/plugin_kernels.h"
 #include "kernels/python/python_kernels.h"
-#include "kernels/test_kernels.h"
+#include "tests/test_kernels/test_kernels.h"
 #if defined(ATTNBENCH_HAVE_CUDA)
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cudnn/cudnn_kernels.h"

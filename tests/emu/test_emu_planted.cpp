@@ -1,7 +1,7 @@
 // Planted bugs (issue 14, "Must show"; issues 15, 16): each a test-only variant of cuda.flash2,
 // cuda.flash3_wg1, cuda.flash3_ws, cuda.flash3_fp8 or its _incoherent, _block, _ws and
 // _ws_transpose made from the real kernel source with one edit
-// (kernels/emu/planted/planted_bugs.cmake, which refuses an edit that does not match), run on the
+// (tests/test_kernels/planted/planted_bugs.cmake, which refuses an edit that does not match), run on the
 // emulated device through `attnbench check` as a user runs it. Each must fail with its named reason
 // on a case its real kernel passes, so none can pass vacuously; the order-dependent one is caught
 // under several schedule seeds, and two seeds record different schedules.

@@ -108,7 +108,7 @@ TEST(SanitizedEmu, EveryInHouseKernelPassesTheSubsetWithNoReport) {
 }
 
 struct PlantedReport {
-  const char* family;  // flash2, flash3_wg1 or flash3_ws (kernels/emu/planted/planted_bugs.cmake)
+  const char* family;  // flash2, flash3_wg1 or flash3_ws (tests/test_kernels/planted/planted_bugs.cmake)
   const char* bug;
   Sanitizer sanitizer;  // the build that reports it this way
   const char* kind;     // the report's kind, first in the message

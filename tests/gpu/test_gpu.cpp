@@ -38,7 +38,7 @@
 #include "harness/measure/inputs.h"
 #include "harness/store/store.h"
 #include "kernels/registry.h"
-#include "kernels/test_kernels.h"
+#include "tests/test_kernels/test_kernels.h"
 #include "tests/support/command.h"
 #include "tests/support/kernel_names.h"
 #include "tests/support/scratch_directory.h"

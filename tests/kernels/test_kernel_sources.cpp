@@ -1,5 +1,6 @@
 // The rules that keep `emu` running the GPU's code (issue 14, "One code path"), over every source
-// under kernels/cuda/ except common/, which alone holds both bodies of what differs:
+// under kernels/cuda/ except common/, which alone holds both bodies of what differs, and the
+// test-only CUDA kernels beside the tests (tests/test_kernels/):
 //   - no inline PTX (asm): every instruction goes through common/ptx.cuh's wrappers;
 //   - no __shared__ declarations: host-compiled, a block-scope one would be one copy per emulated
 //     thread; shared memory comes through common/shared.cuh's macros;
@@ -67,18 +68,20 @@ std::string read_file(const fs::path& path) {
 }
 
 TEST(KernelSources, NoKernelBypassesTheCommonHeaders) {
-  const fs::path root = fs::path(ATTNBENCH_SOURCE_DIR) / "kernels" / "cuda";
+  const fs::path source = ATTNBENCH_SOURCE_DIR;
   int files = 0;
   std::vector<std::string> found;
-  for (const fs::directory_entry& entry : fs::recursive_directory_iterator(root)) {
-    const fs::path& path = entry.path();
-    if (!entry.is_regular_file() || path.parent_path().filename() == "common") continue;
-    const std::string extension = path.extension().string();
-    if (extension != ".cu" && extension != ".cuh" && extension != ".h" && extension != ".cpp")
-      continue;
-    ++files;
-    for (std::string& v : violations(fs::relative(path, root).string(), read_file(path))) {
-      found.push_back(std::move(v));
+  for (const fs::path& root : {source / "kernels" / "cuda", source / "tests" / "test_kernels"}) {
+    for (const fs::directory_entry& entry : fs::recursive_directory_iterator(root)) {
+      const fs::path& path = entry.path();
+      if (!entry.is_regular_file() || path.parent_path().filename() == "common") continue;
+      const std::string extension = path.extension().string();
+      if (extension != ".cu" && extension != ".cuh" && extension != ".h" && extension != ".cpp")
+        continue;
+      ++files;
+      for (std::string& v : violations(fs::relative(path, source).string(), read_file(path))) {
+        found.push_back(std::move(v));
+      }
     }
   }
   EXPECT_GE(files, 25) << "kernels/cuda/ should hold the in-house kernels' sources";

@@ -38,7 +38,7 @@ struct Instantiation {
 };
 
 // The Kernel entry of cuda.flash2 over `instantiations`: cuda_flash2_kernel() passes the six
-// above; the planted-bug variants of tests/emu/planted/ (edited copies of flash2_kernel.cuh)
+// above; the planted-bug variants of tests/test_kernels/planted/ (edited copies of flash2_kernel.cuh)
 // pass theirs under their own names. The support table keeps the instantiated head dims and
 // dtypes only.
 Kernel flash2_kernel_entry(std::string name, std::string summary,

@@ -257,7 +257,7 @@ Fp8Recipe flash3_fp8_recipe(bool incoherent, bool block_scales);
 
 // The Kernel entry of an FP8 forward following `recipe` over its instantiations at d 128:
 // cuda.flash3_fp8's and cuda.flash3_fp8_incoherent's, and the planted-bug variants'
-// (kernels/emu/planted/planted_bugs.cmake).
+// (tests/test_kernels/planted/planted_bugs.cmake).
 Kernel flash3_fp8_kernel_entry(std::string name, std::string summary, const Fp8Recipe& recipe,
                                std::vector<Fp8Instantiation> instantiations);
 

@@ -20,9 +20,9 @@ std::vector<Kernel> isolation_test_kernels();
 Kernel with_injected_slowdown(Kernel kernel, double fraction);
 
 #if defined(ATTNBENCH_HAVE_CUDA)
-// kernels/cuda/test_oob_write.cu: writes far past the end of its output: an illegal address.
+// tests/test_kernels/cuda_oob_write.cu: writes far past the end of its output: an illegal address.
 Kernel cuda_oob_write_test_kernel();
-// kernels/cuda/test_clock_spin.cu: a timer probe, not a kernel of the registry: one thread that
+// tests/test_kernels/cuda_clock_spin.cu: a timer probe, not a kernel of the registry: one thread that
 // spins `cycles` SM clock cycles and touches no global memory.
 std::unique_ptr<Plan> make_clock_spin_plan(long long cycles, const PlanContext& context);
 #endif

@@ -1,5 +1,5 @@
 // Kernels that fail on purpose, so tests can prove a crash or a hang costs one case, not the run.
-#include "kernels/test_kernels.h"
+#include "tests/test_kernels/test_kernels.h"
 
 #include "kernels/cpu/cpu_kernels.h"
 

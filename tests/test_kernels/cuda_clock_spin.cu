@@ -8,7 +8,7 @@
 #include "kernels/cuda/common/cuda_api.h"
 #include "kernels/cuda/common/cuda_check.h"
 #include "kernels/cuda/common/launch.cuh"
-#include "kernels/test_kernels.h"
+#include "tests/test_kernels/test_kernels.h"
 
 namespace attnbench {
 namespace {
