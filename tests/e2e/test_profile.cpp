@@ -1,11 +1,12 @@
-// `attnbench profile` as a user runs it (issue 17, "Must show" in CI): the issue's command on
-// cpu.naive and cpu.flash writes a trace that loads, with each thread's phases, and stores a
-// breakdown per kernel whose shares sum to 100 %; the recorded forward agrees with the timed
-// median within 10 %; a kernel no selected device runs is named, not profiled; on the emulated
-// device the trace holds each CUDA kernel's launches by name; and the masking study's CPU finding
-// holds: the mask's thread time is largest out of place, smaller in place, absent fused, and out of
-// place takes the most memory. These tests run alone (RUN_SERIAL): other tests' load would blur the
-// timings they compare.
+// `attnbench profile` as a user runs it (issue 17, "Must show" in CI): on cpu.naive and cpu.flash
+// it writes a trace that loads, with each thread's phases, and stores a breakdown per kernel whose
+// shares sum to 100 %; a kernel no selected device runs is named, not profiled; on the emulated
+// device the trace holds each CUDA kernel's launches by name. Timing judgements are the slow
+// tier's (docs/testing.md): at the issue's shape the recorded forward agrees with the timed median
+// within 10 % and the phases leave less than half the threads' time unrecorded, and the masking
+// study's CPU finding holds (the mask's thread time is largest out of place, smaller in place,
+// absent fused; out of place takes the most memory). These tests run alone (RUN_SERIAL): other
+// tests' load would blur the timings they compare.
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -33,23 +34,36 @@ nlohmann::json load_trace(const std::string& path) {
   return nlohmann::json::parse(file, nullptr, false);
 }
 
-TEST(Profile, TheIssuesCommandWritesATraceThatLoadsAndABreakdownThatSumsTo100Percent) {
-  const ScratchDirectory dir("attnbench_profile");
+// cpu.naive and cpu.flash profiled at `shape` into `dir`: the command's output, its trace and the
+// stored breakdowns.
+struct ProfiledPair {
+  CommandResult command;
+  nlohmann::json trace;
+  std::map<std::string, std::map<std::string, ProfilePhaseRecord>> profiles;
+};
+
+ProfiledPair profile_naive_and_flash(const std::string& shape, const ScratchDirectory& dir) {
   const std::string trace = dir.file("t.json"), db = dir.file("profile.sqlite");
-  const CommandResult profiled = attnbench(
-      "profile --kernels cpu.naive,cpu.flash --shape b=8,hq=16,s=1024,d=64,dtype=bf16,mask=causal "
-      "--trace " +
-      trace + " --db " + db);
-  ASSERT_EQ(profiled.exit_code, 0) << profiled.output;
-  std::printf("%s", profiled.output.c_str());
-  EXPECT_NE(profiled.output.find("2 profiled"), std::string::npos) << profiled.output;
+  ProfiledPair run;
+  run.command = attnbench("profile --kernels cpu.naive,cpu.flash --shape " + shape + " --trace " +
+                          trace + " --db " + db);
+  std::printf("%s", run.command.output.c_str());
+  run.trace = load_trace(trace);
+  run.profiles = stored_profiles(db);
+  return run;
+}
+
+TEST(Profile, WritesATraceThatLoadsAndABreakdownThatSumsTo100Percent) {
+  const ScratchDirectory dir("attnbench_profile");
+  const ProfiledPair run = profile_naive_and_flash("b=2,hq=4,s=256,d=64,dtype=bf16,mask=causal", dir);
+  ASSERT_EQ(run.command.exit_code, 0) << run.command.output;
+  EXPECT_NE(run.command.output.find("2 profiled"), std::string::npos) << run.command.output;
 
   // The trace: JSON that chrome://tracing and Perfetto load, each kernel a process with the
   // forward and its threads' phases.
-  const nlohmann::json document = load_trace(trace);
-  ASSERT_FALSE(document.is_discarded()) << "the trace is not JSON";
+  ASSERT_FALSE(run.trace.is_discarded()) << "the trace is not JSON";
   std::map<int, std::set<std::string>> names_by_process;
-  for (const nlohmann::json& event : document.at("traceEvents")) {
+  for (const nlohmann::json& event : run.trace.at("traceEvents")) {
     if (event.at("ph") == "X") names_by_process[event.at("pid")].insert(event.at("name"));
   }
   ASSERT_EQ(names_by_process.size(), 2u);
@@ -59,10 +73,9 @@ TEST(Profile, TheIssuesCommandWritesATraceThatLoadsAndABreakdownThatSumsTo100Per
     }
   }
 
-  // The stored breakdowns: shares of 100 %, the recorded forward near the timed median.
-  const auto profiles = stored_profiles(db);
-  ASSERT_EQ(profiles.size(), 2u);
-  for (const auto& [kernel, phases] : profiles) {
+  // The stored breakdowns: shares of 100 %, every phase and the gaps between them named.
+  ASSERT_EQ(run.profiles.size(), 2u);
+  for (const auto& [kernel, phases] : run.profiles) {
     SCOPED_TRACE(kernel);
     double shares = 0;
     for (const auto& [name, phase] : phases) shares += phase.share;
@@ -71,12 +84,37 @@ TEST(Profile, TheIssuesCommandWritesATraceThatLoadsAndABreakdownThatSumsTo100Per
       EXPECT_TRUE(phases.count(phase)) << "no " << phase;
     }
     const ProfilePhaseRecord& any = phases.begin()->second;
-    EXPECT_EQ(any.shape, "b=8,hq=16,hkv=16,sq=1024,sk=1024,d=64,dtype=bf16,mask=causal");
+    EXPECT_EQ(any.shape, "b=2,hq=4,hkv=4,sq=256,sk=256,d=64,dtype=bf16,mask=causal");
     EXPECT_GE(any.threads, 1);
+    EXPECT_GT(any.forward_s, 0.0);
+    EXPECT_GT(any.median_s, 0.0);
+  }
+}
+
+// Slow tier (timing judgements): the issue's command, whose recorded forward must agree with the
+// timed median within 10 % (recording costs little), and whose phases cover most of the threads'
+// time (BLAS and loops are phases); the FP8 kernels' phases too.
+TEST(Profile, TheIssuesCommandsRecordedForwardIsNearItsTimedMedian) {
+  const ScratchDirectory dir("attnbench_profile_issue");
+  const ProfiledPair run =
+      profile_naive_and_flash("b=8,hq=16,s=1024,d=64,dtype=bf16,mask=causal", dir);
+  ASSERT_EQ(run.command.exit_code, 0) << run.command.output;
+  ASSERT_EQ(run.profiles.size(), 2u);
+  for (const auto& [kernel, phases] : run.profiles) {
+    SCOPED_TRACE(kernel);
+    const ProfilePhaseRecord& any = phases.begin()->second;
     EXPECT_NEAR(any.forward_s / any.median_s, 1.0, 0.10)
         << "recorded " << any.forward_s << " s against a timed median of " << any.median_s << " s";
-    // The phases leave little of the threads' time unrecorded (BLAS and loops are phases).
     EXPECT_LT(phases.at("gaps").share, 0.5);
+  }
+  const std::string fp8_db = dir.file("fp8.sqlite");
+  const CommandResult fp8 = attnbench(
+      "profile --kernels cpu.flash_fp8,cpu.flash_fp8_block_incoherent --shape "
+      "b=1,hq=4,s=512,d=64,dtype=bf16,mask=causal --timed 5 --db " + fp8_db);
+  ASSERT_EQ(fp8.exit_code, 0) << fp8.output;
+  for (const auto& [kernel, phases] : stored_profiles(fp8_db)) {
+    SCOPED_TRACE(kernel);
+    EXPECT_LT(phases.at("gaps").share, 0.5) << fp8.output;
   }
 }
 
@@ -101,7 +139,7 @@ TEST(Profile, TheFp8KernelsPhasesIncludeTheirQuantization) {
       EXPECT_TRUE(phases.count(phase)) << "no " << phase << ": " << profiled.output;
     }
     EXPECT_EQ(phases.at("quantize").count, 1) << "once per forward, on the calling thread";
-    EXPECT_LT(phases.at("gaps").share, 0.5) << profiled.output;
+    // How much of the time the phases cover is a timing judgement: the slow tier's, below.
   }
 }
 
