@@ -11,6 +11,7 @@
 //   - bounds build: a plain store past the end of `out` fails at its line, naming the buffer.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 #include <ostream>
 #include <string>
@@ -162,6 +163,26 @@ std::vector<PlantedReport> planted_for_this_build() {
     if (p.sanitizer == emu::kSanitizer) mine.push_back(p);
   }
   return mine;
+}
+
+// The build compiles exactly the planted variants its sanitizer reports (planted_bugs.cmake's
+// ATTNBENCH_PLANTED_UNDER_<sanitizer>): none without its test here, none of the table missing.
+TEST(SanitizedEmu, TheBuildListsExactlyThePlantedBugsItsSanitizerReports) {
+  const CommandResult listed =
+      run_shell(std::string("ATTNBENCH_TEST_KERNELS=1 ") + ATTNBENCH_CLI + " list kernels --json");
+  ASSERT_EQ(listed.exit_code, 0) << listed.output;
+  std::vector<std::string> built;
+  for (const nlohmann::json& kernel : nlohmann::json::parse(listed.output)) {
+    const std::string name = kernel.at("name");
+    if (kernel.at("backend") == "emu" && name.rfind("test.", 0) == 0) built.push_back(name);
+  }
+  std::vector<std::string> reported;
+  for (const PlantedReport& p : planted_for_this_build()) {
+    reported.push_back(std::string("test.") + p.family + "_" + p.bug);
+  }
+  std::sort(built.begin(), built.end());
+  std::sort(reported.begin(), reported.end());
+  EXPECT_EQ(built, reported);
 }
 
 INSTANTIATE_TEST_SUITE_P(Emu, PlantedUnderSanitizer, ::testing::ValuesIn(planted_for_this_build()),
