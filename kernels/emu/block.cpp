@@ -159,8 +159,10 @@ void Block::run(const std::function<void()>& body, const void* launch_end) {
 // The running thread returns: its copies in flight land (they outlive it).
 void Block::finish_thread() {
   Thread& self = *threads_[running_];
-  self.committed_copies.push_back(CopyGroup{std::move(self.open_copies)});
-  self.open_copies.clear();
+  if (!self.open_copies.empty()) {  // most threads never copy: no empty group to allocate
+    self.committed_copies.push_back(CopyGroup{std::move(self.open_copies)});
+    self.open_copies.clear();
+  }
   completed_copies_.clear();
   complete_async_copies(self, 0);
   for (const CopyTarget& copy : completed_copies_)
