@@ -3,9 +3,11 @@
 // nothing: an emulated forward says whether the kernel is right, not how fast it is. Each
 // checked run draws a new schedule seed, so the checker's two runs (its determinism check) run
 // the threads in two different orders; the seeds are stored with the result.
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <nlohmann/json.hpp>
+#include <omp.h>
 #include <string>
 #include <utility>
 #include <vector>
@@ -48,7 +50,11 @@ class PoisonedGuards {
 
 class EmuExecutor final : public DeviceExecutor {
  public:
-  EmuExecutor(size_t scratch_limit, uint64_t seed) : scratch_(scratch_limit), seed_(seed) {}
+  // The blocks run on as many OS threads as the CPU device uses (OMP_NUM_THREADS, else the
+  // cores), so one setting keeps a run, or parallel tests, from oversubscribing the host.
+  EmuExecutor(size_t scratch_limit, uint64_t seed) : scratch_(scratch_limit), seed_(seed) {
+    stream_.workers = static_cast<unsigned>(std::max(1, omp_get_max_threads()));
+  }
 
   Status load_inputs(const ProblemInputs& inputs) override {
     inputs_ = &inputs;
