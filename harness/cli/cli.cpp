@@ -513,7 +513,7 @@ Subcommand add_describe_command(CLI::App& app) {
                        "Device model a series key names, e.g. 'NVIDIA H200' (repeatable)");
   describe->add_flag("--json", o.json,
                      "JSON: shapes (shape, flops, bytes) and cases (kernel, case_key, case_row, "
-                     "series_keys, case_label, supported, expected)");
+                     "series_keys, kernel_wide_keys, case_label, supported, expected)");
   return {describe, [options] {
             options->describe.kernel_globs = split_commas(options->kernels);
             return describe_command(options->describe, std::cout, std::cerr);

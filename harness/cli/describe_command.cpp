@@ -89,9 +89,11 @@ json describe_case(const std::string& name, const Kernel* kernel, const Parsed& 
   const sql::StoredCase stored{name, shape.problem, std::string(distribution_name(distribution))};
   SeriesKey key{name, shape_string(shape.problem), stored.distribution, "", build};
   json series_keys = json::object();
+  json kernel_wide_keys = json::object();  // the kernel's aggregate on each device model
   for (const std::string& device : devices) {
     key.device = device;
     series_keys[device] = key.text();
+    kernel_wide_keys[device] = key.kernel_wide().text();
   }
   json case_row = json::object();
   for (const sql::Column& column : sql::case_row(stored)) {
@@ -105,7 +107,8 @@ json describe_case(const std::string& name, const Kernel* kernel, const Parsed& 
                     {"case_label", key.case_label()},
                     {"case_key", sql::case_key(stored)},
                     {"case_row", case_row},
-                    {"series_keys", series_keys}};
+                    {"series_keys", series_keys},
+                    {"kernel_wide_keys", kernel_wide_keys}};
   if (kernel == nullptr) return described;
   const std::string reason = skip_reason(*kernel, shape.problem);
   described["supported"] = reason.empty();

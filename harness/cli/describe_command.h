@@ -1,7 +1,7 @@
 // `attnbench describe`: what attnbench would store about cases, without running them: each
 // shape's canonical text, FLOPs and bytes, and per kernel and distribution the case as the store
-// writes it (case key, cases row), its label, per device model its series key, and the kernel's
-// expectation of one forward (Kernel::expected_resources).
+// writes it (case key, cases row), its label, per device model its series key and its kernel's
+// aggregate key, and the kernel's expectation of one forward (Kernel::expected_resources).
 // Python that writes or reads databases (the report's and gpu-check's test fixtures) asks it
 // instead of restating the shape syntax, the series key, the FLOP convention or a kernel's
 // formulas; many cases in one call, so a fixture pays one process start.
