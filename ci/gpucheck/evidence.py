@@ -199,7 +199,8 @@ class Database:
 
     def cupti_profiles(self) -> dict[str, dict]:
         """The newest forward CUPTI recorded of each kernel (`attnbench profile` on a GPU,
-        schema 9): {kernel: {"launches": its kernels' count, "forward_s", "median_s", "shape"}}."""
+        schema 9): {kernel: {"launches": its kernels' count, "expected_launches": what the
+        kernel declares (schema 10; None: none stored), "forward_s", "median_s", "shape"}}."""
         if "source" not in self.columns("profiles"):
             return {}
         profiles: dict[str, dict] = {}
@@ -208,6 +209,7 @@ class Database:
             if newest is None or newest["profile_id"] != row["profile_id"]:
                 newest = profiles[row["kernel"]] = {
                     "profile_id": row["profile_id"], "launches": 0, "shape": row["shape"],
+                    "expected_launches": row.get("expected_launches"),
                     "forward_s": row["forward_s"], "median_s": row["median_s"]}
             if row["kind"] == "kernel":
                 newest["launches"] += row["count"]

@@ -560,6 +560,25 @@ def test_memory_and_launches_outside_their_formulas_fail(tmp_path, rng):
     assert status == 1
 
 
+def test_memory_and_launches_are_judged_by_the_stored_expectation(tmp_path, rng):
+    """The claims compare each result with the expectation attnbench stored beside it, never a
+    formula of their own: a kernel that declares (and launches) 5 passes, whatever the naive
+    family's usual 3; a result without a stored expectation is not measured, never passed."""
+    build_outdir(tmp_path / "stored", rng, Scenario(
+        stored_expectations={"cuda.naive": {"launches": 5}, "cuda.flash1": {
+            "extra_memory_bytes": rng.randrange(1 << 20, 1 << 24)}}))
+    _, rows = summarize(tmp_path / "stored")
+    assert rows["naive-launches"]["result"] == PASS
+    assert "cuda.naive 5" in rows["naive-launches"]["measured"]
+    assert rows["naive-memory"]["result"] == PASS
+
+    build_outdir(tmp_path / "none", rng, Scenario(no_expectations=True))
+    _, rows = summarize(tmp_path / "none")
+    for claim in ("naive-memory", "naive-launches", "flash2-memory-launches"):
+        assert rows[claim]["result"] == NOT_MEASURED, claim
+        assert "no stored expectation" in rows[claim]["why"], claim
+
+
 def test_the_masking_study_is_judged_by_cuptis_launches_and_the_paths_times(tmp_path, rng):
     """The profile step's CUPTI profiles: a healthy run passes and shows the PyTorch peers'
     launches beside the in-house ones; a fused kernel that launched a mask kernel, or the three

@@ -199,7 +199,8 @@ def test_every_database_string_is_escaped(tmp_path, rng):
     for case in cases:
         fixture.result(run_id, gpu, case, median_s=rng.uniform(1e-4, 1e-3), error=1e-3,
                        bound=1e-2, ceiling=5e14, clocks=[1900.0] * 5)
-    broken = fixtures.Case(kernel, seqlen_q=2048, seqlen_k=2048, distribution=f"d{HOSTILE}")
+    # attnbench describes only the distributions it draws; the hostile name carries the case.
+    broken = fixtures.Case(kernel, seqlen_q=2048, seqlen_k=2048, distribution="outliers")
     fixture.result(run_id, gpu, broken, status="crashed", message=f"boom {HOSTILE}",
                    repro=f"attnbench {HOSTILE}")
     key = cases[0].series_key(gpu.name)
@@ -319,17 +320,16 @@ def test_accuracy_by_recipe_shows_each_kernels_median_rmse(tmp_path, rng):
     cpu = fixture.device(run_id, "cpu", "Intel(R) Xeon(R) Processor", "cpu:ci", threads=2)
     stored = defaultdict(list)
     kernels = ("cpu.flash", "cpu.flash_fp8", "cpu.flash_fp8_incoherent")
-    for kernel in kernels:
-        for distribution in ("normal", "outliers", "sink"):
-            if kernel == "cpu.flash" and distribution == "sink":
-                continue
-            for seqlen in (256, 512, 1024):
-                case = fixtures.Case(kernel, heads_q=2, heads_kv=2, seqlen_q=seqlen,
-                                     seqlen_k=seqlen, dtype="fp16", distribution=distribution)
-                rmse = rng.uniform(1e-5, 1e-1)
-                fixture.result(run_id, cpu, case, median_s=1e-3, error=rmse * 4, bound=1.0,
-                               rmse=rmse)
-                stored[(kernel, distribution)].append(rmse)
+    cases = [fixtures.Case(kernel, heads_q=2, heads_kv=2, seqlen_q=seqlen, seqlen_k=seqlen,
+                           dtype="fp16", distribution=distribution)
+             for kernel in kernels for distribution in ("normal", "outliers", "sink")
+             if not (kernel == "cpu.flash" and distribution == "sink")
+             for seqlen in (256, 512, 1024)]
+    fixtures.describe(cases, [cpu.name])
+    for case in cases:
+        rmse = rng.uniform(1e-5, 1e-1)
+        fixture.result(run_id, cpu, case, median_s=1e-3, error=rmse * 4, bound=1.0, rmse=rmse)
+        stored[(case.kernel, case.distribution)].append(rmse)
     fixture.close()
     out = tmp_path / "report"
     build(db, out)
@@ -355,19 +355,22 @@ def test_profiles_show_the_newest_breakdown_of_each_kernel_and_shape(tmp_path, r
     fixture = fixtures.Fixture(db)
     run_id = fixture.run(fixtures.START, suite="smoke")
     fixture.device(run_id, "cpu", CPU_NAME, "cpu:ci", threads=2)
-    shape = "b=8,hq=16,hkv=16,sq=1024,sk=1024,d=64,dtype=bf16,mask=causal"
+    study = dict(batch=8, heads_q=16, heads_kv=16, seqlen_q=1024, seqlen_k=1024, head_dim=64,
+                 dtype="bf16", mask="causal")
+    inplace, flash = (fixtures.Case(k, **study) for k in ("cpu.masked_inplace", "cpu.flash"))
+    shape = inplace.shape
 
     def phases():
         return [(name, rng.randrange(1, 200), rng.uniform(1e-3, 1.0))
                 for name in ("scores", "mask", "softmax", "output")] + \
             [("gaps", 0, rng.uniform(0, 0.1))]
 
-    fixture.profile("cpu.masked_inplace", shape, fixtures.START, phases(), 0.5, 0.49)
+    fixture.profile(inplace, fixtures.START, phases(), 0.5, 0.49)
     newest = phases()
     forward_s = rng.uniform(0.1, 2.0)
-    fixture.profile("cpu.masked_inplace", shape, fixtures.START + datetime.timedelta(hours=1),
-                    newest, forward_s, forward_s * 0.98)
-    fixture.profile("cpu.flash", shape, fixtures.START, phases(), 0.2, 0.2)
+    fixture.profile(inplace, fixtures.START + datetime.timedelta(hours=1), newest, forward_s,
+                    forward_s * 0.98)
+    fixture.profile(flash, fixtures.START, phases(), 0.2, 0.2)
     fixture.close()
     out = tmp_path / "report"
     build(db, out)
@@ -392,12 +395,13 @@ def test_a_gpu_profile_shows_its_launches_and_streams(tmp_path, rng):
     db = tmp_path / "gpu-profile.sqlite"
     fixture = fixtures.Fixture(db)
     fixture.run(fixtures.START, suite="masking")
-    shape = "b=8,hq=16,hkv=16,sq=1024,sk=1024,d=64,dtype=bf16,mask=causal"
+    case = fixtures.Case("cuda.masked_outofplace", batch=8, heads_q=16, heads_kv=16,
+                         seqlen_q=1024, seqlen_k=1024, head_dim=64, dtype="bf16", mask="causal")
     counts = [rng.randrange(1, 4) for _ in range(4)]
     kernels = [(name, count, rng.uniform(1e-5, 1e-4)) for name, count in
                zip(("scores_kernel", "mask_copy_kernel", "softmax_kernel", "output_kernel"), counts)]
-    fixture.profile("cuda.masked_outofplace", shape, fixtures.START, kernels + [("gaps", 0, 1e-6)],
-                    4e-4, 4e-4, threads=1, source="CUPTI", kind="kernel", device="NVIDIA H200")
+    fixture.profile(case, fixtures.START, kernels + [("gaps", 0, 1e-6)], 4e-4, 4e-4, threads=1,
+                    source="CUPTI", kind="kernel", device="NVIDIA H200")
     fixture.close()
     out = tmp_path / "report"
     build(db, out)
@@ -418,6 +422,7 @@ def cpu_history(path, rng, runs, kernels=("cpu.flash", "cpu.naive"), seqlens=(12
     fixture = fixtures.Fixture(path)
     cases = [fixtures.Case(k, batch=1, heads_q=2, heads_kv=2, seqlen_q=s, seqlen_k=s,
                            dtype="fp32") for k in kernels for s in seqlens]
+    fixtures.describe(cases, [CPU_NAME])
     base = {case: rng.uniform(2e-3, 9e-3) for case in cases}
     run_ids, measured, cpus = [], {}, {}
     for index in range(runs):
@@ -601,14 +606,16 @@ def test_triage_follows_the_rank_tables(tmp_path, rng):
               "status": ("failed", "crashed", "timeout", "error", "missing", "skipped"),
               "run": ("fewer_cases", "ambiguous")}
     stored = []
-    for index in range(rng.randint(25, 40)):
-        case = fixtures.Case(f"cpu.k{index:02d}", seqlen_q=64 * (index + 1),
-                             seqlen_k=64 * (index + 1), dtype="fp32")
+    cases = [fixtures.Case(f"cpu.k{index:02d}", seqlen_q=64 * (index + 1),
+                           seqlen_k=64 * (index + 1), dtype="fp32")
+             for index in range(rng.randint(25, 40))]
+    fixtures.describe(cases, [CPU_NAME])
+    for index, case in enumerate(cases):
         fixture.result(run_id, cpu, case, median_s=rng.uniform(1e-3, 2e-3))
         kind = rng.choice(sorted(states))
         state = rng.choice(states[kind])
         severity = rng.choice(("error", "warning", "info"))
-        key = {"kernel": f"{case.kernel}|*|*|{CPU_NAME}|{fixtures.BUILD}",
+        key = {"kernel": case.kernel_wide_key(CPU_NAME),
                "run": f"run|{CPU_NAME}"}.get(kind, case.series_key(CPU_NAME))
         fixture.alert(run_id, key, kind, severity, f"alert {index}", state=state)
         label = {"kernel": "every shape (kernel-wide)",
@@ -653,6 +660,7 @@ def test_environment_differences_use_the_stored_baseline_run(tmp_path, rng):
     kernels = ("cuda.flash2", "cuda.naive")
     cases = {k: [fixtures.Case(k, seqlen_q=s, seqlen_k=s) for s in (512, 1024, 2048, 4096)]
              for k in kernels}
+    fixtures.describe([c for k in kernels for c in cases[k]], ["NVIDIA H200"])
     run_ids, results = [], {}
     for index in range(runs):
         run_id = fixture.run(fixtures.START + datetime.timedelta(days=index),
@@ -684,7 +692,7 @@ def test_environment_differences_use_the_stored_baseline_run(tmp_path, rng):
                              baseline_run_id=chosen[case])
     naive_group_run = rng.choice(older)
     for kernel, baseline_run in (("cuda.flash2", None), ("cuda.naive", naive_group_run)):
-        group = f"{kernel}|*|*|NVIDIA H200|{fixtures.BUILD}"
+        group = cases[kernel][0].kernel_wide_key("NVIDIA H200")
         fixture.analysis(last, group, "suspected", threshold=0.03, change_fraction=0.05,
                          baseline_run_id=baseline_run)
         fixture.alert(last, group, "kernel", "warning", f"{kernel} slower", state="suspected")
