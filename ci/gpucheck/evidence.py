@@ -46,6 +46,16 @@ def _number(value) -> float | None:
         return None
 
 
+def in_house_kernel_names(kernels: list[dict], correctness_suite: str | None = None) -> list[str]:
+    """The in-house CUDA kernels of a registry as `attnbench list kernels --json` states it, in
+    its order: those the emulated device runs from their own source (backend emu, not
+    unavailable: the registry builds both from one list, kernels/cuda/cuda_kernels.h); of one
+    correctness suite if given."""
+    return [k["name"] for k in kernels
+            if k.get("backend") == "emu" and not k.get("unavailable")
+            and correctness_suite in (None, k.get("correctness_suite"))]
+
+
 @dataclass(frozen=True)
 class Step:
     name: str
@@ -353,11 +363,8 @@ class Evidence:
         return devices
 
     def in_house_kernels(self, correctness_suite: str | None = None) -> list[str]:
-        """The in-house CUDA kernels, in the registry's order: those the emulated device runs from
-        their own source (backend emu, not unavailable); of one correctness suite if given."""
-        return [k["name"] for k in self.kernels
-                if k.get("backend") == "emu" and not k.get("unavailable")
-                and correctness_suite in (None, k.get("correctness_suite"))]
+        """The in-house CUDA kernels of the registry setup recorded (in_house_kernel_names)."""
+        return in_house_kernel_names(self.kernels, correctness_suite)
 
     def device_name(self) -> str:
         """The GPU model: nvidia-smi's first line ("GPU 0: NVIDIA H200 (UUID: ...)") when the
