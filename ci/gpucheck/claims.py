@@ -247,6 +247,10 @@ def judge_claim(claim: Claim, evidence: Evidence) -> Verdict:
 
 
 def shape_text(r: dict) -> str:
+    """A result's shape as attnbench stored it (cases.shape); for a file before schema 10, a
+    short label from its columns, for messages only."""
+    if r.get("shape"):
+        return r["shape"]
     text = (f"b={r['batch']},hq={r['heads_q']},hkv={r['heads_kv']},sq={r['seqlen_q']},"
             f"sk={r['seqlen_k']},d={r['head_dim_qk']},{r['input_dtype']}")
     if r["mask_kind"] == "window":

@@ -188,10 +188,13 @@ class Database:
             return []
         key = ("results", run_id)
         if key not in self._cache:
+            # The case's shape text as attnbench stored it (cases.shape, schema 10).
+            shape = ", c.shape AS shape" if "shape" in self.columns("cases") else ""
             self._cache[key] = self.query(
                 "SELECT r.*, c.kernel, c.batch, c.heads_q, c.heads_kv, c.seqlen_q, c.seqlen_k,"
                 " c.head_dim_qk, c.head_dim_v, c.input_dtype, c.output_dtype, c.fp8_scaling,"
                 " c.mask_kind, c.window_left, c.window_right, c.layout, d.kind AS device_kind"
+                + shape +
                 " FROM results r JOIN cases c ON c.id = r.case_id"
                 " LEFT JOIN devices d ON d.id = r.device_id"
                 " WHERE r.run_id = ? ORDER BY r.id", run_id)

@@ -20,8 +20,9 @@ import pytest
 from gpucheck.claims import (FAIL, JUDGES, NOT_MEASURED, PASS, ClaimsError, parse_claims,
                              split_row)
 from gpucheck.summary import write_summary
-from gpucheck_outdir import (CASE_BUDGETS, CUDNN_SHARDS, GPU_UUID, STARTED, SUITE_TEST, Scenario,
-                             build_outdir, write_evidence)
+from gpucheck_outdir import (CASE_BUDGETS, CUDNN_SHARDS, GPU_UUID, SMOKE_SHAPES, STARTED,
+                             SUITE_TEST, Scenario, build_outdir, write_evidence)
+from reports.tests.fixtures import Case
 
 ROOT = Path(__file__).resolve().parents[2]
 LIVE_CLAIMS = ROOT / "GPU-CLAIMS.md"
@@ -121,7 +122,9 @@ def test_summary_holds_the_run_devices_versions_steps_and_results(tmp_path, rng)
     for step in built.evidence["steps"]:
         assert f"| {step['name']} " in text
     assert "## Calibrations" in text and "## Figures" in text and "## gpu-smoke (run " in text
-    assert "cuda.masked_outofplace | b=2,hq=8,hkv=2,sq=512,sk=512,d=128,bf16,causal" in text
+    # Each result's shape as attnbench stored it (cases.shape).
+    smoke = Case("cuda.masked_outofplace", **SMOKE_SHAPES[0])
+    assert f"cuda.masked_outofplace | {smoke.shape} |" in text
     assert "## Energy" in text and "mJ per forward" in text
 
 
