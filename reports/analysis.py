@@ -259,6 +259,14 @@ def verdict_label(verdict):
     return verdict.replace("_", " ")
 
 
+# How a row is marked by its stored verdict: a trip slower, an improvement faster.
+VERDICT_CLASSES = {"suspected": "slower", "confirmed": "slower", "improved": "faster"}
+
+
+def verdict_class(verdict):
+    return VERDICT_CLASSES.get(verdict, "")
+
+
 # ---- history ---------------------------------------------------------------------------------
 
 def annotation_applies(annotation, series_key):

@@ -230,6 +230,8 @@ def _build(db, out, run_id, compare_to, started):
     compare_page = environment.get_template("compare.html").render(
         page="compare", base=base, rows=rows, kernels=kernels,
         differences=analysis.environment_changes(base, run) if base else [],
+        analyses=run_analysis, verdict_label=analysis.verdict_label,
+        verdict_class=analysis.verdict_class,
         **common)
     studies_page = environment.get_template("studies.html").render(
         page="studies", studies=studies.studies(db, image_dir, colours, run["id"]),

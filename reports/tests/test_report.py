@@ -150,6 +150,11 @@ def test_mixed_database_shows_exactly_its_content(tmp_path, rng):
             if r.median_s is not None and previous[r.series_key].median_s is not None]
     assert changes == {(r.case.kernel, r.case.label, r.device.name): r.median_s / b.median_s - 1
                        for b, r in both}
+    # Each row marked by its series' stored verdict in this run, not by a threshold of the page's.
+    verdicts = {(row[0].text, row[1].text, row[2].text): row[6].text
+                for row in pages["compare"].rows("case-changes")}
+    assert verdicts == {(r.case.kernel, r.case.label, r.device.name): fixture.analysed[
+        (run_id, r.series_key)]["verdict"].replace("_", " ") for b, r in both}
     geomeans = {row[0].text: row[1].value for row in pages["compare"].rows("kernel-geomeans")}
     for kernel in {r.case.kernel for _, r in both}:
         ratios = [r.median_s / b.median_s for b, r in both if r.case.kernel == kernel]
