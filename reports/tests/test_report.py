@@ -211,6 +211,7 @@ def test_every_database_string_is_escaped(tmp_path, rng):
                        bound=1e-2, ceiling=5e14, clocks=[1900.0] * 5)
     # attnbench describes only the distributions it draws; the hostile name carries the case.
     broken = fixtures.Case(kernel, seqlen_q=2048, seqlen_k=2048, distribution="outliers")
+    fixtures.describe(cases + [broken], [gpu.name])
     fixture.result(run_id, gpu, broken, status="crashed", message=f"boom {HOSTILE}",
                    repro=f"attnbench {HOSTILE}")
     key = cases[0].series_key(gpu.name)
