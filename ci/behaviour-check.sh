@@ -31,6 +31,8 @@ if [[ ! -x "$BIN" ]]; then
 fi
 mkdir -p "$2" || exit 2
 OUT=$(cd "$2" && pwd)
+# The database's cases are described by the binary under check (reports/tests/fixtures.py).
+export ATTNBENCH_CLI=$BIN
 REPORT_ROOT=$(cd "${BEHAVIOUR_REPORT_ROOT:-$ROOT}" 2>/dev/null && pwd) || {
   echo "error: BEHAVIOUR_REPORT_ROOT=${BEHAVIOUR_REPORT_ROOT:-} is not a directory" >&2
   exit 2

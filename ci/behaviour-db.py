@@ -165,6 +165,7 @@ def build(path, seed):
     fixture = Fixture(path, version=SCHEMA_VERSION)
     writer = Writer(fixture, rng)
     cpus, gpus = cpu_cases(), gpu_cases()
+    fixtures.describe(cpus + gpus, [CPU_NAME, GPU_NAME])  # one attnbench call (ATTNBENCH_CLI)
     chip = "GPU-" + str(uuid.UUID(int=ids.getrandbits(128), version=4))
     cpu_ceiling, gpu_ceiling = 120e9, 780e12
     # Each series' own speed: FLOP/s.

@@ -4,6 +4,8 @@
 Writes a synthetic database to triage: 17 nightly runs of the smoke suite on one CPU host, at the
 latest schema version of harness/store (reports/tests/fixtures.py; --schema-version for an older
 binary), results only: no alerts, nothing analysed.
+The cases' stored form comes from `attnbench describe` (reports/tests/fixtures.py: --attnbench's
+BINARY, else ATTNBENCH_CLI, else build/bin/attnbench).
 With --attnbench, then judges every run in order (BINARY regressions --run unanalysed) and prints
 the last run's report. The same rows for the same seed; the default seed is the one of docs/report.md's screenshot.
 
@@ -22,6 +24,7 @@ Contents (run ids are fixed: runs are inserted in order into an empty file):
 import argparse
 import datetime
 import math
+import os
 import pathlib
 import random
 import re
@@ -101,7 +104,9 @@ def _write(path, rng, ids, version):
         path.with_name(path.name + suffix).unlink(missing_ok=True)
     fixture = Fixture(path, version=version)
     cases = [Case(kernel, head_dim=64, **shape) for shape in smoke_shapes() for kernel in RATES]
-    # Flash kernels skip masked tiles (Case.flops halves causal keys); the others score every key.
+    fixtures.describe(cases, [CPU_NAME])  # one attnbench call for every case's stored form
+    # A synthetic work model for the times: flash kernels skip masked tiles (Case.flops counts
+    # the visible pairs), the others score every key of the full matrix.
     work = {c: c.flops if "flash" in c.kernel else 4.0 * c.batch * c.heads_q * c.seqlen_q
             * c.seqlen_k * c.head_dim for c in cases}
     base = {c: work[c] / RATES[c.kernel] * rng.uniform(0.8, 1.2) for c in cases}
@@ -177,6 +182,8 @@ def main(argv=None):
     parser.add_argument("--attnbench", metavar="BINARY",
                         help="then judge every run with BINARY regressions --run unanalysed")
     arguments = parser.parse_args(argv)
+    if arguments.attnbench:  # the fixtures describe cases with the same binary
+        os.environ["ATTNBENCH_CLI"] = str(pathlib.Path(arguments.attnbench).resolve())
     cases = build(arguments.out, arguments.seed, arguments.schema_version)
     print(f"triage-db: {arguments.out}: seed {arguments.seed}, runs 1-{RUNS} x {cases} results; "
           f"run {RUNS}: {SLOWED} {SLOWED_FACTOR - 1:+.0%} on every shape, {NOISY} (noisy) "

@@ -179,6 +179,10 @@ std::string skip_reason(const Kernel& kernel, const Problem& problem) {
   return unsupported_reason(kernel.support, problem);
 }
 
+ResourceExpectation expected_resources(const Kernel& kernel, const Problem& problem) {
+  return kernel.expected_resources ? kernel.expected_resources(problem) : ResourceExpectation{};
+}
+
 std::string describe_support(const SupportTable& table) {
   const auto dtype_text = [](DType dtype) { return std::string(dtype_name(dtype)); };
   std::ostringstream text;

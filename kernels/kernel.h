@@ -70,6 +70,18 @@ class Plan {
   virtual std::optional<int64_t> own_extra_memory_bytes() const { return std::nullopt; }
 };
 
+// What one forward of a kernel should cost in the two resources the harness measures, from the
+// kernel's own structure: the scratch it materializes (fp32 scores, an accumulator row per query)
+// and the launches it makes. The harness still measures both (the tracking allocator's high-water
+// mark, a captured graph's kernel nodes); the expectation is stored beside the measurement
+// (details_json "expected", `attnbench describe`) so that a reader compares the two without a
+// formula of its own, and the cost model counts launches from it. nullopt: the kernel declares
+// nothing about that resource (a closed library's workspace, a Python kernel's allocator).
+struct ResourceExpectation {
+  std::optional<int64_t> extra_memory_bytes;
+  std::optional<int> launches;  // per forward
+};
+
 struct Kernel {
   std::string name;     // "cpu.flash"
   std::string summary;  // one line: what it is
@@ -99,6 +111,10 @@ struct Kernel {
   // the result's predicted_s in place of the bytes model, and `attnbench plan` budgets with it.
   // Empty when the kernel has none.
   std::function<double(const Problem& problem)> predicted_seconds;
+  // What one forward of `problem` should cost (ResourceExpectation), the one statement of it:
+  // the plan allocates and launches by the same functions where it can. Empty when the kernel
+  // declares nothing.
+  std::function<ResourceExpectation(const Problem& problem)> expected_resources;
   // Builds a plan; scratch comes from context.scratch so the harness measures it. Called
   // outside the timed region. On failure, the status says why ("out of memory: ..." when
   // scratch could not be had).
@@ -120,5 +136,8 @@ AttentionParams shape_params(const Problem& problem);
 // Why `kernel` does not run `problem` here: its unavailable_reason, else its table's
 // unsupported_reason; empty when it runs. The one rule run and plan share.
 std::string skip_reason(const Kernel& kernel, const Problem& problem);
+
+// kernel.expected_resources(problem), or nothing declared when the kernel has no such function.
+ResourceExpectation expected_resources(const Kernel& kernel, const Problem& problem);
 
 }  // namespace attnbench

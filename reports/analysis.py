@@ -6,7 +6,10 @@ Regressions are the detector's business (harness/analysis/): its judgement of ev
 every analysed run is stored in result_analysis (schema version 6), and everything this report
 says about a baseline (its center, spread and threshold, a change against it, the verdict, the
 baseline run an environment is compared with) is read from there. A run or series without a
-stored row is "not analysed": the report never recomputes a baseline."""
+stored row is "not analysed": the report never recomputes a baseline. So are the conditions of
+a result (schema version 10): what differs from its baseline run's environment, whether its
+repetitions were too noisy, which samples' clocks were suspect; and a run's environment field by
+field, as attnbench names it (runs.environment_json), for comparing two runs."""
 
 import datetime
 import hashlib
@@ -18,13 +21,6 @@ from dataclasses import dataclass, field
 
 from reports import fmt
 from reports.db import FAILURE_STATUSES, STATUSES, parse_json_object, split_series_key
-
-# A sample is suspect when its SM clock is this far below its device's median clock in the run:
-# sustained tensor work runs at the power cap (normal), a throttled or boosting-off chip is far
-# below it.
-SUSPECT_CLOCK_FRACTION = 0.90
-# Repetitions noisier than this (stddev / mean) make a median hard to compare across runs.
-NOISY_CV = 0.05
 
 # The reference kernel of the speedup heatmap (DESIGN: cuDNN's fused SDPA is the baseline).
 BASELINE_KERNEL = "cudnn.sdpa"
@@ -263,6 +259,14 @@ def verdict_label(verdict):
     return verdict.replace("_", " ")
 
 
+# How a row is marked by its stored verdict: a trip slower, an improvement faster.
+VERDICT_CLASSES = {"suspected": "slower", "confirmed": "slower", "improved": "faster"}
+
+
+def verdict_class(verdict):
+    return VERDICT_CLASSES.get(verdict, "")
+
+
 # ---- history ---------------------------------------------------------------------------------
 
 def annotation_applies(annotation, series_key):
@@ -363,36 +367,17 @@ def build_series(history, alerts, annotations, runs, analyses, results=()):
 
 # ---- triage ----------------------------------------------------------------------------------
 
-RUN_ENVIRONMENT = (
-    ("git_sha", "commit"), ("git_dirty", "uncommitted changes"), ("build_type", "build type"),
-    ("build_flags", "build flags"), ("compiler", "compiler"), ("cuda_runtime", "CUDA runtime"),
-    ("cuda_driver", "driver"), ("cudnn", "cuDNN"), ("cudnn_frontend", "cudnn-frontend"),
-    ("cublas", "cuBLAS"), ("blas", "BLAS"), ("host", "host"), ("cpu", "CPU"), ("os", "OS"))
-DEVICE_ENVIRONMENT = (
-    ("uuid", "chip"), ("name", "device"), ("sm_version", "SM version"), ("sm_count", "SMs"),
-    ("clock_mhz", "clock (MHz)"), ("power_limit_w", "power limit (W)"), ("ecc", "ECC"),
-    ("persistence", "persistence mode"), ("threads", "threads"))
-# Median SM clocks further apart than this are reported as a clock difference.
-CLOCK_DIFFERENCE = 0.05
-
-
-def environment_differences(run_now, run_then, device_now, device_then, clock_now=None,
-                            clock_then=None):
-    """[(what, baseline value, this run's value)] for every field that differs."""
-    differences = []
-    for column, label in RUN_ENVIRONMENT:
-        if column in run_now and column in run_then and run_now[column] != run_then[column]:
-            then, now = run_then[column], run_now[column]
-            if column == "git_sha":
-                then, now = then[:12], now[:12]  # as git log --oneline shows commits
-            differences.append((label, then, now))
-    if device_now and device_then:
-        for column, label in DEVICE_ENVIRONMENT:
-            if device_now.get(column) != device_then.get(column):
-                differences.append((label, device_then.get(column), device_now.get(column)))
-    if clock_now and clock_then and abs(clock_now / clock_then - 1) > CLOCK_DIFFERENCE:
-        differences.append(("median SM clock (MHz)", f"{clock_then:.0f}", f"{clock_now:.0f}"))
-    return differences
+def environment_changes(run_then, run_now):
+    """[(what, then, now)] for every field of the runs' environments, as attnbench stored them
+    (runs.environment_json: its entries, named as it names them), whose values differ; None when
+    either run stored none (written before schema version 10). The commit is apart: the compare
+    page shows both."""
+    stored = [run.get("environment_json") or "" for run in (run_then, run_now)]
+    if not all(stored):
+        return None
+    then, now = ({entry["what"]: entry["value"] for entry in json.loads(text)} for text in stored)
+    return [(what, then.get(what, ""), value) for what, value in now.items()
+            if then.get(what, "") != value]
 
 
 @dataclass
@@ -407,10 +392,10 @@ class TriageItem:
     device: str
     message: str
     details: list = field(default_factory=list)  # (name, value)
-    environment: str = ""  # the detector's own account of what differs from its baseline
-    baseline_run: int | None = None  # the stored baseline run the differences are against
-    baseline_note: str = ""  # where that run comes from, or why there is none
-    differences: list = field(default_factory=list)  # (what, baseline, now), computed here
+    # What differs from its baseline's environment, as the analysis stored it (the alert's, else
+    # the series' result_analysis row's); environment_note says why there is none.
+    environment: str = ""
+    environment_note: str = ""
     plot_anchor: str = ""
 
     @property
@@ -543,18 +528,22 @@ def triage(run, results, alerts, history, previous_suite_keys, analyses=None):
     return items
 
 
-def baseline_run_of(item, analyses):
-    """(run id, note) an item's environment is compared against: the baseline run the
-    detector stored for its series in this run (for a kernel-wide aggregate, the baseline run
-    most of its shapes share, chosen by the detector). (None, why) when there is none."""
+def stored_environment(item, analyses):
+    """(environment, note): what differs from the item's baseline environment, as the analysis
+    stored it (the alert's own text, else its series' result_analysis row's, schema version 10),
+    or why nothing is shown. Never computed here."""
+    if item.environment:
+        return item.environment, ""
     if item.kind == "run":
-        return None, "a finding about the whole run"
+        return "", "a finding about the whole run"
     row = analyses.get(item.series_key)
     if row is None:
-        return None, "not analysed: no stored baseline run"
-    if row.baseline_run_id is not None:
-        return row.baseline_run_id, ""
-    return None, "no stored baseline run (too little history)"
+        return "", "not analysed: no stored judgement of this series in this run"
+    if row.environment is None:
+        return "", "not stored: analysed before schema version 10"
+    if not row.environment:
+        return "", "no stored baseline run (too little history)"
+    return row.environment, ""
 
 
 # ---- health ----------------------------------------------------------------------------------
@@ -565,30 +554,39 @@ class DeviceHealth:
     results: int
     samples: int
     clocks: list  # every sample's SM clock in run order (MHz)
+    suspect: list  # each of those samples: True, False as the analysis judged it; None not judged
     median_clock: float | None
-    suspect_samples: int
+    suspect_samples: int  # of the judged samples, those the analysis marked suspect
+    judged_samples: int
     clock_reasons: list  # (reason, samples), most frequent first
     cvs: list
     median_cv: float | None
     p90_cv: float | None
-    noisy_results: int
+    noisy_results: int  # of the judged results, those the analysis found too noisy
+    judged_results: int
 
 
-def device_health(device, results):
+def device_health(device, results, analyses):
+    """A device's clocks, clock-event reasons and noise in this run: the statistics of what was
+    measured, and the judgements the analysis stored (a sample's clock far below its series'
+    usual, a result's repetitions too noisy); analyses: {series_key: Analysis} of the run."""
     mine = [r for r in results if r.device_id == device.id]
-    clocks = [s[1] for r in mine for s in r.samples if s[1] is not None]
-    median_clock = median(clocks)
-    suspect = sum(1 for c in clocks if median_clock and c < SUSPECT_CLOCK_FRACTION * median_clock)
+    clocked = [s for r in mine for s in r.samples if s[1] is not None]
+    clocks = [s[1] for s in clocked]
+    suspect = [s[3] if len(s) > 3 else None for s in clocked]
     reasons = defaultdict(int)
     for result in mine:
         for sample in result.samples:
             for reason in filter(None, (part.strip() for part in sample[2].split(","))):
                 reasons[reason] += 1
     cvs = [r.cv for r in mine if r.cv is not None and r.timed]
-    return DeviceHealth(device, len(mine), sum(len(r.samples) for r in mine), clocks,
-                        median_clock, suspect, sorted(reasons.items(), key=lambda kv: -kv[1]),
-                        cvs, median(cvs), quantile(cvs, 0.9),
-                        sum(1 for cv in cvs if cv > NOISY_CV))
+    noisy = [analyses[r.series_key].noisy for r in mine if r.series_key in analyses
+             and analyses[r.series_key].noisy is not None]
+    return DeviceHealth(device, len(mine), sum(len(r.samples) for r in mine), clocks, suspect,
+                        median(clocks), sum(1 for s in suspect if s),
+                        sum(1 for s in suspect if s is not None),
+                        sorted(reasons.items(), key=lambda kv: -kv[1]), cvs, median(cvs),
+                        quantile(cvs, 0.9), sum(1 for n in noisy if n), len(noisy))
 
 
 # ---- run-to-run comparison -------------------------------------------------------------------

@@ -21,9 +21,6 @@ HERE = pathlib.Path(__file__).resolve().parent
 # Full history plots cost ~0.1 s each; past this many the rest are listed, not drawn.
 MAX_HISTORY_PLOTS = 100
 SPARKLINE_RUNS = 60
-# The environment comparison costs two queries per triage item; past this many items (a run
-# where everything broke) the rest are listed without it.
-TRIAGE_ENVIRONMENT_ITEMS = 200
 
 
 @dataclass
@@ -135,45 +132,6 @@ def _launch_rows(results):
             for (device, kernel), v in sorted(by_kernel.items())]
 
 
-def _fill_environment(db, item, run, runs_by_id, analyses, device_of_result):
-    """What differs between this run's environment and the series' stored baseline run's."""
-    baseline_run, item.baseline_note = analysis.baseline_run_of(item, analyses)
-    if baseline_run is None:
-        return
-    if baseline_run not in runs_by_id:
-        item.baseline_note = f"its baseline run {baseline_run} is not in this database"
-        return
-    item.baseline_run = baseline_run
-    device_now = device_of_result(run["id"], item)
-    device_then = device_of_result(baseline_run, item)
-    clock_now = analysis.median(db.result_samples(run["id"], item.series_key))
-    clock_then = analysis.median(db.result_samples(baseline_run, item.series_key))
-    item.differences = analysis.environment_differences(
-        run, runs_by_id[baseline_run], device_now, device_then, clock_now, clock_then)
-
-
-def _devices_of_results(db, keys, run_ids):
-    """A function (run_id, triage item) -> the device row its series ran on in that run: its
-    result's device, or for a kernel-wide aggregate (no result of its own) the run's first
-    device of the item's model."""
-    pairs, by_name = {}, {}
-    for run_id in run_ids:
-        rows = db.rows("SELECT series_key, device_id FROM results WHERE run_id = ?", (run_id,))
-        wanted = [(row["series_key"], row["device_id"]) for row in rows
-                  if row["series_key"] in keys]
-        devices = db.device_rows({device_id for _, device_id in wanted if device_id})
-        for key, device_id in wanted:
-            pairs[(run_id, key)] = devices.get(device_id)
-        for device in db.devices(run_id):
-            by_name.setdefault((run_id, device.name), device.fields)
-
-    def device_of(run_id, item):
-        if (run_id, item.series_key) in pairs:
-            return pairs[(run_id, item.series_key)]
-        return by_name.get((run_id, item.device))
-    return device_of
-
-
 def build(db_path, out_dir, run_id=None, compare_to=None):
     started = time.perf_counter()
     db = Database(db_path)
@@ -218,7 +176,8 @@ def _build(db, out, run_id, compare_to, started):
     grouped = db.run_triage(run["id"])
     triage = [] if grouped else \
         analysis.triage(run, results, run_alerts, history, previous_keys, run_analysis)
-    _compare_environments(db, triage, run, runs_by_id, run_analysis)
+    for item in triage:
+        item.environment, item.environment_note = analysis.stored_environment(item, run_analysis)
     triage_keys = [row["series_key"] for group in grouped["groups"] for row in group["rows"]] \
         if grouped else [item.series_key for item in triage]
     history_plots, not_drawn = _history_plots(db, image_dir, run, triage_keys, series, runs_by_id)
@@ -234,7 +193,7 @@ def _build(db, out, run_id, compare_to, started):
     device_sections = [
         _device_plots(image_dir, device, [r for r in results if r.device_id == device.id],
                       colours, ceilings) for device in devices]
-    healths = [analysis.device_health(device, results) for device in devices]
+    healths = [analysis.device_health(device, results, run_analysis) for device in devices]
     profiles = db.profiles()
     figures = {
         "accuracy": plots.accuracy(image_dir / "accuracy.png", results, colours),
@@ -270,7 +229,9 @@ def _build(db, out, run_id, compare_to, started):
         if base else ([], [])
     compare_page = environment.get_template("compare.html").render(
         page="compare", base=base, rows=rows, kernels=kernels,
-        differences=analysis.environment_differences(run, base, None, None) if base else [],
+        differences=analysis.environment_changes(base, run) if base else [],
+        analyses=run_analysis, verdict_label=analysis.verdict_label,
+        verdict_class=analysis.verdict_class,
         **common)
     studies_page = environment.get_template("studies.html").render(
         page="studies", studies=studies.studies(db, image_dir, colours, run["id"]),
@@ -291,16 +252,6 @@ def _prepare(out):
     for asset in ("style.css", "report.js"):
         shutil.copyfile(HERE / "assets" / asset, out / "assets" / asset)
     return image_dir
-
-
-def _compare_environments(db, triage, run, runs_by_id, run_analysis):
-    compared = triage[:TRIAGE_ENVIRONMENT_ITEMS]
-    baseline_runs = {analysis.baseline_run_of(item, run_analysis)[0] for item in compared}
-    device_of_result = _devices_of_results(
-        db, {item.series_key for item in compared},
-        {run["id"]} | ((baseline_runs - {None}) & set(runs_by_id)))
-    for item in compared:
-        _fill_environment(db, item, run, runs_by_id, run_analysis, device_of_result)
 
 
 def _history_plots(db, image_dir, run, triage_keys, series, runs_by_id):

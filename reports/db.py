@@ -49,7 +49,7 @@ class Result:
     message: str
     device_id: int | None
     device_name: str
-    shape: str  # the CLI's --shape text: the one part of the key no column holds
+    shape: str  # the CLI's --shape text (cases.shape from schema version 10)
     distribution: str
     batch: int
     heads_q: int
@@ -80,7 +80,9 @@ class Result:
     predicted_s: float | None
     repro: str
     details_json: str
-    samples: list = field(default_factory=list)  # (time_s, sm_clock_mhz, clock_reasons)
+    # (time_s, sm_clock_mhz, clock_reasons, clock_suspect): the last as the analysis judged the
+    # sample's clock (samples.clock_suspect, schema version 10): True, False, None not judged.
+    samples: list = field(default_factory=list)
 
     @property
     def timed(self):
@@ -104,10 +106,11 @@ class Result:
 
 
 def split_series_key(key):
-    """kernel | shape | distribution | device model | build (harness/core/series_key.h), for
-    the places no column holds the parts: a result's shape, and the keys of alerts and series
-    that have no result_analysis row. A key that does not parse is all kernel, as the store
-    writes it (schema.cpp)."""
+    """kernel | shape | distribution | device model | build (harness/core/series_key.h), only
+    for files whose columns do not hold the parts: a result's shape before schema version 10
+    (cases.shape), the keys of alerts and series with no result_analysis row (before schema
+    version 6, or never analysed). A key that does not parse is all kernel, as the store writes
+    it (schema.cpp)."""
     parts = key.split("|")
     if len(parts) != 5:
         return {"kernel": key, "shape": "", "distribution": "", "device": "", "build": ""}
@@ -147,6 +150,11 @@ class Analysis:
     annotation: str
     detector_version: int
     analysed_at: str
+    # What the analysis judged of the result's conditions (schema version 10; None before):
+    # what differs from its baseline run's environment, its clock included ("" without a
+    # baseline run), and whether its repetitions were too noisy to compare (None: not judged).
+    environment: str | None = None
+    noisy: bool | None = None
 
     @property
     def kernel_wide(self):
@@ -178,7 +186,9 @@ def _analysis(row):
         since_run_id=_run_reference(row["since_run_id"]),
         chip_changed=bool(row["chip_changed"]), status_change=row["status_change"] or "",
         reason=row["reason"] or "", annotation=row["annotation"] or "",
-        detector_version=row["detector_version"], analysed_at=row["analysed_at"] or "")
+        detector_version=row["detector_version"], analysed_at=row["analysed_at"] or "",
+        environment=row["environment"] if "environment" in row.keys() else None,
+        noisy=None if "noisy" not in row.keys() or row["noisy"] is None else bool(row["noisy"]))
 
 
 def _finite(value):
@@ -315,20 +325,21 @@ class Database:
             SELECT r.*, c.kernel AS case_kernel, c.batch, c.heads_q, c.heads_kv, c.seqlen_q,
                    c.seqlen_k, c.head_dim_qk, c.head_dim_v, c.input_dtype, c.output_dtype,
                    c.fp8_scaling, c.mask_kind, c.window_left, c.window_right, c.layout,
-                   c.distribution
+                   c.distribution{shape}
             FROM results r JOIN cases c ON c.id = r.case_id
             WHERE r.run_id = ? ORDER BY r.id"""
         results = []
         columns = self.columns("results")
         has_details = "details_json" in columns
         has_rmse = "rmse" in columns
+        has_shape = "shape" in self.columns("cases")
+        sql = sql.format(shape=", c.shape" if has_shape else "")
         for row in self.rows(sql, (run_id,)):
-            # Kernel, distribution and device come from columns; the shape text is only in the key.
             results.append(Result(
                 id=row["id"], run_id=row["run_id"], series_key=row["series_key"],
                 kernel=row["case_kernel"], status=row["status"], message=row["message"] or "",
                 device_id=row["device_id"], device_name=row["device_name"] or "",
-                shape=split_series_key(row["series_key"])["shape"],
+                shape=row["shape"] if has_shape else split_series_key(row["series_key"])["shape"],
                 distribution=row["distribution"],
                 batch=row["batch"], heads_q=row["heads_q"], heads_kv=row["heads_kv"],
                 seqlen_q=row["seqlen_q"], seqlen_k=row["seqlen_k"],
@@ -350,13 +361,16 @@ class Database:
                 details_json=(row["details_json"] or "") if has_details else ""))
         if with_samples and results and "samples" in self.tables:
             by_id = {result.id: result for result in results}
+            judged = "clock_suspect" in self.columns("samples")
             for row in self.rows(
-                    "SELECT s.result_id, s.time_s, s.sm_clock_mhz, s.clock_reasons "
-                    "FROM samples s JOIN results r ON r.id = s.result_id "
+                    "SELECT s.result_id, s.time_s, s.sm_clock_mhz, s.clock_reasons"
+                    + (", s.clock_suspect" if judged else "") +
+                    " FROM samples s JOIN results r ON r.id = s.result_id "
                     "WHERE r.run_id = ? ORDER BY s.result_id, s.repetition", (run_id,)):
+                suspect = row["clock_suspect"] if judged else None
                 by_id[row["result_id"]].samples.append(
                     (_finite(row["time_s"]), _finite(row["sm_clock_mhz"]),
-                     row["clock_reasons"] or ""))
+                     row["clock_reasons"] or "", None if suspect is None else bool(suspect)))
         return results
 
     def _key_table(self, series_keys):
@@ -389,12 +403,6 @@ class Database:
     def series_keys_of_run(self, run_id):
         return [row["series_key"] for row in
                 self.rows("SELECT DISTINCT series_key FROM results WHERE run_id = ?", (run_id,))]
-
-    def result_samples(self, run_id, series_key):
-        rows = self.rows(
-            "SELECT s.sm_clock_mhz FROM samples s JOIN results r ON r.id = s.result_id "
-            "WHERE r.run_id = ? AND r.series_key = ?", (run_id, series_key))
-        return [_finite(row["sm_clock_mhz"]) for row in rows]
 
     # ---- regression bookkeeping (schema version 2 and later) -----------------------------------
 

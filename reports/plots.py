@@ -359,7 +359,8 @@ def predicted_vs_measured(path, results, colours):
 
 
 def clocks(path, healths):
-    """SM clock of every sample in run order, per device, with the suspect threshold."""
+    """SM clock of every sample in run order, per device; the samples the analysis marked
+    suspect (far below their series' usual clock) in red."""
     with_clocks = [h for h in healths if h.clocks]
     if not with_clocks:
         return None
@@ -367,13 +368,15 @@ def clocks(path, healths):
     axes = figure.subplots(len(with_clocks), 1, squeeze=False)
     for ax, health in zip(axes[:, 0], with_clocks):
         ax.plot(range(len(health.clocks)), health.clocks, linewidth=0.8)
-        threshold = analysis.SUSPECT_CLOCK_FRACTION * health.median_clock
-        ax.axhline(threshold, color="red", linestyle="--", linewidth=1,
-                   label=f"suspect below {threshold:.0f} MHz")
+        marked = [(i, c) for i, (c, s) in enumerate(zip(health.clocks, health.suspect)) if s]
+        if marked:
+            ax.scatter(*zip(*marked), color="red", s=12, zorder=3,
+                       label=f"suspect (the analysis): {len(marked)}")
         ax.set_xlabel("sample (repetition, in run order)")
         ax.set_ylabel("SM clock (MHz)")
         ax.set_title(plain(f"{health.device.label}: {health.device.name}"), fontsize=9)
-        ax.legend(fontsize=8, loc="lower right")
+        if marked:
+            ax.legend(fontsize=8, loc="lower right")
         ax.grid(True, alpha=0.3)
     return _save(figure, path)
 
@@ -391,12 +394,9 @@ def noise(path, healths):
         edges = [low * (high / low) ** (i / 30) for i in range(31)] if high > low else 30
         ax.hist(values, bins=edges)
         ax.set_xscale("log")
-        ax.axvline(analysis.NOISY_CV * 100, color="red", linestyle="--", linewidth=1,
-                   label=f"noisy above {analysis.NOISY_CV * 100:g} %")
         ax.set_xlabel("coefficient of variation of the repetitions (%, log)")
         ax.set_ylabel("cases")
         ax.set_title(plain(f"{health.device.label}: {health.device.name}"), fontsize=9)
-        ax.legend(fontsize=8)
     return _save(figure, path)
 
 

@@ -42,7 +42,8 @@ def main(argv=None):
         if not Path(cli).exists():
             parser.error(f"--plan needs an attnbench binary: {cli} does not exist (build it, or "
                          "give --cli)")
-        steps = plan.predict(plan.steps(args.filter), cli, args.device_model)
+        steps = plan.predict(plan.steps(args.filter, plan.registry_kernels(cli)), cli,
+                             args.device_model)
         print(plan.format_plan(steps, args.budget))
         return 0 if plan.plan_fits(steps) else 1
     if not args.outdir:

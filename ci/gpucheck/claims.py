@@ -17,6 +17,7 @@ run, which holds on either card. Every verdict names the model it was judged for
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from dataclasses import dataclass
@@ -246,6 +247,10 @@ def judge_claim(claim: Claim, evidence: Evidence) -> Verdict:
 
 
 def shape_text(r: dict) -> str:
+    """A result's shape as attnbench stored it (cases.shape); for a file before schema 10, a
+    short label from its columns, for messages only."""
+    if r.get("shape"):
+        return r["shape"]
     text = (f"b={r['batch']},hq={r['heads_q']},hkv={r['heads_kv']},sq={r['seqlen_q']},"
             f"sk={r['seqlen_k']},d={r['head_dim_qk']},{r['input_dtype']}")
     if r["mask_kind"] == "window":
@@ -461,23 +466,33 @@ NAIVE_FAMILY = ("cuda.naive", "cuda.masked_outofplace", "cuda.masked_inplace",
 BYTES_ORDER = ("cuda.masked_fused", "cuda.naive", "cuda.masked_inplace", "cuda.masked_outofplace")
 
 
-def scores_bytes(r: dict) -> int:
-    return r["batch"] * r["heads_q"] * r["seqlen_q"] * r["seqlen_k"] * 4  # fp32 scores
+def parse_json_object(text: str | None) -> dict:
+    """A JSON object column as stored ({} when empty, not JSON, or not an object)."""
+    try:
+        value = json.loads(text or "{}")
+    except (TypeError, ValueError):
+        return {}
+    return value if isinstance(value, dict) else {}
 
 
-def expected_extra_memory(r: dict) -> int | None:
-    """The claim's formula, bytes: the naive family materializes fp32 scores (out of place a
-    second buffer for the masked scores), cuda.flash1 keeps an fp32 accumulator row of dv plus
-    the row maximum and sum per query, cuda.flash2 keeps everything on chip."""
-    if r["kernel"] == "cuda.masked_outofplace":
-        return 2 * scores_bytes(r)
-    if r["kernel"] in NAIVE_FAMILY:
-        return scores_bytes(r)
-    if r["kernel"] == "cuda.flash1":
-        return r["batch"] * r["heads_q"] * r["seqlen_q"] * (r["head_dim_v"] + 2) * 4
-    if r["kernel"] == "cuda.flash2":
-        return 0
-    return None
+def stored_expectation(r: dict, what: str) -> int | None:
+    """What the kernel declares one forward of this problem costs, as attnbench stored it beside
+    the measurement (details_json "expected", Kernel::expected_resources): `what` is
+    extra_memory_bytes or launches. None when the result carries none (written before attnbench
+    stored expectations, or by a kernel that declares nothing): the claim is then not judged."""
+    expected = parse_json_object(r.get("details_json")).get("expected")
+    value = expected.get(what) if isinstance(expected, dict) else None
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def no_expectation_why(what: str) -> Callable[[dict], str | None]:
+    """Why a result cannot be judged for `what`: no stored expectation of it."""
+    def why(r: dict) -> str | None:
+        if stored_expectation(r, what) is not None:
+            return None
+        return (f"no stored expectation of its {what.replace('_', ' ')} (details_json "
+                "\"expected\": written by an attnbench that stores none)")
+    return why
 
 
 # The tracking allocator rounds each allocation up (alignment, allocation granularity) and a
@@ -488,7 +503,9 @@ MEMORY_TOLERANCE = 1.5
 
 
 def memory_issue(r: dict) -> str | None:
-    expected, measured = expected_extra_memory(r), r.get("extra_memory_bytes")
+    expected, measured = stored_expectation(r, "extra_memory_bytes"), r.get("extra_memory_bytes")
+    if expected is None:
+        return None  # not judged: no_expectation_why says so
     if measured is None or measured < 0:
         return "extra memory not measured"
     if expected <= measured <= MEMORY_TOLERANCE * expected:
@@ -496,29 +513,21 @@ def memory_issue(r: dict) -> str | None:
     return f"{measured} B where the formula gives {expected} B (up to {MEMORY_TOLERANCE:g}x)"
 
 
-def expected_launches(r: dict) -> int | None:
-    if r["kernel"] in ("cuda.naive", "cuda.masked_fused"):
-        return 3
-    if r["kernel"] in ("cuda.masked_outofplace", "cuda.masked_inplace"):
-        return 4
-    if r["kernel"] == "cuda.flash1":
-        return math.ceil(r["seqlen_k"] / 64)  # one launch per 64-key block
-    if r["kernel"] == "cuda.flash2":
-        return 1
-    return None
-
-
 def launches_issue(r: dict) -> str | None:
-    expected, measured = expected_launches(r), r.get("launches")
+    expected, measured = stored_expectation(r, "launches"), r.get("launches")
+    if expected is None:
+        return None  # not judged: no_expectation_why says so
     if measured is None or measured < 0:
         return "launches not measured"
     return None if measured == expected else f"{measured} launches, expected {expected}"
 
 
 def judge_smoke_rule(evidence: Evidence, kernels: tuple, issue_of: Callable[[dict], str | None],
-                     describe: Callable[[list[dict]], str]) -> Finding:
+                     describe: Callable[[list[dict]], str],
+                     unjudged_why: Callable[[dict], str | None] = lambda r: None) -> Finding:
     """A rule over every passed gpu-smoke result of `kernels`: a broken rule fails the claim; a
-    kernel with no passed result leaves it unmeasured."""
+    result the rule cannot judge (unjudged_why: no stored expectation) or a kernel with no
+    passed result leaves it unmeasured, never passed."""
     if not evidence.db:
         return unmeasured(f"no {DATABASE_FILE}")
     rows = [r for r in evidence.gpu_results(SMOKE) if r["kernel"] in kernels]
@@ -527,6 +536,9 @@ def judge_smoke_rule(evidence: Evidence, kernels: tuple, issue_of: Callable[[dic
     measured = describe(rows) if rows else "-"
     if issues:
         return failed(measured, first_issues(issues))
+    unjudged = [f"{r['kernel']} {shape_text(r)}: {why}" for r in rows if (why := unjudged_why(r))]
+    if unjudged:
+        return unmeasured(first_issues(unjudged, 2), measured)
     missing = [k for k in kernels if not any(r["kernel"] == k for r in rows)]
     if missing:
         return unmeasured(f"no passed gpu-smoke result of {', '.join(missing)}", measured)
@@ -547,9 +559,9 @@ def values_per_kernel(rows: list[dict], column: str) -> str:
 
 
 def memory_ratios(rows: list[dict]) -> str:
-    ratios = [r["extra_memory_bytes"] / expected_extra_memory(r) for r in rows
-              if expected_extra_memory(r) and r.get("extra_memory_bytes") is not None
-              and r["extra_memory_bytes"] >= 0]
+    expected = [(r, stored_expectation(r, "extra_memory_bytes")) for r in rows]
+    ratios = [r["extra_memory_bytes"] / e for r, e in expected
+              if e and r.get("extra_memory_bytes") is not None and r["extra_memory_bytes"] >= 0]
     text = f"{len(rows)} results"
     return text + (f", measured/formula {min(ratios):.2f}-{max(ratios):.2f}" if ratios else "")
 
@@ -923,33 +935,43 @@ def nightly_10min(evidence: Evidence) -> Finding:
                       "on its own")
 
 
-# The masking study on a GPU (suites/masking.toml): launches per forward as graph capture counted
-# them at the gpu-smoke shapes, cuDNN's one fused kernel; and the three in-house paths' times in
-# the study's order. The PyTorch peers are shown beside the seed study's 6 / 5 / 1, not judged.
-MASKING_LAUNCHES = {"cuda.naive": 3, "cuda.masked_outofplace": 4, "cuda.masked_inplace": 4,
-                    "cuda.masked_fused": 3, "cuda.flash2": 1, "cudnn.sdpa": 1}
+# The masking study on a GPU (suites/masking.toml): each in-house kernel's launches per forward as
+# it declares them (stored with its profile, profiles.expected_launches), cuDNN's one fused kernel
+# (the claim's figure: cuDNN declares none, its engine chooses); and the three in-house paths'
+# times in the study's order. The PyTorch peers are shown beside the seed study's 6 / 5 / 1, not
+# judged.
+MASKING_KERNELS = ("cuda.naive", "cuda.masked_outofplace", "cuda.masked_inplace",
+                   "cuda.masked_fused", "cuda.flash2", "cudnn.sdpa")
+CUDNN_FUSED_LAUNCHES = 1
 MASKING_ORDER = ("cuda.masked_outofplace", "cuda.masked_inplace", "cuda.masked_fused")
 MASKING_PEERS = ("torch.naive_outofplace", "torch.naive_inplace", "torch.sdpa_flash",
                  "torch.sdpa_efficient", "torch.sdpa_cudnn", "torch.sdpa_math")
 
 
-@judge("masking-study-gpu", "launches 4/4/3 in-house (out of place, in place, fused), cuda.naive "
-       "3, flash2 and cuDNN 1; time out of place >= in place >= fused", steps=(PROFILE,))
+@judge("masking-study-gpu", "launches as each in-house kernel declares them, cuDNN 1; time out "
+       "of place >= in place >= fused", steps=(PROFILE,))
 def masking_study_gpu(evidence: Evidence) -> Finding:
     profiles = evidence.db.cupti_profiles() if evidence.db else {}
-    shown = [k for k in (*MASKING_LAUNCHES, *MASKING_PEERS) if k in profiles]
+    shown = [k for k in (*MASKING_KERNELS, *MASKING_PEERS) if k in profiles]
     measured = ", ".join(f"{k} {profiles[k]['launches']} launches "
                          f"{profiles[k]['median_s'] * 1e6:.0f} us" for k in shown) or "-"
-    missing = [k for k in MASKING_LAUNCHES if k not in profiles]
+    missing = [k for k in MASKING_KERNELS if k not in profiles]
     if missing:
         return unmeasured(f"no CUPTI profile of {', '.join(missing)}", measured)
+    expected = {k: profiles[k].get("expected_launches") for k in MASKING_KERNELS}
+    expected["cudnn.sdpa"] = CUDNN_FUSED_LAUNCHES
     wrong = [f"{k} launched {profiles[k]['launches']}, expected {n}"
-             for k, n in MASKING_LAUNCHES.items() if profiles[k]["launches"] != n]
+             for k, n in expected.items() if n is not None and profiles[k]["launches"] != n]
     times = [profiles[k]["median_s"] for k in MASKING_ORDER]
     if any(a < b for a, b in zip(times, times[1:])):
         wrong.append("time is not out of place >= in place >= fused")
     if wrong:
         return failed(measured, "; ".join(wrong))
+    undeclared = [k for k, n in expected.items() if n is None]
+    if undeclared:
+        return unmeasured(f"no stored expectation of the launches of {', '.join(undeclared)} "
+                          "(profiles.expected_launches: written by an attnbench that stores none)",
+                          measured)
     return passed(measured, "the PyTorch study counted 6 out of place, 5 in place, 1 fused; "
                   "energy is not in gpu-check: attnbench run --suite masking --devices gpu --energy")
 
@@ -1123,14 +1145,18 @@ def torch_peers_gpu(evidence: Evidence) -> Finding:
     return passed(", ".join(measured))
 
 
-@judge("flash2-memory-launches", "extra memory 0, 1 launch", steps=(SMOKE,))
+@judge("flash2-memory-launches", "extra memory and launches as cuda.flash2 declares them "
+       "(0 and 1)", steps=(SMOKE,))
 def flash2_memory_launches(evidence: Evidence) -> Finding:
     def issue(r):
         return first_issues([i for i in (memory_issue(r), launches_issue(r)) if i])
+    def unjudged(r):
+        return first_issues([w for what in ("extra_memory_bytes", "launches")
+                             if (w := no_expectation_why(what)(r))])
     def describe(rows):
         return (f"extra memory {distinct_values(rows, 'extra_memory_bytes')} B, "
                 f"launches {distinct_values(rows, 'launches')} ({len(rows)} results)")
-    return judge_smoke_rule(evidence, ("cuda.flash2",), issue, describe)
+    return judge_smoke_rule(evidence, ("cuda.flash2",), issue, describe, unjudged)
 
 
 INHOUSE_KERNELS = NAIVE_FAMILY + ("cuda.flash1",)
@@ -1142,17 +1168,19 @@ def inhouse_correct(evidence: Evidence) -> Finding:
                                   for name in suite_tests(evidence, k)])
 
 
-@judge("naive-memory", f"formula <= extra memory <= {MEMORY_TOLERANCE:g}x formula",
-       steps=(SMOKE,))
+@judge("naive-memory", f"formula <= extra memory <= {MEMORY_TOLERANCE:g}x formula (each "
+       "kernel's, stored with its result)", steps=(SMOKE,))
 def naive_memory(evidence: Evidence) -> Finding:
-    return judge_smoke_rule(evidence, INHOUSE_KERNELS, memory_issue, memory_ratios)
+    return judge_smoke_rule(evidence, INHOUSE_KERNELS, memory_issue, memory_ratios,
+                            no_expectation_why("extra_memory_bytes"))
 
 
-@judge("naive-launches", "3 naive/fused, 4 out of/in place, ceil(sk/64) flash1",
+@judge("naive-launches", "launches = each kernel's declared count, stored with its result",
        steps=(SMOKE,))
 def naive_launches(evidence: Evidence) -> Finding:
     return judge_smoke_rule(evidence, INHOUSE_KERNELS, launches_issue,
-                            lambda rows: values_per_kernel(rows, "launches"))
+                            lambda rows: values_per_kernel(rows, "launches"),
+                            no_expectation_why("launches"))
 
 
 def problem_key(r: dict) -> tuple:

@@ -46,6 +46,16 @@ def _number(value) -> float | None:
         return None
 
 
+def in_house_kernel_names(kernels: list[dict], correctness_suite: str | None = None) -> list[str]:
+    """The in-house CUDA kernels of a registry as `attnbench list kernels --json` states it, in
+    its order: those the emulated device runs from their own source (backend emu, not
+    unavailable: the registry builds both from one list, kernels/cuda/cuda_kernels.h); of one
+    correctness suite if given."""
+    return [k["name"] for k in kernels
+            if k.get("backend") == "emu" and not k.get("unavailable")
+            and correctness_suite in (None, k.get("correctness_suite"))]
+
+
 @dataclass(frozen=True)
 class Step:
     name: str
@@ -178,10 +188,13 @@ class Database:
             return []
         key = ("results", run_id)
         if key not in self._cache:
+            # The case's shape text as attnbench stored it (cases.shape, schema 10).
+            shape = ", c.shape AS shape" if "shape" in self.columns("cases") else ""
             self._cache[key] = self.query(
                 "SELECT r.*, c.kernel, c.batch, c.heads_q, c.heads_kv, c.seqlen_q, c.seqlen_k,"
                 " c.head_dim_qk, c.head_dim_v, c.input_dtype, c.output_dtype, c.fp8_scaling,"
                 " c.mask_kind, c.window_left, c.window_right, c.layout, d.kind AS device_kind"
+                + shape +
                 " FROM results r JOIN cases c ON c.id = r.case_id"
                 " LEFT JOIN devices d ON d.id = r.device_id"
                 " WHERE r.run_id = ? ORDER BY r.id", run_id)
@@ -199,7 +212,8 @@ class Database:
 
     def cupti_profiles(self) -> dict[str, dict]:
         """The newest forward CUPTI recorded of each kernel (`attnbench profile` on a GPU,
-        schema 9): {kernel: {"launches": its kernels' count, "forward_s", "median_s", "shape"}}."""
+        schema 9): {kernel: {"launches": its kernels' count, "expected_launches": what the
+        kernel declares (schema 10; None: none stored), "forward_s", "median_s", "shape"}}."""
         if "source" not in self.columns("profiles"):
             return {}
         profiles: dict[str, dict] = {}
@@ -208,6 +222,7 @@ class Database:
             if newest is None or newest["profile_id"] != row["profile_id"]:
                 newest = profiles[row["kernel"]] = {
                     "profile_id": row["profile_id"], "launches": 0, "shape": row["shape"],
+                    "expected_launches": row.get("expected_launches"),
                     "forward_s": row["forward_s"], "median_s": row["median_s"]}
             if row["kind"] == "kernel":
                 newest["launches"] += row["count"]
@@ -351,11 +366,8 @@ class Evidence:
         return devices
 
     def in_house_kernels(self, correctness_suite: str | None = None) -> list[str]:
-        """The in-house CUDA kernels, in the registry's order: those the emulated device runs from
-        their own source (backend emu, not unavailable); of one correctness suite if given."""
-        return [k["name"] for k in self.kernels
-                if k.get("backend") == "emu" and not k.get("unavailable")
-                and correctness_suite in (None, k.get("correctness_suite"))]
+        """The in-house CUDA kernels of the registry setup recorded (in_house_kernel_names)."""
+        return in_house_kernel_names(self.kernels, correctness_suite)
 
     def device_name(self) -> str:
         """The GPU model: nvidia-smi's first line ("GPU 0: NVIDIA H200 (UUID: ...)") when the

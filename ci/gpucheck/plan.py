@@ -16,6 +16,8 @@ import dataclasses
 import json
 import subprocess
 
+from gpucheck.evidence import in_house_kernel_names
+
 # What gpu-check promises (issue 11): the whole check fits 300 s; the plan for either Hopper (H100
 # or H200) leaves a margin (240 s), and the figures, the reason for a GPU call, are done in the
 # first 120 s.
@@ -49,10 +51,10 @@ PTX_CONFORMANCE_S = 30.0
 CTEST_PARALLEL = 7
 CUDNN_CTEST_SHARDS = 4  # tests/gpu/test_gpu.cpp's kCudnnShards
 
-# The masking study profiled on the GPU (issue 17): every GPU kernel of suites/masking.toml, the
-# PyTorch peers among them, CUPTI's launches and time per forward. The worker imports torch and
-# makes its CUDA context once: a lead until a GPU run measures it.
-MASKING_PROFILE_KERNELS = "cuda.naive,cuda.masked_*,cuda.flash2,cuda.flash3,cudnn.sdpa,torch.*"
+# The masking study profiled on the GPU (issue 17): every GPU kernel of suites/masking.toml (the
+# suite and --devices gpu select them, the PyTorch peers among them), CUPTI's launches and time
+# per forward. The worker imports torch and makes its CUDA context once: a lead until a GPU run
+# measures it.
 MASKING_PROFILE_FORWARDS = 3
 TORCH_IMPORT_S = 6.0
 PROFILE_TRACE = "masking-trace.json"  # in OUTDIR
@@ -74,7 +76,6 @@ RACE_SHAPES = [
     "b=1,hq=2,hkv=1,sq=65,sk=97,d=64,dtype=bf16,mask=causal_br",
     "b=1,hq=1,s=80,d=128,dtype=fp16",
 ]
-IN_HOUSE_KERNELS = "cuda.naive,cuda.masked_*,cuda.flash1,cuda.flash2"
 # The timer claims' tests (tests/gpu/test_gpu.cpp), run from the test binary in the figures step.
 TIMER_TESTS = "test_gpu --gtest_filter=GpuTimer.*"
 
@@ -105,8 +106,13 @@ class Step:
     device_model_source: str = ""  # why that model (--device-model, the GPU present, default)
 
 
-def steps(case_filter=""):
-    """The steps in the order they run."""
+def steps(case_filter="", kernels=()):
+    """The steps in the order they run. kernels: the registry, as `attnbench list kernels --json`
+    states it (registry_kernels): racecheck and synccheck cover its in-house kernels, a kernel
+    added to the registry included without a change here."""
+    in_house = ",".join(in_house_kernel_names(list(kernels)))
+    if not in_house:
+        raise ValueError("the registry names no in-house kernel (attnbench list kernels --json)")
     filter_args = ["--filter", case_filter] if case_filter else []
     selection = ["--devices", "gpu", "--breaker"]
     figures = Step("figures", "calibrated ceilings, every claimed figure, the timers, energy",
@@ -132,9 +138,9 @@ def steps(case_filter=""):
              plan_args=["--kernels", "cuda.*,cudnn.*", "--check", *filter_args,
                         *[a for s in MEMCHECK_SHAPES for a in ("--shape", s)]],
              sanitizer="memcheck"),
-        *[Call(tool, ["check", "--kernels", IN_HOUSE_KERNELS, *selection, *filter_args,
+        *[Call(tool, ["check", "--kernels", in_house, *selection, *filter_args,
                       *[a for s in RACE_SHAPES for a in ("--shape", s)]],
-               plan_args=["--kernels", IN_HOUSE_KERNELS, "--check", *filter_args,
+               plan_args=["--kernels", in_house, "--check", *filter_args,
                           *[a for s in RACE_SHAPES for a in ("--shape", s)]],
                sanitizer=tool)
           for tool in ("racecheck", "synccheck")],
@@ -147,11 +153,10 @@ def steps(case_filter=""):
     profile = Step("profile", "the masking study: launches and time per forward by CUPTI",
                    needs=["attnbench", "cupti"])
     profile.calls = [Call("masking profile",
-                          ["profile", "--suite", "masking", "--kernels", MASKING_PROFILE_KERNELS,
-                           "--devices", "gpu", "--timed", str(MASKING_PROFILE_FORWARDS),
-                           *filter_args, "--case-timeout", str(FIGURE_CASE_TIMEOUT_S)],
-                          plan_args=["--suite", "masking", "--kernels", MASKING_PROFILE_KERNELS,
-                                     "--check", *filter_args],
+                          ["profile", "--suite", "masking", "--devices", "gpu", "--timed",
+                           str(MASKING_PROFILE_FORWARDS), *filter_args, "--case-timeout",
+                           str(FIGURE_CASE_TIMEOUT_S)],
+                          plan_args=["--suite", "masking", "--check", *filter_args],
                           fixed_s=TORCH_IMPORT_S)]
     return [Step("setup", "the bundle loads; GPU, cuDNN, cuBLAS, NVML, tools present",
                  needs=[], fixed_s=SETUP_S),
@@ -169,15 +174,21 @@ def attnbench_plan(cli, plan_args, device_model=None, environment=None):
     return json.loads(done.stdout)
 
 
-def gpu_ctest_kernels(cli, environment=None):
-    """The kernels GpuCtestSuite checks (tests/gpu/test_gpu.cpp: every built-in CUDA kernel), in
-    the registry's order, each with its correctness suite, as `attnbench list kernels --json`
-    states them: {name: suite}."""
+def registry_kernels(cli, environment=None):
+    """The registry as `attnbench list kernels --json` states it (what gpu-check's setup records
+    in evidence.json): the one list of kernels the plan selects from."""
     done = subprocess.run([cli, "list", "kernels", "--json"], capture_output=True, text=True,
                           check=False, env=environment)
     if done.returncode != 0:
         raise RuntimeError(f"{cli} list kernels --json: {done.stderr.strip()}")
-    return {kernel["name"]: kernel["correctness_suite"] for kernel in json.loads(done.stdout)
+    return json.loads(done.stdout)
+
+
+def gpu_ctest_kernels(cli, environment=None):
+    """The kernels GpuCtestSuite checks (tests/gpu/test_gpu.cpp: every built-in CUDA kernel), in
+    the registry's order, each with its correctness suite: {name: suite}."""
+    return {kernel["name"]: kernel["correctness_suite"]
+            for kernel in registry_kernels(cli, environment)
             if kernel["backend"] == "cuda" and not kernel["origin"]}
 
 

@@ -460,7 +460,8 @@ def main_run(root, outdir, budget_s, case_filter, rehearse):
         check.finish()
         return 2
     try:
-        plan_steps = plan.predict(plan.steps(case_filter), check.bundle.cli,
+        kernels = plan.registry_kernels(check.bundle.cli, check.environment)
+        plan_steps = plan.predict(plan.steps(case_filter, kernels), check.bundle.cli,
                                   environment=check.environment)[1:]  # setup is done
     except (RuntimeError, OSError, ValueError) as error:
         check.record("plan", "fail", 0, 0, f"attnbench plan: {error}")

@@ -21,13 +21,12 @@ import datetime
 import functools
 import json
 import math
-import os
 import subprocess
 import xml.etree.ElementTree as ElementTree
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from reports.tests.fixtures import Case, Fixture
+from reports.tests.fixtures import Case, Fixture, attnbench_cli, describe
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -38,12 +37,16 @@ ENVIRONMENT = {"cuda_runtime": "13.0 (static cudart)", "cuda_driver": "580.95.05
                "cudnn": "compiled 9.19.0, loaded 9.19.0", "cudnn_frontend": "1.16.0",
                "cublas": "cuBLASLt 13.1.0 (compiled 13.1.0)", "host": "h200-host"}
 STEP_NAMES = ("setup", "figures", "ctest", "sanitizer", "gpu-smoke", "profile")  # plan.py's order
-MASKING_SHAPE = "b=8,hq=16,hkv=16,sq=1024,sk=1024,d=64,dtype=bf16,mask=causal"
-# The profile step's kernels and their launches in a healthy run (the PyTorch peers as the seed
-# study counted them).
-MASKING_LAUNCHES = {"cuda.naive": 3, "cuda.masked_outofplace": 4, "cuda.masked_inplace": 4,
-                    "cuda.masked_fused": 3, "cuda.flash2": 1, "cuda.flash3": 1, "cudnn.sdpa": 1,
-                    "torch.naive_outofplace": 6, "torch.naive_inplace": 5, "torch.sdpa_flash": 1}
+MASKING_STUDY = dict(batch=8, heads_q=16, heads_kv=16, seqlen_q=1024, seqlen_k=1024, head_dim=64,
+                     dtype="bf16", mask="causal")
+# The profile step's kernels. A healthy run launches what each declares (attnbench describe);
+# those that declare none launch these: cuDNN its one fused kernel, the PyTorch peers as the seed
+# study counted them.
+MASKING_KERNELS = ("cuda.naive", "cuda.masked_outofplace", "cuda.masked_inplace",
+                   "cuda.masked_fused", "cuda.flash2", "cuda.flash3", "cudnn.sdpa",
+                   "torch.naive_outofplace", "torch.naive_inplace", "torch.sdpa_flash")
+UNDECLARED_LAUNCHES = {"cudnn.sdpa": 1, "torch.naive_outofplace": 6, "torch.naive_inplace": 5,
+                       "torch.sdpa_flash": 1}
 CASE_BUDGETS = {"figures": 0.5, "gpu-smoke": 0.3}
 
 INHOUSE = ("cuda.naive", "cuda.masked_outofplace", "cuda.masked_inplace", "cuda.masked_fused",
@@ -118,8 +121,13 @@ class Scenario:
     # By test name without the parameter comment ('.../cudnn_sdpa_shard2of4'):
     failing_tests: dict = field(default_factory=dict)  # name -> GoogleTest's failure message
     missing_tests: set = field(default_factory=set)  # names not in the JUnit XML
-    extra_memory: dict = field(default_factory=dict)  # kernel -> factor over its formula
-    launches: dict = field(default_factory=dict)  # kernel -> launches replacing the formula's
+    extra_memory: dict = field(default_factory=dict)  # kernel -> factor over its expectation
+    launches: dict = field(default_factory=dict)  # kernel -> launches replacing the expected ones
+    # gpu-smoke results stored without the kernels' expectations (an attnbench before them).
+    no_expectations: bool = False
+    # kernel -> what its gpu-smoke results store as expected in place of what it declares (and
+    # a healthy run then measures)
+    stored_expectations: dict = field(default_factory=dict)
     profile_launches: dict = field(default_factory=dict)  # kernel -> CUPTI's, replacing a healthy run's
     masking_times_reversed: bool = False  # fused slowest, out of place fastest
     over_budget: str | None = None  # a gpu-smoke kernel whose timing overran its budget
@@ -133,9 +141,8 @@ class Scenario:
 def listed_kernels() -> list:
     """The registry as setup records it: `attnbench list kernels --json` of this tree's binary
     (ctest's ATTNBENCH_CLI, else build/bin/attnbench), so the fixture keeps no kernel list."""
-    cli = os.environ.get("ATTNBENCH_CLI") or str(ROOT / "build" / "bin" / "attnbench")
-    done = subprocess.run([cli, "list", "kernels", "--json"], capture_output=True, text=True,
-                          check=True)
+    done = subprocess.run([attnbench_cli(), "list", "kernels", "--json"], capture_output=True,
+                          text=True, check=True)
     return json.loads(done.stdout)
 
 
@@ -145,19 +152,6 @@ class Built:
     evidence: dict
     flops_per_s: dict = field(default_factory=dict)  # figure kernel -> value as stored
     calibrations: dict = field(default_factory=dict)  # (kind, dtype) -> value as stored
-
-
-def expected_extra_memory(kernel: str, case: Case) -> int:
-    scores = case.batch * case.heads_q * case.seqlen_q * case.seqlen_k * 4
-    return {"cuda.masked_outofplace": 2 * scores, "cuda.flash1":
-            case.batch * case.heads_q * case.seqlen_q * (case.head_dim + 2) * 4,
-            "cuda.flash2": 0}.get(kernel, scores)
-
-
-def expected_launches(kernel: str, case: Case) -> int:
-    return {"cuda.naive": 3, "cuda.masked_fused": 3, "cuda.masked_outofplace": 4,
-            "cuda.masked_inplace": 4, "cuda.flash1": math.ceil(case.seqlen_k / 64),
-            "cuda.flash2": 1}.get(kernel, 1)
 
 
 class OutdirBuilder:
@@ -283,17 +277,26 @@ class OutdirBuilder:
             else {}
 
     def smoke_run(self) -> int:
+        """gpu-smoke: each result stores what its kernel expects of the forward (as attnbench
+        describes it) beside what a healthy run measures of it: its launches, and up to 1.4x the
+        extra memory it materializes (the allocator's rounding)."""
         run_id, gpu = self.run("gpu-smoke", 4)
         s = self.scenario
+        kernels = INHOUSE + ("cuda.flash2", "cudnn.sdpa", "cuda.naive_cublas")
+        cases = [Case(kernel, **shape) for shape in SMOKE_SHAPES for kernel in kernels]
+        describe(cases, [s.gpu_name])
         for shape in SMOKE_SHAPES:
             naive_predicted = self.rng.uniform(50e-6, 400e-6)
-            for kernel in INHOUSE + ("cuda.flash2", "cudnn.sdpa", "cuda.naive_cublas"):
+            for kernel in kernels:
                 case = Case(kernel, **shape)
-                columns = {"launches": s.launches.get(kernel, expected_launches(kernel, case))}
-                if kernel in INHOUSE + ("cuda.flash2",):
+                expected = {**case.expected, **s.stored_expectations.get(kernel, {})}
+                columns = {"launches": s.launches.get(kernel, expected.get("launches", 1))}
+                if not s.no_expectations and expected:
+                    columns["details_json"] = json.dumps({"expected": expected})
+                if "extra_memory_bytes" in expected:
                     factor = s.extra_memory.get(kernel, self.rng.uniform(1.0, 1.4))
                     columns["extra_memory_bytes"] = math.ceil(
-                        expected_extra_memory(kernel, case) * factor)
+                        expected["extra_memory_bytes"] * factor)
                 if kernel in PREDICTED_FACTOR:
                     columns["predicted_s"] = naive_predicted * PREDICTED_FACTOR[kernel]
                 self.timed_result(run_id, gpu, case, self.rng.uniform(5, 300),
@@ -309,12 +312,16 @@ class OutdirBuilder:
         times = sorted((self.rng.uniform(2e-4, 9e-4) for _ in order),
                        reverse=not self.scenario.masking_times_reversed)
         at = STARTED + datetime.timedelta(minutes=9)
-        for kernel, launches in MASKING_LAUNCHES.items():
-            launches = self.scenario.profile_launches.get(kernel, launches)
+        cases = [Case(kernel, **MASKING_STUDY) for kernel in MASKING_KERNELS]
+        describe(cases)
+        for case in cases:
+            kernel = case.kernel
+            launches = self.scenario.profile_launches.get(
+                kernel, case.expected.get("launches", UNDECLARED_LAUNCHES.get(kernel)))
             median_s = times[order.index(kernel)] if kernel in order \
                 else self.rng.uniform(2e-5, 9e-4)
             rows = [(f"kernel_{i}", 1, self.rng.uniform(1e-6, 1e-4)) for i in range(launches)]
-            self.fixture.profile(kernel, MASKING_SHAPE, at, rows + [("gaps", 0, 1e-6)],
+            self.fixture.profile(case, at, rows + [("gaps", 0, 1e-6)],
                                  median_s * 1.01, median_s, threads=1, source="CUPTI",
                                  kind="kernel", device=self.scenario.gpu_name)
 

@@ -69,8 +69,31 @@ def test_plan_names_its_model_and_refuses_an_unknown_one():
 
 
 @needs_cli
+def test_the_sanitizer_covers_the_registrys_in_house_kernels_and_no_list_of_its_own():
+    """racecheck and synccheck take the in-house kernels of the registry as attnbench lists it: a
+    kernel added there is covered with no change to the plan, a cuDNN or cuBLAS kernel never;
+    the masking study's kernels are its suite's (no --kernels of the plan's own)."""
+    registry = plan.registry_kernels(CLI)
+    added = {"name": "cuda.flash4", "backend": "emu", "unavailable": "", "origin": "",
+             "correctness_suite": "ctest"}
+    sanitizer = next(s for s in plan.steps("", registry + [added]) if s.name == "sanitizer")
+    for call in sanitizer.calls:
+        if call.sanitizer not in ("racecheck", "synccheck"):
+            continue
+        named = call.args[call.args.index("--kernels") + 1].split(",")
+        assert "cuda.flash4" in named and "cuda.naive" in named and "cuda.flash3" in named
+        assert not [k for k in named if k.startswith(("cudnn.", "cpu.", "torch."))
+                    or k == "cuda.naive_cublas"]
+        assert named == call.plan_args[call.plan_args.index("--kernels") + 1].split(",")
+    profile = next(s for s in plan.steps("", registry) if s.name == "profile")
+    assert "--kernels" not in profile.calls[0].args and "--kernels" not in profile.calls[0].plan_args
+    with pytest.raises(ValueError, match="no in-house kernel"):
+        plan.steps("", [k for k in registry if k["backend"] != "emu"])
+
+
+@needs_cli
 def test_every_step_has_a_prediction_and_the_figures_only_the_claimed_kernels():
-    steps = plan.predict(plan.steps(), CLI)
+    steps = plan.predict(plan.steps("", plan.registry_kernels(CLI)), CLI)
     assert all(step.predicted_s > 0 for step in steps)
     assert [s.ends_at_s for s in steps] == sorted(s.ends_at_s for s in steps)
     figures = next(s for s in steps if s.name == "figures")

@@ -20,8 +20,9 @@ import pytest
 from gpucheck.claims import (FAIL, JUDGES, NOT_MEASURED, PASS, ClaimsError, parse_claims,
                              split_row)
 from gpucheck.summary import write_summary
-from gpucheck_outdir import (CASE_BUDGETS, CUDNN_SHARDS, GPU_UUID, STARTED, SUITE_TEST, Scenario,
-                             build_outdir, write_evidence)
+from gpucheck_outdir import (CASE_BUDGETS, CUDNN_SHARDS, GPU_UUID, SMOKE_SHAPES, STARTED,
+                             SUITE_TEST, Scenario, build_outdir, write_evidence)
+from reports.tests.fixtures import Case
 
 ROOT = Path(__file__).resolve().parents[2]
 LIVE_CLAIMS = ROOT / "GPU-CLAIMS.md"
@@ -121,7 +122,9 @@ def test_summary_holds_the_run_devices_versions_steps_and_results(tmp_path, rng)
     for step in built.evidence["steps"]:
         assert f"| {step['name']} " in text
     assert "## Calibrations" in text and "## Figures" in text and "## gpu-smoke (run " in text
-    assert "cuda.masked_outofplace | b=2,hq=8,hkv=2,sq=512,sk=512,d=128,bf16,causal" in text
+    # Each result's shape as attnbench stored it (cases.shape).
+    smoke = Case("cuda.masked_outofplace", **SMOKE_SHAPES[0])
+    assert f"cuda.masked_outofplace | {smoke.shape} |" in text
     assert "## Energy" in text and "mJ per forward" in text
 
 
@@ -558,6 +561,25 @@ def test_memory_and_launches_outside_their_formulas_fail(tmp_path, rng):
     assert "2 launches, expected 1" in rows["flash2-memory-launches"]["why"]
     assert rows["naive-launches"]["result"] == PASS
     assert status == 1
+
+
+def test_memory_and_launches_are_judged_by_the_stored_expectation(tmp_path, rng):
+    """The claims compare each result with the expectation attnbench stored beside it, never a
+    formula of their own: a kernel that declares (and launches) 5 passes, whatever the naive
+    family's usual 3; a result without a stored expectation is not measured, never passed."""
+    build_outdir(tmp_path / "stored", rng, Scenario(
+        stored_expectations={"cuda.naive": {"launches": 5}, "cuda.flash1": {
+            "extra_memory_bytes": rng.randrange(1 << 20, 1 << 24)}}))
+    _, rows = summarize(tmp_path / "stored")
+    assert rows["naive-launches"]["result"] == PASS
+    assert "cuda.naive 5" in rows["naive-launches"]["measured"]
+    assert rows["naive-memory"]["result"] == PASS
+
+    build_outdir(tmp_path / "none", rng, Scenario(no_expectations=True))
+    _, rows = summarize(tmp_path / "none")
+    for claim in ("naive-memory", "naive-launches", "flash2-memory-launches"):
+        assert rows[claim]["result"] == NOT_MEASURED, claim
+        assert "no stored expectation" in rows[claim]["why"], claim
 
 
 def test_the_masking_study_is_judged_by_cuptis_launches_and_the_paths_times(tmp_path, rng):

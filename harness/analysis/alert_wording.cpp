@@ -23,6 +23,19 @@ std::string number_text(double value) {
   return text.str();
 }
 
+// A device's fields an environment difference compares (the chip apart: a series' own chip is its
+// result's). Unknown ECC and persistence (-1) read "-".
+std::vector<EnvironmentEntry> device_entries(const DeviceInfo& device) {
+  const auto flag = [](int value) { return value < 0 ? std::string("-") : value ? "on" : "off"; };
+  return {{"clock", number_text(device.clock_mhz) + " MHz"},
+          {"power limit", number_text(device.power_limit_w) + " W"},
+          {"threads", std::to_string(device.threads)},
+          {"SM version", std::to_string(device.sm_version)},
+          {"SMs", std::to_string(device.sm_count)},
+          {"ECC", flag(device.ecc)},
+          {"persistence mode", flag(device.persistence)}};
+}
+
 }  // namespace
 
 std::string short_sha(const std::string& sha) { return sha.substr(0, 10); }
@@ -120,38 +133,31 @@ std::string fewer_cases_message(int64_t run_id, size_t results, int64_t previous
 
 std::string environment_difference(const StoredRun& baseline, const StoredRun& current,
                                    const std::string& device_name, const std::string& base_chip,
-                                   const std::string& chip) {
+                                   const std::string& chip, const std::string& clock) {
   std::vector<std::string> differences;
   auto differ = [&](const std::string& what, const std::string& a, const std::string& b) {
     if (a != b) differences.push_back(what + " " + (a.empty() ? "-" : a) + " -> " + (b.empty() ? "-" : b));
   };
   differ("chip", base_chip, chip);
-  const EnvironmentInfo& a = baseline.info.env;
-  const EnvironmentInfo& b = current.info.env;
-  differ("driver", a.cuda_driver, b.cuda_driver);
-  differ("CUDA", a.cuda_runtime, b.cuda_runtime);
-  differ("cuDNN", a.cudnn, b.cudnn);
-  differ("cuBLAS", a.cublas, b.cublas);
-  differ("BLAS", a.blas, b.blas);
-  differ("build", a.build_type + " " + a.compiler + " " + a.build_flags,
-         b.build_type + " " + b.compiler + " " + b.build_flags);
-  differ("host", a.host, b.host);
+  const std::vector<EnvironmentEntry> before = environment_entries(baseline.info.env);
+  const std::vector<EnvironmentEntry> now = environment_entries(current.info.env);
+  for (size_t i = 0; i < before.size() && i < now.size(); ++i) {
+    differ(now[i].what, before[i].value, now[i].value);
+  }
   const DeviceInfo* device_a = first_device_named(baseline, device_name);
   const DeviceInfo* device_b = first_device_named(current, device_name);
   if (device_a != nullptr && device_b != nullptr) {
-    if (device_a->clock_mhz != device_b->clock_mhz) {
-      differ("clock", number_text(device_a->clock_mhz) + " MHz", number_text(device_b->clock_mhz) + " MHz");
-    }
-    if (device_a->power_limit_w != device_b->power_limit_w) {
-      differ("power limit", number_text(device_a->power_limit_w) + " W",
-             number_text(device_b->power_limit_w) + " W");
-    }
-    if (device_a->threads != device_b->threads) {
-      differ("threads", std::to_string(device_a->threads), std::to_string(device_b->threads));
+    const std::vector<EnvironmentEntry> device_before = device_entries(*device_a);
+    const std::vector<EnvironmentEntry> device_now = device_entries(*device_b);
+    for (size_t i = 0; i < device_before.size(); ++i) {
+      differ(device_now[i].what, device_before[i].value, device_now[i].value);
     }
   }
+  if (!clock.empty()) differences.push_back(clock);
   std::string text;
   for (const std::string& d : differences) text += (text.empty() ? "" : "; ") + d;
+  const EnvironmentInfo& a = baseline.info.env;
+  const EnvironmentInfo& b = current.info.env;
   const std::string commits = a.git_sha == b.git_sha
                                   ? "same commit " + short_sha(b.git_sha)
                                   : "commits " + short_sha(a.git_sha) + ".." + short_sha(b.git_sha);

@@ -31,9 +31,13 @@ std::string unusual_run_message(const std::string& device, const RunAnalysis& an
 std::string fewer_cases_message(int64_t run_id, size_t results, int64_t previous_run_id,
                                 size_t previous_results, bool complete);
 
-// What differs between the baseline run's environment and this one's, for one device model.
+// What differs between the baseline run's environment and this one's, for one device model: the
+// chip, every environment_entries field, the device's clock, power limit, threads, SM version and
+// count, ECC and persistence mode, and `clock` (clock_difference: the series' SM clock against
+// its usual, empty when within tolerance); then the commits and the baseline run. Stored with
+// every alert and every analysed series (result_analysis.environment), which readers show as it is.
 std::string environment_difference(const StoredRun& baseline, const StoredRun& current,
                                    const std::string& device_name, const std::string& base_chip,
-                                   const std::string& chip);
+                                   const std::string& chip, const std::string& clock = {});
 
 }  // namespace attnbench

@@ -116,6 +116,36 @@ bool has_open_regression(const std::vector<SeriesPoint>& history) {
   return clear != nullptr && clear->state == Verdict::confirmed;
 }
 
+std::string clock_difference(const SeriesPoint& point, const Baseline& baseline,
+                             const DetectorOptions& options) {
+  if (!std::isfinite(point.clock_mhz) || !std::isfinite(baseline.usual_clock) ||
+      baseline.usual_clock <= 0 ||
+      std::fabs(point.clock_mhz / baseline.usual_clock - 1) <= options.clock_tolerance) {
+    return {};
+  }
+  std::ostringstream why;
+  why.precision(3);
+  why << "SM clock " << point.clock_mhz << " MHz, usual " << baseline.usual_clock << " MHz";
+  return why.str();
+}
+
+double suspect_clock_below(const Baseline& baseline, const DetectorOptions& options) {
+  if (!std::isfinite(baseline.usual_clock) || baseline.usual_clock <= 0) return kNotMeasured;
+  return (1 - options.clock_tolerance) * baseline.usual_clock;
+}
+
+double noisy_cv_limit(const Baseline& baseline, const DetectorOptions& options) {
+  return std::isfinite(baseline.usual_cv)
+             ? std::max(options.noisy_cv_floor, options.noisy_cv_factor * baseline.usual_cv)
+             : options.noisy_cv_floor;
+}
+
+std::optional<bool> too_noisy(const SeriesPoint& point, const Baseline& baseline,
+                              const DetectorOptions& options) {
+  if (!std::isfinite(point.cv)) return std::nullopt;
+  return point.cv > noisy_cv_limit(baseline, options);
+}
+
 namespace {
 
 // Why a slower result cannot be taken at face value; empty when it can. `run_wide` says the
@@ -124,14 +154,9 @@ namespace {
 std::string ambiguity(const Baseline& baseline, const SeriesPoint& point,
                       const DetectorOptions& options, bool* run_wide = nullptr) {
   if (run_wide != nullptr) *run_wide = false;
+  if (std::string clock = clock_difference(point, baseline, options); !clock.empty()) return clock;
   std::ostringstream why;
   why.precision(3);
-  if (std::isfinite(point.clock_mhz) && std::isfinite(baseline.usual_clock) &&
-      baseline.usual_clock > 0 &&
-      std::fabs(point.clock_mhz / baseline.usual_clock - 1) > options.clock_tolerance) {
-    why << "SM clock " << point.clock_mhz << " MHz, usual " << baseline.usual_clock << " MHz";
-    return why.str();
-  }
   if (std::fabs(std::exp(point.level) - 1) > options.level_tolerance) {
     if (run_wide != nullptr) *run_wide = true;
     why << "the whole run was " << percent(std::exp(point.level) - 1)
@@ -145,8 +170,8 @@ std::string ambiguity(const Baseline& baseline, const SeriesPoint& point,
         << "x more than usual around its level (a busy host)";
     return why.str();
   }
-  if (std::isfinite(point.cv) && std::isfinite(baseline.usual_cv) &&
-      point.cv > std::max(options.noisy_cv_floor, options.noisy_cv_factor * baseline.usual_cv)) {
+  // A first judgement with no usual CV of its own does not make a trip unclear.
+  if (std::isfinite(baseline.usual_cv) && too_noisy(point, baseline, options).value_or(false)) {
     why << "too noisy: repetitions' CV " << percent(point.cv) << ", usual "
         << percent(baseline.usual_cv);
     return why.str();

@@ -176,6 +176,23 @@ struct Baseline {
 // result being judged.
 Baseline compute_baseline(const std::vector<SeriesPoint>& history, const DetectorOptions& options);
 
+// The run's SM clock against the series' usual one (its baseline runs' median): "SM clock 1400 MHz,
+// usual 1980 MHz" when further apart than clock_tolerance, which makes a trip unclear (ambiguous)
+// and is part of the result's environment difference; empty otherwise or unmeasured.
+std::string clock_difference(const SeriesPoint& point, const Baseline& baseline,
+                             const DetectorOptions& options);
+// The SM clock below which one repetition of the series is suspect (DESIGN: far below the series'
+// usual clock, the power cap being normal): clock_tolerance below the usual clock. NaN without a
+// usual clock. The analysis marks each stored sample by it (samples.clock_suspect).
+double suspect_clock_below(const Baseline& baseline, const DetectorOptions& options);
+// The repetitions' CV above which a result is too noisy to compare: max(noisy_cv_floor,
+// noisy_cv_factor x the series' usual CV), the floor alone before the series has a usual CV.
+double noisy_cv_limit(const Baseline& baseline, const DetectorOptions& options);
+// Whether the result's repetitions were too noisy (its CV above noisy_cv_limit); nullopt: no CV
+// (not timed). Stored per analysed series (result_analysis.noisy).
+std::optional<bool> too_noisy(const SeriesPoint& point, const Baseline& baseline,
+                              const DetectorOptions& options);
+
 struct Trip {
   double change = kNotMeasured;     // level-free, relative to center: +0.10 = 10 % slower
   double threshold = kNotMeasured;  // relative

@@ -418,13 +418,16 @@ class StoredRunAnalysis {
     report_.alerts.push_back(shifted);
   }
 
-  // The environment difference against the baseline's representative run.
+  // The environment difference against the baseline's representative run, the candidate's SM
+  // clock against the series' usual one included.
   std::string environment_of(const SeriesInput& input, const SeriesSlot& slot,
                              const Baseline& baseline) {
     if (baseline.points.empty() || !input.candidate) return {};
     const HistoryRow& base_row = slot.rows[baseline.representative];
     const StoredRun* base = header(base_row.run_id);
-    return base ? environment_difference(*base, *run_, slot.device, base_row.chip, input.candidate->chip)
+    return base ? environment_difference(*base, *run_, slot.device, base_row.chip,
+                                         input.candidate->chip,
+                                         clock_difference(*input.candidate, baseline, options_))
                 : std::string();
   }
 
@@ -444,8 +447,8 @@ class StoredRunAnalysis {
 
   void record_series(const SeriesInput& input, const SeriesAnalysis& verdict) {
     const SeriesSlot& slot = slots_.at(input.key);
-    report_.analyses.push_back(analysis_row(input, slot, verdict));
     const std::string environment = environment_of(input, slot, verdict.baseline);
+    report_.analyses.push_back(analysis_row(input, slot, verdict, environment));
     auto make_alert = [&](AlertKind kind, std::string state, Verdict severity_state) {
       AlertRecord alert;
       alert.series_key = input.key;
@@ -497,7 +500,7 @@ class StoredRunAnalysis {
   }
 
   AnalysisRecord analysis_row(const SeriesInput& input, const SeriesSlot& slot,
-                              const SeriesAnalysis& verdict) const {
+                              const SeriesAnalysis& verdict, const std::string& environment) const {
     const Baseline& baseline = verdict.baseline;
     const PerformanceJudgement& perf = verdict.performance;
     AnalysisRecord row;
@@ -520,6 +523,14 @@ class StoredRunAnalysis {
     row.status_change = verdict.status_change;
     row.reason = perf.reason;
     row.annotation = slot.coverage.text();
+    // The conditions of the result, judged here once so that no reader judges them again.
+    row.environment = environment;
+    if (input.candidate) {
+      if (const std::optional<bool> noisy = too_noisy(*input.candidate, baseline, options_)) {
+        row.noisy = *noisy ? 1 : 0;
+      }
+    }
+    row.suspect_clock_below_mhz = suspect_clock_below(baseline, options_);
     return row;
   }
 
@@ -546,6 +557,10 @@ class StoredRunAnalysis {
     }
     const Coverage group_coverage = coverage_of(annotations_, group.group, run_id_);
     report_.analyses.push_back(group_row(group, group_coverage));
+    AnalysisRecord& row = report_.analyses.back();
+    if (const StoredRun* base = header(row.baseline_run_id)) {
+      row.environment = environment_difference(*base, *run_, device, "", "");
+    }
     if (group.state == Verdict::ok || group.state == Verdict::insufficient_history) return;
     // Covered when every shape judged is (or the aggregate itself is).
     int shapes = 0;
@@ -567,9 +582,7 @@ class StoredRunAnalysis {
     alert.chip_changed = group.chip_changed;
     alert.annotation = group_coverage.text();
     alert.message = kernel_message(group, run_id_);
-    if (const StoredRun* base = header(report_.analyses.back().baseline_run_id)) {
-      alert.environment = environment_difference(*base, *run_, device, "", "");
-    }
+    alert.environment = row.environment;
     alert.details_json = nlohmann::json{{"members", group.members},
                                         {"spread", json_number(group.spread)},
                                         {"load_sensitivity", json_number(group.load_sensitivity)},

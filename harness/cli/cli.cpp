@@ -17,6 +17,7 @@
 #include <sstream>
 
 #include "harness/cli/command_support.h"
+#include "harness/cli/describe_command.h"
 #include "harness/cli/history_cli.h"
 #include "harness/cli/plan_command.h"
 #include "harness/cli/profile_command.h"
@@ -488,6 +489,37 @@ Subcommand add_plan_command(CLI::App& app) {
           }};
 }
 
+Subcommand add_describe_command(CLI::App& app) {
+  struct Options {
+    DescribeOptions describe;
+    std::string kernels;
+  };
+  auto options = std::make_shared<Options>();
+  DescribeOptions& o = options->describe;
+  CLI::App* describe = app.add_subcommand(
+      "describe",
+      "What attnbench would store about cases, without running them: canonical shape, FLOPs, "
+      "bytes, series keys, each kernel's expected extra memory and launches");
+  describe->add_option("--shape", o.shapes, "Problem, as `run --shape` (repeatable)");
+  describe->add_option("--kernels,-k", options->kernels,
+                       "Kernel names or globs of the registry, comma-separated");
+  describe->add_option("--kernel-name", o.kernel_names,
+                       "A kernel name described as it is, registry or not (repeatable): its "
+                       "series key and stored case; an expectation only from the registry");
+  describe->add_option(
+      "--dist", o.distributions,
+      "Input distribution (repeatable; default normal): " + accepted_distribution_names());
+  describe->add_option("--device-name", o.device_names,
+                       "Device model a series key names, e.g. 'NVIDIA H200' (repeatable)");
+  describe->add_flag("--json", o.json,
+                     "JSON: shapes (shape, flops, bytes) and cases (kernel, case_key, case_row, "
+                     "series_keys, kernel_wide_keys, case_label, supported, expected)");
+  return {describe, [options] {
+            options->describe.kernel_globs = split_commas(options->kernels);
+            return describe_command(options->describe, std::cout, std::cerr);
+          }};
+}
+
 Subcommand add_profile_command(CLI::App& app, CommonOptions& common) {
   struct Options {
     ProfileOptions profile;
@@ -592,9 +624,10 @@ int run_cli(int argc, char** argv) {
   app.require_subcommand(1);
   std::vector<Subcommand> subcommands = {add_list_command(app, common)};
   const auto [run, check] = add_run_commands(app, common);
-  subcommands.insert(subcommands.end(), {run, check, add_plan_command(app), add_profile_command(app, common),
-                                         add_show_command(app, common),
-                                         add_calibrate_command(app, common), add_report_command(app, common)});
+  subcommands.insert(subcommands.end(),
+                     {run, check, add_plan_command(app), add_describe_command(app),
+                      add_profile_command(app, common), add_show_command(app, common),
+                      add_calibrate_command(app, common), add_report_command(app, common)});
   // The history and regression commands (harness/cli/history_cli.cpp).
   const std::function<std::optional<int>()> history_dispatch = add_history_commands(app, common.db_path);
   subcommands.push_back(add_worker_command(app));

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <random>
 #include <set>
 
@@ -129,6 +130,8 @@ std::vector<ProfilePhaseRecord> profile_rows(const CaseSpec& spec, const Device&
                                              const CaseOutcome& outcome) {
   const std::string id = make_uuid();
   const std::string at = now_utc_iso8601();
+  const std::optional<int> expected_launches =
+      expected_resources(*spec.kernel, spec.problem).launches;
   std::vector<ProfilePhaseRecord> rows;
   for (const PhaseTotal& phase : breakdown.phases) {
     ProfilePhaseRecord row;
@@ -148,6 +151,7 @@ std::vector<ProfilePhaseRecord> profile_rows(const CaseSpec& spec, const Device&
     row.share = phase.share;
     row.kind = phase.kind;
     row.source = outcome.profile->source;
+    row.expected_launches = expected_launches.value_or(-1);
     rows.push_back(std::move(row));
   }
   return rows;

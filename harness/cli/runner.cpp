@@ -234,7 +234,7 @@ ResultRecord result_identity(const CaseSpec& spec, const Device& device, int64_t
   result.device_id = device_id;
   result.device_name = device.info.name;
   result.series_key = SeriesKey{result.kernel, shape_string(spec.problem), result.distribution,
-                                device.info.name, run.info.env.build_type + " " + run.info.env.compiler}
+                                device.info.name, series_build(run.info.env)}
                           .text();
   result.flops = attention_flops(spec.problem);
   result.bytes = attention_bytes(spec.problem);
@@ -333,6 +333,8 @@ class DeviceQueue {
     } else {
       const CaseOutcome outcome = measure(case_request(spec, result, options_, selection_, run_));
       take_outcome(outcome, spec, run_.calibrations[device_index_], result);
+      result.details_json =
+          with_expectation(json_object_column(result.details_json), *spec.kernel, spec.problem);
       if (!outcome.timer.empty()) {
         std::lock_guard<std::mutex> lock(shared_.mutex);
         run_.protocol["timers"][device_.label()] = outcome.timer;
@@ -499,6 +501,22 @@ std::string with_origin(const std::string& details_json, const Kernel& kernel) {
   if (kernel.origin.empty()) return details_json;
   json details = json::parse(details_json);
   details["origin"] = kernel.origin;
+  return dump_json(details);
+}
+
+json expectation_json(const ResourceExpectation& expected) {
+  json declared = json::object();
+  if (expected.extra_memory_bytes) declared["extra_memory_bytes"] = *expected.extra_memory_bytes;
+  if (expected.launches) declared["launches"] = *expected.launches;
+  return declared;
+}
+
+std::string with_expectation(const std::string& details_json, const Kernel& kernel,
+                             const Problem& problem) {
+  const json expected = expectation_json(expected_resources(kernel, problem));
+  if (expected.empty()) return details_json;
+  json details = json::parse(details_json);
+  details["expected"] = expected;
   return dump_json(details);
 }
 

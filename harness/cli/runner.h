@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <ostream>
 #include <string>
@@ -90,6 +91,14 @@ std::string json_object_column(const std::string& reported);
 // A result's details (a JSON object column) with "origin" added for a kernel from outside the
 // build (plugin or Python file and version), so each stored result says where its kernel came from.
 std::string with_origin(const std::string& details_json, const Kernel& kernel);
+// What a kernel declares a forward should cost (Kernel::expected_resources) as stored and printed:
+// {"extra_memory_bytes": N, "launches": M}, the declared parts only; empty when nothing is.
+nlohmann::json expectation_json(const ResourceExpectation& expected);
+// A result's details (a JSON object column) with "expected": the kernel's expectation of the
+// problem beside what was measured, for every case that ran (a skipped one measured nothing), so
+// a reader (gpu-check's claims) compares the two without a formula of its own.
+std::string with_expectation(const std::string& details_json, const Kernel& kernel,
+                             const Problem& problem);
 
 // Runs and stores; returns the exit code. Progress and errors go to `err`, tables to `out`.
 int run_cases(const RunOptions& options, std::ostream& out, std::ostream& err);

@@ -16,6 +16,19 @@ constexpr std::array kTimingStops = {TimingStop::stable, TimingStop::repetitions
 
 }  // namespace
 
+std::vector<EnvironmentEntry> environment_entries(const EnvironmentInfo& env) {
+  return {{"driver", env.cuda_driver},
+          {"CUDA", env.cuda_runtime},
+          {"cuDNN", env.cudnn},
+          {"cudnn-frontend", env.cudnn_frontend},
+          {"cuBLAS", env.cublas},
+          {"BLAS", env.blas},
+          {"build", env.build_type + " " + env.compiler + " " + env.build_flags},
+          {"host", env.host},
+          {"CPU", env.cpu},
+          {"OS", env.os}};
+}
+
 std::string_view result_status_name(ResultStatus status) {
   switch (status) {
     case ResultStatus::passed:

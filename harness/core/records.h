@@ -48,6 +48,18 @@ struct EnvironmentInfo {
   std::string os;
 };
 
+// One field of an environment as attnbench names it to people ("driver", "580.65.06").
+struct EnvironmentEntry {
+  std::string what;
+  std::string value;
+};
+// A run's environment field by field, the one list of what an environment is: what an alert's
+// environment difference compares (harness/analysis/alert_wording.h) and what runs stores as
+// environment_json, so that a reader comparing any two runs (the report's compare page) compares
+// these entries and keeps no list of its own. The commit is not among them: every reader names
+// it apart ("commits a..b").
+std::vector<EnvironmentEntry> environment_entries(const EnvironmentInfo& env);
+
 // The emulated device's kind (harness/measure/devices.cpp): a correctness device, never timed.
 inline constexpr const char* kEmuDeviceKind = "emu";
 
@@ -201,6 +213,9 @@ struct ProfilePhaseRecord {
   double share = 0;       // of forward_s x threads
   std::string kind = "phase";   // phase, kernel, memcpy, memset, gaps (harness/measure/profile.h)
   std::string source = "phases";  // how the forward was recorded: phases, CUPTI
+  // The launches the kernel declares for the forward (Kernel::expected_resources), beside what
+  // was recorded; -1 when it declares none. Schema 10.
+  int64_t expected_launches = -1;
 };
 
 }  // namespace attnbench

@@ -26,6 +26,8 @@ std::string SeriesKey::case_label() const {
   return distribution == "normal" || distribution == kAny ? shape : shape + " dist=" + distribution;
 }
 
+std::string series_build(const EnvironmentInfo& env) { return env.build_type + " " + env.compiler; }
+
 std::optional<SeriesKey> parse_series_key(std::string_view text) {
   std::vector<std::string> fields;
   size_t start = 0;

@@ -8,6 +8,8 @@
 #include <string>
 #include <string_view>
 
+#include "harness/core/records.h"
+
 namespace attnbench {
 
 struct SeriesKey {
@@ -27,6 +29,9 @@ struct SeriesKey {
   std::string case_label() const;
   bool operator==(const SeriesKey&) const = default;
 };
+
+// A series' build part: the build type and compiler a run was measured with ("Release GNU 12.2.0").
+std::string series_build(const EnvironmentInfo& env);
 
 // nullopt unless `text` has exactly five fields separated by '|'.
 std::optional<SeriesKey> parse_series_key(std::string_view text);

@@ -318,6 +318,13 @@ CaseOutcome CaseRunner::run(const CaseRequest& request) {
       outcome.status = failure.empty() ? ResultStatus::passed : ResultStatus::failed;
       outcome.message = failure;
     }
+    if (outcome.status == ResultStatus::passed && !executor_.measures_time()) {
+      // A device that times nothing runs no forward of its own for the count: the checked
+      // forward's launches (emu) are the count.
+      Status launches_status;
+      outcome.launches = executor_.count_launches(*plan, outputs, launches_status);
+      if (!launches_status.ok) note_unmeasured(outcome, "launches", launches_status.message);
+    }
     if (outcome.status == ResultStatus::passed && request.profile_forwards > 0) {
       record_profile(*kernel, *plan, request, outcome);
     } else if (outcome.status == ResultStatus::passed && !request.check_only &&

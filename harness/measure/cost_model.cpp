@@ -40,55 +40,54 @@ DeviceModel hopper_model(std::string name, std::string gpu_name, std::string rat
   return model;
 }
 
-// ---- the kernels
-// --------------------------------------------------------------------------------- The fraction of
-// the tensor-core GEMM rate each kernel's forward reaches at large shapes (a kernel with its own
-// time model, Kernel::predicted_seconds, is timed by it instead), and the launches one forward
-// takes. Leads: cuDNN 9.19 on an H200 reaches 702 of 790 TFLOP/s at bf16 d=128
-// (cudnn-frontend's published benchmark, issue 15); FlashAttention-2 on mma.sync reaches about 350
-// on Hopper; the in-house naive family materializes fp32 scores and is bound by their bytes
-// (Kernel::bytes_moved), its SIMT arithmetic at a few percent of the tensor rate. A cuDNN graph
-// build takes ~0.5 s (heuristics, then the engine's finalize, sometimes an NVRTC compile); the
-// issue measured ~110 graphs overrunning a 140 s ctest limit: ~1 s is the pessimistic end, used
-// here.
+// ---- the kernels ---------------------------------------------------------------------------
+// The fraction of the tensor-core GEMM rate each kernel's forward reaches at large shapes (a
+// kernel with its own time model, Kernel::predicted_seconds, is timed by it instead). Leads:
+// cuDNN 9.19 on an H200 reaches 702 of 790 TFLOP/s at bf16 d=128 (cudnn-frontend's published
+// benchmark, issue 15); FlashAttention-2 on mma.sync reaches about 350 on Hopper; the in-house
+// naive family materializes fp32 scores and is bound by their bytes (Kernel::bytes_moved), its
+// SIMT arithmetic at a few percent of the tensor rate. A cuDNN graph build takes ~0.5 s
+// (heuristics, then the engine's finalize, sometimes an NVRTC compile); the issue measured ~110
+// graphs overrunning a 140 s ctest limit: ~1 s is the pessimistic end, used here. The launches of
+// a forward are the kernel's own statement (Kernel::expected_resources), one where it makes none
+// (cuDNN's and cuBLAS's engines choose theirs).
 struct KernelCost {
   double efficiency = 0.05;  // of the dtype's GEMM rate; unknown kernels get a pessimistic 5 %
-  int launches = 1;
   double plan_s = 1e-3;
 };
+constexpr int kUndeclaredLaunches = 1;
 
 const std::map<std::string, KernelCost>& kernel_costs() {
   static const std::map<std::string, KernelCost> costs = {
-      {"cudnn.sdpa", {0.85, 1, 1.0}},
-      {"cudnn.sdpa_fp8", {0.6, 1, 1.0}},
+      {"cudnn.sdpa", {0.85, 1.0}},
+      {"cudnn.sdpa_fp8", {0.6, 1.0}},
       // Not measured: cudnn.sdpa_fp8 after the amax and quantize passes, then the dequantize pass,
-      // each memory-bound over the 16-bit tensors (4 launches).
-      {"cudnn.sdpa_fp8_quantized", {0.5, 4, 1.0}},
-      {"cudnn.sdpa_fp8_incoherent", {0.45, 4, 1.0}},
-      {"cuda.flash2", {0.4, 1, 1e-3}},
+      // each memory-bound over the 16-bit tensors.
+      {"cudnn.sdpa_fp8_quantized", {0.5, 1.0}},
+      {"cudnn.sdpa_fp8_incoherent", {0.45, 1.0}},
+      {"cuda.flash2", {0.4, 1e-3}},
       // Not measured: cuda.flash3_wg1, the same one-warpgroup schedule at bf16, measured 375
-      // TFLOP/s (0.47 of the bf16 GEMM rate); 0.3 of the e4m3 rate, and the layout pass's launch
-      // (on e4m3: 2 launches; its fp16/bf16 inputs take 4, as cuda.flash3_fp8_incoherent's).
-      {"cuda.flash3_fp8", {0.3, 2, 1e-3}},
+      // TFLOP/s (0.47 of the bf16 GEMM rate); 0.3 of the e4m3 rate.
+      {"cuda.flash3_fp8", {0.3, 1e-3}},
       // Not measured: cuda.flash3_ws, the same warp-specialized schedule at bf16, measured 552
       // (0.70); FP8 halves the tensor cores' time but not the softmax's, which this stage does not
-      // overlap: 0.45 of the e4m3 rate, and the layout pass's launch.
-      {"cuda.flash3_fp8_ws", {0.45, 2, 1e-3}},
+      // overlap: 0.45 of the e4m3 rate.
+      {"cuda.flash3_fp8_ws", {0.45, 1e-3}},
       // Not measured: the same forward with no layout pass; its producer warpgroup transposes V
       // in shared memory, which the consumers wait for before P V.
-      {"cuda.flash3_fp8_ws_transpose", {0.45, 1, 1e-3}},
+      {"cuda.flash3_fp8_ws_transpose", {0.45, 1e-3}},
       // Not measured: cuda.flash3_fp8's forward after three memory-bound passes (amax, rotate and
       // quantize Q and K, quantize and lay out V), each reading the 16-bit inputs once more.
-      {"cuda.flash3_fp8_incoherent", {0.25, 4, 1e-3}},
+      {"cuda.flash3_fp8_incoherent", {0.25, 1e-3}},
       // Not measured: one pass finds and applies the block scales, then the layout pass.
-      {"cuda.flash3_fp8_block", {0.25, 3, 1e-3}},
-      {"cuda.flash3_fp8_block_incoherent", {0.25, 3, 1e-3}},
-      {"cuda.flash1", {0.08, 16, 1e-3}},
-      {"cuda.naive_cublas", {0.3, 3, 5e-3}},
-      {"cuda.naive", {0.03, 3, 1e-3}},
-      {"cuda.masked_outofplace", {0.03, 4, 1e-3}},
-      {"cuda.masked_inplace", {0.03, 4, 1e-3}},
-      {"cuda.masked_fused", {0.03, 3, 1e-3}},
+      {"cuda.flash3_fp8_block", {0.25, 1e-3}},
+      {"cuda.flash3_fp8_block_incoherent", {0.25, 1e-3}},
+      {"cuda.flash1", {0.08, 1e-3}},
+      {"cuda.naive_cublas", {0.3, 5e-3}},
+      {"cuda.naive", {0.03, 1e-3}},
+      {"cuda.masked_outofplace", {0.03, 1e-3}},
+      {"cuda.masked_inplace", {0.03, 1e-3}},
+      {"cuda.masked_fused", {0.03, 1e-3}},
   };
   return costs;
 }
@@ -199,7 +198,8 @@ CasePrediction predict_case(const Kernel& kernel, const Problem& problem, const 
           ? kernel.predicted_seconds(problem)
           : attention_flops(problem) / (cost.efficiency * peak_flops(device, problem.input_dtype));
   const double device_s = std::max(compute_s, bytes / device.copy_bytes_per_s);
-  p.forward_s = device_s + cost.launches * device.launch_s;
+  const int launches = expected_resources(kernel, problem).launches.value_or(kUndeclaredLaunches);
+  p.forward_s = device_s + launches * device.launch_s;
   const ProblemLayout layout = describe_layout(problem);
   const double inputs = input_elements(layout);
   const double input_bytes = inputs * static_cast<double>(dtype_size(problem.input_dtype));

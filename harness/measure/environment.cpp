@@ -78,8 +78,16 @@ std::string cpu_model() {
 
 std::string cpu_model_name() { return cpu_model(); }
 
-EnvironmentInfo capture_environment() {
+EnvironmentInfo compiled_environment() {
   EnvironmentInfo env;
+  env.build_type = ATTNBENCH_BUILD_TYPE;
+  env.build_flags = ATTNBENCH_BUILD_FLAGS;
+  env.compiler = ATTNBENCH_COMPILER;
+  return env;
+}
+
+EnvironmentInfo capture_environment() {
+  EnvironmentInfo env = compiled_environment();
   const std::string source = ATTNBENCH_SOURCE_DIR;
   // A copy of the tree without .git (a GPU host running a bundle) names its commit through
   // ATTNBENCH_GIT_SHA and ATTNBENCH_GIT_DIRTY (yes/no), as ci/gpu-check.sh sets them.
@@ -94,9 +102,6 @@ EnvironmentInfo capture_environment() {
     if (env.git_sha.empty()) env.git_sha = "unknown";
     env.git_dirty = !command_output(git + " status --porcelain --untracked-files=no").empty();
   }
-  env.build_type = ATTNBENCH_BUILD_TYPE;
-  env.build_flags = ATTNBENCH_BUILD_FLAGS;
-  env.compiler = ATTNBENCH_COMPILER;
   env.blas = openblas_get_config();
   std::array<char, 256> host{};
   gethostname(host.data(), host.size() - 1);

@@ -8,6 +8,9 @@
 namespace attnbench {
 
 EnvironmentInfo capture_environment();
+// What this binary was built with (build type, flags, compiler) and nothing else: what a series
+// key's build part reads (series_build), without the git, host and CUDA queries of a run.
+EnvironmentInfo compiled_environment();
 std::string now_utc_iso8601();
 std::string cpu_model_name();  // /proc/cpuinfo "model name"
 std::string make_uuid();       // random, 128 bits, canonical text form

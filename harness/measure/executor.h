@@ -48,7 +48,9 @@ class DeviceExecutor {
   // clock-event reasons from NVML on a GPU; nothing on the CPU), never once per forward.
   virtual void annotate_sample(Sample& sample) = 0;
 
-  // Kernel launches in one forward, from a captured CUDA graph; -1 where it does not apply.
+  // Kernel launches in one forward: on a GPU from a captured CUDA graph; on the emulated device
+  // those of the last checked forward, as its stream counted them (it times nothing, so the
+  // case recipe asks right after the check); -1 where it does not apply (the CPU).
   virtual int count_launches(Plan& plan, KernelOutputs& outputs, Status& status) = 0;
   // Joules per forward from back-to-back forwards lasting at least kEnergyLoopSeconds; NaN when
   // the device has no energy counter.

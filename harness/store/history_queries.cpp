@@ -5,6 +5,7 @@
 // analysis rows back, and annotations. Every history query is a walk of a (series_key, run_id)
 // index.
 #include <algorithm>
+#include <cmath>
 
 #include "harness/core/series_key.h"
 #include "harness/core/verdict.h"
@@ -263,6 +264,27 @@ Result<std::vector<RunLevel>> Store::run_levels(int64_t run_id) {
                             path_ + ": cannot read the levels of run " + std::to_string(run_id));
 }
 
+namespace {
+
+// Each stored sample of the analysed result: suspect (1) when its SM clock lies below the
+// series' limit, 0 above it; NULL where its clock or the limit is unknown (a re-analysis
+// without a usual clock clears an earlier judgement).
+Status mark_clock_suspects(sqlite3* db, const AnalysisRecord& analysis) {
+  if (!std::isfinite(analysis.suspect_clock_below_mhz)) {
+    return Statement(db, "UPDATE samples SET clock_suspect = NULL WHERE result_id = ?")
+        .bind(integer(analysis.result_id))
+        .execute();
+  }
+  return Statement(db,
+                   "UPDATE samples SET clock_suspect = CASE WHEN sm_clock_mhz IS NULL THEN NULL "
+                   "WHEN sm_clock_mhz < ? THEN 1 ELSE 0 END WHERE result_id = ?")
+      .bind(real(analysis.suspect_clock_below_mhz))
+      .bind(integer(analysis.result_id))
+      .execute();
+}
+
+}  // namespace
+
 Status Store::store_analysis(int64_t run_id, const std::vector<AlertRecord>& alerts,
                              const std::vector<RunLevel>& levels,
                              const std::vector<AnalysisRecord>& analyses,
@@ -290,6 +312,7 @@ Status Store::store_analysis(int64_t run_id, const std::vector<AlertRecord>& ale
     AnalysisRecord analysis = analyses[i];
     analysis.run_id = run_id;
     status = insert_row(db_, "result_analysis", analysis_row(analysis));
+    if (status && analysis.result_id != 0) status = mark_clock_suspects(db_, analysis);
     if (!status) status = error_with("series " + analysis.series_key, status.message);
   }
   for (size_t i = 0; status && i < earlier.size(); ++i) {

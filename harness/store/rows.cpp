@@ -5,6 +5,7 @@
 #include "harness/store/rows.h"
 
 #include <array>
+#include <nlohmann/json.hpp>
 #include <optional>
 
 #include "harness/core/series_key.h"
@@ -15,6 +16,7 @@ namespace attnbench::sql {
 namespace {
 
 using field::id;
+using field::known_or_null;
 using field::named;
 using field::read_only;
 using field::text_or_default;
@@ -51,6 +53,9 @@ constexpr auto kRunFields = std::to_array<Field<StoredRun>>({
     value<&StoredRun::info, &RunInfo::shard>("shard"),
     id<&StoredRun::info, &RunInfo::rerun_of>("rerun_of"),
     value<&StoredRun::info, &RunInfo::merged_from>("merged_from"),
+    // Derived from the columns above when the row is written: the entries a reader compares.
+    {"environment_json",
+     [](const StoredRun& run) { return text(environment_entries_json(run.info.env)); }},
 });
 
 // run_id leads the row.
@@ -95,6 +100,8 @@ constexpr auto kCaseFields = std::to_array<Field<StoredCase>>({
     named<layout_name, parse_layout, &StoredCase::problem, &Problem::layout>("layout"),
     value<&StoredCase::problem, &Problem::scale>("scale"),
     value<&StoredCase::distribution>("distribution"),
+    // The canonical shape text: the part of the case and series keys no other column holds.
+    {"shape", [](const StoredCase& stored) { return text(shape_string(stored.problem)); }},
 });
 
 // ---- results and samples -----------------------------------------------------------------------
@@ -204,6 +211,7 @@ constexpr auto kProfilePhaseFields = std::to_array<Field<ProfilePhaseRecord>>({
     value<&ProfilePhaseRecord::kind>("kind"),
     value<&ProfilePhaseRecord::source>("source"),
     value<&ProfilePhaseRecord::share>("share"),
+    known_or_null<&ProfilePhaseRecord::expected_launches>("expected_launches"),
 });
 
 // ---- the regression analysis -------------------------------------------------------------------
@@ -297,6 +305,8 @@ constexpr auto kAnalysisFields = std::to_array<Field<AnalysisRecord>>({
     value<&AnalysisRecord::awaiting>("awaiting"),
     value<&AnalysisRecord::annotation>("annotation"),
     value<&AnalysisRecord::detector_version>("detector_version"),
+    value<&AnalysisRecord::environment>("environment"),
+    known_or_null<&AnalysisRecord::noisy>("noisy"),
 });
 
 template <typename Record, size_t N>
@@ -305,6 +315,14 @@ std::span<const Field<Record>> all(const std::array<Field<Record>, N>& fields) {
 }
 
 }  // namespace
+
+std::string environment_entries_json(const EnvironmentInfo& env) {
+  nlohmann::json entries = nlohmann::json::array();
+  for (const EnvironmentEntry& entry : environment_entries(env)) {
+    entries.push_back({{"what", entry.what}, {"value", entry.value}});
+  }
+  return entries.dump();
+}
 
 StoredCase case_of(const ResultRecord& result) {
   return {result.kernel, result.problem, result.distribution};

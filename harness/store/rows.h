@@ -102,6 +102,19 @@ constexpr Field<ObjectOf<First>> text_or_null(const char* column) {
   return field;
 }
 
+// An integer that is NULL when negative (not known, not judged); NULL reads back as the member's
+// default, which must be negative.
+template <auto First, auto... Rest>
+constexpr Field<ObjectOf<First>> known_or_null(const char* column) {
+  using Record = ObjectOf<First>;
+  Field<Record> field = value<First, Rest...>(column);
+  field.write = [](const Record& record) {
+    const auto value = member<First, Rest...>(record);
+    return value < 0 ? null() : integer(static_cast<int64_t>(value));
+  };
+  return field;
+}
+
 // Text whose column has a DEFAULT that applies when the member is empty.
 template <auto First, auto... Rest>
 constexpr Field<ObjectOf<First>> text_or_default(const char* column) {
@@ -161,6 +174,8 @@ struct StoredCase {
   std::string distribution;
 };
 StoredCase case_of(const ResultRecord& result);
+// runs.environment_json: environment_entries as [{"what", "value"}, ...] (schema 10).
+std::string environment_entries_json(const EnvironmentInfo& env);
 // Unique per (kernel, problem, distribution): shape_string prints every field that differs from
 // its default.
 std::string case_key(const StoredCase& stored);

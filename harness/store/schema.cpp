@@ -4,7 +4,7 @@
 // R"sql raw strings that follow `kMigrations = {` in this file, so they stay raw strings, in
 // order, and nothing after them in this file is one.
 //
-// ---- the current schema (version 8) ------------------------------------------------------------
+// ---- the current schema (version 10) -----------------------------------------------------------
 // Every table with its columns in SQLite's order (test_store checks this list against a migrated
 // file). Timestamps are ISO 8601 UTC text; a double that was not measured (NaN) is NULL; an id
 // that names nothing (0 in the records) is NULL; enumerations are stored by their C++ names.
@@ -13,17 +13,21 @@
 //   runs: one per `attnbench run` (or merged from another file); status incomplete|complete;
 //     rerun_of: the run whose suspects it re-measured; merged_from: the file it came from;
 //     analysed_at: when `attnbench regressions` last judged it, NULL: never.
+//     environment_json: the environment as attnbench names it, field by field, for comparing two
+//     runs (records.h environment_entries, as a JSON array of what/value objects); empty for runs
+//     written before version 10.
 //     { id, uuid, started_at, finished_at, status, suite, command, protocol_json, git_sha,
 //       git_dirty, build_type, build_flags, compiler, cuda_runtime, cuda_driver, cudnn, blas,
 //       host, cpu, os, cudnn_frontend, cublas, selection, shard, rerun_of, merged_from,
-//       analysed_at }
+//       analysed_at, environment_json }
 //   devices: each device a run used; uuid is the chip. { id, run_id, kind, ordinal, name, uuid,
 //       sm_version, sm_count, threads, memory_bytes, l2_bytes, clock_mhz, power_limit_w, ecc,
 //       persistence, extra_json }
 //   cases: one per kernel x problem x distribution, shared by every result of it; case_key is
-//     "kernel|shape|distribution". { id, case_key, kernel, batch, heads_q, heads_kv, seqlen_q,
-//       seqlen_k, head_dim_qk, head_dim_v, input_dtype, output_dtype, p_dtype, fp8_scaling,
-//       mask_kind, window_left, window_right, layout, scale, distribution }
+//     "kernel|shape|distribution"; shape: reference/problem.h's shape_string, the part of the
+//     case and series keys no other column holds. { id, case_key, kernel, batch, heads_q,
+//       heads_kv, seqlen_q, seqlen_k, head_dim_qk, head_dim_v, input_dtype, output_dtype, p_dtype,
+//       fp8_scaling, mask_kind, window_left, window_right, layout, scale, distribution, shape }
 //   results: one per case measured in a run; status CHECKed (records.h's result statuses);
 //     series_key "kernel|shape|distribution|device model|build"; sm_clock_mhz: the median of its
 //     samples'; timing_stop CHECKed (stable, repetitions, budget).
@@ -34,8 +38,10 @@
 //       bytes_per_s, fraction_of_peak_flops, fraction_of_peak_bandwidth, extra_memory_bytes,
 //       launches, energy_j, predicted_s, repro, created_at, details_json, sm_clock_mhz,
 //       forwards_timed, timing_wall_s, timing_stop }
-//   samples: one per timed repetition of a result. { id, result_id, repetition, time_s,
-//       iterations, sm_clock_mhz, clock_reasons }
+//   samples: one per timed repetition of a result; clock_suspect: the analysis's judgement of its
+//     SM clock (1: far below its series' usual clock, 0: not; NULL: not judged).
+//     { id, result_id, repetition, time_s, iterations, sm_clock_mhz, clock_reasons,
+//       clock_suspect }
 //   calibrations: a device's measured ceilings (gemm per dtype, copy). { id, device_name,
 //       device_uuid, kind, dtype, value, details, measured_at }
 //   annotations: expected changes, baseline resets and ignores of a series, from a run on.
@@ -53,7 +59,9 @@
 //       result_id, verdict, accuracy_verdict, center_s, spread_s, threshold, change_fraction,
 //       level, rerun_change, baseline_runs, baseline_run_id, history_from_run_id, since_run_id,
 //       chip_changed, status_change, reason, annotation, detector_version, analysed_at,
-//       awaiting }
+//       awaiting, environment, noisy }
+//     environment: what differs from its baseline run's environment, its clock included ('' without
+//     a baseline run); noisy: its repetitions too noisy to compare (1, 0; NULL: not judged).
 //   run_triage: what the analysis of a run decided for people (harness/analysis/triage.h): the
 //     gate (failed|passed|nothing_measured) under fail_on (confirmed|suspected), its one
 //     sentence, and the groups a reader acts on (one per kernel and device model, each with its
@@ -63,8 +71,10 @@
 //     gaps); rows of one forward share profile_id; kind "gaps" holds the track time no work
 //     covered; threads counts the tracks (threads on the CPU, streams on a GPU); share is of
 //     forward_s x threads; source says how it was recorded (phases, CUPTI).
+//     expected_launches: the launches the kernel declares for the forward (NULL: none declared).
 //     { id, profile_id, profiled_at, kernel, shape, distribution, device, forward_s, median_s,
-//       threads, extra_memory_bytes, name, count, total_s, share, kind, source }
+//       threads, extra_memory_bytes, name, count, total_s, share, kind, source,
+//       expected_launches }
 // ---- end of the current schema ---------------------------------------------------------------
 #include "harness/store/schema.h"
 
@@ -423,6 +433,24 @@ ALTER TABLE profiles ADD COLUMN kind TEXT NOT NULL DEFAULT 'phase'
   CHECK (kind IN ('phase', 'kernel', 'memcpy', 'memset', 'gaps'));
 ALTER TABLE profiles ADD COLUMN source TEXT NOT NULL DEFAULT 'phases';
 UPDATE profiles SET kind = 'gaps' WHERE name = 'gaps';
+)sql",
+    // Version 10: what the analysis and the kernels decided, stored so that readers show it and
+    // decide nothing again (issue 35, item 5): each analysed series' environment difference
+    // against its baseline run (its clock included) and whether its repetitions were too noisy;
+    // each sample's clock judgement; a run's environment as attnbench names it, for comparing
+    // any two runs; a profiled forward's declared launches; a case's shape text.
+    R"sql(
+ALTER TABLE runs ADD COLUMN environment_json TEXT NOT NULL DEFAULT '';
+ALTER TABLE result_analysis ADD COLUMN environment TEXT NOT NULL DEFAULT '';
+ALTER TABLE result_analysis ADD COLUMN noisy INTEGER CHECK (noisy IS NULL OR noisy IN (0, 1));
+ALTER TABLE samples ADD COLUMN clock_suspect INTEGER
+  CHECK (clock_suspect IS NULL OR clock_suspect IN (0, 1));
+ALTER TABLE profiles ADD COLUMN expected_launches INTEGER;
+-- A case's shape text as a column, so no reader takes a key apart for it; older cases' from their
+-- key, "kernel|shape|distribution" (a kernel name holds no '|').
+ALTER TABLE cases ADD COLUMN shape TEXT NOT NULL DEFAULT '';
+UPDATE cases SET shape = substr(substr(case_key, instr(case_key, '|') + 1), 1,
+                                instr(substr(case_key, instr(case_key, '|') + 1), '|') - 1);
 )sql",
 };
 

@@ -28,7 +28,7 @@ namespace attnbench {
 // Version 5: what timing a result cost and why it stopped.
 // Version 6: result_analysis (the detector's whole judgement of every series it analysed) and
 // alert kinds, states and severities under CHECK constraints.
-constexpr int kSchemaVersion = 9;
+constexpr int kSchemaVersion = 10;
 
 struct StoredRun {
   int64_t id = 0;
@@ -68,6 +68,13 @@ struct AnalysisRecord {
   std::string awaiting;       // what would settle a suspected aggregate; empty otherwise
   std::string annotation;     // the annotation covering it, with its reason
   int detector_version = kDetectorVersion;
+  // What differs from its baseline run's environment, the series' clock included
+  // (environment_difference); empty without a baseline run. Schema 10.
+  std::string environment;
+  int noisy = -1;  // its repetitions too noisy to compare (too_noisy): 1, 0; -1 not judged
+  // The SM clock below which each of its stored samples is marked suspect (samples.clock_suspect,
+  // written with the row); NaN: its samples are not judged. Not a column.
+  double suspect_clock_below_mhz = kNotMeasured;
 };
 
 // What the triage of an analysed run decided (harness/analysis/triage.h), stored in run_triage:

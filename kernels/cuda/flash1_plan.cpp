@@ -117,6 +117,11 @@ Kernel cuda_flash1_kernel() {
   kernel.support = gpu::tier1_support_table(
       "scratch b x hq x sq x (dv + 2) fp32 (O, l, m), flat in seqlen_k; seqlen_k / 64 launches "
       "per forward");
+  // The state the plan allocates, and its one launch per K/V block.
+  kernel.expected_resources = [](const Problem& problem) {
+    return ResourceExpectation{static_cast<int64_t>(gpu::flash1::scratch_bytes(problem)),
+                               static_cast<int>(gpu::flash1::launch_count(problem))};
+  };
   kernel.make_plan = [table = kernel.support](
                          const Problem& problem,
                          const PlanContext& context) -> Result<std::unique_ptr<Plan>> {

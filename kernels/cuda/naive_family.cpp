@@ -217,6 +217,12 @@ size_t naive_scratch_bytes(const Problem& problem, MaskStep step) {
   return step == MaskStep::out_of_place ? 2 * matrix : matrix;
 }
 
+int naive_launch_count(MaskStep step) {
+  constexpr int kScoresSoftmaxOutput = 3;
+  const bool mask_pass = step == MaskStep::out_of_place || step == MaskStep::in_place;
+  return kScoresSoftmaxOutput + (mask_pass ? 1 : 0);
+}
+
 Status check_alignment(const AttentionParams& params, size_t alignment, const std::string& kernel) {
   const int64_t input_size = static_cast<int64_t>(dtype_size(params.input_dtype));
   const int64_t output_size = static_cast<int64_t>(dtype_size(params.output_dtype));
@@ -258,6 +264,11 @@ Kernel naive_family_kernel(MaskStep step) {
           : "scratch grows as batch x heads_q x seqlen_q x seqlen_k fp32 (S, P written over it)");
   kernel.bytes_moved = [step](const Problem& problem) {
     return naive_bytes(problem, step).total();
+  };
+  // The plan allocates naive_scratch_bytes and nothing else.
+  kernel.expected_resources = [step](const Problem& problem) {
+    return ResourceExpectation{static_cast<int64_t>(naive_scratch_bytes(problem, step)),
+                               naive_launch_count(step)};
   };
   kernel.make_plan = [step, table = kernel.support](
                          const Problem& problem,

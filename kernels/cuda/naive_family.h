@@ -48,6 +48,10 @@ NaiveBytes naive_bytes(const Problem& problem, MaskStep step);
 // Scratch of one plan: S (b*hq*sq*sk fp32; P is written over it), twice that out of place.
 size_t naive_scratch_bytes(const Problem& problem, MaskStep step);
 
+// Launches of one forward: scores, softmax and output, and the separate mask pass out of place
+// and in place (naive_family.cpp's table; the plan's run() makes exactly these).
+int naive_launch_count(MaskStep step);
+
 // The Kernel entry (name, summary, table, bytes model, plan factory) of one variant.
 Kernel naive_family_kernel(MaskStep step);
 

@@ -1,6 +1,10 @@
 """Test databases written directly with sqlite3, following the schema. The schema itself is read
 from harness/store/ (the kMigrations raw strings), so the fixtures always match what the C++
-writes, including migrations added after this file was written.
+writes, including migrations added after this file was written. What attnbench would store
+about a case (its canonical shape, cases row, series key, kernel-wide key, label, FLOPs and bytes,
+the kernel's expectation of a forward) comes from `attnbench describe` (ATTNBENCH_CLI, else
+build/bin/attnbench), asked once for many cases: no shape syntax, key format or FLOP
+convention of the fixtures' own.
 
 Scenarios:
   cpu_database    CPU kernels only, a short history;
@@ -13,18 +17,20 @@ From schema version 6 they also write what the detector would store about every 
 the report shows the stored judgement and never recomputes one."""
 
 import datetime
+import functools
+import json
 import math
+import os
 import pathlib
 import re
 import sqlite3
+import subprocess
 import uuid
 from dataclasses import dataclass, field
 
 from reports.db import Device  # the report's own record of a device row
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-BUILD = "Release GNU 12.2.0"
-FP8 = ("e4m3", "e5m2")
 
 
 def migrations():
@@ -33,6 +39,62 @@ def migrations():
                 if "kMigrations = {" in path.read_text())
     body = text[text.index("kMigrations"):]
     return re.findall(r'R"sql\((.*?)\)sql"', body, flags=re.S)
+
+
+def attnbench_cli():
+    """The attnbench binary of this tree: ctest's ATTNBENCH_CLI, else build/bin/attnbench."""
+    return os.environ.get("ATTNBENCH_CLI") or str(ROOT / "build" / "bin" / "attnbench")
+
+
+# What `attnbench describe` said, kept for the whole test session: {(kernel, shape input,
+# distribution): its case}, {shape input: its shape}, {key: its parts as result_analysis stores
+# them}, and the build part of every key.
+_CASES, _SHAPES, _KEY_PARTS = {}, {}, {}
+_BUILD = []
+
+
+def describe(cases, devices=()):
+    """Asks `attnbench describe` once about every case not described yet, or not on one of
+    `devices` (device model names); afterwards each case's properties read what it said."""
+    devices = set(devices)
+    wanted = [c for c in cases if c.described is None or not devices <= set(c.described["series_keys"])]
+    if not wanted:
+        return
+    devices |= {d for c in wanted if c.described for d in c.described["series_keys"]}
+    inputs = sorted({c.shape_input for c in wanted})
+    command = [attnbench_cli(), "describe", "--json"]
+    command += [arg for shape in inputs for arg in ("--shape", shape)]
+    command += [arg for kernel in sorted({c.kernel for c in wanted}) for arg in ("--kernel-name", kernel)]
+    command += [arg for dist in sorted({c.distribution for c in wanted}) for arg in ("--dist", dist)]
+    command += [arg for device in sorted(devices) for arg in ("--device-name", device)]
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"attnbench describe: {done.stderr.strip()}")
+    described = json.loads(done.stdout)
+    _BUILD[:] = [described["build"]]
+    _SHAPES.update({shape["input"]: shape for shape in described["shapes"]})
+    for one in described["cases"]:
+        _CASES[(one["kernel"], one["input"], one["distribution"])] = one
+        for device, key in one["series_keys"].items():
+            _KEY_PARTS[key] = {"scope": "series", "kernel": one["kernel"], "shape": one["shape"],
+                               "distribution": one["distribution"], "device_name": device,
+                               "build": described["build"]}
+        for device, key in one["kernel_wide_keys"].items():
+            _KEY_PARTS[key] = {"scope": "kernel", "kernel": one["kernel"], "shape": "*",
+                               "distribution": "*", "device_name": device,
+                               "build": described["build"]}
+
+
+def build_label():
+    """The build part of every series key attnbench writes (this binary's build)."""
+    if not _BUILD:
+        describe([Case("cpu.flash")])
+    return _BUILD[0]
+
+
+def key_parts(series_key):
+    """A key's parts as result_analysis stores them, for a key attnbench described."""
+    return _KEY_PARTS[series_key]
 
 
 @dataclass(frozen=True)
@@ -51,38 +113,64 @@ class Case:
     layout: str = "bshd"
     distribution: str = "normal"
 
+    @functools.cached_property
+    def shape_input(self):
+        """The case in the CLI's --shape syntax, every field named; attnbench canonicalizes it."""
+        out = f",out={self.output_dtype}" if self.output_dtype else ""
+        return (f"b={self.batch},hq={self.heads_q},hkv={self.heads_kv},sq={self.seqlen_q},"
+                f"sk={self.seqlen_k},d={self.head_dim},dtype={self.dtype}{out},"
+                f"fp8_scaling={self.fp8_scaling},mask={self.mask},layout={self.layout}")
+
     @property
-    def out(self):
-        return self.output_dtype or ("bf16" if self.dtype in FP8 else self.dtype)
+    def described(self):
+        """What `attnbench describe` said about this case; None before it was asked."""
+        return _CASES.get((self.kernel, self.shape_input, self.distribution))
+
+    def _described(self, device=None):
+        # Kept on the instance once found (a year's fixture reads it millions of times).
+        found = self.__dict__.get("_found")
+        if found is None or (device and device not in found["series_keys"]):
+            found = self.described
+            if found is None or (device and device not in found["series_keys"]):
+                describe([self], [device] if device else [])
+                found = self.described
+            self.__dict__["_found"] = found
+        return found
 
     @property
     def shape(self):
         """reference/problem.cpp's shape_string: the CLI's --shape text."""
-        text = (f"b={self.batch},hq={self.heads_q},hkv={self.heads_kv},sq={self.seqlen_q},"
-                f"sk={self.seqlen_k},d={self.head_dim},dtype={self.dtype}")
-        if self.out != ("bf16" if self.dtype in FP8 else self.dtype):
-            text += f",out={self.out}"
-        if self.fp8_scaling != "none":
-            text += f",fp8_scaling={self.fp8_scaling}"
-        if self.mask != "none":
-            text += f",mask={self.mask}"
-        if self.layout != "bshd":
-            text += f",layout={self.layout}"
-        return text
+        return self._described()["shape"]
 
     @property
     def label(self):
         """As the report (and the CLI's summary table) prints a case."""
-        return self.shape + ("" if self.distribution == "normal" else f" dist={self.distribution}")
+        return self._described()["case_label"]
 
     @property
     def flops(self):
-        """FlashAttention's convention; causal masks roughly halve the keys per row."""
-        keys = self.seqlen_k / 2 if self.mask.startswith("causal") else self.seqlen_k
-        return 4.0 * self.batch * self.heads_q * self.seqlen_q * keys * self.head_dim
+        """The project's convention (reference/flops.h): the visible pairs, diagonal included."""
+        return _SHAPES[self._described()["input"]]["flops"]
+
+    @property
+    def bytes(self):
+        return _SHAPES[self._described()["input"]]["bytes"]
+
+    @property
+    def case_row(self):
+        """The cases row as the store writes it."""
+        return self._described()["case_row"]
+
+    @property
+    def expected(self):
+        """The kernel's expectation of a forward ({} when it declares none or is unknown)."""
+        return self._described().get("expected") or {}
 
     def series_key(self, device_name):
-        return f"{self.kernel}|{self.shape}|{self.distribution}|{device_name}|{BUILD}"
+        return self._described(device_name)["series_keys"][device_name]
+
+    def kernel_wide_key(self, device_name):
+        return self._described(device_name)["kernel_wide_keys"][device_name]
 
 
 @dataclass
@@ -161,36 +249,32 @@ class Fixture:
                                       "details": f"{kind} {dtype} test ceiling",
                                       "measured_at": timestamp(measured_at)})
 
+    def columns(self, table):
+        """The table's columns in this file's schema version."""
+        return {row[1] for row in self.db.execute(f"PRAGMA table_info({table})")}
+
     def case_id(self, case):
-        key = f"{case.kernel}|{case.shape}|{case.distribution}"
+        """The case's row, as attnbench writes it (described: its key and cases row), once."""
+        described = case.case_row
+        key = described["case_key"]
         if key not in self.cases:
-            mask_kind, left, right = case.mask, -1, -1
-            window = re.fullmatch(r"window\((-?\d+),(-?\d+)\)", case.mask)
-            if window:
-                mask_kind, left, right = "window", int(window[1]), int(window[2])
-            self.cases[key] = self._insert("cases", {
-                "case_key": key, "kernel": case.kernel, "batch": case.batch,
-                "heads_q": case.heads_q, "heads_kv": case.heads_kv, "seqlen_q": case.seqlen_q,
-                "seqlen_k": case.seqlen_k, "head_dim_qk": case.head_dim,
-                "head_dim_v": case.head_dim, "input_dtype": case.dtype,
-                "output_dtype": case.out, "p_dtype": "e4m3" if case.dtype in FP8 else "fp32",
-                "fp8_scaling": case.fp8_scaling, "mask_kind": mask_kind, "window_left": left,
-                "window_right": right, "layout": case.layout, "scale": 0.0,
-                "distribution": case.distribution})
+            have = self.columns("cases")
+            self.cases[key] = self._insert(
+                "cases", {name: value for name, value in described.items() if name in have})
         return self.cases[key]
 
     def result(self, run_id, device, case, status="passed", median_s=None, message="",
                error=None, bound=None, cv=None, clocks=(), ceiling=None, samples=True,
-               **columns):
-        """One result. median_s None: not timed. clocks: one SM clock per sample (GPU)."""
+               suspect=None, **columns):
+        """One result. median_s None: not timed. clocks: one SM clock per sample (GPU);
+        suspect: each sample's clock as the analysis judged it (schema 10; None: not judged)."""
         timed = median_s is not None
         row = {"run_id": run_id, "case_id": self.case_id(case), "device_id": device.id,
                "device_name": device.name, "series_key": case.series_key(device.name),
                "status": status, "message": message, "seed": 42,
                "checked": int(error is not None), "max_abs_error": error, "bound": bound,
                "timed": int(timed), "median_s": median_s, "cv": cv,
-               "repetitions": 5 if timed else 0, "flops": case.flops,
-               "bytes": 4.0 * case.batch * case.heads_q * case.seqlen_k * case.head_dim * 2,
+               "repetitions": 5 if timed else 0, "flops": case.flops, "bytes": case.bytes,
                "repro": f"attnbench check --shape '{case.shape}' --kernels {case.kernel}",
                "launches": -1, "extra_memory_bytes": -1}
         if timed:
@@ -201,11 +285,14 @@ class Fixture:
         result_id = self._insert("results", row)
         if timed and samples:
             sample_clocks = list(clocks) or [None] * 5
+            rows = [(result_id, i, median_s, 10, clock, "sw_power_cap" if clock else "")
+                    for i, clock in enumerate(sample_clocks)]
+            if suspect is not None:
+                rows = [row + (int(flag),) for row, flag in zip(rows, suspect)]
             self.db.executemany(
                 "INSERT INTO samples (result_id, repetition, time_s, iterations, sm_clock_mhz, "
-                "clock_reasons) VALUES (?, ?, ?, ?, ?, ?)",
-                [(result_id, i, median_s, 10, clock, "sw_power_cap" if clock else "")
-                 for i, clock in enumerate(sample_clocks)])
+                "clock_reasons" + (", clock_suspect" if suspect is not None else "") +
+                ") VALUES (?, ?, ?, ?, ?, ?" + (", ?" if suspect is not None else "") + ")", rows)
         self.inserted.append(Inserted(result_id, run_id, case, device, status, message, median_s,
                                       error, bound, cv, row["series_key"], list(clocks)))
         return result_id
@@ -216,22 +303,25 @@ class Fixture:
         row.update(extra)
         return self._insert("alerts", row)
 
-    def profile(self, kernel, shape, profiled_at, phases, forward_s, median_s, threads=2,
+    def profile(self, case, profiled_at, phases, forward_s, median_s, threads=2,
                 source="phases", kind="phase", device="cpu"):
-        """One stored profile (`attnbench profile`, schema 9): `phases` as (name, count, total_s)
-        with "gaps" among them, each of `kind` but the gaps; shares of their sum, as the profiler
-        stores them. Its id."""
+        """One stored profile of `case` (`attnbench profile`, schema 9): `phases` as (name, count,
+        total_s) with "gaps" among them, each of `kind` but the gaps; shares of their sum, as the
+        profiler stores them; from schema 10 the launches the kernel declares (described). Its
+        id."""
         profile_id = str(uuid.uuid4())
         whole = sum(total for _, _, total in phases)
         for name, count, total in phases:
             self._insert("profiles", {
-                "profile_id": profile_id, "profiled_at": timestamp(profiled_at), "kernel": kernel,
-                "shape": shape, "distribution": "normal", "device": device,
-                "forward_s": forward_s, "median_s": median_s, "threads": threads,
-                "extra_memory_bytes": 1 << 20, "name": name,
+                "profile_id": profile_id, "profiled_at": timestamp(profiled_at),
+                "kernel": case.kernel, "shape": case.shape, "distribution": case.distribution,
+                "device": device, "forward_s": forward_s, "median_s": median_s,
+                "threads": threads, "extra_memory_bytes": 1 << 20, "name": name,
                 "count": count, "total_s": total, "share": total / whole,
                 **({"kind": "gaps" if name == "gaps" else kind, "source": source}
-                   if self.version >= 9 else {})})
+                   if self.version >= 9 else {}),
+                **({"expected_launches": case.expected.get("launches")}
+                   if self.version >= 10 else {})})
         return profile_id
 
     def annotation(self, series_key, kind, reason, created, **extra):
@@ -246,19 +336,14 @@ class Fixture:
 
     def analysis(self, run_id, series_key, verdict="ok", **columns):
         """One result_analysis row (schema version 6) as the detector writes it: the key's parts
-        as columns (scope kernel for a kernel-wide key), NULL for what it did not measure.
+        as columns (scope kernel for a kernel-wide key: described by attnbench), NULL for what
+        it did not measure.
         Recorded in self.analysed; a no-op on older schemas, which have no such table."""
         if not self.stores_analysis:
             return None
-        parts = series_key.split("|")
-        if len(parts) != 5:
-            parts = [series_key, "", "", "", ""]
-        row = {"run_id": run_id, "series_key": series_key,
-               "scope": "kernel" if parts[1] == "*" else "series",
-               "kernel": parts[0], "shape": parts[1], "distribution": parts[2],
-               "device_name": parts[3], "build": parts[4], "verdict": verdict,
-               "accuracy_verdict": "ok", "baseline_runs": 0, "chip_changed": 0,
-               "detector_version": 2}
+        row = {"run_id": run_id, "series_key": series_key, **key_parts(series_key),
+               "verdict": verdict, "accuracy_verdict": "ok", "baseline_runs": 0,
+               "chip_changed": 0, "detector_version": 2}
         row.update(columns)
         self._insert("result_analysis", row)
         self.db.execute("UPDATE runs SET analysed_at = started_at WHERE id = ?", (run_id,))
@@ -302,6 +387,7 @@ def cpu_database(path, rng, runs=12, analysed=True):
     cases = [Case(k, batch=2, heads_q=4, heads_kv=4, seqlen_q=s, seqlen_k=s, dtype=dtype, mask=mask)
              for k in kernels for s in (128, 256, 512) for dtype in ("fp32", "bf16")
              for mask in ("none", "causal")]
+    describe(cases, ["Intel(R) Xeon(R) Processor"])
     base_rate = {case: rng.uniform(5e9, 60e9) for case in cases}
     ceiling = 300e9
     for index in range(runs):
@@ -351,6 +437,7 @@ def mixed_database(path, rng, version=None):
                       mask=mask)
                  for k in ("cpu.flash", "cpu.naive") for s in (128, 256)
                  for mask in ("none", "causal")]
+    describe(gpu_cases + cpu_cases, ["NVIDIA H200", "Intel(R) Xeon(R) Processor"])
     rates = {"cudnn.sdpa": 450e12, "cuda.flash2": 300e12, "cuda.naive": 60e12}
     def pick(kernel):
         return rng.choice([c for c in gpu_cases if c.kernel == kernel and c.seqlen_k < 4096])
@@ -366,6 +453,9 @@ def mixed_database(path, rng, version=None):
     special["regression"] = next(c for c in gpu_cases
                                  if c.kernel == "cudnn.sdpa" and c.seqlen_k == 2048)
     oom = [c for c in gpu_cases if c.kernel == "cuda.naive" and c.seqlen_k == 4096]
+    # A sample the analysis judged suspect a little below its series' usual clock (far below
+    # by its tolerance, not by the 10 % the report once applied to the run's median).
+    dip = next(c for c in gpu_cases if c.kernel == "cudnn.sdpa" and c.seqlen_k == 512)
     messages = {
         "failed": "max |out - ref| 0.8 exceeds the bound 0.031",
         "crashed": "worker died: signal 11 (Segmentation fault)",
@@ -393,12 +483,14 @@ def mixed_database(path, rng, version=None):
                 continue
             bound = rng.uniform(1e-3, 3e-2)
             clocks = [rng.uniform(1950, 1985) for _ in range(5)]
+            # What each kernel declares, as a healthy run measures it; cuDNN declares nothing.
             columns = {
                 "error": bound * rng.uniform(0.05, 0.9), "bound": bound,
                 "cv": rng.uniform(0.001, 0.03), "clocks": clocks, "ceiling": H200_CEILINGS["bf16"],
-                "extra_memory_bytes": case.batch * case.heads_q * case.seqlen_q * case.seqlen_k * 4
-                if case.kernel == "cuda.naive" else 1 << 20,
-                "launches": {"cudnn.sdpa": 1, "cuda.flash2": 1, "cuda.naive": 3}[case.kernel]}
+                "extra_memory_bytes": case.expected.get("extra_memory_bytes", 1 << 20),
+                "launches": case.expected.get("launches", 1)}
+            if last and fixture.version >= 10:  # the analysis's judgement of each sample
+                columns["suspect"] = [False] * len(clocks)
             median_s = _time(rng, case, rates[case.kernel])
             columns["energy_j"] = median_s * rng.uniform(400, 690)
             if case.kernel == "cuda.flash2":
@@ -411,6 +503,11 @@ def mixed_database(path, rng, version=None):
                 if case == special["regression"]:
                     median_s *= 1.25
                     columns["clocks"] = clocks[:4] + [1400.0]  # one throttled repetition
+                    if "suspect" in columns:
+                        columns["suspect"] = [False] * 4 + [True]
+                if case == dip and "suspect" in columns:
+                    columns["clocks"] = clocks[:2] + [1850.0] + clocks[3:]
+                    columns["suspect"] = [False, False, True, False, False]
             if case in oom:
                 status, message = "skipped", "out of memory: scores need 9 GiB"
             if status == "failed":
@@ -446,6 +543,7 @@ def mixed_database(path, rng, version=None):
                                started - datetime.timedelta(hours=1))
         _judge_mixed_run(fixture, rng, run_id, special, last)
     fixture.special = special
+    fixture.suspect_samples = 2 if fixture.version >= 10 else 0
     fixture.close()
     return fixture
 
@@ -478,9 +576,13 @@ def _judge_mixed_run(fixture, rng, run_id, special, last):
             columns["center_s"] = before.median_s * rng.uniform(0.97, 1.03)
         if not here:
             columns["status_change"] = "passed -> missing"
+        if fixture.version >= 10:  # what the analysis judged of the result's conditions
+            columns["environment"] = (f"driver 580.65 -> 580.82 (commits {'1' * 10}.."
+                                      f"{'2' * 10}; baseline run {before.run_id})") if here else ""
+            columns["noisy"] = int(rng.random() < 0.2) if result.median_s is not None else None
         fixture.judged(run_id, key, median_s, rng, change=change, verdict=verdict, **columns)
     # The kernel-wide aggregates: no center, no baseline run of their own.
-    groups = {r.series_key.split("|")[0] + "|*|*|" + r.device.name + "|" + BUILD for r in mine}
+    groups = {r.case.kernel_wide_key(r.device.name) for r in mine}
     for group in sorted(groups):
         fixture.analysis(run_id, group, "ok" if last else "insufficient_history",
                          threshold=0.03 if last else None,
@@ -493,7 +595,7 @@ def year_database(path, rng, runs=365, cases=2000):
     the last two runs only: the report reads samples of the run it shows (by result id), so
     older runs' samples would only make the file slower to write."""
     kernels = ["cudnn.sdpa", "cudnn.sdpa_fp8", "cuda.naive", "cuda.naive_cublas",
-               "cuda.masked_fused", "cuda.flash1", "cuda.flash2", "cuda.flash2_async",
+               "cuda.masked_fused", "cuda.flash1", "cuda.flash2", "cuda.flash3_ws",
                "cuda.flash3", "cuda.flash3_fp8"]
     shapes = []
     for seqlen in (512, 1024, 2048, 4096, 8192, 16384):
@@ -507,6 +609,7 @@ def year_database(path, rng, runs=365, cases=2000):
                                            mask=mask))
     per_kernel = cases // len(kernels)
     all_cases = [Case(kernel, **shape) for kernel in kernels for shape in shapes[:per_kernel]]
+    describe(all_cases, ["NVIDIA H200"])
     # Throughput that grows with seqlen and head dim, each kernel at its own fraction of the
     # ceiling, so the figures look like a real matrix.
     speed = {kernel: rng.uniform(0.1, 0.75) for kernel in kernels}
@@ -565,7 +668,7 @@ def year_database(path, rng, runs=365, cases=2000):
                            change_fraction=change)
             analysis_rows.append((
                 run_id, key, "series", case.kernel, case.shape, case.distribution, gpu.name,
-                BUILD, next_result_id, row["verdict"], "ok", row["center_s"], row["spread_s"],
+                build_label(), next_result_id, row["verdict"], "ok", row["center_s"], row["spread_s"],
                 row["threshold"], row["change_fraction"], run_level, min(index, 10),
                 run_id - 1 if index >= 5 else None, 0, 2, timestamp(started)))
             if index == runs - 1:

@@ -3,6 +3,7 @@ ceilings, triage, fastest kernels, accuracy, clocks, history and comparisons; ev
 and has something drawn; every database string is escaped; old and newer schemas build."""
 
 import datetime
+import json
 import math
 import os
 import pathlib
@@ -116,12 +117,16 @@ def test_mixed_database_shows_exactly_its_content(tmp_path, rng):
     assert accuracy == {k: (len(v), sum(1 for r in v if r.status == "failed"),
                             max(r.ratio for r in v)) for k, v in checked.items()}
 
-    # Health: the GPU's median SM clock over every sample of the run.
+    # Health: the GPU's median SM clock over every sample of the run; the suspect samples and
+    # noisy cases the analysis stored (the throttled repetition and a dip; its noisy judgements).
     gpu_clocks = [c for r in results if r.device.kind == "cuda" for c in r.clocks]
     health = {row[0].text: row for row in index.rows("health-table")}
-    assert health["cuda:0: NVIDIA H200"][3].value == statistics.median(gpu_clocks)
-    assert int(health["cuda:0: NVIDIA H200"][4].text) == sum(
-        1 for c in gpu_clocks if c < 0.9 * statistics.median(gpu_clocks))
+    gpu_row = health["cuda:0: NVIDIA H200"]
+    assert gpu_row[3].value == statistics.median(gpu_clocks)
+    assert int(gpu_row[4].text) == fixture.suspect_samples == 2
+    noisy = [fixture.analysed[(run_id, r.series_key)].get("noisy") for r in results
+             if r.device.kind == "cuda" and (run_id, r.series_key) in fixture.analysed]
+    assert int(gpu_row[8].text) == sum(1 for n in noisy if n)
 
     # History: this run's median of every series, and the detector's stored judgement of it:
     # change, verdict and baseline center exactly as stored (kernel-wide rows are no series).
@@ -145,6 +150,11 @@ def test_mixed_database_shows_exactly_its_content(tmp_path, rng):
             if r.median_s is not None and previous[r.series_key].median_s is not None]
     assert changes == {(r.case.kernel, r.case.label, r.device.name): r.median_s / b.median_s - 1
                        for b, r in both}
+    # Each row marked by its series' stored verdict in this run, not by a threshold of the page's.
+    verdicts = {(row[0].text, row[1].text, row[2].text): row[6].text
+                for row in pages["compare"].rows("case-changes")}
+    assert verdicts == {(r.case.kernel, r.case.label, r.device.name): fixture.analysed[
+        (run_id, r.series_key)]["verdict"].replace("_", " ") for b, r in both}
     geomeans = {row[0].text: row[1].value for row in pages["compare"].rows("kernel-geomeans")}
     for kernel in {r.case.kernel for _, r in both}:
         ratios = [r.median_s / b.median_s for b, r in both if r.case.kernel == kernel]
@@ -199,7 +209,9 @@ def test_every_database_string_is_escaped(tmp_path, rng):
     for case in cases:
         fixture.result(run_id, gpu, case, median_s=rng.uniform(1e-4, 1e-3), error=1e-3,
                        bound=1e-2, ceiling=5e14, clocks=[1900.0] * 5)
-    broken = fixtures.Case(kernel, seqlen_q=2048, seqlen_k=2048, distribution=f"d{HOSTILE}")
+    # attnbench describes only the distributions it draws; the hostile name carries the case.
+    broken = fixtures.Case(kernel, seqlen_q=2048, seqlen_k=2048, distribution="outliers")
+    fixtures.describe(cases + [broken], [gpu.name])
     fixture.result(run_id, gpu, broken, status="crashed", message=f"boom {HOSTILE}",
                    repro=f"attnbench {HOSTILE}")
     key = cases[0].series_key(gpu.name)
@@ -319,17 +331,16 @@ def test_accuracy_by_recipe_shows_each_kernels_median_rmse(tmp_path, rng):
     cpu = fixture.device(run_id, "cpu", "Intel(R) Xeon(R) Processor", "cpu:ci", threads=2)
     stored = defaultdict(list)
     kernels = ("cpu.flash", "cpu.flash_fp8", "cpu.flash_fp8_incoherent")
-    for kernel in kernels:
-        for distribution in ("normal", "outliers", "sink"):
-            if kernel == "cpu.flash" and distribution == "sink":
-                continue
-            for seqlen in (256, 512, 1024):
-                case = fixtures.Case(kernel, heads_q=2, heads_kv=2, seqlen_q=seqlen,
-                                     seqlen_k=seqlen, dtype="fp16", distribution=distribution)
-                rmse = rng.uniform(1e-5, 1e-1)
-                fixture.result(run_id, cpu, case, median_s=1e-3, error=rmse * 4, bound=1.0,
-                               rmse=rmse)
-                stored[(kernel, distribution)].append(rmse)
+    cases = [fixtures.Case(kernel, heads_q=2, heads_kv=2, seqlen_q=seqlen, seqlen_k=seqlen,
+                           dtype="fp16", distribution=distribution)
+             for kernel in kernels for distribution in ("normal", "outliers", "sink")
+             if not (kernel == "cpu.flash" and distribution == "sink")
+             for seqlen in (256, 512, 1024)]
+    fixtures.describe(cases, [cpu.name])
+    for case in cases:
+        rmse = rng.uniform(1e-5, 1e-1)
+        fixture.result(run_id, cpu, case, median_s=1e-3, error=rmse * 4, bound=1.0, rmse=rmse)
+        stored[(case.kernel, case.distribution)].append(rmse)
     fixture.close()
     out = tmp_path / "report"
     build(db, out)
@@ -355,19 +366,22 @@ def test_profiles_show_the_newest_breakdown_of_each_kernel_and_shape(tmp_path, r
     fixture = fixtures.Fixture(db)
     run_id = fixture.run(fixtures.START, suite="smoke")
     fixture.device(run_id, "cpu", CPU_NAME, "cpu:ci", threads=2)
-    shape = "b=8,hq=16,hkv=16,sq=1024,sk=1024,d=64,dtype=bf16,mask=causal"
+    study = dict(batch=8, heads_q=16, heads_kv=16, seqlen_q=1024, seqlen_k=1024, head_dim=64,
+                 dtype="bf16", mask="causal")
+    inplace, flash = (fixtures.Case(k, **study) for k in ("cpu.masked_inplace", "cpu.flash"))
+    shape = inplace.shape
 
     def phases():
         return [(name, rng.randrange(1, 200), rng.uniform(1e-3, 1.0))
                 for name in ("scores", "mask", "softmax", "output")] + \
             [("gaps", 0, rng.uniform(0, 0.1))]
 
-    fixture.profile("cpu.masked_inplace", shape, fixtures.START, phases(), 0.5, 0.49)
+    fixture.profile(inplace, fixtures.START, phases(), 0.5, 0.49)
     newest = phases()
     forward_s = rng.uniform(0.1, 2.0)
-    fixture.profile("cpu.masked_inplace", shape, fixtures.START + datetime.timedelta(hours=1),
-                    newest, forward_s, forward_s * 0.98)
-    fixture.profile("cpu.flash", shape, fixtures.START, phases(), 0.2, 0.2)
+    fixture.profile(inplace, fixtures.START + datetime.timedelta(hours=1), newest, forward_s,
+                    forward_s * 0.98)
+    fixture.profile(flash, fixtures.START, phases(), 0.2, 0.2)
     fixture.close()
     out = tmp_path / "report"
     build(db, out)
@@ -392,12 +406,13 @@ def test_a_gpu_profile_shows_its_launches_and_streams(tmp_path, rng):
     db = tmp_path / "gpu-profile.sqlite"
     fixture = fixtures.Fixture(db)
     fixture.run(fixtures.START, suite="masking")
-    shape = "b=8,hq=16,hkv=16,sq=1024,sk=1024,d=64,dtype=bf16,mask=causal"
+    case = fixtures.Case("cuda.masked_outofplace", batch=8, heads_q=16, heads_kv=16,
+                         seqlen_q=1024, seqlen_k=1024, head_dim=64, dtype="bf16", mask="causal")
     counts = [rng.randrange(1, 4) for _ in range(4)]
     kernels = [(name, count, rng.uniform(1e-5, 1e-4)) for name, count in
                zip(("scores_kernel", "mask_copy_kernel", "softmax_kernel", "output_kernel"), counts)]
-    fixture.profile("cuda.masked_outofplace", shape, fixtures.START, kernels + [("gaps", 0, 1e-6)],
-                    4e-4, 4e-4, threads=1, source="CUPTI", kind="kernel", device="NVIDIA H200")
+    fixture.profile(case, fixtures.START, kernels + [("gaps", 0, 1e-6)], 4e-4, 4e-4, threads=1,
+                    source="CUPTI", kind="kernel", device="NVIDIA H200")
     fixture.close()
     out = tmp_path / "report"
     build(db, out)
@@ -418,6 +433,7 @@ def cpu_history(path, rng, runs, kernels=("cpu.flash", "cpu.naive"), seqlens=(12
     fixture = fixtures.Fixture(path)
     cases = [fixtures.Case(k, batch=1, heads_q=2, heads_kv=2, seqlen_q=s, seqlen_k=s,
                            dtype="fp32") for k in kernels for s in seqlens]
+    fixtures.describe(cases, [CPU_NAME])
     base = {case: rng.uniform(2e-3, 9e-3) for case in cases}
     run_ids, measured, cpus = [], {}, {}
     for index in range(runs):
@@ -601,14 +617,16 @@ def test_triage_follows_the_rank_tables(tmp_path, rng):
               "status": ("failed", "crashed", "timeout", "error", "missing", "skipped"),
               "run": ("fewer_cases", "ambiguous")}
     stored = []
-    for index in range(rng.randint(25, 40)):
-        case = fixtures.Case(f"cpu.k{index:02d}", seqlen_q=64 * (index + 1),
-                             seqlen_k=64 * (index + 1), dtype="fp32")
+    cases = [fixtures.Case(f"cpu.k{index:02d}", seqlen_q=64 * (index + 1),
+                           seqlen_k=64 * (index + 1), dtype="fp32")
+             for index in range(rng.randint(25, 40))]
+    fixtures.describe(cases, [CPU_NAME])
+    for index, case in enumerate(cases):
         fixture.result(run_id, cpu, case, median_s=rng.uniform(1e-3, 2e-3))
         kind = rng.choice(sorted(states))
         state = rng.choice(states[kind])
         severity = rng.choice(("error", "warning", "info"))
-        key = {"kernel": f"{case.kernel}|*|*|{CPU_NAME}|{fixtures.BUILD}",
+        key = {"kernel": case.kernel_wide_key(CPU_NAME),
                "run": f"run|{CPU_NAME}"}.get(kind, case.series_key(CPU_NAME))
         fixture.alert(run_id, key, kind, severity, f"alert {index}", state=state)
         label = {"kernel": "every shape (kernel-wide)",
@@ -642,68 +660,96 @@ def fixtures_verdicts():
     return set(VERDICTS) | set(STATUSES)
 
 
-def test_environment_differences_use_the_stored_baseline_run(tmp_path, rng):
-    """Triage compares a series' environment with the baseline run the detector stored for it,
-    not with the newest earlier run; a kernel-wide aggregate with the one stored for it (the C++
-    picks the baseline run most of its shapes share), and says so when none is stored."""
-    db = tmp_path / "environment.sqlite"
+def test_the_compare_page_shows_the_environments_attnbench_stored(tmp_path, rng):
+    """The compare page lists the fields of the two runs' environments, as attnbench named and
+    stored them (runs.environment_json), whose values differ; a run without one (written before
+    schema version 10) is said to have none, and nothing is compared."""
+    fields = [f"field {i} {rng.getrandbits(16):04x}" for i in range(rng.randint(3, 8))]
+    changed = rng.sample(fields, rng.randint(1, len(fields) - 1))
+
+    def stored(run):
+        return json.dumps([{"what": what, "value": f"{what} {run if what in changed else 0}"}
+                           for what in fields])
+
+    db = tmp_path / "compare.sqlite"
     fixture = fixtures.Fixture(db)
-    runs = rng.randint(5, 8)
-    drivers = [f"5{rng.randrange(10, 99)}.{index:02d}" for index in range(runs)]
+    for index, environment_json in enumerate(("", stored(1), stored(2))):
+        run_id = fixture.run(fixtures.START + datetime.timedelta(days=index),
+                             git_sha=f"{index:040x}", environment_json=environment_json)
+        fixture.device(run_id, "cpu", CPU_NAME, "cpu:ci")
+    fixture.close()
+    build(db, tmp_path / "report")
+    page = Page(tmp_path / "report" / "compare.html")
+    rows = {row[0].text: (row[1].text, row[2].text) for row in page.rows("environment-differences")}
+    assert rows == {what: (f"{what} 1", f"{what} 2") for what in changed}
+    build(db, tmp_path / "older", run_id=2, compare_to=1)
+    assert "No environment stored for one of the runs" in Page(tmp_path / "older" / "compare.html").text
+
+
+def test_triage_shows_the_environment_the_analysis_stored(tmp_path, rng):
+    """Each triage item shows what differs from its baseline's environment as the analysis stored
+    it (the alert's text, else its series' result_analysis row's, schema version 10), and says
+    why there is none: no baseline run yet, not analysed, analysed before schema 10. The report
+    compares no environments itself."""
+    runs = rng.randint(3, 6)
     kernels = ("cuda.flash2", "cuda.naive")
     cases = {k: [fixtures.Case(k, seqlen_q=s, seqlen_k=s) for s in (512, 1024, 2048, 4096)]
              for k in kernels}
-    run_ids, results = [], {}
-    for index in range(runs):
-        run_id = fixture.run(fixtures.START + datetime.timedelta(days=index),
-                             cuda_driver=drivers[index])
-        gpu = fixture.device(run_id, "cuda", "NVIDIA H200", "GPU-1", sm_version=90)
-        for kernel in kernels:
-            for case in cases[kernel]:
-                last = index == runs - 1
-                failed = last and case == cases["cuda.naive"][0]
+    fixtures.describe([c for k in kernels for c in cases[k]], ["NVIDIA H200"])
+
+    def database(path, version=None):
+        fixture = fixtures.Fixture(path, version)
+        results = {}
+        for index in range(runs):
+            run_id = fixture.run(fixtures.START + datetime.timedelta(days=index),
+                                 cuda_driver=f"580.{index:02d}")
+            gpu = fixture.device(run_id, "cuda", "NVIDIA H200", "GPU-1", sm_version=90)
+            for case in cases["cuda.flash2"] + cases["cuda.naive"]:
+                failed = index == runs - 1 and case == cases["cuda.naive"][0]
                 results[(run_id, case)] = fixture.result(
                     run_id, gpu, case, status="failed" if failed else "passed",
                     median_s=None if failed else rng.uniform(1e-4, 2e-4),
                     error=0.5 if failed else rng.uniform(1e-4, 5e-3), bound=0.01,
                     message="max |out - ref| 0.5 exceeds the bound 0.01" if failed else "")
-        run_ids.append(run_id)
-    last = run_ids[-1]
-    older = run_ids[:-2]  # never the newest earlier run: that is what the old triage took
-    chosen = {case: rng.choice(older) for kernel in kernels for case in cases[kernel]}
-    # Most of cuda.flash2's shapes share one baseline run; the aggregate stores none.
-    majority = rng.choice(older)
-    for case in cases["cuda.flash2"][:3]:
-        chosen[case] = majority
-    chosen[cases["cuda.flash2"][3]] = rng.choice([r for r in older if r != majority])
+        return fixture, run_id, results
+
+    # Stored environments: free text, as the analysis wrote it; one series without a baseline.
+    fixture, last, results = database(tmp_path / "environment.sqlite")
+    stored = {case: f"driver 580.{rng.randrange(runs - 1):02d} -> 580.{runs - 1:02d} "
+                    f"({rng.getrandbits(32):08x})" for k in kernels for case in cases[k]}
+    stored[cases["cuda.naive"][0]] = ""  # a failed series with too little history
     for kernel in kernels:
         for case in cases[kernel]:
             fixture.analysis(last, case.series_key("NVIDIA H200"), "ok",
-                             result_id=results[(last, case)], center_s=1.5e-4, threshold=0.03,
-                             change_fraction=0.0, baseline_runs=len(older),
-                             baseline_run_id=chosen[case])
-    naive_group_run = rng.choice(older)
-    for kernel, baseline_run in (("cuda.flash2", None), ("cuda.naive", naive_group_run)):
-        group = f"{kernel}|*|*|NVIDIA H200|{fixtures.BUILD}"
-        fixture.analysis(last, group, "suspected", threshold=0.03, change_fraction=0.05,
-                         baseline_run_id=baseline_run)
-        fixture.alert(last, group, "kernel", "warning", f"{kernel} slower", state="suspected")
+                             result_id=results[(last, case)], environment=stored[case])
+        fixture.analysis(last, cases[kernel][0].kernel_wide_key("NVIDIA H200"), "suspected",
+                         environment=f"{kernel} kernel-wide {rng.getrandbits(32):08x}")
+        fixture.alert(last, cases[kernel][0].kernel_wide_key("NVIDIA H200"), "kernel", "warning",
+                      f"{kernel} slower", state="suspected",
+                      environment=f"alert's own {rng.getrandbits(32):08x}")
     slow = cases["cuda.flash2"][3]
-    fixture.alert(last, slow.series_key("NVIDIA H200"), "performance", "warning",
-                  "slower", state="suspected")
+    fixture.alert(last, slow.series_key("NVIDIA H200"), "performance", "warning", "slower",
+                  state="suspected")
     fixture.close()
-    build(db, tmp_path / "report")
-    triage = {(row[1].text, row[2].text): row[6].text
-              for row in Page(tmp_path / "report" / "index.html").rows("triage-table")}
+    build(tmp_path / "environment.sqlite", tmp_path / "report")
+    triage = {(row[1].text, row[2].text): row[6].text for row in
+              Page(tmp_path / "report" / "index.html").rows("triage-table")}
+    assert triage[("performance suspected", "cuda.flash2")] == stored[slow]
+    assert triage[("failed", "cuda.naive")] == "no stored baseline run (too little history)"
+    for kernel in kernels:
+        assert triage[("kernel suspected", kernel)].startswith("alert's own ")
 
-    def differs(text, baseline_run):
-        assert f"run {baseline_run}" in text
-        assert f"driver: {drivers[baseline_run - 1]} → {drivers[-1]}" in text
-        assert drivers[-2] not in text  # the newest earlier run is not the baseline here
-
-    differs(triage[("performance suspected", "cuda.flash2")], chosen[slow])
-    differs(triage[("failed", "cuda.naive")], chosen[cases["cuda.naive"][0]])
-    differs(triage[("kernel suspected", "cuda.naive")], naive_group_run)
-    kernel_wide = triage[("kernel suspected", "cuda.flash2")]
-    assert "no stored baseline run" in kernel_wide
-    assert drivers[-2] not in kernel_wide
+    # A file analysed before schema 10 stored no environment: said so, none computed.
+    fixture, last, results = database(tmp_path / "v9.sqlite", version=9)
+    fixture.analysis(last, slow.series_key("NVIDIA H200"), "suspected",
+                     result_id=results[(last, slow)])
+    fixture.alert(last, slow.series_key("NVIDIA H200"), "performance", "warning", "slower",
+                  state="suspected")
+    fixture.close()
+    build(tmp_path / "v9.sqlite", tmp_path / "report9")
+    triage = {(row[1].text, row[2].text): row[6].text for row in
+              Page(tmp_path / "report9" / "index.html").rows("triage-table")}
+    assert triage[("performance suspected", "cuda.flash2")] == \
+        "not stored: analysed before schema version 10"
+    assert triage[("failed", "cuda.naive")] == \
+        "not analysed: no stored judgement of this series in this run"

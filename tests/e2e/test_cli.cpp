@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -17,6 +18,7 @@
 
 #include "harness/measure/timing.h"
 #include "harness/store/store.h"
+#include "reference/problem.h"
 #include "tests/support/command.h"
 #include "tests/support/scratch_directory.h"
 #include "tests/support/stored_runs.h"
@@ -153,6 +155,69 @@ TEST_F(Cli, RunStoresCheckedAndTimedResultsAndShowPrintsThem) {
   EXPECT_NE(text.find("\"benchmarks\""), std::string::npos);
   EXPECT_NE(text.find("cpu.flash/"), std::string::npos);
   EXPECT_NE(text.find("manual_time"), std::string::npos);
+}
+
+// `attnbench describe` says what `run` stores, for the Python that writes test databases: the
+// canonical shape (defaults dropped), the series key on the device that ran, FLOPs and bytes.
+// Compared field by field with a stored run of the same shapes, so describe cannot drift from it.
+TEST_F(Cli, DescribeSaysWhatRunStores) {
+  const std::vector<std::string> shapes = {
+      "b=1,hq=2,hkv=1,sq=33,sk=70,d=64,dtype=bf16,out=bf16,layout=bshd,mask=causal",
+      "b=2,hq=2,s=40,d=32,dtype=fp32,mask=window(8,0)"};
+  std::string shape_flags;
+  for (const std::string& shape : shapes) shape_flags += " --shape '" + shape + "'";
+  CommandResult run =
+      run_command("check" + shape_flags + " --kernels cpu.flash,cpu.naive --db " + db());
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  const Result<StoredRun> stored = load_latest_run(db());
+  ASSERT_TRUE(stored) << stored.status().message;
+  ASSERT_EQ(stored->results.size(), 4u);
+  const std::string device = stored->devices.at(0).name;
+
+  CommandResult described = run_command("describe --json" + shape_flags +
+                                        " --kernels 'cpu.flash,cpu.naive' --device-name '" +
+                                        device + "' --device-name 'NVIDIA H200'");
+  ASSERT_EQ(described.exit_code, 0) << described.output;
+  const nlohmann::json json = nlohmann::json::parse(described.output);
+  ASSERT_EQ(json.at("shapes").size(), shapes.size());
+  ASSERT_EQ(json.at("cases").size(), 4u);  // kernels x shapes x the one distribution
+  std::map<std::string, const nlohmann::json*> shape_of_input;
+  for (const nlohmann::json& shape : json.at("shapes")) {
+    shape_of_input[shape.at("input").get<std::string>()] = &shape;
+  }
+  for (const ResultRecord& r : stored->results) {
+    SCOPED_TRACE(r.series_key);
+    const auto same_case = [&](const nlohmann::json& c) {
+      return c.at("kernel") == r.kernel && c.at("shape") == shape_string(r.problem);
+    };
+    const auto found = std::find_if(json.at("cases").begin(), json.at("cases").end(), same_case);
+    ASSERT_NE(found, json.at("cases").end());
+    EXPECT_EQ(found->at("series_keys").at(device).get<std::string>(), r.series_key);
+    EXPECT_NE(found->at("series_keys").at("NVIDIA H200").get<std::string>(), r.series_key);
+    EXPECT_EQ(found->at("distribution"), "normal");
+    EXPECT_EQ(found->at("case_label"), shape_string(r.problem));
+    const nlohmann::json& shape = *shape_of_input.at(found->at("input").get<std::string>());
+    EXPECT_EQ(shape.at("shape"), shape_string(r.problem));
+    EXPECT_DOUBLE_EQ(shape.at("flops").get<double>(), r.flops);
+    EXPECT_DOUBLE_EQ(shape.at("bytes").get<double>(), r.bytes);
+  }
+  // The defaults are dropped and the key order is the canonical one, whatever the input said.
+  EXPECT_EQ(json.at("shapes").at(0).at("shape"),
+            "b=1,hq=2,hkv=1,sq=33,sk=70,d=64,dtype=bf16,mask=causal");
+
+  const CommandResult bad_shape = run_command("describe --shape b=1,hq=3,hkv=2,s=8,d=64");
+  EXPECT_EQ(bad_shape.exit_code, 2);
+  EXPECT_NE(bad_shape.output.find("error: --shape 'b=1,hq=3,hkv=2,s=8,d=64'"), std::string::npos)
+      << bad_shape.output;
+  const CommandResult bad_kernel =
+      run_command("describe --shape b=1,hq=2,s=8,d=64 --kernels cpu.nope");
+  EXPECT_EQ(bad_kernel.exit_code, 2);
+  EXPECT_NE(bad_kernel.output.find("unknown kernel 'cpu.nope'"), std::string::npos)
+      << bad_kernel.output;
+  const CommandResult bad_dist = run_command("describe --shape b=1,hq=2,s=8,d=64 --dist lumpy");
+  EXPECT_EQ(bad_dist.exit_code, 2);
+  EXPECT_NE(bad_dist.output.find("--dist 'lumpy': accepted: "), std::string::npos)
+      << bad_dist.output;
 }
 
 TEST_F(Cli, DumpWritesNpyFilesAndARepro) {

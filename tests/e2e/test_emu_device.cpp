@@ -6,8 +6,13 @@
 
 #include <chrono>
 #include <cmath>
+#include <map>
+#include <set>
 #include <sstream>
 #include <string>
+#include <utility>
+
+#include <nlohmann/json.hpp>
 
 #include "harness/cli/runner.h"
 #include "harness/measure/devices.h"
@@ -168,6 +173,51 @@ TEST(EmuDevice, EveryInHouseKernelPassesTheGqaTailShapeAndCublasIsSkippedWithIts
       expect_passed(r, /*deterministic=*/true);
     }
   }
+}
+
+// Each in-house kernel's expectation of a forward (Kernel::expected_resources), stored beside
+// what the emulated device measured of it: the checked forward's launches as the emulated stream
+// counted them, and the tracking allocator's high-water mark. On the host both are exact, so
+// they must be equal; and `attnbench describe` states the same expectation as the stored one.
+// Two shapes: a GQA tail at d 64 (the tier-1 kernels, cuda.flash1 over four key blocks), and
+// d 128 bf16 (the Hopper stages, the FP8 kernels quantizing 16-bit inputs).
+TEST(EmuDevice, EveryInHouseKernelsStoredExpectationIsWhatTheDeviceMeasured) {
+  const ScratchDirectory dir("attnbench_emu_expected");
+  const std::string shapes =
+      "--shape b=1,hq=4,hkv=2,sq=37,sk=203,d=64,dtype=fp16,mask=causal_br "
+      "--shape b=1,hq=2,sq=70,sk=150,d=128,dtype=bf16";
+  const CommandResult checked = attnbench("check --devices emu --kernels 'cuda.*' " + shapes +
+                                          " --db " + dir.file("emu.sqlite"));
+  ASSERT_EQ(checked.exit_code, 0) << checked.output;
+  const CommandResult described = attnbench("describe --json --kernels 'cuda.*' " + shapes);
+  ASSERT_EQ(described.exit_code, 0) << described.output;
+  std::map<std::pair<std::string, std::string>, nlohmann::json> described_expectation;
+  const nlohmann::json description = nlohmann::json::parse(described.output);
+  for (const nlohmann::json& c : description.at("cases")) {
+    if (c.at("supported").get<bool>()) {
+      described_expectation[{c.at("kernel").get<std::string>(), c.at("shape").get<std::string>()}] =
+          c.at("expected");
+    }
+  }
+  const Result<StoredRun> run = load_latest_run(dir.file("emu.sqlite"));
+  ASSERT_TRUE(run) << run.status().message;
+  std::set<std::string> judged;
+  for (const ResultRecord& r : run->results) {
+    if (r.status != ResultStatus::passed) continue;
+    SCOPED_TRACE(r.kernel + " " + shape_string(r.problem));
+    const nlohmann::json details = nlohmann::json::parse(r.details_json);
+    ASSERT_TRUE(details.contains("expected")) << r.details_json;
+    const nlohmann::json& expected = details.at("expected");
+    EXPECT_EQ(expected, (described_expectation[{r.kernel, shape_string(r.problem)}]));
+    ASSERT_TRUE(expected.contains("launches")) << "every in-house kernel declares its launches";
+    EXPECT_EQ(r.launches, expected.at("launches").get<int>());
+    if (expected.contains("extra_memory_bytes")) {
+      EXPECT_EQ(r.extra_memory_bytes, expected.at("extra_memory_bytes").get<int64_t>());
+    }
+    judged.insert(r.kernel);
+  }
+  // Every in-house kernel but the two warp-specialized FP8 stages, which take e4m3 only.
+  EXPECT_EQ(judged.size(), 14u) << checked.output;
 }
 
 // Like a `check` run's, an emulated result enters the analysis by its status only (a pass turning

@@ -7,11 +7,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <sqlite3.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <random>
 #include <regex>
 #include <set>
@@ -86,9 +89,18 @@ class History : public ::testing::Test {
   std::string db(const std::string& name = "results.sqlite") const { return (dir_ / name).string(); }
   std::string trace() const { return "random seed " + std::to_string(seed_); }
 
+  // What a run was measured under, where a test varies it: the driver, each series' samples' SM
+  // clocks (none: not recorded) and its repetitions' CV (default 0.3 %).
+  struct Conditions {
+    std::string driver;
+    std::map<std::string, std::vector<double>> clocks;
+    std::map<std::string, double> cv;
+  };
+
   // One run of every kernel on every shape: time = base x slowdown(kernel) x (1 +- 0.3 %).
-  int64_t add_run(Store& store, const std::vector<double>& slowdown, const std::string& chip = "chip-0",
-                  const std::set<std::string>& crashed = {}, const std::set<std::string>& absent = {}) {
+  int64_t add_run(Store& store, const std::vector<double>& slowdown,
+                  const std::string& chip = "chip-0", const std::set<std::string>& crashed = {},
+                  const std::set<std::string>& absent = {}, const Conditions& conditions = {}) {
     RunInfo info;
     info.uuid = "run-" + std::to_string(rng_());
     info.started_at = "2025-12-01T00:00:00Z";
@@ -96,6 +108,7 @@ class History : public ::testing::Test {
     info.selection = "run suite=synthetic";
     info.env.git_sha = "sha" + std::to_string(++commits_);
     info.env.build_type = "Release";
+    info.env.cuda_driver = conditions.driver;
     const int64_t run_id = value_of(store.begin_run(info));
     // A device timed by its own clock (a GPU): one confirmation suffices.
     DeviceInfo device;
@@ -123,6 +136,10 @@ class History : public ::testing::Test {
             sample.repetition = r;
             sample.iterations = 10;
             sample.time_s = time * (1 + noise(rng_));
+            if (const auto clocks = conditions.clocks.find(key);
+                clocks != conditions.clocks.end()) {
+              sample.sm_clock_mhz = clocks->second.at(static_cast<size_t>(r));
+            }
             result.samples.push_back(sample);
           }
           std::vector<double> times;
@@ -131,7 +148,8 @@ class History : public ::testing::Test {
           result.timing.timed = true;
           result.timing.median_s = times[2];
           result.timing.mean_s = times[2];
-          result.timing.cv = 0.003;
+          const auto cv = conditions.cv.find(key);
+          result.timing.cv = cv == conditions.cv.end() ? 0.003 : cv->second;
           result.timing.repetitions = 5;
           result.check.checked = true;
           result.check.max_abs_error = 1e-4;
@@ -395,6 +413,99 @@ TEST_F(History, AnExpectedStepReadsTheSameInTheStoreRegressionsAndHistory) {
                              std::regex_replace(change, std::regex("[+.]"), "\\$&") + "\\s+ok\\s");
   EXPECT_TRUE(std::regex_search(history.output, last_line))
       << "run " << last << " should read " << change << " ok:\n" << history.output;
+}
+
+// The conditions of each result are judged once, by the analysis, and stored for every reader
+// (issue 35): each series' environment difference against its baseline run (a driver change, its
+// SM clock far from its usual), whether its repetitions were too noisy, and each sample's clock;
+// and each run's environment as attnbench names it. A first run, with no history, is judged for
+// noise against the floor alone and leaves its samples' clocks unjudged.
+TEST_F(History, TheAnalysisStoresTheConditionsItJudged) {
+  SCOPED_TRACE(trace());
+  std::uniform_real_distribution<double> usual(1960, 1990);
+  const std::string throttled = series_key(0, 1);  // every sample far below: the run's clock too
+  const std::string one_dip = series_key(2, 3);    // one sample far below its series' usual
+  const std::string noisy = series_key(1, 0);
+  auto conditions = [&](const std::string& driver, bool last) {
+    Conditions c;
+    c.driver = driver;
+    for (int k = 0; k < kKernels; ++k) {
+      for (int s = 0; s < kShapes; ++s) {
+        std::vector<double>& clocks = c.clocks[series_key(k, s)];
+        for (int r = 0; r < 5; ++r) clocks.push_back(usual(rng_));
+      }
+    }
+    if (last) {
+      for (double& clock : c.clocks[throttled]) clock = 1400;
+      c.clocks[one_dip][2] = 1500;
+      c.cv[noisy] = 0.2;
+    }
+    return c;
+  };
+  std::unique_ptr<Store> store = open(db());
+  const int64_t first = add_run(*store, kUnchanged, "chip-0", {}, {}, conditions("580.10", false));
+  for (int i = 0; i < 6; ++i)
+    add_run(*store, kUnchanged, "chip-0", {}, {}, conditions("580.10", false));
+  const int64_t last = add_run(*store, kUnchanged, "chip-0", {}, {}, conditions("580.20", true));
+  store.reset();
+  ASSERT_EQ(attnbench("regressions --run " + std::to_string(first) + " --db " + db()).exit_code, 0);
+  CommandResult analysed = attnbench("regressions --run " + std::to_string(last) + " --db " + db());
+  ASSERT_LT(analysed.exit_code, 2) << analysed.output;
+
+  store = open(db());
+  for (const AnalysisRecord& row : value_of(store->run_analysis(first))) {
+    EXPECT_EQ(row.environment, "") << row.series_key << ": no baseline run to differ from";
+    if (!row.kernel_wide) {
+      EXPECT_EQ(row.noisy, 0) << row.series_key << ": judged by the floor";
+    }
+  }
+  for (const AnalysisRecord& row : value_of(store->run_analysis(last))) {
+    SCOPED_TRACE(row.series_key);
+    EXPECT_NE(row.environment.find("driver 580.10 -> 580.20"), std::string::npos)
+        << row.environment;
+    EXPECT_NE(row.environment.find("; baseline run "), std::string::npos) << row.environment;
+    if (row.kernel_wide) continue;
+    EXPECT_EQ(row.environment.find("SM clock") != std::string::npos, row.series_key == throttled)
+        << row.environment;
+    EXPECT_EQ(row.noisy, row.series_key == noisy ? 1 : 0);
+  }
+  store.reset();
+
+  sqlite3* raw = nullptr;
+  ASSERT_EQ(sqlite3_open(db().c_str(), &raw), SQLITE_OK);
+  const auto query = [&](const std::string& sql) {
+    std::vector<std::vector<std::string>> rows;
+    sqlite3_exec(
+        raw, sql.c_str(),
+        [](void* out, int columns, char** values, char**) {
+          std::vector<std::string> row;
+          for (int i = 0; i < columns; ++i) row.emplace_back(values[i] ? values[i] : "NULL");
+          static_cast<std::vector<std::vector<std::string>>*>(out)->push_back(row);
+          return 0;
+        },
+        &rows, nullptr);
+    return rows;
+  };
+  const auto suspects = [&](int64_t run, const std::string& key) {
+    std::string flags;
+    for (const auto& row :
+         query("SELECT s.clock_suspect FROM samples s JOIN results r ON "
+               "r.id = s.result_id WHERE r.run_id = " +
+               std::to_string(run) + " AND r.series_key = '" + key + "' ORDER BY s.repetition")) {
+      flags += row[0] + " ";
+    }
+    return flags;
+  };
+  EXPECT_EQ(suspects(first, one_dip), "NULL NULL NULL NULL NULL ") << "no usual clock yet";
+  EXPECT_EQ(suspects(last, throttled), "1 1 1 1 1 ");
+  EXPECT_EQ(suspects(last, one_dip), "0 0 1 0 0 ");
+  EXPECT_EQ(suspects(last, series_key(1, 1)), "0 0 0 0 0 ");
+  const auto environment =
+      query("SELECT environment_json FROM runs WHERE id = " + std::to_string(last));
+  ASSERT_EQ(environment.size(), 1u);
+  EXPECT_NE(environment[0][0].find("{\"value\":\"580.20\",\"what\":\"driver\"}"), std::string::npos)
+      << environment[0][0];
+  sqlite3_close(raw);
 }
 
 TEST_F(History, ARunThatMeasuredNothingIsNeverGreen) {

@@ -236,6 +236,47 @@ TEST(CudaTier1Scratch, Flash1LaunchesOncePerKeyBlock) {
   }
 }
 
+// What each kernel declares about a forward (stored with every result, read by gpu-check's
+// claims): the numbers GPU-CLAIMS.md states, worked out by hand for one shape. A declaration that
+// drifted from the plan's own scratch and launches fails here and on `emu`
+// (EmuDevice.EveryInHouseKernelsStoredExpectationIsWhatTheDeviceMeasured).
+TEST(CudaTier1Scratch, EachKernelDeclaresTheScratchAndLaunchesOfItsForward) {
+  const Problem problem =
+      make_problem(2, 8, 2, 256, 1000, 64, 64, {MaskKind::causal_br}, DType::bf16);
+  const int64_t scores = int64_t{2} * 8 * 256 * 1000 * 4;  // b*hq*sq*sk fp32
+  const int64_t flash1_state = int64_t{2} * 8 * 256 * (64 + 2) * 4;
+  const std::vector<std::pair<Kernel, ResourceExpectation>> declared = {
+      {cuda_naive_kernel(), {scores, 3}},
+      {cuda_masked_outofplace_kernel(), {2 * scores, 4}},
+      {cuda_masked_inplace_kernel(), {scores, 4}},
+      {cuda_masked_fused_kernel(), {scores, 3}},
+      {cuda_flash1_kernel(), {flash1_state, 16}},  // ceil(1000 / 64) key blocks
+      {cuda_flash2_kernel(), {0, 1}},
+      {cuda_flash3_kernel(), {0, 1}},
+  };
+  for (const auto& [kernel, expected] : declared) {
+    SCOPED_TRACE(kernel.name);
+    const ResourceExpectation found = expected_resources(kernel, problem);
+    EXPECT_EQ(found.extra_memory_bytes, expected.extra_memory_bytes);
+    EXPECT_EQ(found.launches, expected.launches);
+  }
+  // The FP8 forwards declare their passes' launches: on e4m3 the V^T layout pass and the forward
+  // (none before a forward that transposes V itself); on 16-bit inputs also the amax and quantize
+  // passes, or the one pass of block scales.
+  Problem fp8 = make_problem(1, 2, 2, 128, 128, 128, 128, {MaskKind::none}, DType::e4m3);
+  fp8.output_dtype = DType::e4m3;
+  Problem bf16 = fp8;
+  bf16.input_dtype = bf16.output_dtype = DType::bf16;
+  EXPECT_EQ(expected_resources(cuda_flash3_fp8_kernel(), fp8).launches, 2);
+  EXPECT_EQ(expected_resources(cuda_flash3_fp8_ws_transpose_kernel(), fp8).launches, 1);
+  EXPECT_EQ(expected_resources(cuda_flash3_fp8_kernel(), bf16).launches, 4);
+  EXPECT_EQ(expected_resources(cuda_flash3_fp8_block_kernel(), bf16).launches, 3);
+  EXPECT_FALSE(expected_resources(cuda_flash3_fp8_kernel(), fp8).extra_memory_bytes)
+      << "the passes' scratch is not declared";
+  // A closed library's engine chooses its launches: nothing declared.
+  EXPECT_FALSE(expected_resources(cuda_naive_cublas_kernel(), problem).launches);
+}
+
 // ---- tile ranges --------------------------------------------------------------------------------
 
 struct TileCase {

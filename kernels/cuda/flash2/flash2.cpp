@@ -118,6 +118,8 @@ Kernel flash2_kernel_entry(std::string name, std::string summary,
   kernel.deterministic = true;
   kernel.returns_lse = true;
   kernel.support = flash2_support_table(instantiations);
+  // Everything on chip: no scratch, one launch (the grid covers every query tile of every head).
+  kernel.expected_resources = [](const Problem&) { return ResourceExpectation{0, 1}; };
   kernel.make_plan = [name = kernel.name, instantiations = std::move(instantiations)](
                          const Problem& problem,
                          const PlanContext& context) -> Result<std::unique_ptr<Plan>> {

@@ -146,6 +146,8 @@ Kernel flash3_kernel_entry(std::string name, std::string summary, Stage stage,
   kernel.predicted_seconds = [stage](const Problem& problem) {
     return predict(stage, problem).seconds;
   };
+  // Every stage keeps its state on chip and launches once (flash3_launch.h's launch_blocks).
+  kernel.expected_resources = [](const Problem&) { return ResourceExpectation{0, 1}; };
   kernel.make_plan = [name = kernel.name, stage, instantiations = std::move(instantiations)](
                          const Problem& problem,
                          const PlanContext& context) -> Result<std::unique_ptr<Plan>> {

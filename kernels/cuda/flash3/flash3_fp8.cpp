@@ -197,6 +197,17 @@ class Flash3Fp8Plan final : public Plan {
   Fp8PassArgs pass_args_;  // made once the scratch is allocated
 };
 
+// The launches of one forward, as launch_fp8_passes and launch_fp8_forward make them
+// (flash3_fp8_kernel.cuh): on 16-bit inputs the amax and quantize passes (per-tensor scales) or
+// the one pass finding and applying block scales; the V^T layout pass, unless the forward
+// transposes V itself; then the forward.
+int fp8_launch_count(const Fp8Recipe& recipe, const Fp8Instantiation& forward) {
+  int launches = 1;
+  if (forward.dtype != DType::e4m3) launches += recipe.scaling == Fp8Scaling::per_block ? 1 : 2;
+  if (!forward.transposes_v) launches += 1;
+  return launches;
+}
+
 // Which passes each FP8 series' time includes (issue 16: docs/fp8.md repeats it), by what it is
 // instantiated for.
 SupportTable flash3_fp8_support_table(const std::vector<Fp8Instantiation>& instantiations,
@@ -257,6 +268,15 @@ Kernel flash3_fp8_kernel_entry(std::string name, std::string summary, const Fp8R
   kernel.fp8_recipe = recipe;
   kernel.support = flash3_fp8_support_table(instantiations, recipe);
   kernel.correctness_suite = "hopper-fp8";
+  // Launches only: the passes' scratch (V^T, e4m3 copies, amax partials, descales) is not
+  // declared yet.
+  kernel.expected_resources = [recipe, instantiations](const Problem& problem) {
+    const Fp8Instantiation* found =
+        gpu::find_instantiation(instantiations, problem.head_dim_qk, problem.input_dtype);
+    ResourceExpectation expected;
+    if (found != nullptr) expected.launches = fp8_launch_count(recipe, *found);
+    return expected;
+  };
   kernel.make_plan = [name = kernel.name, recipe, instantiations](
                          const Problem& problem,
                          const PlanContext& context) -> Result<std::unique_ptr<Plan>> {
