@@ -224,9 +224,10 @@ class OutdirBuilder:
 
     def sanitizer_run(self):
         run_id, gpu = self.run("check", 1)
-        for kernel in GPU_KERNELS:
-            case = Case(kernel, batch=2, heads_q=4, heads_kv=2, seqlen_q=113, seqlen_k=203,
-                        head_dim=64, dtype="bf16", mask="causal_br")
+        cases = [Case(kernel, batch=2, heads_q=4, heads_kv=2, seqlen_q=113, seqlen_k=203,
+                      head_dim=64, dtype="bf16", mask="causal_br") for kernel in GPU_KERNELS]
+        describe(cases, [gpu.name])
+        for case in cases:
             self.fixture.result(run_id, gpu, case, error=1e-3, bound=3e-2, launches=1,
                                 extra_memory_bytes=0)
         return run_id, gpu
@@ -245,6 +246,14 @@ class OutdirBuilder:
                    "torch.sdpa_cudnn": ("bf16", s.torch_cudnn_tflops),
                    "cuda.flash3": ("bf16", s.flash3_tflops),
                    **{k: ("bf16", v) for k, v in FLASH3_STAGE_TFLOPS.items()}}
+        describe([Case(k, dtype="bf16", **FIGURE) for k in ("cuda.flash3_fp8",
+                                                           "cuda.flash3_fp8_incoherent")]
+                 + [Case("cuda.flash3", dtype="bf16", mask=mask, **LONG_CONTEXT)
+                    for mask in ("none", "causal")]
+                 + [Case(k, dtype=d, **FIGURE, **(dict(output_dtype="e4m3",
+                                                       fp8_scaling="per_tensor")
+                                                  if d == "e4m3" else {}))
+                    for k, (d, _) in kernels.items()], [gpu.name])
         for kernel, (dtype, tflops) in kernels.items():
             if tflops is None:
                 continue
