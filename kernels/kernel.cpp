@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <sstream>
 
+#include "reference/flops.h"
+
 namespace attnbench {
 
 namespace {
@@ -47,8 +49,7 @@ std::string format_flops(double flops) {
 // scores do the whole matrix whatever the mask, so their time follows this count, and a kernel
 // that skips masked tiles only finishes sooner than its limit promises.
 double dense_flops(const Problem& problem) {
-  return 2.0 * static_cast<double>(problem.head_dim_qk + problem.head_dim_v) *
-         static_cast<double>(problem.batch) * static_cast<double>(problem.heads_q) *
+  return flops_per_pair(problem) * static_cast<double>(problem.batch) * static_cast<double>(problem.heads_q) *
          static_cast<double>(problem.seqlen_q) * static_cast<double>(problem.seqlen_k);
 }
 
@@ -86,6 +87,14 @@ std::string_view backend_name(Backend backend) {
 
 std::string unsupported_reason(const SupportTable& table, const Problem& problem) {
   const auto dtype_text = [](DType dtype) { return std::string(dtype_name(dtype)); };
+  if (!contains(table.passes, problem.pass)) {
+    return "pass " + std::string(pass_name(problem.pass)) + " not supported (" +
+           join(table.passes, [](Pass pass) { return std::string(pass_name(pass)); }) +
+           (problem.has_backward() ? "): the kernel has no backward" : ")");
+  }
+  if (problem.has_backward() && is_fp8(problem.input_dtype) && !table.fp8_backward) {
+    return "backward with " + dtype_text(problem.input_dtype) + " inputs not supported";
+  }
   if (!contains(table.input_dtypes, problem.input_dtype)) {
     return "dtype " + dtype_text(problem.input_dtype) + " not supported (" +
            join(table.input_dtypes, dtype_text) + ")";
@@ -171,6 +180,20 @@ AttentionParams shape_params(const Problem& p) {
   params.p_dtype = p.p_dtype;
   params.q_descale = params.k_descale = params.v_descale = params.out_scale = 1.0f;
   params.q_head_descales = params.k_head_descales = params.v_head_descales = nullptr;
+  params.dout_batch_stride = layout.out.strides.batch;
+  params.dout_row_stride = layout.out.strides.seq;
+  params.dout_head_stride = layout.out.strides.head;
+  params.dq_batch_stride = layout.dq.strides.batch;
+  params.dq_row_stride = layout.dq.strides.seq;
+  params.dq_head_stride = layout.dq.strides.head;
+  params.dk_batch_stride = layout.dk.strides.batch;
+  params.dk_row_stride = layout.dk.strides.seq;
+  params.dk_head_stride = layout.dk.strides.head;
+  params.dv_batch_stride = layout.dv.strides.batch;
+  params.dv_row_stride = layout.dv.strides.seq;
+  params.dv_head_stride = layout.dv.strides.head;
+  params.grad_dtype = p.grad_dtype();
+  params.pass = p.pass;
   return params;
 }
 
@@ -205,6 +228,8 @@ std::string describe_support(const SupportTable& table) {
     return std::string(layout_name(layout));
   }) << "\n";
   text << "GQA/MQA: " << (table.gqa ? "yes" : "no") << "\n";
+  text << "passes: " << join(table.passes, [](Pass pass) { return std::string(pass_name(pass)); })
+       << "\n";
   if (std::any_of(table.input_dtypes.begin(), table.input_dtypes.end(), is_fp8)) {
     text << "fp8 scaling of stored inputs: " << join(table.fp8_scalings, [](Fp8Scaling s) {
       return std::string(fp8_scaling_name(s));
@@ -217,6 +242,15 @@ std::string describe_support(const SupportTable& table) {
   }
   if (!table.notes.empty()) text << "notes: " << table.notes << "\n";
   return text.str();
+}
+
+
+Status run_pass(Plan& plan, Pass pass, const AttentionParams& params) {
+  if (pass != Pass::bwd) {
+    if (Status status = plan.run(params); !status) return status;
+  }
+  if (pass == Pass::fwd) return Status::Ok();
+  return plan.run_backward(params);
 }
 
 }  // namespace attnbench

@@ -32,6 +32,10 @@ struct SupportTable {
   std::vector<MaskKind> masks;
   std::vector<Layout> layouts;
   bool gqa = true;  // heads_q a multiple of heads_kv (includes MQA)
+  // The passes the kernel computes: a kernel with a backward (Plan::run_backward) lists bwd and
+  // fwd_bwd; the backward covers the rest of the table. FP8 inputs need fp8_backward besides.
+  std::vector<Pass> passes = {Pass::fwd};
+  bool fp8_backward = false;
   // FP8 inputs as stored: the descales the kernel reads (params.h), one per tensor unless it
   // also takes per_head. Problems without FP8 inputs have none and pass.
   std::vector<Fp8Scaling> fp8_scalings = {Fp8Scaling::per_tensor};
@@ -61,6 +65,13 @@ class Plan {
   virtual ~Plan() = default;
   // One forward. CPU plans run synchronously; GPU plans enqueue on the plan's stream.
   virtual Status run(const AttentionParams& params) = 0;
+  // One backward (kernels whose table lists the bwd pass): dQ, dK and dV from q, k, v, the
+  // upstream gradient dout, and this plan's own forward outputs in out and lse (params.h), which
+  // the harness computed with run() before. The plan is built for the problem's pass, so its
+  // scratch covers the backward's.
+  virtual Status run_backward(const AttentionParams&) {
+    return Status::Error("this kernel has no backward");
+  }
   // Values the kernel reports about its last run, as a JSON object (FP8 amax outputs, the
   // engine cuDNN chose, ...), stored with the result. Empty when there is nothing to say.
   virtual std::string details() const { return {}; }
@@ -87,6 +98,9 @@ struct Kernel {
   std::string summary;  // one line: what it is
   Backend backend = Backend::cpu;
   bool deterministic = true;  // runs twice bit-for-bit equal
+  // The backward's determinism, declared apart: atomics make a backward vary from run to run
+  // (its spread is measured and stored); a deterministic one must rerun bit for bit.
+  bool backward_deterministic = true;
   bool returns_lse = false;
   // The FP8 recipe the kernel computes with, where it quantizes its fp16/bf16 inputs itself
   // (cpu.flash_fp8, ...): the checker's low-precision result follows it.
@@ -136,6 +150,11 @@ AttentionParams shape_params(const Problem& problem);
 // Why `kernel` does not run `problem` here: its unavailable_reason, else its table's
 // unsupported_reason; empty when it runs. The one rule run and plan share.
 std::string skip_reason(const Kernel& kernel, const Problem& problem);
+
+// One timed step of `pass` on a built plan: run (fwd), run_backward (bwd: out and lse already
+// hold the plan's forward outputs), or both in order (fwd_bwd). The one place a pass becomes
+// calls; every executor runs its steps through it.
+Status run_pass(Plan& plan, Pass pass, const AttentionParams& params);
 
 // kernel.expected_resources(problem), or nothing declared when the kernel has no such function.
 ResourceExpectation expected_resources(const Kernel& kernel, const Problem& problem);

@@ -7,6 +7,7 @@
 
 #include "reference/dtype.h"
 #include "reference/mask.h"
+#include "reference/pass.h"
 
 namespace attnbench {
 
@@ -42,6 +43,23 @@ struct AttentionParams {
   const float* __restrict__ q_head_descales;
   const float* __restrict__ k_head_descales;
   const float* __restrict__ v_head_descales;
+
+  // The backward (Plan::run_backward; null in a forward). out and lse above hold the plan's own
+  // forward outputs, which the backward reads; dout is the upstream gradient dL/dout, placed like
+  // out, in grad_dtype. The backward writes dq (batch, seqlen_q, heads_q, head_dim_qk),
+  // dk (batch, seqlen_k, heads_kv, head_dim_qk) and dv (batch, seqlen_k, heads_kv, head_dim_v),
+  // in grad_dtype, via their strides (bshd, contiguous); dk and dv of a GQA group sum its query
+  // heads' contributions.
+  const void* __restrict__ dout;
+  void* __restrict__ dq;
+  void* __restrict__ dk;
+  void* __restrict__ dv;
+  int64_t dout_batch_stride, dout_row_stride, dout_head_stride;
+  int64_t dq_batch_stride, dq_row_stride, dq_head_stride;
+  int64_t dk_batch_stride, dk_row_stride, dk_head_stride;
+  int64_t dv_batch_stride, dv_row_stride, dv_head_stride;
+  DType grad_dtype;
+  Pass pass;  // the case's pass: a plan is built for it (make_plan sees it in shape_params)
 };
 
 }  // namespace attnbench

@@ -74,6 +74,7 @@ std::vector<Kernel> registered_kernels() {
   if (test_kernels != nullptr && std::string(test_kernels) == "1") {
     for (Kernel& kernel : isolation_test_kernels()) kernels.push_back(std::move(kernel));
     for (Kernel& kernel : planted_kernels()) kernels.push_back(std::move(kernel));
+    for (Kernel& kernel : planted_cpu_backward_kernels()) kernels.push_back(std::move(kernel));
   }
   return kernels;
 }

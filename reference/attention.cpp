@@ -10,17 +10,13 @@
 #include "reference/formats.h"
 
 namespace attnbench {
-namespace {
 
-// The key/value head that query head h reads: GQA groups heads_q / heads_kv consecutive query
-// heads onto one kv head (MQA: heads_kv = 1).
 int64_t kv_head_of(const Problem& problem, int64_t h) {
   return h / (problem.heads_q / problem.heads_kv);
 }
 
-// Elements (b, s, h, 0 .. dim) of a view as real values. The head_dim stride is 1, so a row is
-// contiguous: one dtype dispatch per row instead of one per element (the reference spends its
-// time here on long key sequences).
+// The head_dim stride is 1, so a row is contiguous: one dtype dispatch per row instead of one
+// per element (the reference spends its time here on long key sequences).
 void load_row(const TensorView& view, int64_t b, int64_t s, int64_t h, int64_t dim, float* row) {
   const int64_t first = view.placement.row_start(b, s, h);
   switch (view.dtype) {
@@ -55,7 +51,6 @@ void load_row(const TensorView& view, int64_t b, int64_t s, int64_t h, int64_t d
   }
 }
 
-}  // namespace
 
 float TensorView::at(int64_t b, int64_t s, int64_t h, int64_t d) const {
   return load_element(dtype, data, placement.row_start(b, s, h) + d) * descale_of(b, h);

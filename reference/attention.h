@@ -27,7 +27,14 @@ struct TensorView {
 
 struct AttentionInputs {
   TensorView q, k, v;
+  TensorView dout;  // the backward's upstream gradient, placed like out; data null in a forward
 };
+
+// The key/value head that query head h reads: GQA groups heads_q / heads_kv consecutive query
+// heads onto one kv head (MQA: heads_kv = 1).
+int64_t kv_head_of(const Problem& problem, int64_t h);
+// Elements (b, s, h, 0 .. dim) of a view as real values (descaled).
+void load_row(const TensorView& view, int64_t b, int64_t s, int64_t h, int64_t dim, float* row);
 
 // fp64 reference: out_row has head_dim_v values; *lse gets the natural-log LSE of the scaled
 // scores (-inf for a row with no visible key, whose output is 0). h indexes query heads.

@@ -5,6 +5,34 @@ namespace {
 
 // One multiply and one add per element of q . k (d_qk) and of P @ V (d_v).
 constexpr double kFlopsPerMultiplyAdd = 2;
+constexpr double kLseBytes = 4;  // fp32 per (batch, head, query)
+
+double elements(int64_t batch, int64_t seqlen, int64_t heads, int64_t head_dim) {
+  return static_cast<double>(batch) * static_cast<double>(seqlen) * static_cast<double>(heads) *
+         static_cast<double>(head_dim);
+}
+
+
+double forward_bytes(const Problem& p) {
+  const double input_size = static_cast<double>(dtype_size(p.input_dtype));
+  const double output_size = static_cast<double>(dtype_size(p.output_dtype));
+  return input_size * (elements(p.batch, p.seqlen_q, p.heads_q, p.head_dim_qk) +
+                       elements(p.batch, p.seqlen_k, p.heads_kv, p.head_dim_qk) +
+                       elements(p.batch, p.seqlen_k, p.heads_kv, p.head_dim_v)) +
+         output_size * elements(p.batch, p.seqlen_q, p.heads_q, p.head_dim_v);
+}
+
+// Reads q, k, v and out (the forward's traffic, with out read instead of written), dO and the
+// LSE; writes dQ, dK, dV in the gradient dtype.
+double backward_bytes(const Problem& p) {
+  const double grad_size = static_cast<double>(dtype_size(p.grad_dtype()));
+  const double gradients = elements(p.batch, p.seqlen_q, p.heads_q, p.head_dim_qk) +
+                           elements(p.batch, p.seqlen_k, p.heads_kv, p.head_dim_qk) +
+                           elements(p.batch, p.seqlen_k, p.heads_kv, p.head_dim_v);
+  const double dout = grad_size * elements(p.batch, p.seqlen_q, p.heads_q, p.head_dim_v);
+  const double lse = kLseBytes * elements(p.batch, p.seqlen_q, p.heads_q, 1);
+  return forward_bytes(p) + dout + lse + grad_size * gradients;
+}
 
 }  // namespace
 
@@ -20,23 +48,22 @@ int64_t visible_pairs(const Problem& problem) {
   return distinct_batches == 1 ? pairs * problem.batch : pairs;
 }
 
+// Multiply-adds per visible pair and query head: the forward's two products, the backward's five.
+double flops_per_pair(const Problem& p) {
+  const double forward = static_cast<double>(p.head_dim_qk + p.head_dim_v);
+  const double backward = static_cast<double>(3 * p.head_dim_qk + 2 * p.head_dim_v);
+  return kFlopsPerMultiplyAdd *
+         ((p.has_forward() ? forward : 0.0) + (p.has_backward() ? backward : 0.0));
+}
+
 double attention_flops(const Problem& problem) {
-  return kFlopsPerMultiplyAdd * static_cast<double>(problem.head_dim_qk + problem.head_dim_v) *
+  return flops_per_pair(problem) *
          static_cast<double>(problem.heads_q) * static_cast<double>(visible_pairs(problem));
 }
 
 double attention_bytes(const Problem& problem) {
-  const auto elements = [](int64_t seqlen, int64_t heads, int64_t head_dim, int64_t batch) {
-    return static_cast<double>(batch) * static_cast<double>(seqlen) * static_cast<double>(heads) *
-           static_cast<double>(head_dim);
-  };
-  const double input_size = static_cast<double>(dtype_size(problem.input_dtype));
-  const double output_size = static_cast<double>(dtype_size(problem.output_dtype));
-  const Problem& p = problem;
-  return input_size * (elements(p.seqlen_q, p.heads_q, p.head_dim_qk, p.batch) +
-                       elements(p.seqlen_k, p.heads_kv, p.head_dim_qk, p.batch) +
-                       elements(p.seqlen_k, p.heads_kv, p.head_dim_v, p.batch)) +
-         output_size * elements(p.seqlen_q, p.heads_q, p.head_dim_v, p.batch);
+  return (problem.has_forward() ? forward_bytes(problem) : 0.0) +
+         (problem.has_backward() ? backward_bytes(problem) : 0.0);
 }
 
 }  // namespace attnbench

@@ -22,7 +22,7 @@ constexpr std::array<Layout, 3> kAllLayouts = {Layout::bshd, Layout::bhsd, Layou
 constexpr std::array<Fp8Scaling, 4> kAllFp8Scalings = {Fp8Scaling::none, Fp8Scaling::per_tensor,
                                                        Fp8Scaling::per_head, Fp8Scaling::per_block};
 constexpr std::string_view kShapeKeys =
-    "b, hq, hkv, sq, sk, s, d, dqk, dv, dtype, out, p, fp8_scaling, mask, layout, scale";
+    "b, hq, hkv, sq, sk, s, d, dqk, dv, dtype, out, p, fp8_scaling, mask, layout, scale, pass";
 
 std::string_view trim(std::string_view text) {
   const auto first = text.find_first_not_of(" \t");
@@ -73,6 +73,7 @@ struct ShapeFields {
   std::optional<Mask> mask;
   std::optional<Layout> layout;
   std::optional<double> scale;
+  std::optional<Pass> pass;
 };
 
 template <typename T>
@@ -153,6 +154,11 @@ Status set_field(std::string_view key, std::string_view value, ShapeFields& fiel
     }
     return set_once(key, fields.layout, *layout);
   }
+  if (key == "pass") {
+    const auto pass = parse_pass(value);
+    if (!pass) return Status::Error("pass " + quoted(value) + ": accepted " + accepted_pass_names());
+    return set_once(key, fields.pass, *pass);
+  }
   if (key == "scale") {
     double scale = 0;
     const auto [end, error] = std::from_chars(value.data(), value.data() + value.size(), scale);
@@ -182,6 +188,7 @@ Problem problem_from_fields(const ShapeFields& fields) {
   problem.mask = fields.mask.value_or(problem.mask);
   problem.layout = fields.layout.value_or(problem.layout);
   problem.scale = fields.scale.value_or(problem.scale);
+  problem.pass = fields.pass.value_or(problem.pass);
   return problem;
 }
 
@@ -260,6 +267,12 @@ ProblemLayout describe_layout(const Problem& problem) {
   layout.v_buffer_elements = p.batch * p.seqlen_k * p.heads_kv * p.head_dim_v;
   layout.out_elements = p.batch * p.seqlen_q * p.heads_q * p.head_dim_v;
   layout.lse_elements = p.batch * p.heads_q * p.seqlen_q;
+  layout.dq_elements = layout.q_buffer_elements;
+  layout.dk_elements = layout.k_buffer_elements;
+  layout.dv_elements = layout.v_buffer_elements;
+  layout.dq = bshd_placement(p.seqlen_q, p.heads_q, p.head_dim_qk);
+  layout.dk = bshd_placement(p.seqlen_k, p.heads_kv, p.head_dim_qk);
+  layout.dv = bshd_placement(p.seqlen_k, p.heads_kv, p.head_dim_v);
   switch (p.layout) {
     case Layout::bshd:
       layout.q = bshd_placement(p.seqlen_q, p.heads_q, p.head_dim_qk);
@@ -375,6 +388,7 @@ std::string shape_string(const Problem& problem) {
   if (problem.mask.kind != MaskKind::none) text += ",mask=" + mask_name(problem.mask);
   if (problem.layout != Layout::bshd) text += ",layout=" + std::string(layout_name(problem.layout));
   if (problem.scale != 0) text += ",scale=" + format_double(problem.scale);
+  if (problem.pass != Pass::fwd) text += ",pass=" + std::string(pass_name(problem.pass));
   return text;
 }
 
@@ -438,6 +452,34 @@ std::string_view fp8_scaling_name(Fp8Scaling scaling) {
       return "per_block";
   }
   return "unknown";
+}
+
+std::string_view pass_name(Pass pass) {
+  switch (pass) {
+    case Pass::fwd:
+      return "fwd";
+    case Pass::bwd:
+      return "bwd";
+    case Pass::fwd_bwd:
+      return "fwd_bwd";
+  }
+  return "unknown";
+}
+
+std::optional<Pass> parse_pass(std::string_view text) {
+  for (Pass pass : kAllPasses) {
+    if (text == pass_name(pass)) return pass;
+  }
+  return std::nullopt;
+}
+
+std::string accepted_pass_names() {
+  std::string names;
+  for (Pass pass : kAllPasses) {
+    if (!names.empty()) names += ", ";
+    names += pass_name(pass);
+  }
+  return names;
 }
 
 std::optional<Fp8Scaling> parse_fp8_scaling(std::string_view text) {

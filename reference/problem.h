@@ -1,5 +1,6 @@
-// One attention forward problem: everything that decides the numbers and the time. All of it
-// is part of a series key. GQA/MQA when heads_q is a multiple of heads_kv.
+// One attention problem: everything that decides the numbers and the time, the pass included
+// (forward, backward, or both as one training step). All of it is part of a series key.
+// GQA/MQA when heads_q is a multiple of heads_kv.
 #pragma once
 
 #include <cstdint>
@@ -9,6 +10,7 @@
 
 #include "reference/dtype.h"
 #include "reference/mask.h"
+#include "reference/pass.h"
 #include "reference/status.h"
 
 namespace attnbench {
@@ -36,8 +38,14 @@ struct Problem {
   Mask mask;
   Layout layout = Layout::bshd;
   double scale = 0;  // softmax scale; 0 means the default 1 / sqrt(head_dim_qk)
+  Pass pass = Pass::fwd;
 
   double softmax_scale() const;
+  bool has_forward() const { return pass != Pass::bwd; }   // the timed step runs a forward
+  bool has_backward() const { return pass != Pass::fwd; }  // ... a backward
+  // The gradients' dtype (dQ, dK, dV, and the upstream dO): the output dtype, as a framework's
+  // autograd gives the inputs' gradients the dtype of the output they flow back from.
+  DType grad_dtype() const { return output_dtype; }
   // Key length of batch b: padding_key_length for the padding mask, seqlen_k otherwise.
   int64_t key_length(int64_t b) const;
   KeyRange visible(int64_t b, int64_t query) const;
@@ -58,14 +66,20 @@ struct TensorPlacement {
     return offset + b * strides.batch + s * strides.seq + h * strides.head;
   }
 };
-// Buffers the harness allocates: q, k, v share the first buffer for qkv_packed.
+// Buffers the harness allocates: q, k, v share the first buffer for qkv_packed. The backward's
+// tensors: dO is placed like out; dQ, dK and dV are bshd and contiguous whatever the inputs'
+// layout (their own buffers, also for qkv_packed).
 struct ProblemLayout {
   TensorPlacement q, k, v, out;
+  TensorPlacement dq, dk, dv;
   int64_t q_buffer_elements = 0;  // packed: the whole BS3HD buffer
   int64_t k_buffer_elements = 0;  // packed: 0 (k lives in the q buffer)
   int64_t v_buffer_elements = 0;  // packed: 0
   int64_t out_elements = 0;
   int64_t lse_elements = 0;  // (batch, heads_q, seqlen_q) fp32
+  int64_t dq_elements = 0;   // as q, k, v unpacked
+  int64_t dk_elements = 0;
+  int64_t dv_elements = 0;
 };
 ProblemLayout describe_layout(const Problem& problem);
 
@@ -73,14 +87,14 @@ ProblemLayout describe_layout(const Problem& problem);
 Status validate(const Problem& problem);
 
 // Canonical text, also accepted by parse_shape so a printed case can be pasted back:
-// b=2,hq=8,hkv=2,sq=113,sk=203,d=64,dtype=bf16,mask=causal_br
-// Fields equal to their default (dv == d, out == dtype, layout bshd, default scale, ...) are
-// omitted.
+// b=2,hq=8,hkv=2,sq=113,sk=203,d=64,dtype=bf16,mask=causal_br,pass=bwd
+// Fields equal to their default (dv == d, out == dtype, layout bshd, default scale, pass fwd,
+// ...) are omitted: a forward's shape reads as it did before the pass existed.
 std::string shape_string(const Problem& problem);
 
 // Parses the --shape syntax: comma-separated key=value with keys b, hq, hkv (default hq),
 // sq, sk (s sets both), d (sets qk and v), dqk, dv, dtype, out, p, fp8_scaling, mask, layout,
-// scale. The message names the key or value that was wrong and what is accepted.
+// scale, pass. The message names the key or value that was wrong and what is accepted.
 Status parse_shape(std::string_view text, Problem& problem);
 
 // Defaults when a suite or --shape names only the input dtype: the output is the input dtype
@@ -91,6 +105,11 @@ DType default_p_dtype(DType input_dtype);
 std::string_view layout_name(Layout layout);
 std::optional<Layout> parse_layout(std::string_view text);
 std::string_view fp8_scaling_name(Fp8Scaling scaling);
+// fwd, bwd, fwd_bwd: the names suites, the CLI, shapes and the database use.
+std::string_view pass_name(Pass pass);
+std::optional<Pass> parse_pass(std::string_view text);
+std::string accepted_pass_names();  // "fwd, bwd, fwd_bwd"
+inline constexpr Pass kAllPasses[] = {Pass::fwd, Pass::bwd, Pass::fwd_bwd};
 std::optional<Fp8Scaling> parse_fp8_scaling(std::string_view text);
 
 }  // namespace attnbench

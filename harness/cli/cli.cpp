@@ -367,6 +367,10 @@ Subcommand add_list_command(CLI::App& app, CommonOptions& common) {
           }};
 }
 
+constexpr const char* kPassHelp =
+    "fwd | bwd | fwd_bwd | all: the step each case times (bwd: the backward alone, from the "
+    "kernel's own forward outputs; default: the suite's passes, fwd for --shape)";
+
 // The selection flags `run` and `check` share.
 struct RunFlags {
   RunOptions options;
@@ -390,6 +394,7 @@ void add_selection_options(CLI::App* sub, RunFlags& flags, CommonOptions& common
   sub->add_option("--devices", o.devices, "all | cpu | emu | gpu | GPU ordinals 0,1 (default all; emu: the emulated device, never in all)");
   sub->add_option("--dist", o.distribution,
                   "Input distribution for --shape: " + accepted_distribution_names());
+  sub->add_option("--pass", o.pass, kPassHelp);
   sub->add_option("--dump", o.dump_dir, "Write q, k, v, out, ref (.npy) and repro.txt of every case here");
   sub->add_option("--db", common.db_path, "SQLite database (default results/attnbench.sqlite)");
   sub->add_option("--seed", flags.seed, "Run seed (default: fresh random, stored with the run)");
@@ -472,6 +477,7 @@ Subcommand add_plan_command(CLI::App& app) {
       app.add_subcommand("plan", "Predict what a selection costs on a modeled GPU, without running it");
   plan->add_option("--suite,-s", o.suite, "Suite name or path to a .toml file");
   plan->add_option("--shape", o.shapes, "Ad-hoc problem (repeatable)");
+  plan->add_option("--pass", o.pass, kPassHelp);
   plan->add_option("--kernels,-k", options->kernels, "Kernel names or globs, comma-separated");
   plan->add_option("--plugin", o.plugins, "As `run --plugin` (repeatable)");
   plan->add_option("--filter", o.filter, "Regex on case names kernel/shape/dist");
@@ -533,6 +539,7 @@ Subcommand add_profile_command(CLI::App& app, CommonOptions& common) {
       "launches; a trace and a stored breakdown");
   profile->add_option("--suite,-s", o.suite, "Suite name or path to a .toml file");
   profile->add_option("--shape", o.shapes, "Ad-hoc problem (repeatable)");
+  profile->add_option("--pass", o.pass, kPassHelp);
   profile->add_option("--kernels,-k", options->kernels, "Kernel names or globs, comma-separated");
   profile->add_option("--plugin", o.plugins, "As `run --plugin` (repeatable)");
   profile->add_option("--filter", o.filter, "Regex on case names kernel/shape/dist");

@@ -19,7 +19,7 @@ namespace {
 using json = nlohmann::json;
 
 Result<Suite> load_selection(const PlanOptions& options) {
-  return selection_suite(options.suite, options.shapes, "", {},
+  return selection_suite(options.suite, options.shapes, "", options.pass, {},
                          "nothing to plan: give --suite NAME|FILE or --shape ...");
 }
 

@@ -14,6 +14,7 @@ inline constexpr const char* kDefaultDeviceModel = "h200";
 struct PlanOptions {
   std::string suite;
   std::vector<std::string> shapes;
+  std::string pass;  // --pass, as `run`
   std::vector<std::string> kernel_globs;
   std::vector<std::string> plugins;  // --plugin, as `run`
   std::string filter;

@@ -35,7 +35,7 @@ struct ProfileSelection {
 
 Result<ProfileSelection> select_cases(const ProfileOptions& options) {
   Result<Suite> suite =
-      selection_suite(options.suite, options.shapes, options.distribution, {},
+      selection_suite(options.suite, options.shapes, options.distribution, options.pass, {},
                       "nothing to profile: give --suite NAME|FILE or --shape ...");
   if (!suite) return suite.status();
   if (Status s = load_selected_kernels(*suite, options.kernel_globs, options.plugins); !s) {

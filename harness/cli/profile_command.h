@@ -20,6 +20,7 @@ struct ProfileOptions {
   std::vector<std::string> plugins;  // --plugin: shared libraries of kernels, as `run` loads them
   std::string filter;
   std::string distribution = "normal";  // for --shape
+  std::string pass;                     // --pass, as `run`
   std::string trace_path;               // --trace: the Chrome trace JSON
   std::string db_path;                  // --db: store the breakdowns; empty: print only
   int timed_forwards = 5;               // pairs of a plain and a recorded forward

@@ -87,7 +87,7 @@ Result<std::vector<Device>> select_run_devices(const RunOptions& options,
 
 // The suite file, then the --shape problems, then the exact cases, as one suite.
 Result<Suite> load_run_suite(const RunOptions& options) {
-  return selection_suite(options.suite, options.shapes, options.distribution, options.cases,
+  return selection_suite(options.suite, options.shapes, options.distribution, options.pass, options.cases,
                          "nothing to run: give --suite NAME|FILE (see `attnbench list suites`) or "
                          "--shape b=..,hq=..,...");
 }

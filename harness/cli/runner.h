@@ -36,6 +36,7 @@ struct RunOptions {
   std::string filter;                     // --filter / --benchmark_filter, regex on case names
   std::string devices = "all";
   std::string distribution;     // --dist for --shape problems (default normal)
+  std::string pass;             // --pass fwd|bwd|fwd_bwd|all; empty: each entry's own (fwd)
   int repetitions = 0;          // 0 = the suite's, else kDefaultRepetitions
   double max_case_seconds = 0;  // 0 = the suite's, else kDefaultMaxCaseSeconds
   std::string dump_dir;         // --dump: write every case's tensors here

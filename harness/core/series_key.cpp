@@ -7,6 +7,8 @@ namespace attnbench {
 namespace {
 constexpr char kSeparator = '|';
 constexpr size_t kFields = 5;
+// How shape_string (reference/problem.h) names a pass other than fwd: never the first field.
+constexpr std::string_view kPassField = ",pass=";
 }  // namespace
 
 std::string SeriesKey::text() const {
@@ -19,7 +21,22 @@ std::string SeriesKey::text() const {
 }
 
 SeriesKey SeriesKey::kernel_wide() const {
-  return {kernel, std::string(kAny), std::string(kAny), device, build};
+  const Pass of_series = pass();
+  std::string shape_any(kAny);
+  if (of_series != Pass::fwd) shape_any += std::string(kPassField) + std::string(pass_name(of_series));
+  return {kernel, shape_any, std::string(kAny), device, build};
+}
+
+bool SeriesKey::is_kernel_wide() const {
+  return shape == kAny || shape.rfind(std::string(kAny) + ",", 0) == 0;
+}
+
+Pass SeriesKey::pass() const {
+  const size_t field = shape.find(kPassField);
+  if (field == std::string::npos) return Pass::fwd;
+  const size_t begin = field + kPassField.size();
+  const size_t end = shape.find(',', begin);
+  return parse_pass(std::string_view(shape).substr(begin, end - begin)).value_or(Pass::fwd);
 }
 
 std::string SeriesKey::case_label() const {

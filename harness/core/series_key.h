@@ -1,7 +1,9 @@
 // A series: one kernel on one problem with one input distribution, on one device model, with one
 // build. Its key is how the store, the detector and the report name it; this is the one place
 // that builds a key and takes one apart ("kernel|shape|distribution|device|build").
-// Kernel-wide aggregates use "*" for the shape and the distribution.
+// Kernel-wide aggregates use "*" for the shape and the distribution, one per pass: the shape "*"
+// for the forward (as before the pass existed), "*,pass=bwd" and "*,pass=fwd_bwd" for the others,
+// so a backward's slowdown is never averaged with its forward's.
 #pragma once
 
 #include <optional>
@@ -9,6 +11,7 @@
 #include <string_view>
 
 #include "harness/core/records.h"
+#include "reference/problem.h"
 
 namespace attnbench {
 
@@ -22,9 +25,11 @@ struct SeriesKey {
   static constexpr std::string_view kAny = "*";
 
   std::string text() const;
-  // The kernel-wide aggregate this series belongs to: same kernel, device and build.
+  // The kernel-wide aggregate this series belongs to: same kernel, pass, device and build.
   SeriesKey kernel_wide() const;
-  bool is_kernel_wide() const { return shape == kAny; }
+  bool is_kernel_wide() const;
+  // The pass the shape names (its "pass=" field, as shape_string writes it); fwd without one.
+  Pass pass() const;
   // "<shape>" or "<shape> dist=<distribution>": how a case is named to people.
   std::string case_label() const;
   bool operator==(const SeriesKey&) const = default;

@@ -13,6 +13,7 @@
 #include "harness/measure/npy.h"
 #include "harness/core/nvtx.h"
 #include "harness/measure/timing.h"
+#include "reference/formats.h"
 #include "kernels/registry.h"
 
 namespace attnbench {
@@ -30,7 +31,8 @@ std::string merged_details(const std::string& kernel_details, const std::string&
 
 Status dump_case(const std::string& directory, const ProblemInputs& inputs,
                  const KernelOutputs* outputs, const ReferenceRows* reference,
-                 const CaseRequest& request, const CaseOutcome& outcome) {
+                 const GradientReference* gradients, const CaseRequest& request,
+                 const CaseOutcome& outcome) {
   namespace fs = std::filesystem;
   std::error_code error;
   fs::create_directories(directory, error);
@@ -54,6 +56,38 @@ Status dump_case(const std::string& directory, const ProblemInputs& inputs,
     const TensorView out_view{p.output_dtype, outputs->out.data(), inputs.layout.out, 1.0f};
     status = dump_tensor("out", out_view, p.seqlen_q, p.heads_q, p.head_dim_v);
   }
+  if (status.ok && p.has_backward()) {
+    status = dump_tensor("dout", view.dout, p.seqlen_q, p.heads_q, p.head_dim_v);
+  }
+  if (status.ok && p.has_backward() && outputs != nullptr && outputs->has_gradients) {
+    const DType grad = p.grad_dtype();
+    status = dump_tensor("dq", {grad, outputs->dq.data(), inputs.layout.dq}, p.seqlen_q, p.heads_q,
+                         p.head_dim_qk);
+    if (status.ok)
+      status = dump_tensor("dk", {grad, outputs->dk.data(), inputs.layout.dk}, p.seqlen_k,
+                           p.heads_kv, p.head_dim_qk);
+    if (status.ok)
+      status = dump_tensor("dv", {grad, outputs->dv.data(), inputs.layout.dv}, p.seqlen_k,
+                           p.heads_kv, p.head_dim_v);
+  }
+  if (status.ok && gradients != nullptr) {
+    const int64_t query_rows = static_cast<int64_t>(gradients->query_rows.size());
+    const int64_t key_rows = static_cast<int64_t>(gradients->key_rows.size());
+    std::vector<int64_t> query_indices, key_indices;
+    for (const RowIndex& r : gradients->query_rows)
+      query_indices.insert(query_indices.end(), {r.b, r.query, r.h});
+    for (const KeyRowIndex& r : gradients->key_rows)
+      key_indices.insert(key_indices.end(), {r.b, r.key, r.kv_head});
+    status = write_npy(directory + "/ref_dq.npy", {query_rows, p.head_dim_qk}, gradients->dq.data());
+    if (status.ok)
+      status = write_npy(directory + "/ref_dq_rows.npy", {query_rows, 3}, query_indices.data());
+    if (status.ok)
+      status = write_npy(directory + "/ref_dk.npy", {key_rows, p.head_dim_qk}, gradients->dk.data());
+    if (status.ok)
+      status = write_npy(directory + "/ref_dv.npy", {key_rows, p.head_dim_v}, gradients->dv.data());
+    if (status.ok)
+      status = write_npy(directory + "/ref_key_rows.npy", {key_rows, 3}, key_indices.data());
+  }
   if (status.ok && reference != nullptr) {
     const int64_t rows = static_cast<int64_t>(reference->rows.size());
     std::vector<int64_t> indices;
@@ -67,6 +101,11 @@ Status dump_case(const std::string& directory, const ProblemInputs& inputs,
         << (outcome.message.empty() ? "" : " (" + outcome.message + ")") << "\n"
         << "# q, k, v, out: (batch, seq, heads, dim) float32, real values (FP8 descaled)\n"
         << "# ref: fp64 reference of the checked rows; ref_rows: their (batch, query, head)\n"
+        << (p.has_backward()
+                ? "# dout: the upstream gradient; dq, dk, dv: the kernel's gradients (batch, seq, "
+                  "heads, dim); ref_dq (ref_dq_rows: batch, query, head), ref_dk and ref_dv "
+                  "(ref_key_rows: batch, key, kv head): the fp64 gradients of the checked rows\n"
+                : "")
         << request.repro << "\n";
   if (!repro) return Status::Error("cannot write '" + directory + "/repro.txt'");
   return status;
@@ -76,7 +115,28 @@ Status dump_case(const std::string& directory, const ProblemInputs& inputs,
 class EmptyPlan final : public Plan {
  public:
   Status run(const AttentionParams&) override { return Status::Ok(); }
+  Status run_backward(const AttentionParams&) override { return Status::Ok(); }
 };
+
+// Bytes of two gradients differ: the largest |a - b| over the elements (NaN-aware: a NaN on one
+// side only counts as infinite).
+double max_difference(DType dtype, const GuardedBuffer& a, const GuardedBuffer& b) {
+  double largest = 0;
+  const int64_t elements = static_cast<int64_t>(a.bytes() / dtype_size(dtype));
+  for (int64_t e = 0; e < elements; ++e) {
+    const double x = load_element(dtype, a.data(), e), y = load_element(dtype, b.data(), e);
+    if (std::isnan(x) && std::isnan(y)) continue;
+    const double difference = std::fabs(x - y);
+    largest = std::max(largest, std::isnan(difference) ? INFINITY : difference);
+  }
+  return largest;
+}
+
+nlohmann::json check_json(const CheckSummary& check) {
+  return {{"max_abs_error", check.max_abs_error}, {"bound", check.bound},
+          {"lse_max_error", std::isfinite(check.lse_max_error) ? nlohmann::json(check.lse_max_error)
+                                                               : nlohmann::json()}};
+}
 
 // What could not be measured says why in the result (a passed result's message is otherwise
 // empty): a forward that could not be captured, an energy counter missing.
@@ -134,7 +194,7 @@ CheckSummary check_kernel(const Kernel& kernel, Plan& plan, DeviceExecutor& exec
                           const ProblemInputs& inputs, const ReferenceRows& reference,
                           KernelOutputs& outputs, std::string& failure, Status& run_status) {
   outputs = make_outputs(inputs, kernel.returns_lse);
-  run_status = executor.run_checked(plan, outputs);
+  run_status = executor.run_checked(plan, outputs, Pass::fwd);
   if (!run_status.ok) {
     failure = "kernel error: " + run_status.message;
     return CheckSummary{};
@@ -142,7 +202,7 @@ CheckSummary check_kernel(const Kernel& kernel, Plan& plan, DeviceExecutor& exec
   CheckSummary summary = compare_output(inputs, reference, outputs, failure);
   if (kernel.deterministic) {
     KernelOutputs second = make_outputs(inputs, kernel.returns_lse);
-    run_status = executor.run_checked(plan, second);
+    run_status = executor.run_checked(plan, second, Pass::fwd);
     if (!run_status.ok) {
       failure = "kernel error on the second run: " + run_status.message;
       return summary;
@@ -156,12 +216,66 @@ CheckSummary check_kernel(const Kernel& kernel, Plan& plan, DeviceExecutor& exec
   return summary;
 }
 
+CheckSummary check_backward(const Kernel& kernel, Plan& plan, DeviceExecutor& executor,
+                            const ProblemInputs& inputs, const ReferenceRows& reference,
+                            const GradientReference& gradients, KernelOutputs& outputs,
+                            std::string& failure, Status& run_status, nlohmann::json& details) {
+  const CheckSummary forward =
+      check_kernel(kernel, plan, executor, inputs, reference, outputs, failure, run_status);
+  details["forward_check"] = check_json(forward);
+  if (!failure.empty()) {
+    failure = "forward: " + failure;
+    return forward;
+  }
+  run_status = executor.run_checked(plan, outputs, Pass::bwd);
+  if (!run_status.ok) {
+    failure = "kernel error in the backward: " + run_status.message;
+    return CheckSummary{};
+  }
+  std::vector<GradientCheck> checks;
+  CheckSummary summary = compare_gradients(inputs, gradients, outputs, checks, failure);
+  summary.lse_max_error = forward.lse_max_error;
+  for (const GradientCheck& check : checks) {
+    details["gradients"][check.name] = {{"max_abs_error", check.max_abs_error},
+                                        {"bound", check.bound},
+                                        {"rel_l2", check.rel_l2}};
+  }
+
+  // The rerun reads the same forward outputs (kept on a GPU's buffers; copied for the host).
+  KernelOutputs second = make_outputs(inputs, kernel.returns_lse);
+  std::memcpy(second.out.data(), outputs.out.data(), outputs.out.bytes());
+  if (outputs.has_lse) std::memcpy(second.lse.data(), outputs.lse.data(), outputs.lse.bytes());
+  run_status = executor.run_checked(plan, second, Pass::bwd);
+  if (!run_status.ok) {
+    if (failure.empty()) failure = "kernel error in the second backward: " + run_status.message;
+    return summary;
+  }
+  const DType dtype = inputs.problem.grad_dtype();
+  const std::pair<const char*, std::pair<const GuardedBuffer*, const GuardedBuffer*>> pairs[] = {
+      {"dq", {&outputs.dq, &second.dq}}, {"dk", {&outputs.dk, &second.dk}},
+      {"dv", {&outputs.dv, &second.dv}}};
+  for (const auto& [name, buffers] : pairs) {
+    const bool same =
+        std::memcmp(buffers.first->data(), buffers.second->data(), buffers.first->bytes()) == 0;
+    details["backward_rerun_max_difference"][name] =
+        same ? 0.0 : max_difference(dtype, *buffers.first, *buffers.second);
+    if (same || !kernel.backward_deterministic) continue;
+    summary.repeatable = false;
+    if (failure.empty()) {
+      failure = std::string("not repeatable: a second backward gave different bits in ") + name +
+                " (the kernel declares its backward deterministic)";
+    }
+  }
+  return summary;
+}
+
 Status CaseRunner::prepare_inputs(const CaseRequest& request) {
   const std::string key = shape_string(request.problem) + "|" + request.distribution + "|" +
                           std::to_string(request.seed);
   if (inputs_ && key == inputs_key_) return Status::Ok();
   inputs_.reset();
   reference_.reset();
+  gradient_reference_.reset();
   recipe_references_.clear();
   envelope_references_.clear();
   inputs_key_.clear();
@@ -197,9 +311,19 @@ double CaseRunner::timed_forward_overhead(KernelOutputs& outputs) {
 
 // Launches, then timing, then energy (when asked): a passed case's performance. The timed and
 // counted forwards write into their own buffers, so the checked output stays for dumps.
+KernelOutputs CaseRunner::outputs_for_steps(const Kernel& kernel, Plan& plan) {
+  KernelOutputs outputs = make_outputs(*inputs_, kernel.returns_lse);
+  if (inputs_->problem.pass == Pass::bwd) {
+    if (Status s = executor_.run_checked(plan, outputs, Pass::fwd); !s.ok) {
+      throw std::runtime_error("the forward before the timed backwards: " + s.message);
+    }
+  }
+  return outputs;
+}
+
 void CaseRunner::measure_performance(const Kernel& kernel, Plan& plan, const CaseRequest& request,
                                      CaseOutcome& outcome) {
-  KernelOutputs scratch_outputs = make_outputs(*inputs_, kernel.returns_lse);
+  KernelOutputs scratch_outputs = outputs_for_steps(kernel, plan);
   Status launches_status;
   outcome.launches = executor_.count_launches(plan, scratch_outputs, launches_status);
   if (!launches_status.ok) note_unmeasured(outcome, "launches", launches_status.message);
@@ -237,7 +361,7 @@ void CaseRunner::measure_performance(const Kernel& kernel, Plan& plan, const Cas
 void CaseRunner::record_profile(const Kernel& kernel, Plan& plan, const CaseRequest& request,
                                 CaseOutcome& outcome) {
   NvtxRange range("profile");
-  KernelOutputs scratch_outputs = make_outputs(*inputs_, kernel.returns_lse);
+  KernelOutputs scratch_outputs = outputs_for_steps(kernel, plan);
   TimedForward forward = executor_.timed_forward(plan, scratch_outputs);
   std::string error;
   const bool timed = executor_.measures_time();
@@ -300,11 +424,22 @@ CaseOutcome CaseRunner::run(const CaseRequest& request) {
       reference_ = std::make_unique<ReferenceRows>(compute_reference(*inputs_, request.seed, 1.0f));
     }
     const ReferenceRows& reference = reference_for(*kernel);
+    if (request.problem.has_backward() && !gradient_reference_) {
+      NvtxRange range("reference (gradients)");
+      gradient_reference_ =
+          std::make_unique<GradientReference>(compute_gradient_reference(*inputs_, request.seed));
+    }
     std::string failure;
     Status run_status;
+    nlohmann::json check_details = nlohmann::json::object();
     {
       NvtxRange range("check");
-      outcome.check = check_kernel(*kernel, *plan, executor_, *inputs_, reference, outputs, failure, run_status);
+      outcome.check =
+          request.problem.has_backward()
+              ? check_backward(*kernel, *plan, executor_, *inputs_, reference,
+                               *gradient_reference_, outputs, failure, run_status, check_details)
+              : check_kernel(*kernel, *plan, executor_, *inputs_, reference, outputs, failure,
+                             run_status);
     }
     checked_output_kept = true;
     // A kernel whose memory bypasses the tracking allocator reports its own (or -1: unknown).
@@ -331,7 +466,9 @@ CaseOutcome CaseRunner::run(const CaseRequest& request) {
                executor_.measures_time()) {
       measure_performance(*kernel, *plan, request, outcome);
     }
-    outcome.details_json = merged_details(plan->details(), executor_.run_details());
+    outcome.details_json = merged_details(
+        merged_details(plan->details(), check_details.empty() ? "" : check_details.dump()),
+        executor_.run_details());
   } catch (const std::exception& e) {
     outcome.status = executor_.healthy() ? ResultStatus::error : ResultStatus::crashed;
     outcome.device_unusable = !executor_.healthy();
@@ -346,7 +483,7 @@ CaseOutcome CaseRunner::run(const CaseRequest& request) {
          sanitize(request.kernel + "__" + shape_string(request.problem) + "__" + request.distribution))
             .string();
     const Status dumped = dump_case(directory, *inputs_, checked_output_kept ? &outputs : nullptr,
-                                    reference_.get(), request, outcome);
+                                    reference_.get(), gradient_reference_.get(), request, outcome);
     if (!dumped.ok) outcome.message += " [dump failed: " + dumped.message + "]";
     else if (failed) outcome.message += " [dumped to " + directory + "]";
   }

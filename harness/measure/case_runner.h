@@ -10,7 +10,10 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "harness/measure/checker.h"
+#include "harness/measure/gradient_checker.h"
 #include "harness/measure/executor.h"
 #include "harness/measure/inputs.h"
 #include "harness/core/records.h"
@@ -52,11 +55,21 @@ struct CaseOutcome {
   std::optional<ForwardProfile> profile;
 };
 
-// Poison, run, compare; for deterministic kernels run again and demand identical bytes.
-// `outputs` keeps the first run's output.
+// Poison, run one forward, compare; for deterministic kernels run again and demand identical
+// bytes. `outputs` keeps the first run's output.
 CheckSummary check_kernel(const Kernel& kernel, Plan& plan, DeviceExecutor& executor,
                           const ProblemInputs& inputs, const ReferenceRows& reference,
                           KernelOutputs& outputs, std::string& failure, Status& run_status);
+
+// A backward's check: the forward first (check_kernel: a wrong forward fails the case as
+// "forward: ..."), then one backward from its outputs, its gradients compared
+// (compare_gradients), then a second backward: bit for bit equal for a kernel whose backward is
+// deterministic, else its largest difference per gradient measured. `details` gets the forward's
+// check, each gradient's figures and the rerun's difference (stored with the result).
+CheckSummary check_backward(const Kernel& kernel, Plan& plan, DeviceExecutor& executor,
+                            const ProblemInputs& inputs, const ReferenceRows& reference,
+                            const GradientReference& gradients, KernelOutputs& outputs,
+                            std::string& failure, Status& run_status, nlohmann::json& details);
 
 class CaseRunner {
  public:
@@ -84,6 +97,10 @@ class CaseRunner {
   std::string inputs_key_;  // shape + distribution + seed of the cached inputs
   std::unique_ptr<ProblemInputs> inputs_;
   std::unique_ptr<ReferenceRows> reference_;
+  std::unique_ptr<GradientReference> gradient_reference_;  // problems with a backward
+  // Outputs for the timed steps: for a backward alone, filled by one forward first (the
+  // backward reads them; a GPU keeps them on the device).
+  KernelOutputs outputs_for_steps(const Kernel& kernel, Plan& plan);
   // The reference rows with the low-precision rows of each FP8 recipe judged on these inputs.
   std::vector<std::pair<Fp8Recipe, ReferenceRows>> recipe_references_;
   // The envelopes judged on these inputs, by their base recipe.

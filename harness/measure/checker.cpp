@@ -281,7 +281,36 @@ KernelOutputs make_outputs(const ProblemInputs& inputs, bool with_lse) {
   outputs.has_lse = with_lse;
   if (with_lse)
     outputs.lse = GuardedBuffer(static_cast<size_t>(inputs.layout.lse_elements) * sizeof(float));
+  outputs.has_gradients = inputs.problem.has_backward();
+  if (outputs.has_gradients) {
+    const size_t element = dtype_size(inputs.problem.grad_dtype());
+    outputs.dq = GuardedBuffer(static_cast<size_t>(inputs.layout.dq_elements) * element);
+    outputs.dk = GuardedBuffer(static_cast<size_t>(inputs.layout.dk_elements) * element);
+    outputs.dv = GuardedBuffer(static_cast<size_t>(inputs.layout.dv_elements) * element);
+  }
   return outputs;
+}
+
+void poison_outputs(const Problem& problem, Pass pass, KernelOutputs& outputs) {
+  if (pass != Pass::bwd) {
+    outputs.out.poison(problem.output_dtype);
+    if (outputs.has_lse) outputs.lse.poison(DType::f32);
+  }
+  if (pass != Pass::fwd) {
+    outputs.dq.poison(problem.grad_dtype());
+    outputs.dk.poison(problem.grad_dtype());
+    outputs.dv.poison(problem.grad_dtype());
+  }
+}
+
+AttentionParams host_params(const ProblemInputs& inputs, KernelOutputs& outputs) {
+  const GradientPointers gradients =
+      outputs.has_gradients
+          ? GradientPointers{outputs.dq.data(), outputs.dk.data(), outputs.dv.data()}
+          : GradientPointers{};
+  return make_params(inputs, host_pointers(inputs), outputs.out.data(),
+                     outputs.has_lse ? static_cast<float*>(outputs.lse.data()) : nullptr, 1.0f,
+                     gradients);
 }
 
 CheckSummary compare_output(const ProblemInputs& inputs, const ReferenceRows& reference,

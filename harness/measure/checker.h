@@ -63,16 +63,24 @@ Fp8Recipe envelope_base_for(const Kernel& kernel);
 ReferenceRows with_envelope(const ReferenceRows& reference, const ProblemInputs& inputs,
                             const Fp8Recipe& base = {});
 
-// Buffers one kernel writes: the output in its dtype, and fp32 LSE when the kernel returns it.
+// Buffers one kernel writes: the output in its dtype, and fp32 LSE when the kernel returns it;
+// for a problem with a backward, dQ, dK and dV in the gradient dtype (ProblemLayout's dq, dk, dv).
 struct KernelOutputs {
   GuardedBuffer out;
   GuardedBuffer lse;
   bool has_lse = false;
+  GuardedBuffer dq, dk, dv;
+  bool has_gradients = false;
   // Guard regions around device copies intact (set by the CUDA executor; the host buffers'
   // own canaries are checked too).
   bool guards_ok = true;
 };
 KernelOutputs make_outputs(const ProblemInputs& inputs, bool with_lse);
+// Poisons (NaN) what a step of `pass` writes: out and LSE in a forward, dQ, dK and dV in a
+// backward. What a backward reads (the forward's out and LSE) is left as it is.
+void poison_outputs(const Problem& problem, Pass pass, KernelOutputs& outputs);
+// The parameters of a step on the host: the inputs' host buffers and those of `outputs`.
+AttentionParams host_params(const ProblemInputs& inputs, KernelOutputs& outputs);
 
 // Compares one poisoned-then-written output against the reference rows. `failure` gets a
 // one-line reason when the check fails, empty when it passes.

@@ -25,16 +25,16 @@ class CpuExecutor final : public DeviceExecutor {
   size_t scratch_peak_bytes() const override { return scratch_.peak_bytes(); }
   PlanContext plan_context() override { return PlanContext{scratch_}; }
 
-  Status run_checked(Plan& plan, KernelOutputs& outputs) override {
-    outputs.out.poison(inputs_->problem.output_dtype);
-    if (outputs.has_lse) outputs.lse.poison(DType::f32);
-    return plan.run(params_for(outputs));
+  Status run_checked(Plan& plan, KernelOutputs& outputs, Pass pass) override {
+    poison_outputs(inputs_->problem, pass, outputs);
+    return run_pass(plan, pass, host_params(*inputs_, outputs));
   }
 
   TimedForward timed_forward(Plan& plan, KernelOutputs& outputs) override {
-    return [this, &plan, params = params_for(outputs)](std::string& error) -> double {
+    return [&plan, pass = inputs_->problem.pass,
+            params = host_params(*inputs_, outputs)](std::string& error) -> double {
       const auto start = Clock::now();
-      const Status status = plan.run(params);
+      const Status status = run_pass(plan, pass, params);
       const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
       if (!status.ok) {
         error = status.message;
@@ -69,11 +69,6 @@ class CpuExecutor final : public DeviceExecutor {
   Backend backend() const override { return Backend::cpu; }
 
  private:
-  AttentionParams params_for(KernelOutputs& outputs) const {
-    return make_params(*inputs_, host_pointers(*inputs_), outputs.out.data(),
-                       outputs.has_lse ? static_cast<float*>(outputs.lse.data()) : nullptr, 1.0f);
-  }
-
   TrackingHostAllocator scratch_;
   const ProblemInputs* inputs_ = nullptr;
 };

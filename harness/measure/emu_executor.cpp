@@ -79,6 +79,12 @@ class EmuExecutor final : public DeviceExecutor {
         {inputs_->key_lengths.data(), inputs_->key_lengths.size() * sizeof(int), "key_lengths"});
     memory.push_back({outputs.out.data(), outputs.out.bytes(), "out"});
     if (outputs.has_lse) memory.push_back({outputs.lse.data(), outputs.lse.bytes(), "lse"});
+    if (outputs.has_gradients) {
+      memory.push_back({inputs_->dout_buffer.data(), inputs_->dout_buffer.bytes(), "dout"});
+      memory.push_back({outputs.dq.data(), outputs.dq.bytes(), "dq"});
+      memory.push_back({outputs.dk.data(), outputs.dk.bytes(), "dk"});
+      memory.push_back({outputs.dv.data(), outputs.dv.bytes(), "dv"});
+    }
     scratch_.for_each_live([&](const void* pointer, size_t bytes) {
       memory.push_back({pointer, bytes, "scratch"});
     });
@@ -91,9 +97,8 @@ class EmuExecutor final : public DeviceExecutor {
   Backend backend() const override { return Backend::emu; }
   bool measures_time() const override { return false; }
 
-  Status run_checked(Plan& plan, KernelOutputs& outputs) override {
-    outputs.out.poison(inputs_->problem.output_dtype);
-    if (outputs.has_lse) outputs.lse.poison(DType::f32);
+  Status run_checked(Plan& plan, KernelOutputs& outputs, Pass pass) override {
+    poison_outputs(inputs_->problem, pass, outputs);
     stream_.seed = mix_seed(seed_, runs_++);
     stream_.launches = 0;
     stream_.schedule_hash = 0;
@@ -101,9 +106,7 @@ class EmuExecutor final : public DeviceExecutor {
     register_buffers(outputs);
     stream_.sanitizer_report.clear();
     const PoisonedGuards guards(guarded_buffers(outputs));
-    const Status status = plan.run(
-        make_params(*inputs_, host_pointers(*inputs_), outputs.out.data(),
-                    outputs.has_lse ? static_cast<float*>(outputs.lse.data()) : nullptr, 1.0f));
+    const Status status = run_pass(plan, pass, host_params(*inputs_, outputs));
     schedule_hashes_.push_back(stream_.schedule_hash);
     if (!stream_.sanitizer_report.empty()) sanitizer_report_ = stream_.sanitizer_report;
     return status;
@@ -113,6 +116,10 @@ class EmuExecutor final : public DeviceExecutor {
     std::vector<const GuardedBuffer*> buffers = {&inputs_->q_buffer, &inputs_->k_buffer,
                                                  &inputs_->v_buffer, &outputs.out};
     if (outputs.has_lse) buffers.push_back(&outputs.lse);
+    if (outputs.has_gradients) {
+      buffers.insert(buffers.end(),
+                     {&inputs_->dout_buffer, &outputs.dq, &outputs.dk, &outputs.dv});
+    }
     std::erase_if(buffers, [](const GuardedBuffer* b) { return b->guard_before() == nullptr; });
     return buffers;
   }
@@ -143,7 +150,7 @@ class EmuExecutor final : public DeviceExecutor {
       const std::unique_ptr<emu::Stream, void (*)(emu::Stream*)> recording(
           &stream_, [](emu::Stream* stream) { stream->recording = nullptr; });
       stream_.recording = &launches;
-      status = run_checked(plan, outputs);
+      status = run_checked(plan, outputs, inputs_->problem.pass);
     }
     profile.end_ns = phase_clock_ns();
     if (!status.ok) return status;

@@ -34,12 +34,16 @@ class DeviceExecutor {
   virtual size_t scratch_peak_bytes() const = 0;
   virtual PlanContext plan_context() = 0;
 
-  // Poisons the output and LSE (NaN), runs one forward, waits for it, and brings the output and
-  // LSE back into the host buffers of `outputs` (made by make_outputs); sets outputs.guards_ok
-  // from the guard regions around the device buffers. Any error, a sticky CUDA error included,
-  // is returned.
-  virtual Status run_checked(Plan& plan, KernelOutputs& outputs) = 0;
+  // Poisons what a step of `pass` writes (poison_outputs), runs that step (run_pass: a forward,
+  // a backward reading the forward outputs left in `outputs` by an earlier forward step, or
+  // both), waits for it, and brings what it wrote back into the host buffers of `outputs` (made
+  // by make_outputs); sets outputs.guards_ok from the guard regions around the device buffers.
+  // Any error, a sticky CUDA error included, is returned. The case runner checks a backward by
+  // a forward step, then a backward step.
+  virtual Status run_checked(Plan& plan, KernelOutputs& outputs, Pass pass) = 0;
 
+  // The methods below run the case's own pass (its problem's: a forward, a backward, or both)
+  // wherever they say "forward": one timed step.
   // One forward as Google Benchmark times it: seconds measured by the device's timer (host
   // clock; CUDA events on a dedicated stream, with the L2 flushed before, outside the events).
   // Valid until the next load_inputs.

@@ -59,7 +59,8 @@ void fill_pattern(void* data, size_t bytes, const void* pattern, size_t pattern_
   for (size_t i = 0; i < bytes; i += pattern_bytes) std::memcpy(out + i, pattern, pattern_bytes);
 }
 
-enum class Role { q, k, v };
+// dout: the backward's upstream gradient, drawn like v (large_logits scales scores, not it).
+enum class Role { q, k, v, dout };
 
 // The sink distribution in one (position, head) row of `dim` values: a query's own component
 // along its kv head's direction u is replaced by kSinkQueryShare u (so no query's noise along u
@@ -269,6 +270,15 @@ Status make_inputs(const Problem& problem, Distribution distribution, uint64_t s
   inputs.v_descale = v.tensor;
   inputs.v_head_descales = std::move(v.heads);
 
+  if (problem.has_backward()) {
+    inputs.dout_buffer = GuardedBuffer(static_cast<size_t>(layout.out_elements) *
+                                       dtype_size(problem.grad_dtype()));
+    draw_tensor(distribution, Role::dout, mix_seed(seed, 5), problem.batch, problem.seqlen_q,
+                problem.heads_q, problem.head_dim_v, sinks, values);
+    quantize_into(values, problem.grad_dtype(), Fp8Scaling::none, layout.out, problem.batch,
+                  problem.seqlen_q, problem.heads_q, problem.head_dim_v, inputs.dout_buffer.data());
+  }
+
   inputs.key_lengths.resize(static_cast<size_t>(problem.batch));
   for (int64_t b = 0; b < problem.batch; ++b) {
     inputs.key_lengths[static_cast<size_t>(b)] = static_cast<int>(problem.key_length(b));
@@ -288,18 +298,25 @@ AttentionInputs ProblemInputs::view() const {
           TensorView{problem.input_dtype, k_data, layout.k, k_descale, heads(k_head_descales),
                      problem.heads_kv},
           TensorView{problem.input_dtype, v_data, layout.v, v_descale, heads(v_head_descales),
-                     problem.heads_kv}};
+                     problem.heads_kv},
+          TensorView{problem.grad_dtype(), problem.has_backward() ? dout_buffer.data() : nullptr,
+                     layout.out, 1.0f, nullptr, problem.heads_q}};
 }
 
 InputPointers host_pointers(const ProblemInputs& inputs) {
   const AttentionInputs view = inputs.view();
-  return {
-      view.q.data,          view.k.data,          view.v.data,         inputs.key_lengths.data(),
-      view.q.head_descales, view.k.head_descales, view.v.head_descales};
+  return {view.q.data,
+          view.k.data,
+          view.v.data,
+          inputs.key_lengths.data(),
+          view.q.head_descales,
+          view.k.head_descales,
+          view.v.head_descales,
+          view.dout.data};
 }
 
 AttentionParams make_params(const ProblemInputs& inputs, const InputPointers& pointers, void* out,
-                            float* lse, float out_scale) {
+                            float* lse, float out_scale, const GradientPointers& gradients) {
   const Problem& p = inputs.problem;
   const ProblemLayout& layout = inputs.layout;
   const size_t element = dtype_size(p.input_dtype);
@@ -321,6 +338,12 @@ AttentionParams make_params(const ProblemInputs& inputs, const InputPointers& po
   params.k_head_descales = pointers.k_head_descales;
   params.v_head_descales = pointers.v_head_descales;
   params.out_scale = out_scale;
+  if (inputs.problem.has_backward()) {
+    params.dout = pointers.dout;
+    params.dq = gradients.dq;
+    params.dk = gradients.dk;
+    params.dv = gradients.dv;
+  }
   return params;
 }
 

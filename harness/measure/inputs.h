@@ -53,6 +53,9 @@ struct ProblemInputs {
   // empty otherwise.
   std::vector<float> q_head_descales, k_head_descales, v_head_descales;
   std::vector<int> key_lengths;  // (batch,), always filled (seqlen_k without padding)
+  // The backward's upstream gradient dO, placed like out, in the gradient dtype; empty for a
+  // forward problem.
+  GuardedBuffer dout_buffer;
   AttentionInputs view() const;  // what the reference reads
 };
 
@@ -70,12 +73,21 @@ struct InputPointers {
   const float* q_head_descales = nullptr;
   const float* k_head_descales = nullptr;
   const float* v_head_descales = nullptr;
+  const void* dout = nullptr;  // the backward's dO; null for a forward problem
 };
 InputPointers host_pointers(const ProblemInputs& inputs);
 
-// The kernel-facing parameters for these inputs and an output (and optional LSE) buffer.
+// Where a backward writes dQ, dK and dV (host or device memory); null in a forward.
+struct GradientPointers {
+  void* dq = nullptr;
+  void* dk = nullptr;
+  void* dv = nullptr;
+};
+
+// The kernel-facing parameters for these inputs, an output (and optional LSE) buffer and, for a
+// problem with a backward, the gradients' buffers.
 AttentionParams make_params(const ProblemInputs& inputs, const InputPointers& pointers, void* out,
-                            float* lse, float out_scale);
+                            float* lse, float out_scale, const GradientPointers& gradients = {});
 
 uint64_t hash_string(const std::string& text);
 

@@ -100,6 +100,7 @@ constexpr auto kCaseFields = std::to_array<Field<StoredCase>>({
     named<layout_name, parse_layout, &StoredCase::problem, &Problem::layout>("layout"),
     value<&StoredCase::problem, &Problem::scale>("scale"),
     value<&StoredCase::distribution>("distribution"),
+    named<pass_name, parse_pass, &StoredCase::problem, &Problem::pass>("pass"),
     // The canonical shape text: the part of the case and series keys no other column holds.
     {"shape", [](const StoredCase& stored) { return text(shape_string(stored.problem)); }},
 });

@@ -40,7 +40,7 @@ Result<SuiteEntry> case_entry(const std::string& text) {
 }
 
 Result<Suite> selection_suite(const std::string& suite, const std::vector<std::string>& shapes,
-                              const std::string& distribution,
+                              const std::string& distribution, const std::string& pass,
                               const std::vector<std::string>& cases, const std::string& nothing) {
   Suite selection;
   if (!suite.empty()) {
@@ -59,6 +59,7 @@ Result<Suite> selection_suite(const std::string& suite, const std::vector<std::s
     entry->distribution = std::string(distribution_name(shape_distribution));
     selection.entries.push_back(std::move(*entry));
   }
+  if (Status status = apply_pass_option(pass, selection); !status) return status;
   for (const std::string& text : cases) {
     Result<SuiteEntry> entry = case_entry(text);
     if (!entry) return entry.status();
@@ -66,6 +67,32 @@ Result<Suite> selection_suite(const std::string& suite, const std::vector<std::s
   }
   if (suite.empty() && shapes.empty() && cases.empty()) return Status::Error(nothing);
   return selection;
+}
+
+Status apply_pass_option(const std::string& text, Suite& suite) {
+  if (text.empty()) return Status::Ok();
+  std::vector<Pass> passes;
+  if (text == "all") {
+    passes.assign(std::begin(kAllPasses), std::end(kAllPasses));
+  } else if (const std::optional<Pass> pass = parse_pass(text)) {
+    passes = {*pass};
+  } else {
+    return Status::Error("--pass '" + text + "': accepted: " + accepted_pass_names() + ", all");
+  }
+  std::vector<SuiteEntry> entries;
+  for (const SuiteEntry& entry : suite.entries) {
+    for (const Pass pass : passes) {
+      SuiteEntry with_pass = entry;
+      with_pass.problem.pass = pass;
+      const bool seen = std::any_of(entries.begin(), entries.end(), [&](const SuiteEntry& e) {
+        return e.kernel_globs == with_pass.kernel_globs && e.problem == with_pass.problem &&
+               e.distribution == with_pass.distribution;
+      });
+      if (!seen) entries.push_back(std::move(with_pass));
+    }
+  }
+  suite.entries = std::move(entries);
+  return Status::Ok();
 }
 
 Result<std::optional<std::regex>> parse_case_filter(const std::string& text) {

@@ -49,8 +49,12 @@ Result<SuiteEntry> case_entry(const std::string& text);
 // the --dist distribution (checked: the message lists the accepted names; empty: normal), then
 // each exact --case. `nothing` is the message when none is given ("nothing to run: ...").
 Result<Suite> selection_suite(const std::string& suite, const std::vector<std::string>& shapes,
-                              const std::string& distribution,
+                              const std::string& distribution, const std::string& pass,
                               const std::vector<std::string>& cases, const std::string& nothing);
+// --pass fwd|bwd|fwd_bwd|all: every entry of `suite` in the passes named, in place of its own
+// (a suite's `passes`, a shape's pass=); an empty text leaves the entries as they are. The
+// message says what is accepted.
+Status apply_pass_option(const std::string& text, Suite& suite);
 // --filter: an extended regular expression on case names (nullopt when `text` is empty).
 Result<std::optional<std::regex>> parse_case_filter(const std::string& text);
 // --kernels: every glob must name at least one kernel of the registry.

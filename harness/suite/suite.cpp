@@ -6,7 +6,7 @@
 //
 //   batch | tokens, heads_q, heads_kv | gqa, seqlen | seqlen_q, seqlen_k,
 //   head_dim | head_dim_qk, head_dim_v, dtype, out_dtype, p_dtype, fp8_scaling, mask, layout,
-//   scale, distribution
+//   scale, distribution, passes
 //
 // Blocks follow in file order; an entry equal to an earlier one (same globs, problem and
 // distribution) is dropped, so the first block that asks for a case decides its place.
@@ -45,7 +45,8 @@ constexpr std::string_view kTopLevelFields[] = {"name", "description", "repetiti
 constexpr std::string_view kMatrixFields[] = {
     "kernels",  "batch",       "tokens",   "heads_q",     "heads_kv",   "gqa",         "seqlen",
     "seqlen_q", "seqlen_k",    "head_dim", "head_dim_qk", "head_dim_v", "dtype",       "out_dtype",
-    "p_dtype",  "fp8_scaling", "mask",     "layout",      "scale",      "distribution"};
+    "p_dtype",  "fp8_scaling", "mask",     "layout",      "scale",      "distribution",
+    "passes"};
 
 // Pairs of keys that say the same thing two ways: a block may give one of each pair.
 constexpr std::pair<std::string_view, std::string_view> kConflictingFields[] = {
@@ -197,6 +198,12 @@ std::string accepted_fp8_scaling_names() {
   return join(names);
 }
 
+std::optional<Setter> parse_pass_value(std::string_view text) {
+  const auto pass = parse_pass(text);
+  if (!pass) return std::nullopt;
+  return [value = *pass](Draft& d) { d.problem.pass = value; };
+}
+
 constexpr ChoiceField kChoiceFields[] = {
     {"dtype", "dtype", parse_input_dtype, accepted_dtype_names},
     {"out_dtype", "dtype", parse_output_dtype, accepted_dtype_names},
@@ -205,6 +212,7 @@ constexpr ChoiceField kChoiceFields[] = {
     {"mask", "mask", parse_mask_value, accepted_mask_names},
     {"layout", "layout", parse_layout_value, accepted_layout_names},
     {"distribution", "distribution", parse_distribution, accepted_distribution_names},
+    {"passes", "pass", parse_pass_value, accepted_pass_names},
 };
 
 // Reads one [[matrix]] block: its kernel globs and the product of its axes.

@@ -18,6 +18,7 @@
 //   layout = "bshd"
 //   distribution = ["normal", "large_logits", "outliers", "sink"]
 //   scale = 0.125              # optional; default 1/sqrt(head_dim_qk)
+//   passes = ["fwd", "bwd"]    # fwd (default), bwd, fwd_bwd: the step each case times
 //
 // Every axis takes a value or an array of values. Errors name file:line and the field.
 #pragma once

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <numbers>
 #include <utility>
+#include <vector>
 
 #include "reference/formats.h"
 
@@ -176,6 +177,26 @@ float natural_lse(float max_log2, float sum) {
   // In double: the max can be in the hundreds, and the LSE is checked against an fp64 reference.
   return static_cast<float>((static_cast<double>(max_log2) + std::log2(static_cast<double>(sum))) *
                             std::numbers::ln2);
+}
+
+void row_deltas(const AttentionParams& p, float* delta) {
+  const int64_t rows = static_cast<int64_t>(p.batch) * p.heads_q * p.seqlen_q;
+#pragma omp parallel
+  {
+    std::vector<float> out(static_cast<size_t>(p.head_dim_v)), dout(out.size());
+#pragma omp for schedule(static)
+    for (int64_t r = 0; r < rows; ++r) {
+      const int64_t i = r % p.seqlen_q, h = (r / p.seqlen_q) % p.heads_q;
+      const int64_t b = r / (static_cast<int64_t>(p.seqlen_q) * p.heads_q);
+      load_block(p.output_dtype, p.out, out_offset(p, b, h, i), 0, 1, p.head_dim_v, out.data(),
+                 p.head_dim_v);
+      load_block(p.grad_dtype, p.dout, dout_offset(p, b, h, i), 0, 1, p.head_dim_v, dout.data(),
+                 p.head_dim_v);
+      float sum = 0;
+      for (int64_t d = 0; d < p.head_dim_v; ++d) sum += out[d] * dout[d];
+      delta[r] = sum;
+    }
+  }
 }
 
 }  // namespace attnbench::cpu

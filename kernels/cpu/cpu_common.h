@@ -77,6 +77,18 @@ inline int64_t v_offset(const AttentionParams& p, int64_t b, int64_t h_kv, int64
 inline int64_t out_offset(const AttentionParams& p, int64_t b, int64_t h, int64_t row) {
   return b * p.out_batch_stride + row * p.out_row_stride + h * p.out_head_stride;
 }
+inline int64_t dout_offset(const AttentionParams& p, int64_t b, int64_t h, int64_t row) {
+  return b * p.dout_batch_stride + row * p.dout_row_stride + h * p.dout_head_stride;
+}
+inline int64_t dq_offset(const AttentionParams& p, int64_t b, int64_t h, int64_t row) {
+  return b * p.dq_batch_stride + row * p.dq_row_stride + h * p.dq_head_stride;
+}
+inline int64_t dk_offset(const AttentionParams& p, int64_t b, int64_t h_kv, int64_t row) {
+  return b * p.dk_batch_stride + row * p.dk_row_stride + h_kv * p.dk_head_stride;
+}
+inline int64_t dv_offset(const AttentionParams& p, int64_t b, int64_t h_kv, int64_t row) {
+  return b * p.dv_batch_stride + row * p.dv_row_stride + h_kv * p.dv_head_stride;
+}
 // LSE is (batch, heads_q, seqlen_q), contiguous.
 inline int64_t lse_offset(const AttentionParams& p, int64_t b, int64_t h, int64_t row) {
   return (b * p.heads_q + h) * p.seqlen_q + row;
@@ -185,6 +197,10 @@ inline void scale_row(float* s, int64_t count, float factor) {
 inline void fill_row(float* s, int64_t begin, int64_t end, float value) {
   for (int64_t j = begin; j < end; ++j) s[j] = value;
 }
+
+// D_i = dO_i . O_i of every query row (the backward's row statistic), in fp32 from the stored
+// out and dout, into delta[(b * heads_q + h) * seqlen_q + i] (the LSE's order).
+void row_deltas(const AttentionParams& p, float* delta);
 
 // Natural-log LSE from a row's max (log2 units, scores already times scale * log2(e)) and
 // its sum of 2^(s - max); -inf for a row that sees no key.

@@ -2,6 +2,7 @@
 // deterministically, and take their scratch from the harness's allocator.
 #pragma once
 
+#include "kernels/cpu/flash_backward.h"
 #include "kernels/kernel.h"
 
 namespace attnbench {
@@ -14,6 +15,9 @@ Kernel cpu_masked_inplace_kernel();
 Kernel cpu_masked_fused_kernel();
 // cpu.flash: tiled online softmax (FlashAttention-2 style) on BLAS tiles.
 Kernel cpu_flash_kernel();
+// cpu.flash with a planted backward bug (the test kernels test.cpu_flash_bwd_*; the name is set
+// by the caller): none gives cpu.flash itself.
+Kernel cpu_flash_kernel_with_backward_bug(cpu::FlashBackwardBug bug);
 // cpu.flash_fp8*: FlashAttention-3's FP8 recipe (reference/fp8_recipe.h) on fp16/bf16 inputs,
 // quantized inside the forward: per-tensor scales, per-block, incoherent processing, both.
 Kernel cpu_flash_fp8_kernel();

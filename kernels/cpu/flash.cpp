@@ -23,7 +23,8 @@
 // b=1, hq=16, s=2048, d=128, no mask: fp32 220-245 GFLOP/s, 70-72 % of a 4096^3 cblas_sgemm
 // measured alongside (314-341 GFLOP/s); bf16 234, fp16 194; causal fp32 184 (FLOPs counted
 // over visible pairs only).
-// Limits: forward only; the softmax bookkeeping is host code (AVX-512 / AVX2 clones on x86-64,
+// The backward: FlashAttention-2's algorithm, deterministic (kernels/cpu/flash_backward.cpp).
+// Limits: the softmax bookkeeping is host code (AVX-512 / AVX2 clones on x86-64,
 // see cpu_common.h); the diagonal tiles of causal masks are computed whole and masked, so
 // causal cases run at ~3/4 of the unmasked rate.
 #include <cblas.h>
@@ -34,6 +35,7 @@
 
 #include "kernels/cpu/cpu_common.h"
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/flash_backward.h"
 #include "kernels/cpu/phases.h"
 
 namespace attnbench {
@@ -61,8 +63,9 @@ constexpr double kMaxFlops = 3e11;
 
 class FlashPlan final : public Plan {
  public:
-  explicit FlashPlan(const Problem& problem)
+  FlashPlan(const Problem& problem, cpu::FlashBackwardBug bug)
       : problem_(problem),
+        backward_(problem, bug),
         block_q_(std::min<int64_t>(kBlockQ, problem.seqlen_q)),
         block_k_(std::min<int64_t>(kBlockK, problem.seqlen_k)),
         query_blocks_((problem.seqlen_q + block_q_ - 1) / block_q_),
@@ -76,8 +79,11 @@ class FlashPlan final : public Plan {
       status = cpu::allocate_scratch(allocator, threads * staging_floats() * sizeof(float),
                                      "cpu.flash per-thread fp32 tiles of q, k, v", staging_);
     }
+    if (status && problem_.has_backward()) status = backward_.allocate(allocator);
     return status;
   }
+
+  Status run_backward(const AttentionParams& params) override { return backward_.run(params); }
 
   Status run(const AttentionParams& params) override {
     if (Status status = cpu::check_params_match(problem_, params); !status) return status;
@@ -219,6 +225,7 @@ class FlashPlan final : public Plan {
   }
 
   Problem problem_;
+  cpu::FlashBackward backward_;  // allocated for problems with a backward only
   int64_t block_q_;
   int64_t block_k_;
   int64_t query_blocks_;
@@ -229,21 +236,27 @@ class FlashPlan final : public Plan {
 
 }  // namespace
 
-Kernel cpu_flash_kernel() {
+Kernel cpu_flash_kernel() { return cpu_flash_kernel_with_backward_bug(cpu::FlashBackwardBug::none); }
+
+Kernel cpu_flash_kernel_with_backward_bug(cpu::FlashBackwardBug bug) {
   Kernel kernel;
   kernel.name = "cpu.flash";
   kernel.summary =
-      "tiled online softmax (FlashAttention-2 style) on BLAS tiles, masked tiles skipped";
+      "tiled online softmax (FlashAttention-2 style) on BLAS tiles, masked tiles skipped; "
+      "FlashAttention-2's backward";
   kernel.backend = Backend::cpu;
   kernel.deterministic = true;
+  kernel.backward_deterministic = true;
   kernel.returns_lse = true;
   kernel.support = cpu::cpu_support_table(
-      kMaxFlops, "scratch per thread is a few tiles, independent of the sequence lengths");
-  kernel.make_plan = [table = kernel.support](
+      kMaxFlops, "scratch per thread is a few tiles, independent of the sequence lengths; the "
+                 "backward adds an fp32 dQ accumulator per thread");
+  kernel.support.passes = {Pass::fwd, Pass::bwd, Pass::fwd_bwd};
+  kernel.make_plan = [table = kernel.support, bug](
                          const Problem& problem,
                          const PlanContext& context) -> Result<std::unique_ptr<Plan>> {
     if (Status status = cpu::check_problem_for_plan(table, problem); !status) return status;
-    auto plan = std::make_unique<FlashPlan>(problem);
+    auto plan = std::make_unique<FlashPlan>(problem, bug);
     if (Status status = plan->allocate(context.scratch); !status) return status;
     return plan;
   };

@@ -141,7 +141,7 @@ class FlashFp8Plan final : public Plan {
     };
     return {view(p.q, p.q_batch_stride, p.q_row_stride, p.q_head_stride),
             view(p.k, p.k_batch_stride, p.k_row_stride, p.k_head_stride),
-            view(p.v, p.v_batch_stride, p.v_row_stride, p.v_head_stride)};
+            view(p.v, p.v_batch_stride, p.v_row_stride, p.v_head_stride), {}};
   }
 
   static const uint8_t* bits_at(const QuantizedTensor& t, const TensorPlacement& at, int64_t b,

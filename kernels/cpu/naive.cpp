@@ -9,6 +9,7 @@
 // Parallel over (batch, query head) pairs, static schedule; one score matrix per thread in
 // flight, so its scratch is threads x seqlen_q x seqlen_k floats and grows with the square of
 // the sequence length. Inputs are widened element by element inside the loops.
+// The backward: the textbook with BLAS products (kernels/cpu/naive_backward.cpp).
 // Limits: plain loops with OpenMP simd reductions on the baseline ISA, no BLAS: about a tenth
 // of cpu.flash's speed, hence the lowest size limit of the CPU kernels.
 #include <omp.h>
@@ -18,6 +19,7 @@
 
 #include "kernels/cpu/cpu_common.h"
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/naive_backward.h"
 #include "kernels/cpu/phases.h"
 
 namespace attnbench {
@@ -53,7 +55,7 @@ struct Storage<DType::bf16> {
 class NaivePlan final : public Plan {
  public:
   explicit NaivePlan(const Problem& problem)
-      : problem_(problem), threads_(cpu::plan_threads(problem.batch * problem.heads_q)) {}
+      : problem_(problem), backward_(problem), threads_(cpu::plan_threads(problem.batch * problem.heads_q)) {}
 
   Status allocate(ScratchAllocator& allocator) {
     const size_t score_bytes =
@@ -63,8 +65,12 @@ class NaivePlan final : public Plan {
                               "cpu.naive score matrices (threads x seqlen_q x seqlen_k)", scores_);
     if (!status) return status;
     const size_t row_bytes = static_cast<size_t>(threads_) * problem_.head_dim_v * sizeof(float);
-    return cpu::allocate_scratch(allocator, row_bytes, "cpu.naive output rows", out_rows_);
+    status = cpu::allocate_scratch(allocator, row_bytes, "cpu.naive output rows", out_rows_);
+    if (status && problem_.has_backward()) status = backward_.allocate(allocator);
+    return status;
   }
+
+  Status run_backward(const AttentionParams& params) override { return backward_.run(params); }
 
   Status run(const AttentionParams& params) override {
     if (Status status = cpu::check_params_match(problem_, params); !status) return status;
@@ -170,6 +176,7 @@ class NaivePlan final : public Plan {
   }
 
   Problem problem_;
+  cpu::NaiveBackward backward_;  // allocated for problems with a backward only
   int threads_;
   ScratchBuffer scores_;    // (threads, sq, sk) fp32
   ScratchBuffer out_rows_;  // (threads, dv) fp32
@@ -184,8 +191,10 @@ Kernel cpu_naive_kernel() {
   kernel.backend = Backend::cpu;
   kernel.deterministic = true;
   kernel.returns_lse = true;
-  kernel.support =
-      cpu::cpu_support_table(kMaxFlops, "scratch grows as threads x seqlen_q x seqlen_k floats");
+  kernel.backward_deterministic = true;
+  kernel.support = cpu::cpu_support_table(
+      kMaxFlops, "scratch grows as threads x seqlen_q x seqlen_k floats (the backward's twice)");
+  kernel.support.passes = {Pass::fwd, Pass::bwd, Pass::fwd_bwd};
   kernel.make_plan = [table = kernel.support](
                          const Problem& problem,
                          const PlanContext& context) -> Result<std::unique_ptr<Plan>> {

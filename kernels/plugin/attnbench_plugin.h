@@ -22,7 +22,8 @@
  *  - Error messages are one line, written into `error` (error_size bytes, NUL-terminated).
  *
  * Version history: 1 (attnbench issue 13) — the first; 2 (issue 17) — the plan context's phase
- * callback. attnbench accepts plugins of either version.
+ * callback; 3 (issue 36) — the backward: the params' gradient fields and the plugin's optional
+ * `backwards` table. attnbench accepts plugins of every version; older ones are forward only.
  */
 #ifndef ATTNBENCH_PLUGIN_H_
 #define ATTNBENCH_PLUGIN_H_
@@ -34,7 +35,7 @@
 extern "C" {
 #endif
 
-#define ATTNBENCH_PLUGIN_ABI_VERSION 2
+#define ATTNBENCH_PLUGIN_ABI_VERSION 3
 
 /* Element types, masks and layouts, numbered as attnbench numbers them. */
 typedef enum {
@@ -78,6 +79,21 @@ typedef struct {
   const int32_t* key_lengths;  /* padding mask: (batch,) valid keys, same memory as q; else null */
   int32_t input_dtype, output_dtype; /* attnbench_dtype */
   float q_descale, k_descale, v_descale, out_scale; /* FP8 scales; 1 otherwise */
+  /* Since ABI 3: the backward's tensors (null in a forward). out and lse hold the plan's own
+   * forward outputs, which a backward reads; dout is the upstream gradient, placed like out;
+   * dq (batch, seqlen_q, heads_q, head_dim_qk), dk (batch, seqlen_k, heads_kv, head_dim_qk) and
+   * dv (batch, seqlen_k, heads_kv, head_dim_v) are written through their strides, dk and dv of a
+   * GQA group summed over its query heads. dout and the gradients are in grad_dtype. */
+  const void* dout;
+  void* dq;
+  void* dk;
+  void* dv;
+  int64_t dout_batch_stride, dout_row_stride, dout_head_stride;
+  int64_t dq_batch_stride, dq_row_stride, dq_head_stride;
+  int64_t dk_batch_stride, dk_row_stride, dk_head_stride;
+  int64_t dv_batch_stride, dv_row_stride, dv_head_stride;
+  int32_t grad_dtype; /* attnbench_dtype */
+  int32_t pass;       /* 0 fwd, 1 bwd, 2 fwd_bwd: the case's pass, so make_plan can size for it */
 } attnbench_params;
 
 /* Where a plan's scratch comes from, and where a GPU plan launches. */
@@ -140,11 +156,27 @@ typedef struct {
   void* kernel_data;
 } attnbench_kernel;
 
+/* Since ABI 3: one kernel's backward. attnbench calls run_backward after a forward (run) of the
+ * same plan, with params->out and params->lse holding that forward's outputs (lse only when the
+ * kernel sets returns_lse; a plan may keep what its backward needs itself); it writes
+ * params->dq, dk and dv. Returns 0, or nonzero with a
+ * one-line reason in `error`. A plan is built for its problem's pass (make_plan's shape->pass),
+ * so make_plan may size the backward's scratch there. */
+typedef struct {
+  int (*run_backward)(attnbench_plan* plan, const attnbench_params* params, char* error,
+                      size_t error_size);
+  int32_t deterministic; /* 1: two backwards give identical bytes (attnbench checks it); 0: its
+                            run-to-run difference is measured and stored */
+} attnbench_backward;
+
 typedef struct {
   int32_t abi_version;  /* ATTNBENCH_PLUGIN_ABI_VERSION as the plugin was built */
   const char* version;  /* the plugin's own version or commit, stored with every result */
   int32_t kernel_count;
   const attnbench_kernel* kernels;
+  /* Since ABI 3, optional (null: no kernel has a backward): kernel_count entries, the backward of
+   * kernels[i] at backwards[i]; an entry whose run_backward is null has none. */
+  const attnbench_backward* backwards;
 } attnbench_plugin;
 
 typedef const attnbench_plugin* (*attnbench_plugin_entry_fn)(void);

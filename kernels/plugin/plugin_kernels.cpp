@@ -18,6 +18,8 @@ static_assert(static_cast<int>(DType::f32) == ATTNBENCH_DTYPE_FP32 &&
               static_cast<int>(DType::bf16) == ATTNBENCH_DTYPE_BF16 &&
               static_cast<int>(DType::e4m3) == ATTNBENCH_DTYPE_E4M3 &&
               static_cast<int>(DType::e5m2) == ATTNBENCH_DTYPE_E5M2);
+static_assert(static_cast<int>(Pass::fwd) == 0 && static_cast<int>(Pass::bwd) == 1 &&
+              static_cast<int>(Pass::fwd_bwd) == 2);
 static_assert(static_cast<int>(MaskKind::none) == ATTNBENCH_MASK_NONE &&
               static_cast<int>(MaskKind::causal) == ATTNBENCH_MASK_CAUSAL &&
               static_cast<int>(MaskKind::causal_br) == ATTNBENCH_MASK_CAUSAL_BR &&
@@ -129,6 +131,18 @@ attnbench_params to_abi(const AttentionParams& p) {
   c.output_dtype = static_cast<int32_t>(p.output_dtype);
   c.q_descale = p.q_descale, c.k_descale = p.k_descale, c.v_descale = p.v_descale;
   c.out_scale = p.out_scale;
+  c.dout = p.dout;
+  c.dq = p.dq, c.dk = p.dk, c.dv = p.dv;
+  c.dout_batch_stride = p.dout_batch_stride, c.dout_row_stride = p.dout_row_stride;
+  c.dout_head_stride = p.dout_head_stride;
+  c.dq_batch_stride = p.dq_batch_stride, c.dq_row_stride = p.dq_row_stride;
+  c.dq_head_stride = p.dq_head_stride;
+  c.dk_batch_stride = p.dk_batch_stride, c.dk_row_stride = p.dk_row_stride;
+  c.dk_head_stride = p.dk_head_stride;
+  c.dv_batch_stride = p.dv_batch_stride, c.dv_row_stride = p.dv_row_stride;
+  c.dv_head_stride = p.dv_head_stride;
+  c.grad_dtype = static_cast<int32_t>(p.grad_dtype);
+  c.pass = static_cast<int32_t>(p.pass);
   return c;
 }
 
@@ -147,22 +161,19 @@ void mark_abi_phase(void*, const char* name) { mark_phase(name); }
 
 class AbiPlan final : public Plan {
  public:
-  AbiPlan(const attnbench_kernel& described, attnbench_plan* plan, std::shared_ptr<void> keep_alive)
-      : described_(described), plan_(plan), keep_alive_(std::move(keep_alive)) {}
+  AbiPlan(const attnbench_kernel& described, const attnbench_backward& backward,
+          attnbench_plan* plan, std::shared_ptr<void> keep_alive)
+      : described_(described), backward_(backward), plan_(plan), keep_alive_(std::move(keep_alive)) {}
   ~AbiPlan() override {
     if (described_.destroy_plan != nullptr) described_.destroy_plan(plan_);
   }
 
   Status run(const AttentionParams& params) override {
-    const attnbench_params arguments = to_abi(params);
-    char error[1024] = "";
-    const int failed = described_.run(plan_, &arguments, error, sizeof error);
-    mark_phase(nullptr);  // a phase the plugin left open ends with its forward
-    if (failed != 0) {
-      error[sizeof error - 1] = '\0';
-      return Status::Error(reason_or(error, std::string(described_.name) + ": run failed and gave no reason"));
-    }
-    return Status::Ok();
+    return call(described_.run, params, "run");
+  }
+  Status run_backward(const AttentionParams& params) override {
+    if (backward_.run_backward == nullptr) return Plan::run_backward(params);
+    return call(backward_.run_backward, params, "run_backward");
   }
 
   std::string details() const override {
@@ -178,7 +189,22 @@ class AbiPlan final : public Plan {
   }
 
  private:
+  using Entry = int (*)(attnbench_plan*, const attnbench_params*, char*, size_t);
+  Status call(Entry entry, const AttentionParams& params, const char* what) {
+    const attnbench_params arguments = to_abi(params);
+    char error[1024] = "";
+    const int failed = entry(plan_, &arguments, error, sizeof error);
+    mark_phase(nullptr);  // a phase the plugin left open ends with its step
+    if (failed != 0) {
+      error[sizeof error - 1] = '\0';
+      return Status::Error(
+          reason_or(error, std::string(described_.name) + ": " + what + " failed and gave no reason"));
+    }
+    return Status::Ok();
+  }
+
   attnbench_kernel described_;
+  attnbench_backward backward_;
   attnbench_plan* plan_;
   std::shared_ptr<void> keep_alive_;
 };
@@ -186,7 +212,10 @@ class AbiPlan final : public Plan {
 }  // namespace
 
 Result<Kernel> wrap_abi_kernel(const attnbench_kernel& described, std::string origin,
-                               std::shared_ptr<void> keep_alive) {
+                               std::shared_ptr<void> keep_alive,
+                               const attnbench_backward* backward_entry) {
+  const attnbench_backward backward =
+      backward_entry != nullptr ? *backward_entry : attnbench_backward{nullptr, 0};
   const std::string name = described.name == nullptr ? "" : described.name;
   if (!valid_kernel_name(name)) {
     return Status::Error("kernel name '" + name +
@@ -209,8 +238,13 @@ Result<Kernel> wrap_abi_kernel(const attnbench_kernel& described, std::string or
   kernel.deterministic = described.deterministic != 0;
   kernel.returns_lse = described.returns_lse != 0;
   kernel.support = std::move(*support);
+  if (backward.run_backward != nullptr) {
+    kernel.support.passes = {Pass::fwd, Pass::bwd, Pass::fwd_bwd};
+    kernel.backward_deterministic = backward.deterministic != 0;
+  }
   kernel.origin = std::move(origin);
-  kernel.make_plan = [described, keep_alive](const Problem& problem, const PlanContext& context)
+  kernel.make_plan = [described, backward, keep_alive](const Problem& problem,
+                                                       const PlanContext& context)
       -> Result<std::unique_ptr<Plan>> {
     const attnbench_params shape = to_abi(shape_params(problem));
     const attnbench_plan_context abi_context{allocate_scratch, deallocate_scratch, &context.scratch,
@@ -222,7 +256,7 @@ Result<Kernel> wrap_abi_kernel(const attnbench_kernel& described, std::string or
       error[sizeof error - 1] = '\0';
       return Status::Error(reason_or(error, std::string(described.name) + ": make_plan failed and gave no reason"));
     }
-    return std::unique_ptr<Plan>(std::make_unique<AbiPlan>(described, plan, keep_alive));
+    return std::unique_ptr<Plan>(std::make_unique<AbiPlan>(described, backward, plan, keep_alive));
   };
   return kernel;
 }
@@ -245,8 +279,9 @@ Result<std::vector<Kernel>> load_plugin_kernels(const std::string& path) {
   }
   const attnbench_plugin* plugin = entry();
   if (plugin == nullptr) return Status::Error(where + ": " ATTNBENCH_PLUGIN_ENTRY_SYMBOL "() returned null");
-  // Version 2 only appended the context's phase callback: a version-1 plugin reads the context's
-  // first fields, which are unchanged.
+  // Version 2 only appended the context's phase callback, version 3 the params' gradient fields
+  // and the plugin's backwards table (read only from a version-3 plugin): an older plugin reads
+  // the first fields of the context and the params, which are unchanged.
   if (plugin->abi_version < 1 || plugin->abi_version > ATTNBENCH_PLUGIN_ABI_VERSION) {
     return Status::Error(where + ": plugin ABI version " + std::to_string(plugin->abi_version) +
                          ", this attnbench accepts 1 to " + std::to_string(ATTNBENCH_PLUGIN_ABI_VERSION) +
@@ -259,7 +294,9 @@ Result<std::vector<Kernel>> load_plugin_kernels(const std::string& path) {
                              (plugin->version != nullptr ? plugin->version : "(not given)");
   std::vector<Kernel> kernels;
   for (int i = 0; i < plugin->kernel_count; ++i) {
-    Result<Kernel> kernel = wrap_abi_kernel(plugin->kernels[i], origin, nullptr);
+    const attnbench_backward* backward =
+        plugin->abi_version >= 3 && plugin->backwards != nullptr ? &plugin->backwards[i] : nullptr;
+    Result<Kernel> kernel = wrap_abi_kernel(plugin->kernels[i], origin, nullptr, backward);
     if (!kernel) return Status::Error(where + ": " + kernel.status().message);
     kernels.push_back(std::move(*kernel));
   }

@@ -14,6 +14,19 @@ seqlen_q) float32 LSE to fill when the table says returns_lse, `problem.key_leng
 padding mask's valid keys per batch (int32), and `problem.cache` a dict the kernel may keep
 anything in for the next calls of the same plan.
 
+A kernel may also compute the backward: give the function a `backward` attribute,
+
+    def my_backward(q, k, v, out, dout, dq, dk, dv, problem):
+        ...                                  # fill dq, dk, dv (or return the three arrays)
+    my_attention.backward = my_backward
+
+called after a forward of the same plan, with out (and problem.lse, with returns_lse) holding
+that forward's outputs; dout is the upstream gradient, dq, dk and dv
+(batch, seqlen, heads, head_dim) are written, dk and dv summed over each GQA group's query heads.
+`problem.backward` is True when the case's pass has a backward, so the forward knows to keep what
+the backward needs (an autograd graph, say) in problem.cache. The table's backward_deterministic
+says whether two backwards give identical bytes.
+
 A kernel may mark where its time goes for `attnbench profile` with attnbench_bridge.phase("scores"),
 phase("softmax"), ... (None ends the phase); on the CPU the profile shows them as it shows
 attnbench's own kernels' phases.
@@ -46,6 +59,7 @@ TABLE_KEYS = {
     "gqa": "heads_q a multiple of heads_kv (default True)",
     "returns_lse": "fills problem.lse (default False)",
     "deterministic": "two runs give identical bytes (default False)",
+    "backward_deterministic": "with a .backward: two backwards give identical bytes (default False)",
     "max_flops": "size limit in 2 (d_qk + d_v) b h_q s_q s_k FLOP (default: none)",
     "notes": "one line",
     "refuse": "optional function(problem) -> None or the reason this problem is declined",
@@ -163,6 +177,8 @@ def _describe(target):
         "gqa": int(bool(table.get("gqa", True))),
         "returns_lse": int(bool(table.get("returns_lse", False))),
         "deterministic": int(bool(table.get("deterministic", False))),
+        "backward": int(callable(getattr(function, "backward", None))),
+        "backward_deterministic": int(bool(table.get("backward_deterministic", False))),
         "max_flops": float(table.get("max_flops", 0)),
         "notes": str(table.get("notes", "")),
         "origin": _origin(module, function),
@@ -252,8 +268,11 @@ class Plan:
             seqlen_k=s["seqlen_k"], head_dim_qk=s["head_dim_qk"], head_dim_v=s["head_dim_v"],
             scale=s["scale"], mask=MASK_NAMES[s["mask"]], window_left=s["window_left"],
             window_right=s["window_right"], dtype=DTYPE_NAMES[s["input_dtype"]],
-            out_dtype=DTYPE_NAMES[s["output_dtype"]],
+            out_dtype=DTYPE_NAMES[s["output_dtype"]], grad_dtype=DTYPE_NAMES[s["grad_dtype"]],
+            backward=s["pass"] != 0,
             device="cpu" if device < 0 else f"cuda:{device}", lse=None, key_lengths=None, cache={})
+        self.gradient_views_for = None
+        self.gradient_views = None
 
     def refusal(self):
         refuse = self.table.get("refuse")
@@ -296,6 +315,57 @@ class Plan:
                 lengths = (ctypes.c_int32 * p.batch).from_address(pointers[5])
                 lengths = [int(n) for n in lengths]
         return q, k, v, out, lse, lengths
+
+    def _make_gradient_views(self, pointers):
+        s, p = self.shape, self.problem
+
+        def view(pointer, name, shape, writable):
+            strides = (s[name + "_batch_stride"], s[name + "_row_stride"], s[name + "_head_stride"], 1)
+            return _view(pointer, p.grad_dtype, shape, strides, self.arrays, self.device, writable)
+
+        dout = view(pointers[0], "dout", (p.batch, p.seqlen_q, p.heads_q, p.head_dim_v), False)
+        dq = view(pointers[1], "dq", (p.batch, p.seqlen_q, p.heads_q, p.head_dim_qk), True)
+        dk = view(pointers[2], "dk", (p.batch, p.seqlen_k, p.heads_kv, p.head_dim_qk), True)
+        dv = view(pointers[3], "dv", (p.batch, p.seqlen_k, p.heads_kv, p.head_dim_v), True)
+        return dout, dq, dk, dv
+
+    def run_backward(self, q, k, v, out, lse, key_lengths, dout, dq, dk, dv):
+        """One backward (the function's .backward); None, or the one-line reason it failed."""
+        try:
+            forward_pointers = (q, k, v, out, lse, key_lengths)
+            if forward_pointers != self.views_for:
+                self.views = self._make_views(forward_pointers)
+                self.views_for = forward_pointers
+            gradient_pointers = (dout, dq, dk, dv)
+            if gradient_pointers != self.gradient_views_for:
+                self.gradient_views = self._make_gradient_views(gradient_pointers)
+                self.gradient_views_for = gradient_pointers
+            return self._call_backward(*self.views, *self.gradient_views)
+        except Exception as error:
+            return last_line(error)
+
+    def _call_backward(self, q, k, v, out, lse, lengths, dout, dq, dk, dv):
+        p = self.problem
+        p.lse, p.key_lengths = lse, lengths
+        backward = self.function.backward
+        if self.device < 0:
+            return self._check_gradients(backward(q, k, v, out, dout, dq, dk, dv, p), dq, dk, dv)
+        import torch
+        with torch.cuda.device(self.device), torch.cuda.stream(torch.cuda.ExternalStream(self.stream)):
+            return self._check_gradients(backward(q, k, v, out, dout, dq, dk, dv, p), dq, dk, dv)
+
+    @staticmethod
+    def _check_gradients(result, dq, dk, dv):
+        """Copies returned gradients (dq, dk, dv) into attnbench's buffers; None or the reason."""
+        if result is None:
+            return None
+        if not isinstance(result, tuple) or len(result) != 3:
+            return "a backward returns None (dq, dk, dv filled) or the tuple (dq, dk, dv)"
+        for name, got, buffer in zip(("dq", "dk", "dv"), result, (dq, dk, dv)):
+            if tuple(got.shape) != tuple(buffer.shape):
+                return f"returned {name} of shape {tuple(got.shape)}; attnbench's is {tuple(buffer.shape)}"
+            _copy(buffer, got)
+        return None
 
     def run(self, q, k, v, out, lse, key_lengths):
         """One forward; None, or the one-line reason it failed."""

@@ -11,9 +11,18 @@ when a --kernels glob or a suite names them. Each runs on the CPU and on CUDA GP
 - torch.naive_inplace: the same with masked_fill_ in place.
 
 Masks: PyTorch's is_causal is top-left (attnbench's causal); causal_br, window and padding go in
-as an explicit boolean mask, built once per plan. A row with no visible key comes out NaN from
-PyTorch; attnbench's convention is zeros, so where a mask leaves such rows (only causal_br with
-seqlen_q > seqlen_k, or a window) they are zeroed after the forward, inside the timed region.
+as an explicit boolean mask, built once per plan. attnbench's convention for a row with no visible
+key is zeros: where a mask leaves such rows (only causal_br with seqlen_q > seqlen_k, or a window)
+they are zeroed after the forward, inside the timed region (the naive paths fill masked scores
+with the most negative finite float, not -inf, so such a row's softmax stays finite and its
+gradient zero).
+
+The backward (every peer): torch.autograd.grad with attnbench's dO. Where the case's pass has a
+backward (problem.backward), the forward takes q, k and v as leaves that require grad (views of
+attnbench's buffers, no copy) and keeps its graph in the plan's cache; each backward runs
+autograd.grad over that graph (retain_graph, so every timed backward reads the same forward) and
+copies dQ, dK, dV into attnbench's buffers, the copy inside the timed step as the forward's is.
+GQA's dK and dV come out summed over the group, as enable_gqa and repeat_interleave define them.
 On the CPU each forward marks its phases for `attnbench profile` (attnbench_bridge.phase): the
 naive paths scores, mask, softmax, output and copy; the fused ones sdpa and copy. On a GPU CUPTI
 sees their kernels instead, so nothing is marked there.
@@ -45,7 +54,9 @@ _SUPPORT = dict(
     max_head_dim=256,
     separate_v_dim=True,
     deterministic=False,
-    notes="timed: the forward and the copy into attnbench's (b, s, h, d) output buffer",
+    backward_deterministic=False,
+    notes="timed: the forward and the copy into attnbench's (b, s, h, d) output buffer; the "
+          "backward and the copy of dQ, dK, dV",
 )
 
 
@@ -98,9 +109,39 @@ def _phases(tensor):
 
 
 def _write(out, result_bhsd, empty):
+    result_bhsd = result_bhsd.detach()
     if empty is not None:
         result_bhsd = result_bhsd.masked_fill(empty, 0)
     out.copy_(_bhsd(result_bhsd))
+
+
+def _leaves(q, k, v, problem):
+    """q, k, v as leaves that require grad when the case has a backward (views: no copy)."""
+    if not problem.backward:
+        return q, k, v
+    return tuple(x.detach().requires_grad_(True) for x in (q, k, v))
+
+
+def _keep_graph(problem, leaves, result_bhsd):
+    if problem.backward:
+        problem.cache["graph"] = (leaves, result_bhsd)
+
+
+def _backward(q, k, v, out, dout, dq, dk, dv, problem):
+    """dQ, dK, dV of the last forward's graph for attnbench's dO (rows without a key get none)."""
+    mark = _phases(dout)
+    leaves, result = problem.cache["graph"]
+    _, empty = _masks(problem, dout.device)
+    grad = _bhsd(dout)
+    if empty is not None:
+        grad = grad.masked_fill(empty, 0)
+    mark("backward")
+    dq_, dk_, dv_ = torch.autograd.grad(result, leaves, grad_outputs=grad, retain_graph=True)
+    mark("copy")
+    dq.copy_(dq_)
+    dk.copy_(dk_)
+    dv.copy_(dv_)
+    mark(None)
 
 
 def _sdpa(q, k, v, problem, visible):
@@ -118,9 +159,11 @@ def _sdpa_peer(backend):
     def forward(q, k, v, out, problem):
         mark = _phases(q)
         visible, empty = _masks(problem, q.device)
+        leaves = _leaves(q, k, v, problem)
         mark("sdpa")
         with sdpa_kernel(backend):
-            result = _sdpa(q, k, v, problem, visible)
+            result = _sdpa(*leaves, problem, visible)
+        _keep_graph(problem, leaves, result)
         mark("copy")
         _write(out, result, empty)
         mark(None)
@@ -152,6 +195,7 @@ def _sdpa_peer(backend):
     forward.attnbench = dict(_SUPPORT, refuse=refuse,
                              summary=f"PyTorch {torch.__version__} scaled_dot_product_attention, "
                                      f"{backend.name} backend only")
+    forward.backward = _backward
     return forward
 
 
@@ -185,21 +229,24 @@ def _naive(in_place):
                 problem.cache["causal"] = torch.tril(ones)
             visible = problem.cache["causal"]
         group = problem.heads_q // problem.heads_kv
-        qh, kh, vh = _bhsd(q), _bhsd(k), _bhsd(v)
+        leaves = _leaves(q, k, v, problem)
+        qh, kh, vh = (_bhsd(x) for x in leaves)
         if group > 1:
             kh, vh = kh.repeat_interleave(group, dim=1), vh.repeat_interleave(group, dim=1)
         mark("scores")
         scores = _scores_fp32(qh, kh).mul_(problem.scale)
         if visible is not None:
             mark("mask")
+            lowest = torch.finfo(scores.dtype).min
             if in_place:
-                scores.masked_fill_(~visible, float("-inf"))
+                scores.masked_fill_(~visible, lowest)
             else:
-                scores = scores.masked_fill(~visible, float("-inf"))
+                scores = scores.masked_fill(~visible, lowest)
         mark("softmax")
         weights = torch.softmax(scores, dim=-1).to(vh.dtype)
         mark("output")
         result = torch.matmul(weights, vh)
+        _keep_graph(problem, leaves, result)
         mark("copy")
         _write(out, result, empty)
         mark(None)
@@ -207,6 +254,7 @@ def _naive(in_place):
     kind = "in place (masked_fill_)" if in_place else "out of place (masked_fill: a hidden copy)"
     forward.attnbench = dict(_SUPPORT, summary=f"PyTorch {torch.__version__} naive attention, "
                                                f"mask {kind}, fp32 scores and softmax")
+    forward.backward = _backward
     return forward
 
 

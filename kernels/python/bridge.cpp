@@ -131,6 +131,7 @@ struct PythonKernel {
   int device_kind = ATTNBENCH_BACKEND_CPU;
   std::string name, summary, dtypes, head_dims, masks, layouts, archs, notes;
   attnbench_kernel described{};
+  attnbench_backward backward{};  // run_backward null: the function has no .backward
 };
 
 struct PythonPlan {
@@ -228,7 +229,21 @@ json shape_json(const attnbench_params& s) {
               {"v_head_stride", s.v_head_stride},
               {"out_batch_stride", s.out_batch_stride},
               {"out_row_stride", s.out_row_stride},
-              {"out_head_stride", s.out_head_stride}};
+              {"out_head_stride", s.out_head_stride},
+              {"dout_batch_stride", s.dout_batch_stride},
+              {"dout_row_stride", s.dout_row_stride},
+              {"dout_head_stride", s.dout_head_stride},
+              {"dq_batch_stride", s.dq_batch_stride},
+              {"dq_row_stride", s.dq_row_stride},
+              {"dq_head_stride", s.dq_head_stride},
+              {"dk_batch_stride", s.dk_batch_stride},
+              {"dk_row_stride", s.dk_row_stride},
+              {"dk_head_stride", s.dk_head_stride},
+              {"dv_batch_stride", s.dv_batch_stride},
+              {"dv_row_stride", s.dv_row_stride},
+              {"dv_head_stride", s.dv_head_stride},
+              {"grad_dtype", s.grad_dtype},
+              {"pass", s.pass}};
 }
 
 // The imported attnbench_bridge module, once the first kernel was described.
@@ -241,18 +256,12 @@ std::deque<PythonKernel>& kernels() {
   return all;
 }
 
-int run_plan(attnbench_plan* opaque, const attnbench_params* p, char* error, size_t error_size) {
-  auto* plan = reinterpret_cast<PythonPlan*>(opaque);
-  Gil gil;
-  t_running = plan;
-  PyObject* result = PyObject_CallMethod(
-      plan->plan, "run", "KKKKKK", static_cast<unsigned long long>(reinterpret_cast<uintptr_t>(p->q)),
-      static_cast<unsigned long long>(reinterpret_cast<uintptr_t>(p->k)),
-      static_cast<unsigned long long>(reinterpret_cast<uintptr_t>(p->v)),
-      static_cast<unsigned long long>(reinterpret_cast<uintptr_t>(p->out)),
-      static_cast<unsigned long long>(reinterpret_cast<uintptr_t>(p->lse)),
-      static_cast<unsigned long long>(reinterpret_cast<uintptr_t>(p->key_lengths)));
-  t_running = nullptr;
+unsigned long long address(const void* pointer) {
+  return static_cast<unsigned long long>(reinterpret_cast<uintptr_t>(pointer));
+}
+
+// The Python plan's answer to one step: None, or the one-line reason it failed.
+int step_result(PyObject* result, char* error, size_t error_size) {
   if (result == nullptr) {
     write_text(error, error_size, "python: " + take_python_error());
     return 1;
@@ -261,6 +270,30 @@ int run_plan(attnbench_plan* opaque, const attnbench_params* p, char* error, siz
   if (failed) write_text(error, error_size, "python: " + utf8_of(result));
   Py_DECREF(result);
   return failed ? 1 : 0;
+}
+
+int run_plan(attnbench_plan* opaque, const attnbench_params* p, char* error, size_t error_size) {
+  auto* plan = reinterpret_cast<PythonPlan*>(opaque);
+  Gil gil;
+  t_running = plan;
+  PyObject* result = PyObject_CallMethod(plan->plan, "run", "KKKKKK", address(p->q), address(p->k),
+                                         address(p->v), address(p->out), address(p->lse),
+                                         address(p->key_lengths));
+  t_running = nullptr;
+  return step_result(result, error, error_size);
+}
+
+int run_plan_backward(attnbench_plan* opaque, const attnbench_params* p, char* error,
+                      size_t error_size) {
+  auto* plan = reinterpret_cast<PythonPlan*>(opaque);
+  Gil gil;
+  t_running = plan;
+  PyObject* result = PyObject_CallMethod(
+      plan->plan, "run_backward", "KKKKKKKKKK", address(p->q), address(p->k), address(p->v),
+      address(p->out), address(p->lse), address(p->key_lengths), address(p->dout),
+      address(p->dq), address(p->dk), address(p->dv));
+  t_running = nullptr;
+  return step_result(result, error, error_size);
 }
 
 void destroy_plan(attnbench_plan* opaque) {
@@ -370,6 +403,8 @@ void describe_kernel(PythonKernel& kernel, const json& d) {
   c.destroy_plan = destroy_plan;
   c.details = plan_details;
   c.extra_memory_bytes = plan_extra_memory_bytes;
+  kernel.backward.run_backward = d.value("backward", 0) != 0 ? run_plan_backward : nullptr;
+  kernel.backward.deterministic = d.value("backward_deterministic", 0);
 }
 
 }  // namespace
@@ -378,10 +413,11 @@ void describe_kernel(PythonKernel& kernel, const json& d) {
 // device its table declares, in *kernels (valid for the life of the process).
 extern "C" __attribute__((visibility("default"))) int attnbench_python_kernels(
     const char* python_executable, const char* target, const char* name, const char* helper_dir,
-    const attnbench_kernel** out, int* count, char* origin, size_t origin_size, char* error,
-    size_t error_size) {
+    const attnbench_kernel** out, const attnbench_backward** backwards, int* count, char* origin,
+    size_t origin_size, char* error, size_t error_size) {
   static std::mutex mutex;
   static std::vector<std::vector<attnbench_kernel>> handed_out;
+  static std::vector<std::vector<attnbench_backward>> handed_out_backwards;
   std::lock_guard<std::mutex> lock(mutex);
   std::string start_error;
   g_bridge = bridge_module(python_executable, helper_dir, start_error);
@@ -408,6 +444,7 @@ extern "C" __attribute__((visibility("default"))) int attnbench_python_kernels(
     return 1;
   }
   std::vector<attnbench_kernel> listed;
+  std::vector<attnbench_backward> listed_backwards;
   for (const std::string& device : description.value("devices", std::vector<std::string>{"cpu"})) {
     PythonKernel& kernel = kernels().emplace_back();
     kernel.function = function;
@@ -416,11 +453,14 @@ extern "C" __attribute__((visibility("default"))) int attnbench_python_kernels(
     kernel.device_kind = device == "cuda" ? ATTNBENCH_BACKEND_CUDA : ATTNBENCH_BACKEND_CPU;
     describe_kernel(kernel, description);
     listed.push_back(kernel.described);
+    listed_backwards.push_back(kernel.backward);
   }
   Py_DECREF(described);
   write_text(origin, origin_size, description.value("origin", "python"));
   handed_out.push_back(std::move(listed));
   *out = handed_out.back().data();
+  handed_out_backwards.push_back(std::move(listed_backwards));
+  *backwards = handed_out_backwards.back().data();
   *count = static_cast<int>(handed_out.back().size());
   return 0;
 }

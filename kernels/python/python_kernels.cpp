@@ -13,8 +13,9 @@ namespace {
 
 // The bridge's one entry point (kernels/python/bridge.cpp).
 using PythonKernelsFn = int (*)(const char* python_executable, const char* target, const char* name,
-                                const char* helper_dir, const attnbench_kernel** kernels, int* count,
-                                char* origin, size_t origin_size, char* error, size_t error_size);
+                                const char* helper_dir, const attnbench_kernel** kernels,
+                                const attnbench_backward** backwards, int* count, char* origin,
+                                size_t origin_size, char* error, size_t error_size);
 
 struct Bridge {
   PythonKernelsFn entry = nullptr;
@@ -96,12 +97,13 @@ Result<std::vector<Kernel>> load_python_kernels(const std::string& target, const
   const Result<Bridge> bridge = open_bridge();
   if (!bridge) return bridge.status();
   const attnbench_kernel* described = nullptr;
+  const attnbench_backward* backwards = nullptr;
   int count = 0;
   char origin[2048] = "";
   char error[2048] = "";
   const std::string helpers = python_helper_dir();
   if (bridge->entry(bridge->python_executable.c_str(), target.c_str(), name.c_str(),
-                    helpers.c_str(), &described, &count, origin, sizeof origin, error,
+                    helpers.c_str(), &described, &backwards, &count, origin, sizeof origin, error,
                     sizeof error) != 0) {
     return Status::Error(error[0] != '\0' ? error : "the Python bridge failed and gave no reason");
   }
@@ -110,7 +112,7 @@ Result<std::vector<Kernel>> load_python_kernels(const std::string& target, const
 #if !defined(ATTNBENCH_HAVE_CUDA)
     if (described[i].backend == ATTNBENCH_BACKEND_CUDA) continue;  // no GPU device in this build
 #endif
-    Result<Kernel> kernel = wrap_abi_kernel(described[i], origin, nullptr);
+    Result<Kernel> kernel = wrap_abi_kernel(described[i], origin, nullptr, &backwards[i]);
     if (!kernel) return kernel.status();
     kernels.push_back(std::move(*kernel));
   }

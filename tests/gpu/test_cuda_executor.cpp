@@ -127,7 +127,7 @@ TEST_F(CudaDevice, RoundTripCopiesQueryIntoOutput) {
   auto copy = plan(Forward::copy_query);
   KernelOutputs outputs = make_outputs(inputs_, false);
   ASSERT_EQ(outputs.out.bytes(), inputs_.q_buffer.bytes());  // both dense bshd, same shape
-  const Status status = executor_->run_checked(*copy, outputs);
+  const Status status = executor_->run_checked(*copy, outputs, Pass::fwd);
   ASSERT_TRUE(status.ok) << status.message;
   EXPECT_TRUE(outputs.guards_ok);
   EXPECT_EQ(std::memcmp(outputs.out.data(), inputs_.q_buffer.data(), outputs.out.bytes()), 0);
@@ -137,7 +137,7 @@ TEST_F(CudaDevice, RoundTripCopiesQueryIntoOutput) {
 TEST_F(CudaDevice, UnwrittenOutputStaysPoisoned) {
   auto nothing = plan(Forward::write_nothing);
   KernelOutputs outputs = make_outputs(inputs_, false);
-  ASSERT_TRUE(executor_->run_checked(*nothing, outputs).ok);
+  ASSERT_TRUE(executor_->run_checked(*nothing, outputs, Pass::fwd).ok);
   const auto* bytes = static_cast<const unsigned char*>(outputs.out.data());
   for (size_t i = 0; i < outputs.out.bytes(); ++i) ASSERT_EQ(bytes[i], kPoisonByte) << "byte " << i;
 }
@@ -145,12 +145,12 @@ TEST_F(CudaDevice, UnwrittenOutputStaysPoisoned) {
 TEST_F(CudaDevice, GuardsCatchOneElementPastTheEnd) {
   auto overflowing = plan(Forward::copy_query_and_one_past_end);
   KernelOutputs outputs = make_outputs(inputs_, false);
-  ASSERT_TRUE(executor_->run_checked(*overflowing, outputs).ok);
+  ASSERT_TRUE(executor_->run_checked(*overflowing, outputs, Pass::fwd).ok);
   EXPECT_FALSE(outputs.guards_ok);
   // The guards are set again before every checked run: a good kernel afterwards passes.
   auto copy = plan(Forward::copy_query);
   KernelOutputs again = make_outputs(inputs_, false);
-  ASSERT_TRUE(executor_->run_checked(*copy, again).ok);
+  ASSERT_TRUE(executor_->run_checked(*copy, again, Pass::fwd).ok);
   EXPECT_TRUE(again.guards_ok);
 }
 
@@ -161,7 +161,7 @@ TEST_F(CudaDevice, LaunchCountOfOneKernelIsOne) {
   EXPECT_EQ(executor_->count_launches(*copy, outputs, status), 1) << status.message;
   EXPECT_TRUE(status.ok) << status.message;
   // The stream left capture mode: forwards run on it as before.
-  const Status run = executor_->run_checked(*copy, outputs);
+  const Status run = executor_->run_checked(*copy, outputs, Pass::fwd);
   ASSERT_TRUE(run.ok) << run.message;
   EXPECT_EQ(std::memcmp(outputs.out.data(), inputs_.q_buffer.data(), outputs.out.bytes()), 0);
 }
@@ -204,7 +204,7 @@ TEST_F(CudaDevice, ScratchHighWaterMarkIsMeasured) {
     auto with_scratch = plan(Forward::copy_query, kScratchBytes);
     ASSERT_TRUE(with_scratch->has_scratch());
     KernelOutputs outputs = make_outputs(inputs_, false);
-    ASSERT_TRUE(executor_->run_checked(*with_scratch, outputs).ok);
+    ASSERT_TRUE(executor_->run_checked(*with_scratch, outputs, Pass::fwd).ok);
   }
   EXPECT_EQ(executor_->scratch_peak_bytes(), kScratchBytes);
   executor_->reset_scratch_peak();
@@ -276,7 +276,7 @@ TEST_F(CudaDevice, CalibrationMeasuresGemmsAndCopy) {
 TEST_F(CudaDevice, IllegalAddressMakesTheExecutorUnhealthy) {
   auto faulting = plan(Forward::write_far_away);
   KernelOutputs outputs = make_outputs(inputs_, false);
-  const Status status = executor_->run_checked(*faulting, outputs);
+  const Status status = executor_->run_checked(*faulting, outputs, Pass::fwd);
   EXPECT_FALSE(status.ok);
   EXPECT_NE(status.message.find("cudaErrorIllegalAddress"), std::string::npos) << status.message;
   EXPECT_FALSE(executor_->healthy());

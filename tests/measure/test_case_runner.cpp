@@ -41,7 +41,9 @@ class FailingParts final : public DeviceExecutor {
   void reset_scratch_peak() override { inner_->reset_scratch_peak(); }
   size_t scratch_peak_bytes() const override { return inner_->scratch_peak_bytes(); }
   PlanContext plan_context() override { return inner_->plan_context(); }
-  Status run_checked(Plan& plan, KernelOutputs& outputs) override { return inner_->run_checked(plan, outputs); }
+  Status run_checked(Plan& plan, KernelOutputs& outputs, Pass pass) override {
+    return inner_->run_checked(plan, outputs, pass);
+  }
   TimedForward timed_forward(Plan& plan, KernelOutputs& outputs) override {
     TimedForward forward = inner_->timed_forward(plan, outputs);
     if (!timing_fails_) return forward;

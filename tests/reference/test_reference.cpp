@@ -53,7 +53,8 @@ struct TestCase {
     const void* v_data = packed ? q_buffer.data() : v_buffer.data();
     return {{problem.input_dtype, q_buffer.data(), layout.q, descale},
             {problem.input_dtype, k_data, layout.k, descale},
-            {problem.input_dtype, v_data, layout.v, descale}};
+            {problem.input_dtype, v_data, layout.v, descale},
+            {}};
   }
 };
 
@@ -504,7 +505,8 @@ TEST(Lowp, Fp8PathRoundsPButSumsTheFp32Values) {
   const ProblemLayout layout = describe_layout(problem);
   const AttentionInputs inputs{{DType::f32, q.data(), layout.q, 1.0f},
                                {DType::f32, k.data(), layout.k, 1.0f},
-                               {DType::f32, v.data(), layout.v, 1.0f}};
+                               {DType::f32, v.data(), layout.v, 1.0f},
+                               {}};
   float out = 0, lse = 0;
   lowp_row(problem, inputs, 1, 0, 0, 0, &out, &lse);
   const float p1 = std::exp(score);

@@ -42,9 +42,19 @@ class SlowedPlan : public Plan {
   SlowedPlan(std::unique_ptr<Plan> inner, double fraction)
       : inner_(std::move(inner)), fraction_(fraction) {}
   Status run(const AttentionParams& params) override {
+    return slowed([&] { return inner_->run(params); });
+  }
+  Status run_backward(const AttentionParams& params) override {
+    return slowed([&] { return inner_->run_backward(params); });
+  }
+  std::string details() const override { return inner_->details(); }
+
+ private:
+  template <typename Step>
+  Status slowed(Step step) {
     using Clock = std::chrono::steady_clock;
     const Clock::time_point start = Clock::now();
-    Status status = inner_->run(params);
+    Status status = step();
     const auto extra = std::chrono::duration_cast<Clock::duration>((Clock::now() - start) * fraction_);
     const Clock::time_point end = Clock::now() + extra;
     // Spin rather than sleep: a sleep rounds up to the scheduler's tick.
@@ -52,9 +62,7 @@ class SlowedPlan : public Plan {
     }
     return status;
   }
-  std::string details() const override { return inner_->details(); }
 
- private:
   std::unique_ptr<Plan> inner_;
   double fraction_;
 };
@@ -125,10 +133,32 @@ std::vector<Kernel> isolation_test_kernels() {
   sleeping.name = "test.cpu_flash_sleeps";
   sleeping.summary = "cpu.flash, then sleeps 2 ms: a timing steady on a busy host";
   sleeping.support.notes = "test only: for real-timing tests of the regression gate";
+  sleeping.support.passes = {Pass::fwd};
   kernels.push_back(std::move(sleeping));
 #if defined(ATTNBENCH_HAVE_CUDA)
   kernels.push_back(cuda_oob_write_test_kernel());
 #endif
+  return kernels;
+}
+
+std::vector<Kernel> planted_cpu_backward_kernels() {
+  using cpu::FlashBackwardBug;
+  const std::tuple<const char*, const char*, FlashBackwardBug> bugs[] = {
+      {"test.cpu_flash_bwd_no_delta", "D = rowsum(dO * O) left out of dS", FlashBackwardBug::no_delta},
+      {"test.cpu_flash_bwd_no_softmax_scale", "dQ and dK without the softmax scale",
+       FlashBackwardBug::no_softmax_scale},
+      {"test.cpu_flash_bwd_gqa_not_summed", "dK and dV from the group's last query head only",
+       FlashBackwardBug::gqa_not_summed},
+      {"test.cpu_flash_bwd_last_key_block_skipped", "the last block of keys never visited",
+       FlashBackwardBug::last_key_block_skipped},
+  };
+  std::vector<Kernel> kernels;
+  for (const auto& [name, summary, bug] : bugs) {
+    Kernel kernel = cpu_flash_kernel_with_backward_bug(bug);
+    kernel.name = name;
+    kernel.summary = std::string("cpu.flash with a planted backward bug: ") + summary;
+    kernels.push_back(std::move(kernel));
+  }
   return kernels;
 }
 

@@ -14,6 +14,10 @@ namespace attnbench {
 // test.cuda_oob_write with the CUDA backend.
 std::vector<Kernel> isolation_test_kernels();
 
+// cpu.flash with each planted backward bug the gradient checker must catch:
+// test.cpu_flash_bwd_no_delta, _no_softmax_scale, _gqa_not_summed, _last_key_block_skipped.
+std::vector<Kernel> planted_cpu_backward_kernels();
+
 // The same kernel, made slower by `fraction` (0.10: 10 %) with a busy-wait after each forward
 // proportional to the forward's own time. For test builds that prove the regression gate
 // catches a slowdown (CMake's ATTNBENCH_INJECT_SLOWDOWN); no normal build uses it.

@@ -1,6 +1,6 @@
 // The CUDA executor (harness/measure/executor.h): one per worker process and GPU. It owns
 //   - a dedicated non-blocking stream: every plan enqueues there and nothing else runs on it;
-//   - device copies of the current inputs (q, k, v and the key lengths);
+//   - device copies of the current inputs (q, k, v, the key lengths, a backward's dO);
 //   - the outputs on the device between guard regions, poisoned with NaN before each checked
 //     run, the guards compared after it;
 //   - the tracking device allocator plans take their scratch from (extra memory, measured);
@@ -185,8 +185,8 @@ class CudaExecutor final : public DeviceExecutor {
   size_t scratch_peak_bytes() const override { return scratch_.peak_bytes(); }
   PlanContext plan_context() override { return PlanContext{scratch_, stream_, device_}; }
 
-  Status run_checked(Plan& plan, KernelOutputs& outputs) override {
-    const Status status = run_checked_once(plan, outputs);
+  Status run_checked(Plan& plan, KernelOutputs& outputs, Pass pass) override {
+    const Status status = run_checked_once(plan, outputs, pass);
     if (!status.ok) probe_health();
     return status;
   }
@@ -296,6 +296,14 @@ class CudaExecutor final : public DeviceExecutor {
       k_.release();
       v_.release();
     }
+    if (inputs.problem.has_backward()) {
+      if (Status s = copy_to_device(inputs.dout_buffer.data(), inputs.dout_buffer.bytes(), dout_);
+          !s.ok) {
+        return s;
+      }
+    } else {
+      dout_.release();
+    }
     if (Status s = copy_to_device(inputs.key_lengths.data(),
                                   inputs.key_lengths.size() * sizeof(int), key_lengths_);
         !s.ok) {
@@ -322,6 +330,7 @@ class CudaExecutor final : public DeviceExecutor {
     device_inputs_.k_buffer = packed ? q_.data() : k_.data();
     device_inputs_.v_buffer = packed ? q_.data() : v_.data();
     device_inputs_.key_lengths = reinterpret_cast<const int*>(key_lengths_.data());
+    device_inputs_.dout = inputs.problem.has_backward() ? dout_.data() : nullptr;
     return Status::Ok();
   }
 
@@ -335,32 +344,59 @@ class CudaExecutor final : public DeviceExecutor {
   Status prepare_outputs(const KernelOutputs& outputs) {
     if (Status s = usable(); !s.ok) return s;
     if (Status s = out_.resize(outputs.out.bytes()); !s.ok) return s;
-    if (outputs.has_lse) return lse_.resize(outputs.lse.bytes());
-    return Status::Ok();
+    if (outputs.has_lse) {
+      if (Status s = lse_.resize(outputs.lse.bytes()); !s.ok) return s;
+    }
+    if (!outputs.has_gradients) return Status::Ok();
+    if (Status s = dq_.resize(outputs.dq.bytes()); !s.ok) return s;
+    if (Status s = dk_.resize(outputs.dk.bytes()); !s.ok) return s;
+    return dv_.resize(outputs.dv.bytes());
   }
 
   AttentionParams device_params(const KernelOutputs& outputs) const {
     if (inputs_ == nullptr) return AttentionParams{};
+    const GradientPointers gradients =
+        outputs.has_gradients ? GradientPointers{dq_.data(), dk_.data(), dv_.data()}
+                              : GradientPointers{};
     return make_params(*inputs_, device_inputs_, out_.data(),
-                       outputs.has_lse ? static_cast<float*>(lse_.data()) : nullptr, kOutputScale);
+                       outputs.has_lse ? static_cast<float*>(lse_.data()) : nullptr, kOutputScale,
+                       gradients);
   }
 
-  Status run_checked_once(Plan& plan, KernelOutputs& outputs) {
+  // The device buffers a step of `pass` writes: out and LSE in a forward, the gradients in a
+  // backward; paired with their host copies in `outputs`.
+  std::vector<std::pair<GuardedDeviceBuffer*, GuardedBuffer*>> written_buffers(
+      KernelOutputs& outputs, Pass pass) {
+    std::vector<std::pair<GuardedDeviceBuffer*, GuardedBuffer*>> written;
+    if (pass != Pass::bwd) {
+      written.emplace_back(&out_, &outputs.out);
+      if (outputs.has_lse) written.emplace_back(&lse_, &outputs.lse);
+    }
+    if (pass != Pass::fwd && outputs.has_gradients) {
+      written.emplace_back(&dq_, &outputs.dq);
+      written.emplace_back(&dk_, &outputs.dk);
+      written.emplace_back(&dv_, &outputs.dv);
+    }
+    return written;
+  }
+
+  Status run_checked_once(Plan& plan, KernelOutputs& outputs, Pass pass) {
     if (Status s = prepare_outputs(outputs); !s.ok) return s;
-    if (Status s = out_.arm(stream_); !s.ok) return s;
-    if (outputs.has_lse) {
-      if (Status s = lse_.arm(stream_); !s.ok) return s;
+    const auto written = written_buffers(outputs, pass);
+    for (const auto& [device, host] : written) {
+      if (Status s = device->arm(stream_); !s.ok) return s;
     }
-    if (Status s = plan.run(device_params(outputs)); !s.ok) return s;
+    if (Status s = run_pass(plan, pass, device_params(outputs)); !s.ok) return s;
     ATTNBENCH_CUDA_TRY(cudaGetLastError());
-    // The forward's own errors (an illegal address) surface here, before any copy is attempted.
+    // The step's own errors (an illegal address) surface here, before any copy is attempted.
     ATTNBENCH_CUDA_TRY(cudaStreamSynchronize(stream_));
-    if (Status s = out_.copy_back(outputs.out.data(), stream_); !s.ok) return s;
-    if (outputs.has_lse) {
-      if (Status s = lse_.copy_back(outputs.lse.data(), stream_); !s.ok) return s;
+    for (const auto& [device, host] : written) {
+      if (Status s = device->copy_back(host->data(), stream_); !s.ok) return s;
     }
     ATTNBENCH_CUDA_TRY(cudaStreamSynchronize(stream_));
-    outputs.guards_ok = out_.guards_intact() && (!outputs.has_lse || lse_.guards_intact());
+    outputs.guards_ok = std::all_of(written.begin(), written.end(), [](const auto& buffers) {
+      return buffers.first->guards_intact();
+    });
     return Status::Ok();
   }
 
@@ -375,7 +411,7 @@ class CudaExecutor final : public DeviceExecutor {
   // One forward between the two events, waited for: its seconds as the events measure them.
   Status forward_between_events(Plan& plan, const AttentionParams& params, double& seconds) {
     ATTNBENCH_CUDA_TRY(cudaEventRecord(start_, stream_));
-    if (Status s = plan.run(params); !s.ok) return s;
+    if (Status s = run_pass(plan, inputs_->problem.pass, params); !s.ok) return s;
     ATTNBENCH_CUDA_TRY(cudaGetLastError());
     ATTNBENCH_CUDA_TRY(cudaEventRecord(stop_, stream_));
     ATTNBENCH_CUDA_TRY(cudaEventSynchronize(stop_));
@@ -411,7 +447,7 @@ class CudaExecutor final : public DeviceExecutor {
     if (Status s = prepare_outputs(outputs); !s.ok) return s;
     const AttentionParams params = device_params(outputs);
     ATTNBENCH_CUDA_TRY(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
-    const Status run_status = plan.run(params);
+    const Status run_status = run_pass(plan, inputs_->problem.pass, params);
     cudaGraph_t graph = nullptr;
     const cudaError_t end_error = cudaStreamEndCapture(stream_, &graph);
     if (!run_status.ok || end_error != cudaSuccess) {
@@ -433,7 +469,7 @@ class CudaExecutor final : public DeviceExecutor {
     const AttentionParams params = device_params(outputs);
     auto enqueue = [&](int64_t forwards) -> Status {
       for (int64_t i = 0; i < forwards; ++i) {
-        if (Status s = plan.run(params); !s.ok) return s;
+        if (Status s = run_pass(plan, inputs_->problem.pass, params); !s.ok) return s;
       }
       ATTNBENCH_CUDA_TRY(cudaGetLastError());
       return Status::Ok();
@@ -478,9 +514,10 @@ class CudaExecutor final : public DeviceExecutor {
   cudaEvent_t start_ = nullptr;
   cudaEvent_t stop_ = nullptr;
   DeviceMemory flush_;
-  DeviceMemory q_, k_, v_, key_lengths_;
+  DeviceMemory q_, k_, v_, key_lengths_, dout_;
   DeviceMemory head_descales_[3];  // q, k, v: per_head FP8 descales
   GuardedDeviceBuffer out_, lse_;
+  GuardedDeviceBuffer dq_, dk_, dv_;  // the backward's gradients
   const ProblemInputs* inputs_ = nullptr;
   InputPointers device_inputs_;
   std::unique_ptr<Nvml> nvml_;
