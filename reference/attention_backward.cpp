@@ -132,8 +132,11 @@ void compute_dkv_row(const Problem& p, const AttentionInputs& in,
   std::vector<float> v(static_cast<size_t>(p.head_dim_v)), dout(v.size());
   load_row(in.k, b, key, kv_head, p.head_dim_qk, k.data());
   load_row(in.v, b, key, kv_head, p.head_dim_v, v.data());
+  std::vector<T> head_dk(k.size()), head_dv(v.size());
   for (int64_t g = 0; g < group; ++g) {
     const int64_t h = kv_head * group + g;
+    std::fill(head_dk.begin(), head_dk.end(), T{0});
+    std::fill(head_dv.begin(), head_dv.end(), T{0});
     for (int64_t i = 0; i < p.seqlen_q; ++i) {
       const KeyRange keys = p.visible(b, i);
       if (key < keys.begin || key >= keys.end) continue;
@@ -143,20 +146,23 @@ void compute_dkv_row(const Problem& p, const AttentionInputs& in,
       const T score = scale * dot<T>(q.data(), k.data(), p.head_dim_qk);
       const T probability = Policy::exp(score - stats.lse);
       const T p_operand = Policy::round_operand(p, probability);
-      for (int64_t d = 0; d < p.head_dim_v; ++d)
-        dv[d] += p_operand * static_cast<T>(dout[static_cast<size_t>(d)]);
+      for (size_t d = 0; d < head_dv.size(); ++d) head_dv[d] += p_operand * static_cast<T>(dout[d]);
       const T dp = dot<T>(dout.data(), v.data(), p.head_dim_v);
       const T ds = Policy::round_operand(p, probability * (dp - stats.delta));
-      for (int64_t d = 0; d < p.head_dim_qk; ++d)
-        dk[d] += ds * static_cast<T>(q[static_cast<size_t>(d)]);
+      for (size_t d = 0; d < head_dk.size(); ++d) head_dk[d] += ds * static_cast<T>(q[d]);
       if (with_envelopes) {
         const double exponent = std::fabs(score) + std::fabs(stats.lse);
         dk_sums.add(ds, probability, stats.delta_uncertainty, exponent, q.data());
         dv_sums.add(probability, 0.0, 0.0, exponent, dout.data());  // dV does not read D
       }
     }
+    // Each query head's share in the gradient dtype, then the group's sum (see the header).
+    for (int64_t d = 0; d < p.head_dim_qk; ++d)
+      dk[d] += Policy::round_gradient(p, head_dk[static_cast<size_t>(d)] * scale);
+    for (int64_t d = 0; d < p.head_dim_v; ++d)
+      dv[d] += Policy::round_gradient(p, head_dv[static_cast<size_t>(d)]);
   }
-  for (int64_t d = 0; d < p.head_dim_qk; ++d) dk[d] = Policy::round_gradient(p, dk[d] * scale);
+  for (int64_t d = 0; d < p.head_dim_qk; ++d) dk[d] = Policy::round_gradient(p, dk[d]);
   for (int64_t d = 0; d < p.head_dim_v; ++d) dv[d] = Policy::round_gradient(p, dv[d]);
   if (with_envelopes) {
     *dk_envelope = dk_sums.finish(scale);

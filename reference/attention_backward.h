@@ -14,8 +14,11 @@
 // The low-precision twin is what a straightforward kernel computes: the forward at lowp_row's
 // precision (O rounded to the output dtype), D from that O in fp32, P and dS rounded to the
 // input dtype before the products that read them (as FlashAttention's and cuDNN's tensor-core
-// GEMMs do), fp32 accumulation, the gradients rounded to the gradient dtype. The checker allows
-// a kernel twice its error (harness/measure/gradient_checker.h).
+// GEMMs do), fp32 accumulation, the gradients rounded to the gradient dtype; with GQA each query
+// head's share of dK and dV is rounded to the gradient dtype before the group's sum (fp32, then
+// rounded), as a framework's autograd of repeated K and V computes it (FlashAttention's tests'
+// reference is that autograd). The checker allows a kernel twice its error
+// (harness/measure/gradient_checker.h).
 //
 // One error the twin cannot stand for: D reads the kernel's own O, rounded to the output dtype,
 // and a correct forward may round any element of O the other way than the twin's (the forward's

@@ -1,7 +1,7 @@
 // An out-of-tree attnbench kernel: online-softmax attention on the CPU, one query row at a
 // time, fp32 in and out. It shows the whole plugin ABI: the support table, a plan that takes
-// its scratch from attnbench (so attnbench measures it), one-line errors, and the phases
-// `attnbench profile` shows (ABI 2).
+// its scratch from attnbench (so attnbench measures it), one-line errors, the phases
+// `attnbench profile` shows (ABI 2) and a backward (ABI 3: `attnbench run --pass bwd`).
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -110,6 +110,71 @@ int run(attnbench_plan* opaque, const attnbench_params* params, char* error, siz
   return 0;
 }
 
+// dq, dk, dv from dout and the forward's own out and LSE, row by row: P recomputed from the LSE,
+// D = dO . O, dS = P (dP - D); dk and dv accumulate over every query head of their group.
+int run_backward(attnbench_plan* opaque, const attnbench_params* params, char* error,
+                 size_t error_size) {
+  const attnbench_params& p = *params;
+  const ExamplePlan& plan = *reinterpret_cast<ExamplePlan*>(opaque);
+  if (p.grad_dtype != ATTNBENCH_DTYPE_FP32 || p.lse == nullptr) {
+    std::snprintf(error, error_size, "the backward needs fp32 gradients and the forward's LSE");
+    return 1;
+  }
+  const auto* q = static_cast<const float*>(p.q);
+  const auto* k = static_cast<const float*>(p.k);
+  const auto* v = static_cast<const float*>(p.v);
+  const auto* out = static_cast<const float*>(p.out);
+  const auto* dout = static_cast<const float*>(p.dout);
+  auto* dq = static_cast<float*>(p.dq);
+  auto* dk = static_cast<float*>(p.dk);
+  auto* dv = static_cast<float*>(p.dv);
+  phase(plan, "zero");
+  for (int b = 0; b < p.batch; ++b) {
+    for (int j = 0; j < p.seqlen_k; ++j) {
+      for (int h = 0; h < p.heads_kv; ++h) {
+        std::fill_n(dk + b * p.dk_batch_stride + j * p.dk_row_stride + h * p.dk_head_stride, p.head_dim_qk, 0.0f);
+        std::fill_n(dv + b * p.dv_batch_stride + j * p.dv_row_stride + h * p.dv_head_stride, p.head_dim_v, 0.0f);
+      }
+    }
+  }
+  phase(plan, "gradients");
+  for (int b = 0; b < p.batch; ++b) {
+    for (int h = 0; h < p.heads_q; ++h) {
+      const int kv_head = h / p.heads_per_kv;
+      for (int i = 0; i < p.seqlen_q; ++i) {
+        const float* q_row = q + b * p.q_batch_stride + i * p.q_row_stride + h * p.q_head_stride;
+        const float* o = out + b * p.out_batch_stride + i * p.out_row_stride + h * p.out_head_stride;
+        const float* g = dout + b * p.dout_batch_stride + i * p.dout_row_stride + h * p.dout_head_stride;
+        float* dq_row = dq + b * p.dq_batch_stride + i * p.dq_row_stride + h * p.dq_head_stride;
+        std::fill_n(dq_row, p.head_dim_qk, 0.0f);
+        const float lse = p.lse[(static_cast<int64_t>(b) * p.heads_q + h) * p.seqlen_q + i];
+        float delta = 0;
+        for (int d = 0; d < p.head_dim_v; ++d) delta += g[d] * o[d];
+        int first = 0, last = 0;
+        visible_keys(p, b, i, first, last);
+        for (int j = first; j < last; ++j) {
+          const int64_t k_at = b * p.k_batch_stride + j * p.k_row_stride + kv_head * p.k_head_stride;
+          const int64_t v_at = b * p.v_batch_stride + j * p.v_row_stride + kv_head * p.v_head_stride;
+          float score = 0, dp = 0;
+          for (int d = 0; d < p.head_dim_qk; ++d) score += q_row[d] * k[k_at + d];
+          for (int d = 0; d < p.head_dim_v; ++d) dp += g[d] * v[v_at + d];
+          const float probability = std::exp(score * p.scale - lse);
+          const float ds = probability * (dp - delta) * p.scale;
+          float* dk_row = dk + b * p.dk_batch_stride + j * p.dk_row_stride + kv_head * p.dk_head_stride;
+          float* dv_row = dv + b * p.dv_batch_stride + j * p.dv_row_stride + kv_head * p.dv_head_stride;
+          for (int d = 0; d < p.head_dim_qk; ++d) {
+            dq_row[d] += ds * k[k_at + d];
+            dk_row[d] += ds * q_row[d];
+          }
+          for (int d = 0; d < p.head_dim_v; ++d) dv_row[d] += probability * g[d];
+        }
+      }
+    }
+  }
+  phase(plan, nullptr);
+  return 0;
+}
+
 void destroy_plan(attnbench_plan* opaque) {
   auto* plan = reinterpret_cast<ExamplePlan*>(opaque);
   plan->context.deallocate(plan->context.allocator, plan->row);
@@ -133,7 +198,10 @@ const attnbench_kernel kKernels[] = {{
     /*kernel_data=*/nullptr,
 }};
 
-const attnbench_plugin kPlugin = {EXAMPLE_ABI_VERSION, "example-1.0", 1, kKernels};
+// ABI 3: the kernel's backward, deterministic (one thread, one order).
+const attnbench_backward kBackwards[] = {{run_backward, /*deterministic=*/1}};
+
+const attnbench_plugin kPlugin = {EXAMPLE_ABI_VERSION, "example-1.0", 1, kKernels, kBackwards};
 
 }  // namespace
 

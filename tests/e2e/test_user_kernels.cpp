@@ -15,6 +15,7 @@
 
 #include "tests/support/command.h"
 #include "tests/support/scratch_directory.h"
+#include "harness/cli/runner.h"
 #include "harness/store/store.h"
 #include "tests/support/stored_runs.h"
 
@@ -62,7 +63,8 @@ class UserKernels : public ::testing::Test {
 };
 
 // Must show: a plugin and a numpy kernel pass the ctest suite inside their tables, beside a
-// built-in kernel, in one run; each result says where its kernel came from.
+// built-in kernel, in one run, forward and backward (ABI 3's backward, a Python .backward); each
+// result says where its kernel came from.
 TEST_F(UserKernels, APluginAndANumpyKernelPassTheCtestSuiteBesideTheBuiltIns) {
   const CommandResult checked = attnbench(
       std::string("check --suite ctest --devices cpu --plugin ") + EXAMPLE_PLUGIN +
@@ -72,18 +74,20 @@ TEST_F(UserKernels, APluginAndANumpyKernelPassTheCtestSuiteBesideTheBuiltIns) {
   for (const char* kernel : {"example.online_cpu", "py:numpy_attention:attention", "cpu.naive"}) {
     SCOPED_TRACE(kernel);
     ASSERT_TRUE(by_kernel.count(kernel)) << checked.output;
-    int passed = 0;
+    int passed = 0, backward_passed = 0;
     for (const ResultRecord& r : by_kernel.at(kernel)) {
       if (r.status == ResultStatus::skipped) {
         EXPECT_FALSE(r.message.empty());  // outside the table, with the reason
         continue;
       }
-      EXPECT_EQ(r.status, ResultStatus::passed) << r.problem.batch << " " << r.message;
+      EXPECT_EQ(r.status, ResultStatus::passed) << shape_string(r.problem) << " " << r.message;
       EXPECT_TRUE(r.check.checked);
       EXPECT_LE(r.check.max_abs_error, r.check.bound);
       ++passed;
+      backward_passed += r.problem.has_backward() ? 1 : 0;
     }
     EXPECT_GE(passed, 5);
+    EXPECT_GE(backward_passed, 5);
   }
   const nlohmann::json plugin = nlohmann::json::parse(by_kernel.at("example.online_cpu").front().details_json);
   EXPECT_NE(plugin.value("origin", "").find("version example-1.0"), std::string::npos) << plugin.dump();
@@ -138,6 +142,26 @@ TEST_F(UserKernels, APluginOfAnotherAbiVersionIsAOneLineError) {
   EXPECT_EQ(missing.exit_code, 2);
   EXPECT_EQ(lines_of(missing.output), 1) << missing.output;
   EXPECT_NE(missing.output.find("--plugin /no/such/lib.so: no such file"), std::string::npos) << missing.output;
+}
+
+// An older plugin (ABI 2) still loads: its forward runs, its backward cases are skipped with the
+// reason, as any problem outside a kernel's table.
+TEST_F(UserKernels, APluginOfAnOlderAbiRunsForwardOnly) {
+  const CommandResult checked =
+      attnbench(std::string("check --devices cpu --plugin ") + EXAMPLE_ABI2_PLUGIN +
+                " --kernels example.online_cpu --shape b=1,hq=2,s=17,d=8 --pass all --db " + db());
+  ASSERT_EQ(checked.exit_code, 0) << checked.output;
+  const auto results = results_by_kernel(db()).at("example.online_cpu");
+  ASSERT_EQ(results.size(), 3u);
+  for (const ResultRecord& r : results) {
+    SCOPED_TRACE(shape_string(r.problem));
+    if (r.problem.pass == Pass::fwd) {
+      expect_passed(r, true);
+    } else {
+      EXPECT_EQ(r.status, ResultStatus::skipped);
+      EXPECT_NE(r.message.find("the kernel has no backward"), std::string::npos) << r.message;
+    }
+  }
 }
 
 // Must show: a kernel that raises and one that returns the wrong shape fail their cases with the
@@ -206,13 +230,30 @@ TEST_F(UserKernels, TorchPeersAreListedAndSkippedWithTheReasonWithoutPyTorch) {
   expect_passed(by_kernel.at("cpu.naive").front(), true);
 }
 
+// Whether `r` is the one known way a torch peer falls short of the gradient rule on the CPU:
+// PyTorch's CPU flash backward adds each query head's and query block's share of dK and dV into
+// the bf16/fp16 gradient itself (measured with PyTorch 2.15: at 16 query heads per kv head, 129
+// rows, bf16, dV 0.037 from fp64 where the heads' shares rounded once and summed in fp32 are 0.013
+// off, and a sum rounded after every head 0.024), so with GQA its dK and dV may miss twice the
+// straightforward computation's error. attnbench reports that as it is; this test tolerates it
+// only there, naming the gradient.
+bool known_torch_gqa_backward_shortfall(const std::string& kernel, const ResultRecord& r) {
+  return kernel == "torch.sdpa_flash" && r.problem.has_backward() &&
+         r.problem.heads_q != r.problem.heads_kv && r.problem.input_dtype != DType::f32 &&
+         r.status == ResultStatus::failed &&
+         (r.message.rfind("dk: max|dk-ref|", 0) == 0 || r.message.rfind("dv: max|dv-ref|", 0) == 0);
+}
+
 // Must show, where PyTorch is installed: the torch.* peers pass the ctest suite inside their
-// tables on the CPU (a backend that declines a problem skips it with PyTorch's reason).
+// tables on the CPU (a backend that declines a problem skips it with PyTorch's reason), forward
+// and backward, but for the known shortfall above.
 TEST_F(UserKernels, TorchPeersPassTheCtestSuite) {
   if (!torch_installed()) GTEST_SKIP() << "PyTorch is not installed (pip install torch)";
   const CommandResult checked =
       attnbench("check --suite ctest --devices cpu --kernels 'torch.*' --db " + db());
-  ASSERT_EQ(checked.exit_code, 0) << checked.output;
+  // 1: failed checks, which may be the known shortfall only (below).
+  ASSERT_TRUE(checked.exit_code == kExitClean || checked.exit_code == kExitFailures)
+      << checked.output;
   const auto by_kernel = results_by_kernel(db());
   // PyTorch has no CPU kernel for these two backends: every case skipped with PyTorch's reason.
   for (const char* name : {"torch.sdpa_efficient", "torch.sdpa_cudnn"}) {
@@ -227,13 +268,15 @@ TEST_F(UserKernels, TorchPeersPassTheCtestSuite) {
                            "torch.naive_inplace"}) {
     SCOPED_TRACE(name);
     ASSERT_TRUE(by_kernel.count(name)) << checked.output;
-    int passed = 0;
+    int passed = 0, backward_passed = 0;
     for (const ResultRecord& r : by_kernel.at(name)) {
-      if (r.status == ResultStatus::skipped) continue;
-      EXPECT_EQ(r.status, ResultStatus::passed) << r.message;
+      if (r.status == ResultStatus::skipped || known_torch_gqa_backward_shortfall(name, r)) continue;
+      EXPECT_EQ(r.status, ResultStatus::passed) << shape_string(r.problem) << ": " << r.message;
       ++passed;
+      backward_passed += r.problem.has_backward() ? 1 : 0;
     }
     EXPECT_GE(passed, 30);
+    EXPECT_GE(backward_passed, 20);
   }
 }
 
