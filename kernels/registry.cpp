@@ -40,6 +40,7 @@ std::vector<Kernel> registered_kernels() {
   kernels.push_back(cuda_naive_cublas_kernel());
   for (Kernel& kernel : in_house_cuda_kernels()) kernels.push_back(std::move(kernel));
   kernels.push_back(cudnn_sdpa_kernel());
+  kernels.push_back(cudnn_sdpa_deterministic_kernel());
   kernels.push_back(cudnn_sdpa_fp8_kernel());
   kernels.push_back(cudnn_sdpa_fp8_quantized_kernel());
   kernels.push_back(cudnn_sdpa_fp8_incoherent_kernel());

@@ -135,9 +135,14 @@ int plan_command(const PlanOptions& options, std::ostream& out, std::ostream& er
       continue;
     }
     out << std::right << std::setprecision(1) << std::setw(10)
-        << row["forward_s"].get<double>() * 1e6 << " us/forward " << std::setw(7)
+        << row["forward_s"].get<double>() * 1e6 << " us/step " << std::setw(7)
         << row["flops_per_s"].get<double>() / 1e12 << " TFLOP/s " << std::setprecision(2)
-        << std::setw(7) << row["case_s"].get<double>() << " s\n";
+        << std::setw(7) << row["case_s"].get<double>() << " s";
+    // The group's first case pays its inputs and reference (a backward's gradients included).
+    if (const double host_s = row["host_s"].get<double>(); host_s > 0) {
+      out << " (inputs and reference " << host_s << " s)";
+    }
+    out << "\n";
   }
   out << std::setprecision(1) << cases.size() << " cases on a modeled " << device->name << " ("
       << chosen->source << "; rates: " << device->rates_measured << "): predicted " << total_s

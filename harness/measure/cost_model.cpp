@@ -8,6 +8,7 @@
 
 #include "harness/measure/checker.h"
 #include "harness/measure/executor.h"
+#include "harness/measure/gradient_checker.h"
 #include "reference/flops.h"
 
 namespace attnbench {
@@ -131,8 +132,9 @@ double output_bytes(const Problem& problem, const ProblemLayout& layout) {
          static_cast<double>(dtype_size(problem.output_dtype));
 }
 
-// The reference visits each sampled row's visible keys only (a causal row half of them).
-double reference_seconds(const Problem& problem) {
+// The forward's reference visits each sampled row's visible keys only (a causal row half of
+// them).
+double forward_reference_seconds(const Problem& problem) {
   bool all_rows = false;
   double keys = 0;
   for (const RowIndex& row : select_rows(problem, /*seed=*/1, all_rows)) {
@@ -141,6 +143,17 @@ double reference_seconds(const Problem& problem) {
   const double per_key = static_cast<double>(problem.head_dim_qk + problem.head_dim_v);
   const double factor = is_fp8(problem.input_dtype) ? kFp8ReferenceFactor : 1.0;
   return 2 * keys * per_key * kReferenceSecondsPerMultiplyAdd * factor;
+}
+
+// A backward adds the gradients' reference (gradient_reference_work: their rows, and the
+// statistics of every query row of the groups whose key rows are checked), exact and at the
+// kernel's precision, at the forward's rate per multiply-add.
+double reference_seconds(const Problem& problem) {
+  const double gradients =
+      problem.has_backward()
+          ? 2 * gradient_reference_work(problem, /*seed=*/1) * kReferenceSecondsPerMultiplyAdd
+          : 0.0;
+  return forward_reference_seconds(problem) + gradients;
 }
 
 }  // namespace

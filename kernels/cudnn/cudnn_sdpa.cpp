@@ -38,6 +38,13 @@
 // them by the envelope around their base recipe (Kernel::fp8_envelope_base), its e4m3 output
 // included.
 //
+// The backward (cudnn.sdpa, and cudnn.sdpa_deterministic: cuDNN's deterministic algorithm, which
+// runs the backward only): a second frontend graph built in make_plan when the case's pass has a
+// backward, from Q, K, V, the forward's O and Stats (the plan's own forward outputs, in params'
+// out and lse) and dO to dQ, dK, dV, with the forward's mask mapping; cuDNN sums dK and dV over a
+// GQA group. The rows cuDNN is not given (above a bottom-right band, batches without keys) get
+// zero gradients from the adapter before the graph runs, inside the timed step.
+//
 // Refusals: where cuDNN declines a graph (validation, heuristics, plan building) make_plan fails
 // with "cudnn: <stage>: <cuDNN's message>", which the harness records as skipped; anything else
 // fails as "cudnn.sdpa: ..." and is an error.
@@ -90,6 +97,10 @@ enum TensorUid : int64_t {
   kScaleO,
   kAmaxS,
   kAmaxO,
+  kDO,  // the backward's
+  kDQ,
+  kDK,
+  kDV,
 };
 
 // FP8 scalars, one float each, in one device buffer in this order.
@@ -278,6 +289,80 @@ std::shared_ptr<fe::graph::Graph> describe_graph(const Problem& problem,
   return graph;
 }
 
+// The backward's graph of one problem (fp16/bf16): the forward's tensors and mask, with O, dO and
+// Stats in and dQ, dK, dV out, each with its params' strides; rows as the forward's graph. cuDNN
+// below 9.26 reads Stats packed (b, h, rows): params.lse itself when no row is skipped, else a
+// packed copy (the plan's packed_stats_).
+std::shared_ptr<fe::graph::Graph> describe_backward_graph(const Problem& problem,
+                                                          const CudnnMaskMapping& mapping,
+                                                          bool deterministic, int sm_version) {
+  const Problem& p = problem;
+  const ProblemLayout layout = describe_layout(p);
+  const int64_t rows = p.seqlen_q - mapping.skipped_rows;
+  auto graph = std::make_shared<fe::graph::Graph>();
+  graph->set_sm_version(sm_version);
+  graph->set_io_data_type(frontend_type(p.input_dtype))
+      .set_intermediate_data_type(fe::DataType_t::FLOAT)
+      .set_compute_data_type(fe::DataType_t::FLOAT);
+  auto tensor = [&graph](const char* name, int64_t uid, std::vector<int64_t> dims,
+                         std::vector<int64_t> strides) {
+    return graph->tensor(fe::graph::Tensor_attributes()
+                             .set_name(name)
+                             .set_uid(uid)
+                             .set_dim(std::move(dims))
+                             .set_stride(std::move(strides)));
+  };
+  auto q = tensor("Q", kQ, {p.batch, p.heads_q, rows, p.head_dim_qk}, strides_of(layout.q.strides));
+  auto k = tensor("K", kK, {p.batch, p.heads_kv, p.seqlen_k, p.head_dim_qk},
+                  strides_of(layout.k.strides));
+  auto v = tensor("V", kV, {p.batch, p.heads_kv, p.seqlen_k, p.head_dim_v},
+                  strides_of(layout.v.strides));
+  auto o = tensor("O", kO, {p.batch, p.heads_q, rows, p.head_dim_v}, strides_of(layout.out.strides));
+  auto d_o = tensor("dO", kDO, {p.batch, p.heads_q, rows, p.head_dim_v},
+                    strides_of(layout.out.strides));
+  auto stats = graph->tensor(fe::graph::Tensor_attributes()
+                                 .set_name("Stats")
+                                 .set_uid(kStats)
+                                 .set_dim({p.batch, p.heads_q, rows, 1})
+                                 .set_stride({p.heads_q * rows, rows, 1, 1})
+                                 .set_data_type(fe::DataType_t::FLOAT));
+
+  auto options = fe::graph::SDPA_backward_attributes()
+                     .set_name("sdpa_backward")
+                     .set_attn_scale(static_cast<float>(p.softmax_scale()))
+                     .set_deterministic_algorithm(deterministic);
+  options.set_diagonal_alignment(mapping.diagonal == CudnnDiagonal::bottom_right
+                                     ? fe::DiagonalAlignment_t::BOTTOM_RIGHT
+                                     : fe::DiagonalAlignment_t::TOP_LEFT);
+  if (mapping.left_bound) {
+    options.set_diagonal_band_left_bound(static_cast<int>(*mapping.left_bound));
+  }
+  if (mapping.right_bound) {
+    options.set_diagonal_band_right_bound(static_cast<int>(*mapping.right_bound));
+  }
+  if (mapping.padding) {
+    auto seq_len = [&graph, batch = p.batch](const char* name, int64_t uid) {
+      return graph->tensor(fe::graph::Tensor_attributes()
+                               .set_name(name)
+                               .set_uid(uid)
+                               .set_dim({batch, 1, 1, 1})
+                               .set_stride(kScalarDims)
+                               .set_data_type(fe::DataType_t::INT32));
+    };
+    options.set_padding_mask(true)
+        .set_seq_len_q(seq_len("seq_len_q", kSeqLenQ))
+        .set_seq_len_kv(seq_len("seq_len_kv", kSeqLenKv));
+  }
+  auto [dq, dk, dv] = graph->sdpa_backward(q, k, v, o, d_o, stats, options);
+  dq->set_output(true).set_uid(kDQ).set_dim({p.batch, p.heads_q, rows, p.head_dim_qk})
+      .set_stride(strides_of(layout.dq.strides));
+  dk->set_output(true).set_uid(kDK).set_dim({p.batch, p.heads_kv, p.seqlen_k, p.head_dim_qk})
+      .set_stride(strides_of(layout.dk.strides));
+  dv->set_output(true).set_uid(kDV).set_dim({p.batch, p.heads_kv, p.seqlen_k, p.head_dim_v})
+      .set_stride(strides_of(layout.dv.strides));
+  return graph;
+}
+
 // cuDNN declining a graph (no engine, unsupported feature) versus anything else going wrong.
 bool is_refusal(fe::error_t& error) {
   switch (error.get_code()) {
@@ -309,10 +394,12 @@ class CudnnSdpaPlan final : public Plan {
   // `quantized`: the recipe whose passes bring fp16/bf16 inputs to the FP8 graph (its steps 1
   // and 2, and its e4m3 output); none when cuDNN reads the inputs as given.
   CudnnSdpaPlan(std::string kernel_name, const Problem& problem, CudnnVariant variant,
-                std::optional<Fp8Recipe> quantized, const PlanContext& context)
+                std::optional<Fp8Recipe> quantized, bool deterministic_backward,
+                const PlanContext& context)
       : kernel_name_(std::move(kernel_name)),
         problem_(problem),
         variant_(variant),
+        deterministic_backward_(deterministic_backward),
         quantized_(std::move(quantized)),
         graph_problem_(graph_problem(problem, quantized_.has_value())),
         stream_(static_cast<cudaStream_t>(context.stream)),
@@ -334,32 +421,21 @@ class CudnnSdpaPlan final : public Plan {
     if (Status status = cudnn_handle_for(device_, handle_); !status) return status;
 
     graph_ = describe_graph(graph_problem_, mapping_, variant_, sm);
-    if (auto error = graph_->validate(); error.is_bad()) {
-      return frontend_failure(kernel_name_, "validate", error);
-    }
-    if (auto error = graph_->build_operation_graph(handle_); error.is_bad()) {
-      return frontend_failure(kernel_name_, "build_operation_graph", error);
-    }
-    if (auto error = graph_->create_execution_plans({fe::HeurMode_t::A, fe::HeurMode_t::FALLBACK});
-        error.is_bad()) {
-      return frontend_failure(kernel_name_, "create_execution_plans", error);
-    }
-    if (auto error = graph_->check_support(); error.is_bad()) {
-      return frontend_failure(kernel_name_, "check_support", error);
-    }
-    if (auto error = graph_->build_plans(fe::BuildPlanPolicy_t::HEURISTICS_CHOICE);
-        error.is_bad()) {
-      return frontend_failure(kernel_name_, "build_plans", error);
-    }
-    if (auto error = graph_->get_plan_name(engine_); error.is_bad()) engine_.clear();
-
-    int64_t workspace_bytes = 0;
-    if (auto error = graph_->get_workspace_size(workspace_bytes); error.is_bad()) {
-      return frontend_failure(kernel_name_, "get_workspace_size", error);
-    }
-    Status status = gpu::allocate_scratch(allocator, static_cast<size_t>(workspace_bytes),
-                                          "cuDNN workspace", workspace_);
+    Status status = build_graph(*graph_, "", allocator, workspace_, engine_);
     if (!status) return status;
+    if (problem_.has_backward()) {
+      backward_graph_ = describe_backward_graph(problem_, mapping_, deterministic_backward_, sm);
+      status = build_graph(*backward_graph_, "backward: ", allocator, backward_workspace_,
+                           backward_engine_);
+      if (!status) return status;
+      if (mapping_.skipped_rows > 0) {
+        const size_t rows = static_cast<size_t>(problem_.batch * problem_.heads_q *
+                                                (problem_.seqlen_q - mapping_.skipped_rows));
+        status = gpu::allocate_scratch(allocator, rows * sizeof(float),
+                                       "Stats of the rows cuDNN sees, packed", packed_stats_);
+        if (!status) return status;
+      }
+    }
     if (mapping_.padding) {
       status = upload_query_lengths(allocator);
       if (!status) return status;
@@ -384,8 +460,21 @@ class CudnnSdpaPlan final : public Plan {
     }
   }
 
+  Status run_backward(const AttentionParams& params) override {
+    if (!backward_graph_) return Plan::run_backward(params);
+    try {
+      return run_backward_graph(params);
+    } catch (const std::exception& error) {
+      return Status::Error(kernel_name_ + ": backward: " + error.what());
+    }
+  }
+
   std::string details() const override {
     nlohmann::json details = {{"engine", engine_}};
+    if (backward_graph_) {
+      details["backward_engine"] = backward_engine_;
+      details["deterministic_backward"] = deterministic_backward_;
+    }
     if (mapping_.skipped_rows > 0) details["rows_written_as_empty"] = mapping_.skipped_rows;
     if (variant_ == CudnnVariant::fp8) {
       std::array<float, 2> amax = {std::nanf(""), std::nanf("")};
@@ -402,6 +491,108 @@ class CudnnSdpaPlan final : public Plan {
   }
 
  private:
+  // Validates, lowers and plans `graph` (cuDNN's heuristics, modes A then fallback; the first
+  // engine), and takes its workspace from the harness's allocator. `stage` prefixes messages.
+  Status build_graph(fe::graph::Graph& graph, const std::string& stage, ScratchAllocator& allocator,
+                     ScratchBuffer& workspace, std::string& engine) {
+    const auto failure = [&](const char* step, fe::error_t error) {
+      return frontend_failure(kernel_name_, (stage + step).c_str(), std::move(error));
+    };
+    if (auto error = graph.validate(); error.is_bad()) return failure("validate", error);
+    if (auto error = graph.build_operation_graph(handle_); error.is_bad()) {
+      return failure("build_operation_graph", error);
+    }
+    if (auto error = graph.create_execution_plans({fe::HeurMode_t::A, fe::HeurMode_t::FALLBACK});
+        error.is_bad()) {
+      return failure("create_execution_plans", error);
+    }
+    if (auto error = graph.check_support(); error.is_bad()) return failure("check_support", error);
+    if (auto error = graph.build_plans(fe::BuildPlanPolicy_t::HEURISTICS_CHOICE); error.is_bad()) {
+      return failure("build_plans", error);
+    }
+    if (auto error = graph.get_plan_name(engine); error.is_bad()) engine.clear();
+    int64_t workspace_bytes = 0;
+    if (auto error = graph.get_workspace_size(workspace_bytes); error.is_bad()) {
+      return failure("get_workspace_size", error);
+    }
+    return gpu::allocate_scratch(allocator, static_cast<size_t>(workspace_bytes),
+                                 (stage + "cuDNN workspace").c_str(), workspace);
+  }
+
+  // The rows cuDNN's backward is not given get zero gradients: dQ above a bottom-right band, and
+  // dQ, dK, dV of the batches whose padding leaves no key (cuDNN skips them).
+  Status zero_unseen_gradients(const AttentionParams& params) {
+    const size_t element = dtype_size(params.grad_dtype);
+    if (mapping_.skipped_rows > 0) {
+      ATTNBENCH_CUDA_TRY(cudaMemset2DAsync(
+          params.dq, static_cast<size_t>(params.dq_batch_stride) * element, 0,
+          static_cast<size_t>(mapping_.skipped_rows * params.dq_row_stride) * element,
+          static_cast<size_t>(params.batch), stream_));
+    }
+    if (empty_batches_ > 0) {
+      const std::array<std::pair<void*, int64_t>, 3> gradients = {{
+          {params.dq, params.dq_batch_stride},
+          {params.dk, params.dk_batch_stride},
+          {params.dv, params.dv_batch_stride},
+      }};
+      for (const auto& [gradient, batch_stride] : gradients) {
+        ATTNBENCH_CUDA_TRY(cudaMemsetAsync(
+            gradient, 0, static_cast<size_t>(empty_batches_ * batch_stride) * element, stream_));
+      }
+    }
+    return Status::Ok();
+  }
+
+  Status run_backward_graph(const AttentionParams& params) {
+    if (Status status = gpu::check_params_match(problem_, params); !status) return status;
+    if (params.lse == nullptr || params.dout == nullptr || params.dq == nullptr) {
+      return Status::Error(kernel_name_ + ": the backward needs the forward's LSE, dO and dQ/dK/dV");
+    }
+    const ProblemLayout layout = describe_layout(problem_);
+    const auto skipped = static_cast<size_t>(mapping_.skipped_rows);
+    const size_t input_bytes = dtype_size(problem_.input_dtype);
+    const size_t output_bytes = dtype_size(problem_.output_dtype);
+    const size_t grad_bytes = dtype_size(problem_.grad_dtype());
+    // The variant pack's type is void*: cuDNN only reads Q, K, V, O, dO, Stats and the lengths.
+    const auto rows_in = [skipped](const void* base, int64_t row_stride, size_t bytes) {
+      return static_cast<unsigned char*>(const_cast<void*>(base)) +
+             skipped * static_cast<size_t>(row_stride) * bytes;
+    };
+    std::unordered_map<int64_t, void*> pack = {
+        {kQ, rows_in(params.q, layout.q.strides.seq, input_bytes)},
+        {kK, const_cast<void*>(params.k)},
+        {kV, const_cast<void*>(params.v)},
+        {kO, rows_in(params.out, layout.out.strides.seq, output_bytes)},
+        {kDO, rows_in(params.dout, layout.out.strides.seq, grad_bytes)},
+        {kStats, params.lse},
+        {kDQ, rows_in(params.dq, layout.dq.strides.seq, grad_bytes)},
+        {kDK, params.dk},
+        {kDV, params.dv},
+    };
+    if (mapping_.padding) {
+      pack[kSeqLenQ] = query_lengths_.data();
+      pack[kSeqLenKv] = const_cast<int*>(params.key_lengths);
+    }
+    if (skipped > 0) {  // the seen rows' LSE, packed (see describe_backward_graph)
+      const size_t rows = static_cast<size_t>(problem_.seqlen_q) - skipped;
+      ATTNBENCH_CUDA_TRY(cudaMemcpy2DAsync(
+          packed_stats_.data(), rows * sizeof(float), params.lse + skipped,
+          static_cast<size_t>(problem_.seqlen_q) * sizeof(float), rows * sizeof(float),
+          static_cast<size_t>(problem_.batch * problem_.heads_q), cudaMemcpyDeviceToDevice,
+          stream_));
+      pack[kStats] = packed_stats_.data();
+    }
+    if (Status status = zero_unseen_gradients(params); !status) return status;
+    if (Status status = cudnn_status(cudnnSetStream(handle_, stream_), "cudnnSetStream"); !status) {
+      return status;
+    }
+    if (auto error = backward_graph_->execute(handle_, pack, backward_workspace_.data());
+        error.is_bad()) {
+      return Status::Error(kernel_name_ + ": backward execute: " + error.get_message());
+    }
+    return Status::Ok();
+  }
+
   Status run_forward(const AttentionParams& params) {
     if (Status status = gpu::check_params_match(problem_, params); !status) return status;
     if (params.lse == nullptr) {
@@ -577,6 +768,7 @@ class CudnnSdpaPlan final : public Plan {
   std::string kernel_name_;
   Problem problem_;
   CudnnVariant variant_;
+  bool deterministic_backward_;  // cuDNN's deterministic backward algorithm
   std::optional<Fp8Recipe> quantized_;
   Problem graph_problem_;  // what cuDNN's graph is built for (graph_problem)
   cudaStream_t stream_;
@@ -587,6 +779,10 @@ class CudnnSdpaPlan final : public Plan {
   std::shared_ptr<fe::graph::Graph> graph_;
   std::string engine_;
   ScratchBuffer workspace_;
+  std::shared_ptr<fe::graph::Graph> backward_graph_;  // problems with a backward only
+  std::string backward_engine_;
+  ScratchBuffer backward_workspace_;
+  ScratchBuffer packed_stats_;  // rows above a bottom-right band skipped: their LSE packed
   ScratchBuffer query_lengths_;                // (batch,) int32, all seqlen_q: padding mask only
   ScratchBuffer fp8_scalars_;                  // (kFp8Scalars,) fp32: FP8 only
   std::array<float, kFp8Scalars> fp8_host_{};  // what fp8_scalars_ holds (amax slots unused)
@@ -597,8 +793,13 @@ class CudnnSdpaPlan final : public Plan {
 
 // `quantized`: cudnn.sdpa_fp8's 16-bit series, the recipe of their passes (per-tensor scales,
 // incoherent or not, e4m3 output at V's scale); its tiles and key order are cuDNN's own.
+// `backward`: the passes with cuDNN's backward graph (fp16/bf16 only), its deterministic algorithm
+// or not; none: forward only.
+enum class CudnnBackward : uint8_t { none, atomic, deterministic };
+
 Kernel cudnn_kernel(std::string name, std::string summary, CudnnVariant variant,
-                    std::optional<Fp8Recipe> quantized = std::nullopt) {
+                    std::optional<Fp8Recipe> quantized = std::nullopt,
+                    CudnnBackward backward = CudnnBackward::none) {
   const bool fp8 = variant == CudnnVariant::fp8;
   Kernel kernel;
   kernel.name = std::move(name);
@@ -613,16 +814,26 @@ Kernel cudnn_kernel(std::string name, std::string summary, CudnnVariant variant,
   kernel.support = quantized ? cudnn_sdpa_fp8_quantized_support_table(quantized->incoherent)
                    : fp8     ? cudnn_sdpa_fp8_support_table()
                              : cudnn_sdpa_support_table();
+  const bool deterministic_backward = backward == CudnnBackward::deterministic;
+  if (backward == CudnnBackward::atomic) {
+    kernel.support.passes = {Pass::fwd, Pass::bwd, Pass::fwd_bwd};
+    kernel.backward_deterministic = false;  // dQ accumulated with atomics across key blocks
+  } else if (deterministic_backward) {
+    // Its forward is cudnn.sdpa's: only the passes with the deterministic backward.
+    kernel.support.passes = {Pass::bwd, Pass::fwd_bwd};
+    kernel.backward_deterministic = true;
+  }
   if (quantized) {
     // The checker's envelope is built around it (checker.h).
     kernel.fp8_envelope_base = quantized;
     kernel.correctness_suite = "hopper-fp8";  // its 16-bit shapes at d 128, the in-house peers'
   }
-  kernel.make_plan = [variant, quantized, name = kernel.name](
+  kernel.make_plan = [variant, quantized, deterministic_backward, name = kernel.name](
                          const Problem& problem,
                          const PlanContext& context) -> Result<std::unique_ptr<Plan>> {
     try {
-      auto plan = std::make_unique<CudnnSdpaPlan>(name, problem, variant, quantized, context);
+      auto plan = std::make_unique<CudnnSdpaPlan>(name, problem, variant, quantized,
+                                                  deterministic_backward, context);
       if (Status status = plan->build(context.scratch); !status) return status;
       return plan;
     } catch (const std::exception& error) {
@@ -636,8 +847,15 @@ Kernel cudnn_kernel(std::string name, std::string summary, CudnnVariant variant,
 
 Kernel cudnn_sdpa_kernel() {
   return cudnn_kernel("cudnn.sdpa",
-                      "cuDNN fused attention (FlashAttention-2 style engines), fp16/bf16",
-                      CudnnVariant::fp16_bf16);
+                      "cuDNN fused attention (FlashAttention-2 style engines), fp16/bf16; its "
+                      "backward graph",
+                      CudnnVariant::fp16_bf16, std::nullopt, CudnnBackward::atomic);
+}
+Kernel cudnn_sdpa_deterministic_kernel() {
+  return cudnn_kernel("cudnn.sdpa_deterministic",
+                      "cudnn.sdpa's backward with cuDNN's deterministic algorithm (bwd and "
+                      "fwd_bwd only: its forward is cudnn.sdpa's)",
+                      CudnnVariant::fp16_bf16, std::nullopt, CudnnBackward::deterministic);
 }
 Kernel cudnn_sdpa_fp8_kernel() {
   return cudnn_kernel("cudnn.sdpa_fp8",
@@ -680,6 +898,14 @@ std::string validate_graph_on_host(const Problem& problem, CudnnVariant variant,
     auto graph = describe_graph(graph_problem(problem, quantized), mapping, variant, sm_version);
     if (auto error = graph->validate(); error.is_bad()) {
       return "cudnn: validate: " + error.get_message();
+    }
+    if (problem.has_backward() && variant == CudnnVariant::fp16_bf16) {
+      for (const bool deterministic : {false, true}) {
+        auto backward = describe_backward_graph(problem, mapping, deterministic, sm_version);
+        if (auto error = backward->validate(); error.is_bad()) {
+          return "cudnn: backward: validate: " + error.get_message();
+        }
+      }
     }
     return {};
   } catch (const std::exception& error) {

@@ -174,6 +174,11 @@ std::string cudnn_limits_reason(const Problem& problem, CudnnVariant variant, in
       problem.seqlen_q == 1 && std::max(dqk, dv) > kAmpereDecodeMaxHeadDim) {
     return unsupported("cuDNN's sm_80 decode (seqlen_q 1) takes head dims up to 128");
   }
+  // The frontend's own check (host validation, cudnn-frontend 1.x, backend 9.19).
+  if (problem.has_backward() && known_arch && sm_version < kHopperSm &&
+      std::max(dqk, dv) > kAmpereDecodeMaxHeadDim) {
+    return unsupported("cuDNN's backward on sm_80 takes head dims up to 128");
+  }
   CudnnMaskMapping mapping;
   if (std::string reason = map_mask(problem, variant, mapping); !reason.empty()) {
     return unsupported(reason);

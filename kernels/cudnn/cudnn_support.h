@@ -9,7 +9,8 @@
 //              d_qk != d_v only as 192/128 (Hopper's row of the matrix); MHA/GQA/MQA; any strides;
 //              masks: causal (top-left or bottom-right diagonal), sliding window (left/right
 //              bounds), padding (per-batch seq_len tensors); a bottom-right diagonal or a left
-//              bound needs seqlen_q <= seqlen_k (without padding).
+//              bound needs seqlen_q <= seqlen_k (without padding). The backward: the same, head
+//              dims up to 128 on sm_80, Stats packed (b, h, s) below backend 9.26.
 //   fp8 e4m3   sm_90+; head dims multiples of 16 up to 256; output FP8 on Hopper (fp16/bf16
 //              outputs are Blackwell-only); masks: causal top-left and padding (bottom-right is
 //              Blackwell-only); per-tensor descale/scale factors and amax outputs.

@@ -280,6 +280,17 @@ TEST(CudnnGraph, FrontendAcceptsTheGraphsInsideTheTables) {
       EXPECT_EQ(result, "") << shape << " on sm_" << sm;
     }
   }
+  // The backward graphs (cudnn.sdpa's and cudnn.sdpa_deterministic's) of the same shapes.
+  for (const std::string& shape : half_shapes) {
+    for (int sm : {kAmpere, kHopper}) {
+      Problem backward = parsed_shape(shape);
+      backward.pass = Pass::bwd;
+      if (!cudnn_limits_reason(backward, CudnnVariant::fp16_bf16, sm).empty()) continue;
+      const std::string result = validate_graph_on_host(backward, CudnnVariant::fp16_bf16, sm);
+      if (needed_a_gpu(result)) GTEST_SKIP() << "this cudnn-frontend needs a GPU: " << result;
+      EXPECT_EQ(result, "") << shape << ",pass=bwd on sm_" << sm;
+    }
+  }
   const std::vector<std::string> fp8_shapes = {
       "b=1,hq=16,s=1024,d=128,dtype=e4m3,out=e4m3,fp8_scaling=per_tensor",
       "b=2,hq=2,s=113,d=64,dtype=e4m3,out=e4m3,mask=causal_br",

@@ -635,6 +635,7 @@ TEST_F(StoreTest, MigrationFromVersion1KeepsDataAndReachesTheCurrentVersion) {
   info.merged_from.clear();
   ResultRecord result = random_result(rng_, 0);
   result.problem.mask = Mask{MaskKind::window, 3, 0};
+  result.problem.pass = Pass::fwd;  // every case before version 11 is a forward
   const Sample sample = random_sample(rng_, 0);
   result.samples = {sample};
   {
@@ -705,6 +706,8 @@ TEST_F(StoreTest, MigrationFromVersion1KeepsDataAndReachesTheCurrentVersion) {
 
   RawDatabase raw(file);
   EXPECT_EQ(raw.query("SELECT version FROM schema_version"), std::to_string(kSchemaVersion));
+  // Version 11: the old case reads as a forward.
+  EXPECT_EQ(raw.query("SELECT pass FROM cases WHERE id = 7"), "fwd");
   EXPECT_TRUE(raw.has_object("table", "annotations"));
   EXPECT_TRUE(raw.has_object("table", "alerts"));
   EXPECT_TRUE(raw.has_object("index", "results_by_series"));

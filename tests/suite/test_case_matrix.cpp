@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "harness/core/series_key.h"
 #include "harness/suite/case_matrix.h"
 #include "kernels/registry.h"
 #include "tests/support/problems.h"
@@ -326,6 +327,52 @@ TEST(CaseMatrixSelection, CaseEntryIsOneKernelOneShapeOneDistribution) {
     EXPECT_FALSE(refused.ok()) << text;
     EXPECT_EQ(refused.status().message, "case '" + text + "': accepted: kernel|shape|distribution");
   }
+}
+
+// --pass replaces every entry's own pass (a suite's passes, a shape's pass=) by the ones named;
+// the cases of each pass are apart (their names and series differ), and a kernel without a
+// backward is told apart by its reason, not by the matrix.
+TEST(CaseMatrixSelection, PassOptionRunsEveryEntryInTheNamedPasses) {
+  Suite suite = suite_of({value_of(shape_entry("b=1,hq=2,s=33,d=16")),
+                          value_of(shape_entry("b=1,hq=2,s=33,d=16,pass=bwd"))});
+  ASSERT_TRUE(apply_pass_option("", suite).ok);
+  ASSERT_EQ(suite.entries.size(), 2u);
+  EXPECT_EQ(suite.entries[1].problem.pass, Pass::bwd);
+  ASSERT_TRUE(apply_pass_option("all", suite).ok);
+  ASSERT_EQ(suite.entries.size(), 3u);  // the two shapes are one problem in each pass
+  std::vector<std::string> names;
+  for (const CaseSpec& spec : expand_matrix(suite, {"cpu.flash"}, kCpu)) names.push_back(spec.name);
+  EXPECT_EQ(names, (std::vector<std::string>{
+                       "cpu.flash/b=1,hq=2,hkv=2,sq=33,sk=33,d=16,dtype=fp32/normal",
+                       "cpu.flash/b=1,hq=2,hkv=2,sq=33,sk=33,d=16,dtype=fp32,pass=bwd/normal",
+                       "cpu.flash/b=1,hq=2,hkv=2,sq=33,sk=33,d=16,dtype=fp32,pass=fwd_bwd/normal"}));
+  ASSERT_TRUE(apply_pass_option("fwd_bwd", suite).ok);
+  ASSERT_EQ(suite.entries.size(), 1u);
+  const Status bad = apply_pass_option("backward", suite);
+  EXPECT_FALSE(bad.ok);
+  EXPECT_EQ(bad.message, "--pass 'backward': accepted: fwd, bwd, fwd_bwd, all");
+  Problem backward = parsed_shape("b=1,hq=2,s=33,d=16,pass=bwd");
+  EXPECT_NE(skip_reason(*find_kernel("cpu.masked_fused"), backward).find("the kernel has no backward"),
+            std::string::npos);
+  EXPECT_EQ(skip_reason(*find_kernel("cpu.flash"), backward), "");
+}
+
+// A series' pass is in its shape, so fwd and bwd series never share a key, and each pass has its
+// own kernel-wide aggregate; a forward's key reads as before the pass existed.
+TEST(SeriesKeys, EachPassHasItsOwnSeriesAndKernelWideAggregate) {
+  const SeriesKey forward{"cpu.flash", "b=1,hq=2,hkv=2,sq=33,sk=33,d=16,dtype=fp32", "normal",
+                          "cpu", "Release"};
+  SeriesKey backward = forward;
+  backward.shape += ",pass=bwd";
+  EXPECT_EQ(forward.pass(), Pass::fwd);
+  EXPECT_EQ(backward.pass(), Pass::bwd);
+  EXPECT_EQ(forward.kernel_wide().shape, "*");
+  EXPECT_EQ(backward.kernel_wide().shape, "*,pass=bwd");
+  EXPECT_TRUE(backward.kernel_wide().is_kernel_wide());
+  EXPECT_FALSE(backward.is_kernel_wide());
+  EXPECT_EQ(backward.kernel_wide().pass(), Pass::bwd);
+  EXPECT_NE(forward.kernel_wide().text(), backward.kernel_wide().text());
+  EXPECT_EQ(parse_series_key(backward.text()).value_or(SeriesKey{}).pass(), Pass::bwd);
 }
 
 TEST(CaseMatrixSelection, KernelGlobsMustNameAKernel) {

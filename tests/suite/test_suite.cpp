@@ -556,8 +556,8 @@ TEST(SuiteLookup, ByNameByPathAndUnknownNames) {
   EXPECT_EQ(
       load_suite("smok").status().message,
       "unknown suite 'smok'; available: cpu, ctest, decode, fp8-accuracy, gpu-figures, gpu-smoke, "
-      "hopper-fp8, hopper-stages, llm, long_context, masking, memory, nightly, quick, smoke (or a "
-      "path to a .toml file)");
+      "hopper-fp8, hopper-stages, llm, long_context, masking, memory, nightly, quick, smoke, "
+      "training (or a path to a .toml file)");
   // A name ending in .toml is a path (relative to the working directory), not a suite name.
   EXPECT_EQ(load_suite("no_such_suite_here.toml").status().message,
             "cannot read suite file 'no_such_suite_here.toml': no such file");
@@ -631,7 +631,7 @@ TEST(ShippedSuites, AllParseAndValidate) {
   EXPECT_EQ(names, (std::vector<std::string>{"cpu", "ctest", "decode", "fp8-accuracy",
                                              "gpu-figures", "gpu-smoke", "hopper-fp8",
                                              "hopper-stages", "llm", "long_context", "masking",
-                                             "memory", "nightly", "quick", "smoke"}));
+                                             "memory", "nightly", "quick", "smoke", "training"}));
 }
 
 TEST(ShippedSuites, SmokeCoversEveryMaskKindAndCpuDtypeOnSmallShapes) {
@@ -668,9 +668,10 @@ TEST(ShippedSuites, SmokeCoversEveryMaskKindAndCpuDtypeOnSmallShapes) {
   EXPECT_TRUE(gqa);
   EXPECT_TRUE(unequal_lengths);
   EXPECT_TRUE(large_logits);
-  // About 80-100 cases with three CPU kernels: small enough to check and time in a minute.
+  // 29 forward problems and 16 backward ones (the two CPU kernels with a backward run them):
+  // small enough to check and time in a minute.
   EXPECT_GE(suite.entries.size(), 20u);
-  EXPECT_LE(suite.entries.size(), 40u);
+  EXPECT_LE(suite.entries.size(), 48u);
 }
 
 // True when some query row of the problem sees no key at all.
@@ -746,10 +747,17 @@ TEST(ShippedSuites, NightlyFollowsFlashAttentionsConvention) {
   std::set<int64_t> seqlens, head_dims, gqas;
   std::set<DType> dtypes;
   std::set<MaskKind> masks;
+  int backward = 0;
   for (const SuiteEntry& entry : suite.entries) {
     const Problem& p = entry.problem;
     SCOPED_TRACE(shape_string(p));
     EXPECT_EQ(entry.kernel_globs, (std::vector<std::string>{"cuda.*", "cudnn.*"}));
+    EXPECT_TRUE(p.pass == Pass::fwd || p.pass == Pass::bwd);
+    if (p.pass == Pass::bwd) {
+      ++backward;
+      EXPECT_FALSE(is_fp8(p.input_dtype));
+      EXPECT_LE(p.head_dim_qk, 128);
+    }
     EXPECT_EQ(p.batch * p.seqlen_k, kTokens);
     EXPECT_EQ(p.heads_q * p.head_dim_qk, kModelDim);
     EXPECT_EQ(p.seqlen_q, p.seqlen_k);
@@ -764,8 +772,10 @@ TEST(ShippedSuites, NightlyFollowsFlashAttentionsConvention) {
   EXPECT_EQ(gqas, (std::set<int64_t>{1, 4, 8}));
   EXPECT_EQ(dtypes, (std::set<DType>{DType::f16, DType::bf16, DType::e4m3}));
   EXPECT_EQ(masks, (std::set<MaskKind>{MaskKind::none, MaskKind::causal_br}));
-  // The full product, nothing dropped: 6 seqlens x 3 head dims x 3 dtypes x 2 masks x 3 gqa.
-  EXPECT_EQ(suite.entries.size(), 6u * 3 * 3 * 2 * 3);
+  // The full product, nothing dropped: 6 seqlens x 3 head dims x 3 dtypes x 2 masks x 3 gqa, and
+  // the backward of the 16-bit ones at head dims 64 and 128.
+  EXPECT_EQ(backward, 6 * 2 * 2 * 2 * 3);
+  EXPECT_EQ(suite.entries.size(), 6u * 3 * 3 * 2 * 3 + 6 * 2 * 2 * 2 * 3);
 }
 
 TEST(ShippedSuites, LlmIsBf16CausalWithPrefillAndDecode) {

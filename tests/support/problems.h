@@ -111,6 +111,7 @@ inline Problem random_problem(std::mt19937_64& rng) {
       problem.scale = 0.125;
       break;
   }
+  problem.pass = pick(rng, std::array<Pass, 3>{Pass::fwd, Pass::bwd, Pass::fwd_bwd});
   return problem;
 }
 
