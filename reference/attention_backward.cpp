@@ -27,14 +27,17 @@ struct LowPrecision {
   using T = float;
   static T scale(const Problem& p) { return static_cast<float>(p.softmax_scale()); }
   static T exp(T x) { return std::exp(x); }
-  static T round_operand(const Problem& p, T x) {
-    return round_to(is_fp8(p.input_dtype) ? p.grad_dtype() : p.input_dtype, x);
-  }
+  static T round_operand(const Problem& p, T x) { return round_to(operand_dtype(p), x); }
   static T round_gradient(const Problem& p, T x) { return round_to(p.grad_dtype(), x); }
 };
 
-// The spacing of `dtype`'s values at x (a normal number's ulp; fp16's subnormal one near 0).
-double spacing(DType dtype, double x) {
+}  // namespace
+
+DType operand_dtype(const Problem& problem) {
+  return is_fp8(problem.input_dtype) ? problem.grad_dtype() : problem.input_dtype;
+}
+
+double dtype_spacing(DType dtype, double x) {
   int exponent = 0;
   std::frexp(x, &exponent);  // x = m 2^exponent, m in [0.5, 1)
   int bits = 24, min_exponent = -125;
@@ -47,6 +50,17 @@ double spacing(DType dtype, double x) {
   }
   return std::ldexp(1.0, std::max(exponent, min_exponent) - bits);
 }
+
+double delta_uncertainty(DType output_dtype, const float* dout, const double* out, int64_t dim) {
+  double squares = 0;
+  for (int64_t d = 0; d < dim; ++d) {
+    const double moved = static_cast<double>(dout[d]) * dtype_spacing(output_dtype, out[d]);
+    squares += moved * moved;
+  }
+  return 2 * std::sqrt(squares);
+}
+
+namespace {
 
 template <typename T>
 T dot(const float* a, const float* b, int64_t n) {
@@ -179,13 +193,9 @@ RowStatistics<double> reference_row_statistics(const Problem& problem, const Att
   RowStatistics<double> stats;
   reference_row(problem, inputs, b, h, query, out.data(), &stats.lse);
   load_row(inputs.dout, b, query, h, problem.head_dim_v, dout.data());
-  double squares = 0;
-  for (size_t d = 0; d < out.size(); ++d) {
-    stats.delta += static_cast<double>(dout[d]) * out[d];
-    const double moved = static_cast<double>(dout[d]) * spacing(problem.output_dtype, out[d]);
-    squares += moved * moved;
-  }
-  stats.delta_uncertainty = 2 * std::sqrt(squares);
+  for (size_t d = 0; d < out.size(); ++d) stats.delta += static_cast<double>(dout[d]) * out[d];
+  stats.delta_uncertainty =
+      delta_uncertainty(problem.output_dtype, dout.data(), out.data(), problem.head_dim_v);
   return stats;
 }
 

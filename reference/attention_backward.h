@@ -55,6 +55,14 @@ struct RowEnvelope {
   double max_exponent = 0;
 };
 
+// What the low-precision twin rounds P and dS to before the products that read them: the inputs'
+// dtype (the tensor cores' operand type), the gradients' for FP8 inputs.
+DType operand_dtype(const Problem& problem);
+// The spacing of `dtype`'s values at x (a normal number's ulp; a subnormal one near 0).
+double dtype_spacing(DType dtype, double x);
+// u_i above, of one row: its dO and its exact O (dim values each).
+double delta_uncertainty(DType output_dtype, const float* dout, const double* out, int64_t dim);
+
 // Exact (fp64): the forward row's LSE and D from the exact output.
 RowStatistics<double> reference_row_statistics(const Problem& problem, const AttentionInputs& inputs,
                                                int64_t b, int64_t h, int64_t query);

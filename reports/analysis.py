@@ -102,16 +102,20 @@ def accuracy_by_recipe(results):
 FP8_DTYPES = ("e4m3", "e5m2")
 
 
+PASS_ORDER = ("fwd", "bwd", "fwd_bwd")
+
+
 def panel_key(result):
-    """dtype x head dim x mask: the grid of the throughput and memory plots."""
+    """dtype x head dim x mask x pass: the grid of the throughput and memory plots (a backward's
+    and a training step's panels apart from the forward's)."""
     head_dim = str(result.head_dim) if result.head_dim == result.head_dim_v else \
         f"{result.head_dim}/{result.head_dim_v}"
-    return (result.dtype, head_dim, result.mask)
+    return (result.dtype, head_dim, result.mask, result.pass_name)
 
 
 def panel_title(key):
-    dtype, head_dim, mask = key
-    return f"{dtype}, d={head_dim}, mask={mask}"
+    dtype, head_dim, mask, pass_name = key
+    return f"{dtype}, d={head_dim}, mask={mask}" + ("" if pass_name == "fwd" else f", {pass_name}")
 
 
 def _head_dim_order(head_dim):
@@ -119,7 +123,8 @@ def _head_dim_order(head_dim):
 
 
 def panel_sort_key(key):
-    return (key[0], _head_dim_order(key[1]), key[2])
+    return (PASS_ORDER.index(key[3]) if key[3] in PASS_ORDER else len(PASS_ORDER), key[0],
+            _head_dim_order(key[1]), key[2])
 
 
 def variant_label(result):

@@ -83,6 +83,9 @@ class Result:
     # (time_s, sm_clock_mhz, clock_reasons, clock_suspect): the last as the analysis judged the
     # sample's clock (samples.clock_suspect, schema version 10): True, False, None not judged.
     samples: list = field(default_factory=list)
+    # What the case's step computes: fwd, bwd or fwd_bwd (cases.pass, schema version 11; every
+    # older case is a forward).
+    pass_name: str = "fwd"
 
     @property
     def timed(self):
@@ -325,7 +328,7 @@ class Database:
             SELECT r.*, c.kernel AS case_kernel, c.batch, c.heads_q, c.heads_kv, c.seqlen_q,
                    c.seqlen_k, c.head_dim_qk, c.head_dim_v, c.input_dtype, c.output_dtype,
                    c.fp8_scaling, c.mask_kind, c.window_left, c.window_right, c.layout,
-                   c.distribution{shape}
+                   c.distribution{shape}{pass_column}
             FROM results r JOIN cases c ON c.id = r.case_id
             WHERE r.run_id = ? ORDER BY r.id"""
         results = []
@@ -333,7 +336,9 @@ class Database:
         has_details = "details_json" in columns
         has_rmse = "rmse" in columns
         has_shape = "shape" in self.columns("cases")
-        sql = sql.format(shape=", c.shape" if has_shape else "")
+        has_pass = "pass" in self.columns("cases")
+        sql = sql.format(shape=", c.shape" if has_shape else "",
+                         pass_column=", c.pass AS pass_name" if has_pass else "")
         for row in self.rows(sql, (run_id,)):
             results.append(Result(
                 id=row["id"], run_id=row["run_id"], series_key=row["series_key"],
@@ -358,7 +363,8 @@ class Database:
                 extra_memory_bytes=_known_count(row["extra_memory_bytes"]),
                 launches=_known_count(row["launches"]), energy_j=_finite(row["energy_j"]),
                 predicted_s=_finite(row["predicted_s"]), repro=row["repro"] or "",
-                details_json=(row["details_json"] or "") if has_details else ""))
+                details_json=(row["details_json"] or "") if has_details else "",
+                pass_name=row["pass_name"] if has_pass else "fwd"))
         if with_samples and results and "samples" in self.tables:
             by_id = {result.id: result for result in results}
             judged = "clock_suspect" in self.columns("samples")

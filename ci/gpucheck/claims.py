@@ -263,24 +263,25 @@ def first_issues(issues: list[str], shown: int = 3) -> str:
     return "; ".join(issues[:shown]) + more
 
 
-def is_figure_shape(r: dict, dtype: str) -> bool:
+def is_figure_shape(r: dict, dtype: str, pass_name: str = "fwd") -> bool:
     """FlashAttention's benchmark convention at seqlen 8192: 16k tokens, 16 heads of 128,
-    no mask."""
+    no mask; in the given pass (the forward unless a claim is about the backward)."""
     return (r["batch"] * r["seqlen_q"] == 16384 and r["seqlen_q"] == 8192
             and r["seqlen_k"] == 8192 and r["heads_q"] == 16 and r["head_dim_qk"] == 128
-            and r["mask_kind"] == "none" and r["input_dtype"] == dtype)
+            and r["mask_kind"] == "none" and r["input_dtype"] == dtype
+            and r.get("pass", "fwd") == pass_name)
 
 
 FLASH3_STAGES = ("cuda.flash3_wg1", "cuda.flash3_ws", "cuda.flash3_pingpong", "cuda.flash3")
-FIGURE_DTYPE = {"cudnn.sdpa": "bf16", "cuda.flash2": "bf16", "torch.sdpa_flash": "bf16",
+FIGURE_DTYPE = {"cudnn.sdpa": "bf16", "cudnn.sdpa_deterministic": "bf16", "cuda.flash2": "bf16", "torch.sdpa_flash": "bf16",
                 "torch.sdpa_cudnn": "bf16", "cudnn.sdpa_fp8": "e4m3", "cuda.flash3_fp8": "e4m3",
                 "cuda.flash3_fp8_ws": "e4m3", "cuda.flash3_fp8_ws_transpose": "e4m3",
                 "cuda.flash3_fp8_incoherent": "bf16",
                 **{stage: "bf16" for stage in FLASH3_STAGES}}
 
 
-def figure_results(evidence: Evidence, kernel: str,
-                   dtype: str | None = None) -> list[tuple[int, dict]]:
+def figure_results(evidence: Evidence, kernel: str, dtype: str | None = None,
+                   pass_name: str = "fwd") -> list[tuple[int, dict]]:
     """(run id, result) of `kernel` at its figure shape (in `dtype`, else the kernel's figure
     dtype): the figures step's run first, then gpu-smoke's (whose suite holds the figure shapes
     too)."""
@@ -289,7 +290,8 @@ def figure_results(evidence: Evidence, kernel: str,
         if step_gap(evidence, step):
             continue
         for r in evidence.gpu_results(step, status=None):
-            if r["kernel"] == kernel and is_figure_shape(r, dtype or FIGURE_DTYPE[kernel]):
+            if r["kernel"] == kernel and is_figure_shape(r, dtype or FIGURE_DTYPE[kernel],
+                                                         pass_name):
                 found.append((evidence.run_id(step), r))
     return found
 
@@ -302,10 +304,11 @@ def no_figure_why(evidence: Evidence, kernel: str) -> str:
             + (f" (cases filtered: {where})" if where else ""))
 
 
-def timed_figures(evidence: Evidence, kernel: str) -> list[tuple[int, dict]] | Finding:
+def timed_figures(evidence: Evidence, kernel: str,
+                  pass_name: str = "fwd") -> list[tuple[int, dict]] | Finding:
     """Every (run, result) of `kernel` timed at its figure shape, figures run first, else the
     finding that says why there is none."""
-    results = figure_results(evidence, kernel)
+    results = figure_results(evidence, kernel, pass_name=pass_name)
     if not results:
         return unmeasured(no_figure_why(evidence, kernel))
     timed = [(run, r) for run, r in results if r["status"] == "passed" and r.get("flops_per_s")]
@@ -316,14 +319,15 @@ def timed_figures(evidence: Evidence, kernel: str) -> list[tuple[int, dict]] | F
     return timed
 
 
-def judge_figure(evidence: Evidence, kernel: str, threshold: AtLeast | RatioTo) -> Finding:
+def judge_figure(evidence: Evidence, kernel: str, threshold: AtLeast | RatioTo,
+                 pass_name: str = "fwd") -> Finding:
     """`kernel` at its figure shape against an absolute threshold, or against its peer's figure
     in the same run (the absolute TFLOP/s shown, not judged)."""
-    timed = timed_figures(evidence, kernel)
+    timed = timed_figures(evidence, kernel, pass_name)
     if isinstance(timed, Finding):
         return timed
     if isinstance(threshold, RatioTo):
-        return judge_figure_ratio(evidence, timed, threshold)
+        return judge_figure_ratio(evidence, timed, threshold, pass_name)
     run, r = timed[0]
     tflops = r["flops_per_s"] / TERA
     measured = f"{tflops:.1f} TFLOP/s"
@@ -334,15 +338,15 @@ def judge_figure(evidence: Evidence, kernel: str, threshold: AtLeast | RatioTo) 
 
 
 def judge_figure_ratio(evidence: Evidence, timed: list[tuple[int, dict]],
-                       threshold: RatioTo) -> Finding:
+                       threshold: RatioTo, pass_name: str = "fwd") -> Finding:
     """The kernel's timed figures against `threshold.peer`'s at the figure shape in the same run
     (same clocks)."""
-    peers = {run: r for run, r in figure_results(evidence, threshold.peer)
+    peers = {run: r for run, r in figure_results(evidence, threshold.peer, pass_name=pass_name)
              if r["status"] == "passed" and r.get("flops_per_s")}
     paired = [(run, r, peers[run]) for run, r in timed if run in peers]
     if not paired:
         _, r = timed[0]
-        untimed = [p for _, p in figure_results(evidence, threshold.peer)]
+        untimed = [p for _, p in figure_results(evidence, threshold.peer, pass_name=pass_name)]
         why = (f"{threshold.peer} {untimed[0]['status']}: "
                f"{(untimed[0].get('message') or '')[:100]}"
                if untimed else f"no {threshold.peer} result in this run")
@@ -1143,6 +1147,48 @@ def torch_peers_gpu(evidence: Evidence) -> Finding:
     if problems:
         return failed(", ".join(measured) or "-", "; ".join(problems))
     return passed(", ".join(measured))
+
+
+BACKWARD_PEERS = ("cudnn.sdpa", "cudnn.sdpa_deterministic", "torch.sdpa_flash", "torch.sdpa_cudnn")
+
+
+@judge("backward-gpu-correct", "every backward case of cudnn.sdpa, cudnn.sdpa_deterministic, "
+       "torch.sdpa_flash and torch.sdpa_cudnn passes (the figure shape's and gpu-smoke's)",
+       any_step=(FIGURES, SMOKE))
+def backward_gpu_correct(evidence: Evidence) -> Finding:
+    """The backward through attnbench on a GPU (issue 36): cuDNN's backward graphs (atomic and
+    deterministic; the deterministic one rerun bit for bit, which its pass requires) and the
+    PyTorch peers' autograd, each gradient within the checker's bound."""
+    counts, problems = {}, []
+    for step in (FIGURES, SMOKE):
+        if step_gap(evidence, step):
+            continue
+        for r in evidence.gpu_results(step, status=None):
+            if r["kernel"] not in BACKWARD_PEERS or r.get("pass", "fwd") == "fwd":
+                continue
+            if r["status"] == "skipped":
+                continue
+            counts[r["kernel"]] = counts.get(r["kernel"], 0) + 1
+            if r["status"] != "passed":
+                problems.append(f"{r['kernel']} {shape_text(r)}: {r['status']}: "
+                                f"{(r.get('message') or '')[:80]}")
+    measured = ", ".join(f"{kernel} {counts[kernel]}" for kernel in BACKWARD_PEERS
+                         if kernel in counts)
+    if problems:
+        return failed(measured or "-", first_issues(problems))
+    missing = [kernel for kernel in BACKWARD_PEERS if kernel not in counts]
+    if missing:
+        return unmeasured(f"no backward case of {', '.join(missing)}", measured or "-")
+    return passed(measured + " backward cases passed")
+
+
+@judge("cudnn-backward-figure", "{}", any_step=(FIGURES, SMOKE),
+       per_model={"h100": RatioTo("torch.sdpa_cudnn", 0.95),
+                  "h200": RatioTo("torch.sdpa_cudnn", 0.95)})
+def cudnn_backward_figure(evidence: Evidence, threshold: RatioTo) -> Finding:
+    """cudnn.sdpa's backward at the figure shape against PyTorch's cuDNN SDPA backward in the same
+    run: the same library, so attnbench's graph should cost no more than PyTorch's use of it."""
+    return judge_figure(evidence, "cudnn.sdpa", threshold, pass_name="bwd")
 
 
 @judge("flash2-memory-launches", "extra memory and launches as cuda.flash2 declares them "

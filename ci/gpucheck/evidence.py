@@ -190,6 +190,8 @@ class Database:
         if key not in self._cache:
             # The case's shape text as attnbench stored it (cases.shape, schema 10).
             shape = ", c.shape AS shape" if "shape" in self.columns("cases") else ""
+            # The case's pass (cases.pass, schema 11; every older case a forward).
+            shape += ", c.pass AS pass" if "pass" in self.columns("cases") else ", 'fwd' AS pass"
             self._cache[key] = self.query(
                 "SELECT r.*, c.kernel, c.batch, c.heads_q, c.heads_kv, c.seqlen_q, c.seqlen_k,"
                 " c.head_dim_qk, c.head_dim_v, c.input_dtype, c.output_dtype, c.fp8_scaling,"

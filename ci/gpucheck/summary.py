@@ -180,12 +180,14 @@ def measured_or_dash(value) -> str:
 
 
 def figure_rows(evidence: Evidence) -> list[list]:
-    """Every result at the figure shape (bf16 or e4m3), figures run first, then gpu-smoke's."""
+    """Every result at the figure shape (bf16 or e4m3; each pass), figures run first, then
+    gpu-smoke's."""
     rows = []
     for step in (FIGURES, SMOKE):
         for r in evidence.results(step):
-            if is_figure_shape(r, "bf16") or is_figure_shape(r, "e4m3"):
-                rows.append([evidence.run_id(step), r["kernel"], r["input_dtype"], r["status"],
+            if any(is_figure_shape(r, dtype, r.get("pass", "fwd")) for dtype in ("bf16", "e4m3")):
+                rows.append([evidence.run_id(step), r["kernel"], r.get("pass", "fwd"),
+                             r["input_dtype"], r["status"],
                              tflops(r), micros(r), measured_or_dash(r.get("launches")),
                              measured_or_dash(r.get("extra_memory_bytes")),
                              r.get("forwards_timed"), r.get("repetitions"),
@@ -249,7 +251,7 @@ def render(evidence: Evidence, verdicts: list, claims_error: str | None) -> str:
                   if calibrations else "none")
     figures = figure_rows(evidence)
     md += section("Figures (16k tokens, seqlen 8192, 16 heads of 128, no mask)",
-                  table(["run", "kernel", "dtype", "status", "TFLOP/s", "median us", "launches",
+                  table(["run", "kernel", "pass", "dtype", "status", "TFLOP/s", "median us", "launches",
                          "extra memory B", "forwards timed", "repetitions", "timing stop"],
                         figures) if figures else "no result at the figure shapes")
     smoke = smoke_rows(evidence)

@@ -113,6 +113,10 @@ class Scenario:
     torch_cudnn_tflops: float | None = 550.0  # None: no torch.sdpa_cudnn result
     flash3_tflops: float | None = 600.0  # cuda.flash3 at the figure shape; None: no result
     flash3_causal_ratio: float = 0.93  # its causal over non-causal rate at seqlen 16k
+    # The backward at the figure shape (None: no result): cudnn.sdpa's and torch.sdpa_cudnn's.
+    cudnn_backward_tflops: float | None = 520.0
+    torch_cudnn_backward_tflops: float | None = 500.0
+    failing_backward: str | None = None  # a kernel whose gpu-smoke backward case fails
     gpu_name: str = "NVIDIA H200"
     device_model: str = "h200"  # as `attnbench list devices --json` names the card ("": none)
     copy_tb_per_s: tuple = (4.05, 4.5)  # the calibrated copy is drawn in this range
@@ -271,6 +275,14 @@ class OutdirBuilder:
                 self.timed_result(run_id, gpu, Case(kernel, dtype="bf16", **FIGURE), tflops,
                                   CASE_BUDGETS["figures"], extra_memory_bytes=1 << 20,
                                   **({} if energy is not None else {"energy_j": 0.5}))
+        backward = {"cudnn.sdpa": s.cudnn_backward_tflops,
+                    "torch.sdpa_cudnn": s.torch_cudnn_backward_tflops}
+        describe([Case(k, dtype="bf16", pass_name="bwd", **FIGURE) for k in backward], [gpu.name])
+        for kernel, tflops in backward.items():
+            if tflops is not None:
+                self.timed_result(run_id, gpu, Case(kernel, dtype="bf16", pass_name="bwd", **FIGURE),
+                                  tflops, CASE_BUDGETS["figures"], extra_memory_bytes=1 << 20,
+                                  **({} if energy is not None else {"energy_j": 1.2}))
         if s.flash3_tflops is not None:
             for mask, tflops in (("none", s.flash3_tflops),
                                  ("causal", s.flash3_tflops * s.flash3_causal_ratio)):
@@ -311,6 +323,18 @@ class OutdirBuilder:
                 self.timed_result(run_id, gpu, case, self.rng.uniform(5, 300),
                                   CASE_BUDGETS["gpu-smoke"], overrun=kernel == s.over_budget,
                                   **columns)
+        # The backward blocks: cuDNN's graphs and PyTorch's flash backward on the GQA shape.
+        backward = [Case(kernel, pass_name="bwd", **SMOKE_SHAPES[0])
+                    for kernel in ("cudnn.sdpa", "cudnn.sdpa_deterministic", "torch.sdpa_flash")]
+        describe(backward, [s.gpu_name])
+        for case in backward:
+            if case.kernel == s.failing_backward:
+                self.fixture.result(run_id, gpu, case, status="failed", error=0.5, bound=0.01,
+                                message="dk: max|dk-ref| 0.5 > bound 0.01 at b=0,h=0,row=3,d=1 "
+                                        "(got 1.2, expected 0.7)")
+                continue
+            self.timed_result(run_id, gpu, case, self.rng.uniform(50, 300),
+                              CASE_BUDGETS["gpu-smoke"], extra_memory_bytes=1 << 20)
         return run_id
 
     def masking_profiles(self) -> None:

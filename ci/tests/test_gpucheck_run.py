@@ -108,7 +108,10 @@ def test_every_step_has_a_prediction_and_the_figures_only_the_claimed_kernels():
     assert {"cudnn.sdpa", "cudnn.sdpa_fp8", "cuda.flash2", *FLASH3_STAGES} <= kernels
     assert sum(c["kernel"] == "cuda.flash3" for c in supported) == 3
     assert sum(c["kernel"] == "cuda.flash3_fp8" for c in supported) == 2
-    assert figures.calls[1].cases == len(kernels) + 3
+    # The backward beside its peer at the figure shape (issue 36): cudnn.sdpa and torch.sdpa_cudnn.
+    backward = [c["kernel"] for c in supported if c["shape"].endswith(",pass=bwd")]
+    assert sorted(backward) == ["cudnn.sdpa", "torch.sdpa_cudnn"]
+    assert figures.calls[1].cases == len(kernels) + 3 + len(backward)
 
 
 def test_makespan_puts_the_longest_first():

@@ -9,6 +9,7 @@ schema and broken rules read as they should.
 
 import contextlib
 import os
+import re
 import sqlite3
 import subprocess
 import sys
@@ -124,7 +125,9 @@ def test_summary_holds_the_run_devices_versions_steps_and_results(tmp_path, rng)
     assert "## Calibrations" in text and "## Figures" in text and "## gpu-smoke (run " in text
     # Each result's shape as attnbench stored it (cases.shape).
     smoke = Case("cuda.masked_outofplace", **SMOKE_SHAPES[0])
-    assert f"cuda.masked_outofplace | {smoke.shape} |" in text
+    assert re.search(rf"cuda\.masked_outofplace +\| {re.escape(smoke.shape)} +\|", text), text
+    backward = Case("cudnn.sdpa_deterministic", pass_name="bwd", **SMOKE_SHAPES[0])
+    assert backward.shape.endswith(",pass=bwd") and f"| {backward.shape} |" in text
     assert "## Energy" in text and "mJ per forward" in text
 
 
@@ -638,3 +641,20 @@ def test_the_command_line_writes_the_summary_and_prints_claims_last(tmp_path, rn
     assert (tmp_path / "summary.md").exists()
     last_ids = [claim.id for claim in parse_claims(CLAIMS)][-1]
     assert done.stdout.rstrip().splitlines()[-1].startswith(f"| {last_ids} ")
+
+
+def test_a_failing_backward_case_fails_its_claim_and_a_slow_backward_its_ratio(tmp_path, rng):
+    scenario = Scenario(failing_backward="cudnn.sdpa_deterministic",
+                        cudnn_backward_tflops=rng.uniform(300, 400),
+                        torch_cudnn_backward_tflops=500.0)
+    build_outdir(tmp_path, rng, scenario)
+    _, rows = summarize(tmp_path)
+    correct, figure = rows["backward-gpu-correct"], rows["cudnn-backward-figure"]
+    assert correct["result"] == FAIL and "cudnn.sdpa_deterministic" in correct["why"], correct
+    assert "dk: max|dk-ref|" in correct["why"]
+    assert figure["result"] == FAIL and figure["threshold"] == ">= 0.95x torch.sdpa_cudnn (same run)"
+    # No backward at the figure shape: the ratio is not measured, and says why.
+    tmp_path2 = tmp_path / "none"
+    build_outdir(tmp_path2, rng, Scenario(cudnn_backward_tflops=None))
+    _, rows = summarize(tmp_path2)
+    assert rows["cudnn-backward-figure"]["result"] == NOT_MEASURED

@@ -78,10 +78,14 @@ int report_command(const std::string& db_path, const std::string& out_dir, const
 void print_kernels_json(std::ostream& out) {
   nlohmann::json kernels = nlohmann::json::array();
   for (const Kernel& kernel : all_kernels()) {
+    nlohmann::json passes = nlohmann::json::array();
+    for (const Pass pass : kernel.support.passes) passes.push_back(std::string(pass_name(pass)));
     kernels.push_back({{"name", kernel.name},
                        {"backend", std::string(backend_name(kernel.backend))},
                        {"summary", kernel.summary},
                        {"correctness_suite", kernel.correctness_suite},
+                       {"passes", passes},
+                       {"backward_deterministic", kernel.backward_deterministic},
                        {"unavailable", kernel.unavailable_reason},
                        {"origin", kernel.origin}});
   }
@@ -357,7 +361,7 @@ Subcommand add_list_command(CLI::App& app, CommonOptions& common) {
       ->check(CLI::IsMember({"kernels", "suites", "devices"}));
   list->add_flag("--support", options->support, "With `list kernels`: each kernel's support table");
   list->add_flag("--json", options->json,
-                 "JSON: with `list kernels` (name, backend, summary, correctness_suite, "
+                 "JSON: with `list kernels` (name, backend, summary, correctness_suite, passes, "
                  "unavailable, origin); with `list devices` (label, backend, name, threads, "
                  "memory_bytes, l2_bytes, device_model)");
   list->add_option("--plugin", options->plugins, "With `list kernels`: also this plugin's kernels (repeatable)");
@@ -368,8 +372,9 @@ Subcommand add_list_command(CLI::App& app, CommonOptions& common) {
 }
 
 constexpr const char* kPassHelp =
-    "fwd | bwd | fwd_bwd | all: the step each case times (bwd: the backward alone, from the "
-    "kernel's own forward outputs; default: the suite's passes, fwd for --shape)";
+    "fwd | bwd | fwd_bwd | all: the suite's cases of these passes, and each --shape in each "
+    "(bwd: the backward alone, from the kernel's own forward outputs; default: every pass the "
+    "suite names, fwd for --shape)";
 
 // The selection flags `run` and `check` share.
 struct RunFlags {

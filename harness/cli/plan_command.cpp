@@ -95,8 +95,12 @@ int plan_command(const PlanOptions& options, std::ostream& out, std::ostream& er
                 {"reason", reason}};
     if (reason.empty()) {
       const CasePrediction p = predict_case(*spec.kernel, spec.problem, *device, request);
-      // Inputs and the reference are made once per group, by its first supported case.
-      const double host_s = groups_paid.insert(spec.group).second ? p.host_s : 0.0;
+      // Inputs and the reference are made once per group (every pass of a shape), by its first
+      // supported case; the gradients' reference by its first case with a backward.
+      double host_s = groups_paid.insert(spec.group).second ? p.host_s : 0.0;
+      if (spec.problem.has_backward() && groups_paid.insert(spec.group + "|gradients").second) {
+        host_s += p.gradient_reference_s;
+      }
       const double case_s = host_s + p.case_s();
       total_s += case_s;
       row.update({{"forward_s", p.forward_s},

@@ -104,6 +104,11 @@ const std::map<std::string, KernelCost>& kernel_costs() {
 constexpr double kInputSecondsPerElement = 15e-9;
 constexpr double kInputFixedSeconds = 0.02;
 constexpr double kReferenceSecondsPerMultiplyAdd = 2.1e-9;
+// The gradients' reference on BLAS blocks (fp64 and fp32 GEMMs: the dQ rows, the groups'
+// statistics): at the figure shape (b=2,hq=16,s=8192,d=128, pass=bwd; 2026-12-06, this 2-core
+// host) perf put the statistics at 0.8-1.3 s of CPU for 3.4e10 multiply-adds, about 0.04 ns
+// each; counted at 0.05 ns.
+constexpr double kBlockedReferenceSecondsPerMultiplyAdd = 5e-11;
 constexpr double kFp8ReferenceFactor = 1.7;
 // Not counted yet: the FP8 recipe rows the checker adds for a kernel judged by its own recipe (one
 // set) or by the envelope (four). Measured on this host, quiet, both cores, at the figure shape
@@ -145,15 +150,14 @@ double forward_reference_seconds(const Problem& problem) {
   return 2 * keys * per_key * kReferenceSecondsPerMultiplyAdd * factor;
 }
 
-// A backward adds the gradients' reference (gradient_reference_work: their rows, and the
-// statistics of every query row of the groups whose key rows are checked), exact and at the
-// kernel's precision, at the forward's rate per multiply-add.
-double reference_seconds(const Problem& problem) {
-  const double gradients =
-      problem.has_backward()
-          ? 2 * gradient_reference_work(problem, /*seed=*/1) * kReferenceSecondsPerMultiplyAdd
-          : 0.0;
-  return forward_reference_seconds(problem) + gradients;
+// A backward's gradients' reference (gradient_reference_work), exact and at the kernel's
+// precision: its rows at the forward's rate per multiply-add, the statistics of the groups whose
+// key rows are checked at the BLAS blocks' rate.
+double gradient_reference_seconds(const Problem& problem) {
+  if (!problem.has_backward()) return 0;
+  const GradientReferenceWork work = gradient_reference_work(problem, /*seed=*/1);
+  return 2 * (work.row_wise * kReferenceSecondsPerMultiplyAdd +
+              work.blocked * kBlockedReferenceSecondsPerMultiplyAdd);
 }
 
 }  // namespace
@@ -217,8 +221,10 @@ CasePrediction predict_case(const Kernel& kernel, const Problem& problem, const 
   const double inputs = input_elements(layout);
   const double input_bytes = inputs * static_cast<double>(dtype_size(problem.input_dtype));
   const double copy_back_s = output_bytes(problem, layout) / device.host_link_bytes_per_s;
-  p.host_s = kInputFixedSeconds + inputs * kInputSecondsPerElement + reference_seconds(problem) +
-             input_bytes / device.host_link_bytes_per_s + copy_back_s;
+  p.host_s = kInputFixedSeconds + inputs * kInputSecondsPerElement +
+             forward_reference_seconds(problem) + input_bytes / device.host_link_bytes_per_s +
+             copy_back_s;
+  p.gradient_reference_s = gradient_reference_seconds(problem);
   p.plan_s = cost.plan_s;
   const int checked_runs = kernel.deterministic ? 2 : 1;
   p.check_s = checked_runs * (p.forward_s + copy_back_s + device.launch_s) +

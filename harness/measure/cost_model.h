@@ -42,7 +42,8 @@ std::string device_model_names();
 
 struct CasePrediction {
   double forward_s = 0;  // one forward on the device
-  double host_s = 0;     // inputs and the reference, paid once per group of kernels
+  double host_s = 0;     // inputs and the forward's reference, paid once per group of kernels
+  double gradient_reference_s = 0;  // a backward's gradients' reference, once per group too
   double plan_s = 0;     // plan build (a cuDNN graph is the expensive one)
   double check_s = 0;    // checked runs: poison, run, copy back, compare, twice if deterministic
   double timing_s = 0;   // warm-up, launch count, the timing plan's repetitions

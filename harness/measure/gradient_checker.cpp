@@ -7,6 +7,7 @@
 #include <set>
 #include <sstream>
 
+#include "harness/measure/group_statistics.h"
 #include "reference/formats.h"
 #include "reference/metrics.h"
 #include "reference/random.h"
@@ -150,6 +151,28 @@ void compare_one(const char* name, DType dtype, const GuardedBuffer& buffer,
   }
 }
 
+// Row r's statistics from the forward's reference rows (the same rows, select_rows): LSE and O
+// exact and at the kernel's precision, D from each.
+std::pair<RowStatistics<double>, RowStatistics<float>> statistics_from(
+    const Problem& p, const AttentionInputs& view, const ReferenceRows& forward, int64_t r) {
+  const RowIndex& row = forward.rows[static_cast<size_t>(r)];
+  const int64_t dv = p.head_dim_v;
+  std::vector<float> dout(static_cast<size_t>(dv));
+  load_row(view.dout, row.b, row.query, row.h, dv, dout.data());
+  const double* out = &forward.ref[static_cast<size_t>(r * dv)];
+  const float* lowp_out = &forward.lowp[static_cast<size_t>(r * dv)];
+  RowStatistics<double> exact;
+  RowStatistics<float> lowp;
+  exact.lse = forward.ref_lse[static_cast<size_t>(r)];
+  lowp.lse = forward.lowp_lse[static_cast<size_t>(r)];
+  for (int64_t d = 0; d < dv; ++d) {
+    exact.delta += static_cast<double>(dout[static_cast<size_t>(d)]) * out[d];
+    lowp.delta += dout[static_cast<size_t>(d)] * lowp_out[d];
+  }
+  exact.delta_uncertainty = delta_uncertainty(p.output_dtype, dout.data(), out, dv);
+  return {exact, lowp};
+}
+
 }  // namespace
 
 GradientRows select_gradient_rows(const Problem& problem, uint64_t seed) {
@@ -172,18 +195,24 @@ GradientRows select_gradient_rows(const Problem& problem, uint64_t seed) {
   return rows;
 }
 
-double gradient_reference_work(const Problem& problem, uint64_t seed) {
+GradientReferenceWork gradient_reference_work(const Problem& problem, uint64_t seed) {
   const GradientRows rows = select_gradient_rows(problem, seed);
   const double group = static_cast<double>(problem.heads_q / problem.heads_kv);
   const double per_key_row = group * static_cast<double>(problem.seqlen_q) *
                              static_cast<double>(2 * problem.head_dim_qk + 2 * problem.head_dim_v);
-  // dQ rows: their statistics (a forward row) and the row itself (two dot products per key).
-  const double dq = static_cast<double>(rows.query_rows.size()) * 2 * row_work(problem);
-  const double statistics = static_cast<double>(rows.groups.size()) * group_statistics_work(problem);
-  return dq + statistics + static_cast<double>(rows.key_rows.size()) * per_key_row;
+  // dQ rows on BLAS blocks (head_dq_rows): scores, dP, dQ and the two envelope products per key
+  // (their statistics come from the forward's reference).
+  const double dq = static_cast<double>(rows.query_rows.size()) *
+                    static_cast<double>(problem.seqlen_k) *
+                    static_cast<double>(4 * problem.head_dim_qk + problem.head_dim_v);
+  GradientReferenceWork work;
+  work.row_wise = static_cast<double>(rows.key_rows.size()) * per_key_row;
+  work.blocked = dq + static_cast<double>(rows.groups.size()) * group_statistics_work(problem);
+  return work;
 }
 
-GradientReference compute_gradient_reference(const ProblemInputs& inputs, uint64_t seed) {
+GradientReference compute_gradient_reference(const ProblemInputs& inputs, uint64_t seed,
+                                             const ReferenceRows& forward) {
   const Problem& p = inputs.problem;
   const AttentionInputs view = inputs.view();
   const GradientRows rows = select_gradient_rows(p, seed);
@@ -203,28 +232,47 @@ GradientReference compute_gradient_reference(const ProblemInputs& inputs, uint64
 
   std::vector<RowEnvelope> dq_envelopes(static_cast<size_t>(n_query));
   std::vector<RowEnvelope> dk_envelopes(static_cast<size_t>(n_key)), dv_envelopes(dk_envelopes.size());
-#pragma omp parallel for schedule(dynamic, 8)
-  for (int64_t r = 0; r < n_query; ++r) {
-    const RowIndex& row = rows.query_rows[static_cast<size_t>(r)];
-    const auto exact = reference_row_statistics(p, view, row.b, row.h, row.query);
-    reference_dq_row(p, view, exact, row.b, row.h, row.query, &reference.dq[r * dqk],
-                     &dq_envelopes[static_cast<size_t>(r)]);
-    const auto lowp = lowp_row_statistics(p, view, row.b, row.h, row.query);
-    lowp_dq_row(p, view, lowp, row.b, row.h, row.query, &reference.lowp_dq[r * dqk]);
+  // The dQ rows are the forward's checked rows: their statistics come from its reference rows
+  // (exact O and LSE, and the low-precision ones), computed once for every pass of the shape;
+  // the rows themselves on BLAS blocks, one (batch, head) at a time.
+  const bool forward_rows = forward.rows.size() == rows.query_rows.size() &&
+                            forward.lowp.size() == forward.ref.size();
+  std::vector<std::pair<size_t, size_t>> heads;  // [first, end) of each (b, h)'s rows, in order
+  for (size_t r = 0; r < rows.query_rows.size(); ++r) {
+    const RowIndex& row = rows.query_rows[r];
+    const RowIndex* first = heads.empty() ? nullptr : &rows.query_rows[heads.back().first];
+    if (first == nullptr || first->b != row.b || first->h != row.h) heads.push_back({r, r});
+    heads.back().second = r + 1;
+  }
+#pragma omp parallel for schedule(dynamic, 1)
+  for (size_t i = 0; i < heads.size(); ++i) {
+    const auto [begin, end] = heads[i];
+    std::vector<int64_t> queries;
+    std::vector<RowStatistics<double>> exact_stats;
+    std::vector<RowStatistics<float>> lowp_stats;
+    for (size_t r = begin; r < end; ++r) {
+      const RowIndex& row = rows.query_rows[r];
+      queries.push_back(row.query);
+      const auto [exact, lowp] =
+          forward_rows ? statistics_from(p, view, forward, static_cast<int64_t>(r))
+                       : std::pair{reference_row_statistics(p, view, row.b, row.h, row.query),
+                                   lowp_row_statistics(p, view, row.b, row.h, row.query)};
+      exact_stats.push_back(exact);
+      lowp_stats.push_back(lowp);
+    }
+    const RowIndex& row = rows.query_rows[begin];
+    head_dq_rows(p, view, row.b, row.h, queries, exact_stats, lowp_stats,
+                 &reference.dq[begin * static_cast<size_t>(dqk)],
+                 &reference.lowp_dq[begin * static_cast<size_t>(dqk)], &dq_envelopes[begin]);
   }
 
-  // Per checked group: the statistics of every query row of its heads, then its key rows.
+  // Per checked group: the statistics of every query row of its heads (on BLAS blocks), then its
+  // key rows.
   const int64_t group = p.heads_q / p.heads_kv;
-  const int64_t group_rows = group * p.seqlen_q;
-  std::vector<RowStatistics<double>> exact(static_cast<size_t>(group_rows));
-  std::vector<RowStatistics<float>> lowp(static_cast<size_t>(group_rows));
+  std::vector<RowStatistics<double>> exact;
+  std::vector<RowStatistics<float>> lowp;
   for (const auto& [b, kv_head] : rows.groups) {
-#pragma omp parallel for schedule(dynamic, 8)
-    for (int64_t i = 0; i < group_rows; ++i) {
-      const int64_t h = kv_head * group + i / p.seqlen_q, query = i % p.seqlen_q;
-      exact[static_cast<size_t>(i)] = reference_row_statistics(p, view, b, h, query);
-      lowp[static_cast<size_t>(i)] = lowp_row_statistics(p, view, b, h, query);
-    }
+    group_statistics(p, view, b, kv_head, exact, lowp);
 #pragma omp parallel for schedule(dynamic, 4)
     for (int64_t r = 0; r < n_key; ++r) {
       const KeyRowIndex& row = rows.key_rows[static_cast<size_t>(r)];

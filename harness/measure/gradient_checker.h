@@ -11,12 +11,13 @@
 // the same points as the twin and sums in another order, so its error is the twin's give or take
 // rounding noise; a dropped term, a missing scale or a skipped block is off by far more.
 //
-// What is checked: dQ on the forward checker's query rows (select_rows); dK and dV on key rows of
+// What is checked: dQ on the forward checker's query rows (select_rows: their statistics read
+// from the forward's reference rows, the rows computed on BLAS blocks); dK and dV on key rows of
 // chosen (batch, kv head) groups: all of them for a small problem; else the last group (its
 // offsets are the largest), then the first and a random one while the fp64 work stays within
 // kKeyRowCheckWork, and in each the first and last key, the keys at tile boundaries and random
 // ones. A key row sums over every query row of its group, so the statistics (LSE, D) of those
-// rows are computed exactly first: that is the reference's main cost, which `plan` shows.
+// rows are computed exactly first, on BLAS blocks (group_statistics.h); `plan` shows the cost.
 // NaN/Inf counts, poison and canaries cover all of dQ, dK and dV.
 #pragma once
 
@@ -51,8 +52,10 @@ struct GradientReference {
   GradientBound dq_bound, dk_bound, dv_bound;
 };
 
-// fp64 multiply-adds above which dK/dV rows are checked in fewer groups (see above).
-constexpr double kKeyRowCheckWork = double(1 << 30);
+// Multiply-adds of the groups' statistics (harness/measure/group_statistics.h, BLAS blocks)
+// above which dK/dV rows are checked in fewer groups (see above): at the figure shape (8192 rows
+// of 8192 keys, d 128) one group, the last.
+constexpr double kKeyRowCheckWork = double(int64_t{1} << 33);
 
 // The rows the gradient check reads, chosen as described above (seeded).
 struct GradientRows {
@@ -62,10 +65,19 @@ struct GradientRows {
   bool all_rows = false;
 };
 GradientRows select_gradient_rows(const Problem& problem, uint64_t seed);
-// The fp64 multiply-adds of compute_gradient_reference for `problem` (what `plan` shows).
-double gradient_reference_work(const Problem& problem, uint64_t seed);
+// The multiply-adds of compute_gradient_reference for `problem`, each done twice (exact and at
+// the kernel's precision): row by row (the key rows), and on BLAS blocks (the dQ rows and the
+// groups' statistics). What `plan` prices.
+struct GradientReferenceWork {
+  double row_wise = 0;
+  double blocked = 0;
+};
+GradientReferenceWork gradient_reference_work(const Problem& problem, uint64_t seed);
 
-GradientReference compute_gradient_reference(const ProblemInputs& inputs, uint64_t seed);
+// `forward`: the forward's reference rows of the same inputs and seed (compute_reference), whose
+// rows are the dQ rows: their statistics are read from it.
+GradientReference compute_gradient_reference(const ProblemInputs& inputs, uint64_t seed,
+                                             const ReferenceRows& forward);
 
 // One gradient's result, for the details stored with a backward's result.
 struct GradientCheck {

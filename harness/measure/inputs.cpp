@@ -174,7 +174,29 @@ Descales quantize_into(const std::vector<float>& values, DType dtype, Fp8Scaling
   return descales;
 }
 
+// dO, placed like out, in the gradient dtype, from its own seeded stream (so q, k and v are the
+// same whether or not it is drawn).
+void draw_upstream_gradient(Distribution distribution, uint64_t seed, const SinkDirections& sinks,
+                            ProblemInputs& inputs) {
+  const Problem& p = inputs.problem;
+  std::vector<float> values;
+  inputs.dout_buffer =
+      GuardedBuffer(static_cast<size_t>(inputs.layout.out_elements) * dtype_size(p.grad_dtype()));
+  draw_tensor(distribution, Role::dout, mix_seed(seed, 5), p.batch, p.seqlen_q, p.heads_q,
+              p.head_dim_v, sinks, values);
+  quantize_into(values, p.grad_dtype(), Fp8Scaling::none, inputs.layout.out, p.batch, p.seqlen_q,
+                p.heads_q, p.head_dim_v, inputs.dout_buffer.data());
+}
+
 }  // namespace
+
+void set_pass(const Problem& problem, Distribution distribution, uint64_t seed,
+              ProblemInputs& inputs) {
+  inputs.problem.pass = problem.pass;
+  if (!problem.has_backward() || inputs.dout_buffer.bytes() > 0) return;
+  // dO does not read the sink directions (Role::dout), so none are needed here.
+  draw_upstream_gradient(distribution, seed, SinkDirections{}, inputs);
+}
 
 GuardedBuffer::GuardedBuffer(size_t bytes)
     : storage_(bytes + 2 * kCanaryBytes, kCanaryByte), bytes_(bytes) {}
@@ -270,14 +292,7 @@ Status make_inputs(const Problem& problem, Distribution distribution, uint64_t s
   inputs.v_descale = v.tensor;
   inputs.v_head_descales = std::move(v.heads);
 
-  if (problem.has_backward()) {
-    inputs.dout_buffer = GuardedBuffer(static_cast<size_t>(layout.out_elements) *
-                                       dtype_size(problem.grad_dtype()));
-    draw_tensor(distribution, Role::dout, mix_seed(seed, 5), problem.batch, problem.seqlen_q,
-                problem.heads_q, problem.head_dim_v, sinks, values);
-    quantize_into(values, problem.grad_dtype(), Fp8Scaling::none, layout.out, problem.batch,
-                  problem.seqlen_q, problem.heads_q, problem.head_dim_v, inputs.dout_buffer.data());
-  }
+  if (problem.has_backward()) draw_upstream_gradient(distribution, seed, sinks, inputs);
 
   inputs.key_lengths.resize(static_cast<size_t>(problem.batch));
   for (int64_t b = 0; b < problem.batch; ++b) {

@@ -61,6 +61,10 @@ struct ProblemInputs {
 
 Status make_inputs(const Problem& problem, Distribution distribution, uint64_t seed,
                    ProblemInputs& inputs);
+// Makes `inputs` those of `problem`, another pass of the shape they were made for: the pass is
+// set, and dO drawn (as make_inputs draws it) when the pass has a backward and it is missing.
+void set_pass(const Problem& problem, Distribution distribution, uint64_t seed,
+              ProblemInputs& inputs);
 
 // Where the kernel finds the inputs: the starts of the q, k, v buffers (k and v are the q buffer
 // for qkv_packed) and the key lengths, in host memory (CPU) or device memory (GPU copies).

@@ -53,13 +53,27 @@ Result<Suite> selection_suite(const std::string& suite, const std::vector<std::s
     return Status::Error("--dist '" + distribution +
                          "': accepted: " + accepted_distribution_names());
   }
+  const Result<std::vector<Pass>> passes = parse_pass_option(pass);
+  if (!passes) return passes.status();
+  if (!passes->empty()) {  // the suite's cases of those passes
+    std::erase_if(selection.entries, [&](const SuiteEntry& entry) {
+      return std::find(passes->begin(), passes->end(), entry.problem.pass) == passes->end();
+    });
+  }
   for (const std::string& text : shapes) {
     Result<SuiteEntry> entry = shape_entry(text);
     if (!entry) return entry.status();
     entry->distribution = std::string(distribution_name(shape_distribution));
-    selection.entries.push_back(std::move(*entry));
+    if (passes->empty()) {
+      selection.entries.push_back(std::move(*entry));
+      continue;
+    }
+    for (const Pass each : *passes) {  // the shape in each pass named
+      SuiteEntry in_pass = *entry;
+      in_pass.problem.pass = each;
+      selection.entries.push_back(std::move(in_pass));
+    }
   }
-  if (Status status = apply_pass_option(pass, selection); !status) return status;
   for (const std::string& text : cases) {
     Result<SuiteEntry> entry = case_entry(text);
     if (!entry) return entry.status();
@@ -69,30 +83,11 @@ Result<Suite> selection_suite(const std::string& suite, const std::vector<std::s
   return selection;
 }
 
-Status apply_pass_option(const std::string& text, Suite& suite) {
-  if (text.empty()) return Status::Ok();
-  std::vector<Pass> passes;
-  if (text == "all") {
-    passes.assign(std::begin(kAllPasses), std::end(kAllPasses));
-  } else if (const std::optional<Pass> pass = parse_pass(text)) {
-    passes = {*pass};
-  } else {
-    return Status::Error("--pass '" + text + "': accepted: " + accepted_pass_names() + ", all");
-  }
-  std::vector<SuiteEntry> entries;
-  for (const SuiteEntry& entry : suite.entries) {
-    for (const Pass pass : passes) {
-      SuiteEntry with_pass = entry;
-      with_pass.problem.pass = pass;
-      const bool seen = std::any_of(entries.begin(), entries.end(), [&](const SuiteEntry& e) {
-        return e.kernel_globs == with_pass.kernel_globs && e.problem == with_pass.problem &&
-               e.distribution == with_pass.distribution;
-      });
-      if (!seen) entries.push_back(std::move(with_pass));
-    }
-  }
-  suite.entries = std::move(entries);
-  return Status::Ok();
+Result<std::vector<Pass>> parse_pass_option(const std::string& text) {
+  if (text.empty()) return std::vector<Pass>{};
+  if (text == "all") return std::vector<Pass>(std::begin(kAllPasses), std::end(kAllPasses));
+  if (const std::optional<Pass> pass = parse_pass(text)) return std::vector<Pass>{*pass};
+  return Status::Error("--pass '" + text + "': accepted: " + accepted_pass_names() + ", all");
 }
 
 Result<std::optional<std::regex>> parse_case_filter(const std::string& text) {
@@ -182,7 +177,12 @@ std::vector<CaseSpec> expand_matrix(const Suite& suite,
     Distribution distribution = Distribution::normal;
     parse_distribution(entry.distribution, distribution);  // the suite parser checked it
     const std::string shape = shape_string(entry.problem);
-    const std::string inputs = shape + "|" + std::string(distribution_name(distribution));
+    // A case's inputs do not depend on its pass (a backward adds dO to the same q, k and v): the
+    // passes of one shape share their inputs and the forward's reference, so they group as one.
+    Problem forward = entry.problem;
+    forward.pass = Pass::fwd;
+    const std::string inputs =
+        shape_string(forward) + "|" + std::string(distribution_name(distribution));
     for (const Kernel& kernel : all_kernels()) {
       if (!matches_any(entry.kernel_globs, kernel.name)) continue;
       if (!kernel_globs.empty() && !matches_any(kernel_globs, kernel.name)) continue;

@@ -33,8 +33,10 @@ struct CaseSpec {
   Distribution distribution = Distribution::normal;
   size_t device_index = 0;  // into the devices given to expand_matrix
   std::string name;         // kernel/shape/distribution: the benchmark name, matched by --filter
-  std::string inputs;       // shape|distribution: what the inputs and the reference depend on
-  std::string group;        // device|shape|distribution: cases sharing inputs on one device
+  // shape|distribution (the shape's forward: every pass of it shares the inputs): what the inputs
+  // and the forward's reference depend on.
+  std::string inputs;
+  std::string group;  // device|inputs: cases sharing inputs on one device
 };
 
 // ---- the selection flags
@@ -51,10 +53,9 @@ Result<SuiteEntry> case_entry(const std::string& text);
 Result<Suite> selection_suite(const std::string& suite, const std::vector<std::string>& shapes,
                               const std::string& distribution, const std::string& pass,
                               const std::vector<std::string>& cases, const std::string& nothing);
-// --pass fwd|bwd|fwd_bwd|all: every entry of `suite` in the passes named, in place of its own
-// (a suite's `passes`, a shape's pass=); an empty text leaves the entries as they are. The
-// message says what is accepted.
-Status apply_pass_option(const std::string& text, Suite& suite);
+// --pass fwd|bwd|fwd_bwd|all: the passes named (empty for an empty text); the message says what
+// is accepted.
+Result<std::vector<Pass>> parse_pass_option(const std::string& text);
 // --filter: an extended regular expression on case names (nullopt when `text` is empty).
 Result<std::optional<std::regex>> parse_case_filter(const std::string& text);
 // --kernels: every glob must name at least one kernel of the registry.

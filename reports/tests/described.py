@@ -85,6 +85,7 @@ class Case:
     mask: str = "none"  # none, causal, causal_br, window(L,R), padding
     layout: str = "bshd"
     distribution: str = "normal"
+    pass_name: str = "fwd"  # fwd, bwd, fwd_bwd
 
     @functools.cached_property
     def shape_input(self):
@@ -92,7 +93,8 @@ class Case:
         out = f",out={self.output_dtype}" if self.output_dtype else ""
         return (f"b={self.batch},hq={self.heads_q},hkv={self.heads_kv},sq={self.seqlen_q},"
                 f"sk={self.seqlen_k},d={self.head_dim},dtype={self.dtype}{out},"
-                f"fp8_scaling={self.fp8_scaling},mask={self.mask},layout={self.layout}")
+                f"fp8_scaling={self.fp8_scaling},mask={self.mask},layout={self.layout},"
+                f"pass={self.pass_name}")
 
     @property
     def described(self):

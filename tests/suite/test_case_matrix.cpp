@@ -329,32 +329,41 @@ TEST(CaseMatrixSelection, CaseEntryIsOneKernelOneShapeOneDistribution) {
   }
 }
 
-// --pass replaces every entry's own pass (a suite's passes, a shape's pass=) by the ones named;
-// the cases of each pass are apart (their names and series differ), and a kernel without a
-// backward is told apart by its reason, not by the matrix.
-TEST(CaseMatrixSelection, PassOptionRunsEveryEntryInTheNamedPasses) {
-  Suite suite = suite_of({value_of(shape_entry("b=1,hq=2,s=33,d=16")),
-                          value_of(shape_entry("b=1,hq=2,s=33,d=16,pass=bwd"))});
-  ASSERT_TRUE(apply_pass_option("", suite).ok);
-  ASSERT_EQ(suite.entries.size(), 2u);
-  EXPECT_EQ(suite.entries[1].problem.pass, Pass::bwd);
-  ASSERT_TRUE(apply_pass_option("all", suite).ok);
-  ASSERT_EQ(suite.entries.size(), 3u);  // the two shapes are one problem in each pass
+// --pass selects the suite's cases of the passes named and runs each --shape in each of them; the
+// cases of each pass are apart (their names and series differ), and a kernel without a backward
+// is told apart by its reason, not by the matrix.
+TEST(CaseMatrixSelection, PassOptionSelectsTheSuitesPassesAndSetsTheShapes) {
+  const std::string shape = "b=1,hq=2,s=33,d=16";
+  const Suite all = value_of(selection_suite("", {shape}, "", "all", {}, "nothing"));
   std::vector<std::string> names;
-  for (const CaseSpec& spec : expand_matrix(suite, {"cpu.flash"}, kCpu)) names.push_back(spec.name);
+  for (const CaseSpec& spec : expand_matrix(all, {"cpu.flash"}, kCpu)) names.push_back(spec.name);
   EXPECT_EQ(names, (std::vector<std::string>{
                        "cpu.flash/b=1,hq=2,hkv=2,sq=33,sk=33,d=16,dtype=fp32/normal",
                        "cpu.flash/b=1,hq=2,hkv=2,sq=33,sk=33,d=16,dtype=fp32,pass=bwd/normal",
                        "cpu.flash/b=1,hq=2,hkv=2,sq=33,sk=33,d=16,dtype=fp32,pass=fwd_bwd/normal"}));
-  ASSERT_TRUE(apply_pass_option("fwd_bwd", suite).ok);
-  ASSERT_EQ(suite.entries.size(), 1u);
-  const Status bad = apply_pass_option("backward", suite);
-  EXPECT_FALSE(bad.ok);
-  EXPECT_EQ(bad.message, "--pass 'backward': accepted: fwd, bwd, fwd_bwd, all");
-  Problem backward = parsed_shape("b=1,hq=2,s=33,d=16,pass=bwd");
-  EXPECT_NE(skip_reason(*find_kernel("cpu.masked_fused"), backward).find("the kernel has no backward"),
+  // The three passes of one shape share one input group.
+  const std::vector<CaseSpec> cases = expand_matrix(all, {"cpu.flash"}, kCpu);
+  EXPECT_EQ(cases[0].group, cases[2].group);
+  // Without --pass a shape is its own pass=, else fwd.
+  EXPECT_EQ(value_of(selection_suite("", {shape + ",pass=bwd"}, "", "", {}, "x")).entries[0].problem.pass,
+            Pass::bwd);
+  EXPECT_EQ(value_of(selection_suite("", {shape}, "", "", {}, "x")).entries[0].problem.pass, Pass::fwd);
+  // A suite's cases of the passes named only: ctest's forward and backward blocks.
+  const Suite ctest = value_of(selection_suite("ctest", {}, "", "", {}, "x"));
+  const Suite forward = value_of(selection_suite("ctest", {}, "", "fwd", {}, "x"));
+  const Suite backward = value_of(selection_suite("ctest", {}, "", "bwd", {}, "x"));
+  EXPECT_GT(forward.entries.size(), 0u);
+  EXPECT_GT(backward.entries.size(), 0u);
+  EXPECT_LT(forward.entries.size() + backward.entries.size(), ctest.entries.size() + 1);
+  for (const SuiteEntry& entry : forward.entries) EXPECT_EQ(entry.problem.pass, Pass::fwd);
+  for (const SuiteEntry& entry : backward.entries) EXPECT_EQ(entry.problem.pass, Pass::bwd);
+  const Result<Suite> bad = selection_suite("", {shape}, "", "backward", {}, "x");
+  EXPECT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().message, "--pass 'backward': accepted: fwd, bwd, fwd_bwd, all");
+  Problem backward_problem = parsed_shape(shape + ",pass=bwd");
+  EXPECT_NE(skip_reason(*find_kernel("cpu.masked_fused"), backward_problem).find("the kernel has no backward"),
             std::string::npos);
-  EXPECT_EQ(skip_reason(*find_kernel("cpu.flash"), backward), "");
+  EXPECT_EQ(skip_reason(*find_kernel("cpu.flash"), backward_problem), "");
 }
 
 // A series' pass is in its shape, so fwd and bwd series never share a key, and each pass has its
