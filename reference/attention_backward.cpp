@@ -42,11 +42,20 @@ double dtype_spacing(DType dtype, double x) {
   std::frexp(x, &exponent);  // x = m 2^exponent, m in [0.5, 1)
   int bits = 24, min_exponent = -125;
   switch (dtype) {
-    case DType::f16: bits = 11, min_exponent = -13; break;
-    case DType::bf16: bits = 8; break;
-    case DType::e4m3: bits = 4, min_exponent = -5; break;
-    case DType::e5m2: bits = 3, min_exponent = -13; break;
-    case DType::f32: break;
+    case DType::f16:
+      bits = 11, min_exponent = -13;
+      break;
+    case DType::bf16:
+      bits = 8;
+      break;
+    case DType::e4m3:
+      bits = 4, min_exponent = -5;
+      break;
+    case DType::e5m2:
+      bits = 3, min_exponent = -13;
+      break;
+    case DType::f32:
+      break;
   }
   return std::ldexp(1.0, std::max(exponent, min_exponent) - bits);
 }
@@ -72,7 +81,8 @@ T dot(const float* a, const float* b, int64_t n) {
 // Elementwise sums behind one gradient row's RowEnvelope (exact rows only).
 class EnvelopeSums {
  public:
-  explicit EnvelopeSums(int64_t dim) : o_rounding_(static_cast<size_t>(dim)), magnitude_(o_rounding_.size()) {}
+  explicit EnvelopeSums(int64_t dim)
+      : o_rounding_(static_cast<size_t>(dim)), magnitude_(o_rounding_.size()) {}
   // One term: coefficient * row[d] enters the gradient, which D's uncertainty moves by
   // probability * u * |row[d]|; its P was taken from exponent s - lse.
   void add(double coefficient, double probability, double uncertainty, double exponent,
@@ -120,10 +130,11 @@ void compute_dq_row(const Problem& p, const AttentionInputs& in, const RowStatis
     const T probability = Policy::exp(score - stats.lse);
     const T dp = dot<T>(dout.data(), v.data(), p.head_dim_v);
     const T ds = Policy::round_operand(p, probability * (dp - stats.delta));
-    for (int64_t d = 0; d < p.head_dim_qk; ++d) dq[d] += ds * static_cast<T>(k[static_cast<size_t>(d)]);
+    for (int64_t d = 0; d < p.head_dim_qk; ++d)
+      dq[d] += ds * static_cast<T>(k[static_cast<size_t>(d)]);
     if (envelope != nullptr) {
-      sums.add(ds, probability, stats.delta_uncertainty,
-               std::fabs(score) + std::fabs(stats.lse), k.data());
+      sums.add(ds, probability, stats.delta_uncertainty, std::fabs(score) + std::fabs(stats.lse),
+               k.data());
     }
   }
   for (int64_t d = 0; d < p.head_dim_qk; ++d) dq[d] = Policy::round_gradient(p, dq[d] * scale);
@@ -186,8 +197,9 @@ void compute_dkv_row(const Problem& p, const AttentionInputs& in,
 
 }  // namespace
 
-RowStatistics<double> reference_row_statistics(const Problem& problem, const AttentionInputs& inputs,
-                                               int64_t b, int64_t h, int64_t query) {
+RowStatistics<double> reference_row_statistics(const Problem& problem,
+                                               const AttentionInputs& inputs, int64_t b, int64_t h,
+                                               int64_t query) {
   std::vector<double> out(static_cast<size_t>(problem.head_dim_v));
   std::vector<float> dout(out.size());
   RowStatistics<double> stats;
@@ -209,8 +221,8 @@ void reference_dkv_row(const Problem& problem, const AttentionInputs& inputs,
                        const RowStatistics<double>* group_stats, int64_t b, int64_t kv_head,
                        int64_t key, double* dk_row, double* dv_row, RowEnvelope* dk_envelope,
                        RowEnvelope* dv_envelope) {
-  compute_dkv_row<Exact>(problem, inputs, group_stats, b, kv_head, key, dk_row, dv_row,
-                         dk_envelope, dv_envelope);
+  compute_dkv_row<Exact>(problem, inputs, group_stats, b, kv_head, key, dk_row, dv_row, dk_envelope,
+                         dv_envelope);
 }
 
 // The forward at lowp_row's precision: O rounded to the output dtype, as the kernel's backward

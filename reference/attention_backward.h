@@ -64,8 +64,9 @@ double dtype_spacing(DType dtype, double x);
 double delta_uncertainty(DType output_dtype, const float* dout, const double* out, int64_t dim);
 
 // Exact (fp64): the forward row's LSE and D from the exact output.
-RowStatistics<double> reference_row_statistics(const Problem& problem, const AttentionInputs& inputs,
-                                               int64_t b, int64_t h, int64_t query);
+RowStatistics<double> reference_row_statistics(const Problem& problem,
+                                               const AttentionInputs& inputs, int64_t b, int64_t h,
+                                               int64_t query);
 // dQ of one query row (head_dim_qk values); with dq_envelope, also its envelope.
 void reference_dq_row(const Problem& problem, const AttentionInputs& inputs,
                       const RowStatistics<double>& stats, int64_t b, int64_t h, int64_t query,

@@ -65,8 +65,8 @@ std::vector<std::pair<int64_t, int64_t>> chosen_groups(const Problem& p, Xoshiro
 }
 
 // The gradient element at row `r` of a checked set, as stored by the kernel.
-double stored(DType dtype, const GuardedBuffer& buffer, const TensorPlacement& placement,
-              int64_t b, int64_t s, int64_t h, int64_t d) {
+double stored(DType dtype, const GuardedBuffer& buffer, const TensorPlacement& placement, int64_t b,
+              int64_t s, int64_t h, int64_t d) {
   return load_element(dtype, buffer.data(), placement.row_start(b, s, h) + d);
 }
 
@@ -109,14 +109,16 @@ GradientBound bound_of(const Problem& p, const std::vector<double>& ref,
 template <typename RowAt>
 void compare_one(const char* name, DType dtype, const GuardedBuffer& buffer,
                  const TensorPlacement& placement, int64_t elements, int64_t dim,
-                 const std::vector<double>& ref, const GradientBound& bound, size_t rows,
-                 RowAt at, GradientCheck& check, std::string& failure) {
+                 const std::vector<double>& ref, const GradientBound& bound, size_t rows, RowAt at,
+                 GradientCheck& check, std::string& failure) {
   check.name = name;
   check.bound = bound.bound();
   for (int64_t e = 0; e < elements; ++e) {
     const float value = load_element(dtype, buffer.data(), e);
-    if (std::isnan(value)) ++check.nan_count;
-    else if (std::isinf(value)) ++check.inf_count;
+    if (std::isnan(value))
+      ++check.nan_count;
+    else if (std::isinf(value))
+      ++check.inf_count;
   }
   ErrorAccumulator errors;
   double worst = -1, worst_value = 0, worst_ref = 0;
@@ -153,8 +155,10 @@ void compare_one(const char* name, DType dtype, const GuardedBuffer& buffer,
 
 // Row r's statistics from the forward's reference rows (the same rows, select_rows): LSE and O
 // exact and at the kernel's precision, D from each.
-std::pair<RowStatistics<double>, RowStatistics<float>> statistics_from(
-    const Problem& p, const AttentionInputs& view, const ReferenceRows& forward, int64_t r) {
+std::pair<RowStatistics<double>, RowStatistics<float>> statistics_from(const Problem& p,
+                                                                       const AttentionInputs& view,
+                                                                       const ReferenceRows& forward,
+                                                                       int64_t r) {
   const RowIndex& row = forward.rows[static_cast<size_t>(r)];
   const int64_t dv = p.head_dim_v;
   std::vector<float> dout(static_cast<size_t>(dv));
@@ -231,12 +235,13 @@ GradientReference compute_gradient_reference(const ProblemInputs& inputs, uint64
   reference.lowp_dv.resize(reference.dv.size());
 
   std::vector<RowEnvelope> dq_envelopes(static_cast<size_t>(n_query));
-  std::vector<RowEnvelope> dk_envelopes(static_cast<size_t>(n_key)), dv_envelopes(dk_envelopes.size());
+  std::vector<RowEnvelope> dk_envelopes(static_cast<size_t>(n_key)),
+      dv_envelopes(dk_envelopes.size());
   // The dQ rows are the forward's checked rows: their statistics come from its reference rows
   // (exact O and LSE, and the low-precision ones), computed once for every pass of the shape;
   // the rows themselves on BLAS blocks, one (batch, head) at a time.
-  const bool forward_rows = forward.rows.size() == rows.query_rows.size() &&
-                            forward.lowp.size() == forward.ref.size();
+  const bool forward_rows =
+      forward.rows.size() == rows.query_rows.size() && forward.lowp.size() == forward.ref.size();
   std::vector<std::pair<size_t, size_t>> heads;  // [first, end) of each (b, h)'s rows, in order
   for (size_t r = 0; r < rows.query_rows.size(); ++r) {
     const RowIndex& row = rows.query_rows[r];

@@ -6,10 +6,10 @@
 // envelope of O's rounding in D (reference/attention_backward.h: a correct forward may round O
 // either way, and D reads it), plus, for fp32 gradients, the noise FlashAttention's 16-bit tests
 // never meet: two fp32 sums of n terms (eps sqrt(n) max|ref|) and P's relative error from the
-// fp32 rounding of its exponent (eps (|s| + |lse|) times the terms' absolute sum), each twice. The factor 2 is
-// FlashAttention's, which its backward tests use too: a correct tiled kernel rounds P and dS at
-// the same points as the twin and sums in another order, so its error is the twin's give or take
-// rounding noise; a dropped term, a missing scale or a skipped block is off by far more.
+// fp32 rounding of its exponent (eps (|s| + |lse|) times the terms' absolute sum), each twice. The
+// factor 2 is FlashAttention's, which its backward tests use too: a correct tiled kernel rounds P
+// and dS at the same points as the twin and sums in another order, so its error is the twin's give
+// or take rounding noise; a dropped term, a missing scale or a skipped block is off by far more.
 //
 // What is checked: dQ on the forward checker's query rows (select_rows: their statistics read
 // from the forward's reference rows, the rows computed on BLAS blocks); dK and dV on key rows of

@@ -62,7 +62,8 @@ void block_statistics(const Problem& p, const AttentionInputs& in, int64_t b, in
     }
     for (int64_t j = keys.begin; j < keys.end; ++j) lowp_row_scores[j] *= scale;
     const double max = *std::max_element(row + keys.begin, row + keys.end);
-    const float lowp_max = *std::max_element(lowp_row_scores + keys.begin, lowp_row_scores + keys.end);
+    const float lowp_max =
+        *std::max_element(lowp_row_scores + keys.begin, lowp_row_scores + keys.end);
     double sum = 0;
     float lowp_sum = 0;
     for (int64_t j = 0; j < sk; ++j) {
@@ -108,7 +109,8 @@ Rows gather_rows(const TensorView& view, int64_t b, int64_t h, const std::vector
                  int64_t dim) {
   Rows gathered;
   gathered.lowp.resize(rows.size() * static_cast<size_t>(dim));
-  for (size_t r = 0; r < rows.size(); ++r) load_row(view, b, rows[r], h, dim, &gathered.lowp[r * dim]);
+  for (size_t r = 0; r < rows.size(); ++r)
+    load_row(view, b, rows[r], h, dim, &gathered.lowp[r * dim]);
   gathered.exact.assign(gathered.lowp.begin(), gathered.lowp.end());
   return gathered;
 }
@@ -177,8 +179,8 @@ void head_dq_rows(const Problem& problem, const AttentionInputs& inputs, int64_t
               k.exact.data(), dqk, 0.0, dq, dqk);
   cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, dqk, sk, scale, p_weights.data(), sk,
               abs_k.data(), dqk, 0.0, o_rounding.data(), dqk);
-  cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, dqk, sk, scale, ds_magnitude.data(),
-              sk, abs_k.data(), dqk, 0.0, magnitude.data(), dqk);
+  cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, dqk, sk, scale, ds_magnitude.data(), sk,
+              abs_k.data(), dqk, 0.0, magnitude.data(), dqk);
   cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, dqk, sk, 1.0f, s_lowp.data(), sk,
               k.lowp.data(), dqk, 0.0f, lowp_dq, dqk);
   for (int64_t r = 0; r < n; ++r) {

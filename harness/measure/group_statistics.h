@@ -2,10 +2,11 @@
 // statistics (LSE, D, D's uncertainty) of every query row of one (batch, kv head) group, which
 // its key rows need, and the dQ rows of one head. The same quantities as reference/
 // attention_backward.h's row-by-row functions (reference_row_statistics, lowp_row_statistics,
-// reference_dq_row and lowp_dq_row with their envelopes), in another summation order. fp64 GEMMs over the stored
-// values are exact in every product, as the row-wise reference is; the low-precision ones are
-// fp32 GEMMs, rounding P and O where lowp_row does. At the figure shape (8192 query rows of one
-// head, 8192 keys, d 128) the row-wise pair took minutes on two cores; the blocks take seconds.
+// reference_dq_row and lowp_dq_row with their envelopes), in another summation order. fp64 GEMMs
+// over the stored values are exact in every product, as the row-wise reference is; the
+// low-precision ones are fp32 GEMMs, rounding P and O where lowp_row does. At the figure shape
+// (8192 query rows of one head, 8192 keys, d 128) the row-wise pair took minutes on two cores; the
+// blocks take seconds.
 #pragma once
 
 #include <cstdint>

@@ -42,15 +42,15 @@ constexpr int64_t kBlockK = 256;
 
 // One thread's tiles, carved out of the plan's scratch.
 struct FlashBackward::ThreadTiles {
-  float* p;          // (block_q, block_k): P
-  float* ds;         // (block_q, block_k): dP, then dS in place
-  float* q;          // (block_q, dqk) fp32 staging
-  float* dout;       // (block_q, dv)
-  float* k;          // (block_k, dqk)
-  float* v;          // (block_k, dv)
-  float* dk;         // (block_k, dqk) accumulator
-  float* dv;         // (block_k, dv) accumulator
-  float* dq_sum;     // (batch, seqlen_q, heads_q, dqk): this thread's dQ accumulator
+  float* p;       // (block_q, block_k): P
+  float* ds;      // (block_q, block_k): dP, then dS in place
+  float* q;       // (block_q, dqk) fp32 staging
+  float* dout;    // (block_q, dv)
+  float* k;       // (block_k, dqk)
+  float* v;       // (block_k, dv)
+  float* dk;      // (block_k, dqk) accumulator
+  float* dv;      // (block_k, dv) accumulator
+  float* dq_sum;  // (batch, seqlen_q, heads_q, dqk): this thread's dQ accumulator
 };
 
 FlashBackward::FlashBackward(const Problem& problem, FlashBackwardBug bug)
@@ -92,8 +92,8 @@ FlashBackward::ThreadTiles FlashBackward::thread_tiles(int thread) const {
   t.v = t.k + block_k_ * dqk;
   t.dk = t.v + block_k_ * dv;
   t.dv = t.dk + block_k_ * dqk;
-  t.dq_sum = dq_sums_.as<float>() +
-             thread * problem_.batch * problem_.seqlen_q * problem_.heads_q * dqk;
+  t.dq_sum =
+      dq_sums_.as<float>() + thread * problem_.batch * problem_.seqlen_q * problem_.heads_q * dqk;
   return t;
 }
 
@@ -166,8 +166,7 @@ void FlashBackward::query_block(const AttentionParams& p, int64_t b, int64_t h, 
   bool any_visible = false;
   for (int64_t r = 0; r < rows && !any_visible; ++r) {
     const KeyRange visible = row_keys(p, b, first_row + r);
-    any_visible = visible.begin < first_key + keys && visible.end > first_key &&
-                  visible.size() > 0;
+    any_visible = visible.begin < first_key + keys && visible.end > first_key && visible.size() > 0;
   }
   if (!any_visible) return;
 

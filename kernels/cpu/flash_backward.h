@@ -11,9 +11,9 @@ namespace attnbench::cpu {
 // test.cpu_flash_bwd_*); none in every kernel of the registry.
 enum class FlashBackwardBug {
   none,
-  no_delta,             // dS = P * dP: D = rowsum(dO * O) left out
-  no_softmax_scale,     // dQ and dK without the softmax scale the scores were taken with
-  gqa_not_summed,       // dK and dV of a kv head from its group's last query head only
+  no_delta,          // dS = P * dP: D = rowsum(dO * O) left out
+  no_softmax_scale,  // dQ and dK without the softmax scale the scores were taken with
+  gqa_not_summed,    // dK and dV of a kv head from its group's last query head only
   last_key_block_skipped,
 };
 
@@ -37,9 +37,9 @@ class FlashBackward {
   FlashBackwardBug bug_;
   int64_t block_q_, block_k_, key_blocks_;
   int threads_;
-  ScratchBuffer tiles_;     // per thread: thread_floats()
-  ScratchBuffer dq_sums_;   // per thread: an fp32 dQ accumulator of the whole problem
-  ScratchBuffer deltas_;    // D per query row, (batch, heads_q, seqlen_q)
+  ScratchBuffer tiles_;    // per thread: thread_floats()
+  ScratchBuffer dq_sums_;  // per thread: an fp32 dQ accumulator of the whole problem
+  ScratchBuffer deltas_;   // D per query row, (batch, heads_q, seqlen_q)
 };
 
 }  // namespace attnbench::cpu

@@ -51,10 +51,9 @@ int64_t NaiveBackward::thread_floats() const {
 }
 
 Status NaiveBackward::allocate(ScratchAllocator& allocator) {
-  return allocate_scratch(allocator,
-                          static_cast<size_t>(threads_) * thread_floats() * sizeof(float),
-                          "cpu.naive backward matrices (threads x 2 x seqlen_q x seqlen_k, ...)",
-                          matrices_);
+  return allocate_scratch(
+      allocator, static_cast<size_t>(threads_) * thread_floats() * sizeof(float),
+      "cpu.naive backward matrices (threads x 2 x seqlen_q x seqlen_k, ...)", matrices_);
 }
 
 NaiveBackward::Matrices NaiveBackward::thread_matrices(int thread) const {

@@ -231,16 +231,16 @@ TEST_F(UserKernels, TorchPeersAreListedAndSkippedWithTheReasonWithoutPyTorch) {
 }
 
 // Whether `r` is the one known way a torch peer falls short of the gradient rule on the CPU:
-// PyTorch's CPU flash backward adds each query head's and query block's share of dK and dV into
-// the bf16/fp16 gradient itself (measured with PyTorch 2.15: at 16 query heads per kv head, 129
-// rows, bf16, dV 0.037 from fp64 where the heads' shares rounded once and summed in fp32 are 0.013
-// off, and a sum rounded after every head 0.024), so with GQA its dK and dV may miss twice the
-// straightforward computation's error. attnbench reports that as it is; this test tolerates it
-// only there, naming the gradient.
-bool known_torch_gqa_backward_shortfall(const std::string& kernel, const ResultRecord& r) {
+// PyTorch's CPU flash backward accumulates dK and dV in the bf16/fp16 gradient (measured with
+// PyTorch 2.15: at 16 query heads per kv head, 129 rows, bf16, dV 0.037 from fp64 where the
+// heads' shares rounded once and summed in fp32 are 0.013 off, and a sum rounded after every head
+// 0.024; without GQA, 113 rows under causal_br, dV of key 0 (every row's) 0.0408 off against a
+// bound of 0.0408), so its dK and dV sit at or past twice the straightforward computation's
+// error. attnbench reports a miss as it is; this test tolerates it only there, naming the
+// gradient.
+bool known_torch_flash_backward_shortfall(const std::string& kernel, const ResultRecord& r) {
   return kernel == "torch.sdpa_flash" && r.problem.has_backward() &&
-         r.problem.heads_q != r.problem.heads_kv && r.problem.input_dtype != DType::f32 &&
-         r.status == ResultStatus::failed &&
+         r.problem.input_dtype != DType::f32 && r.status == ResultStatus::failed &&
          (r.message.rfind("dk: max|dk-ref|", 0) == 0 || r.message.rfind("dv: max|dv-ref|", 0) == 0);
 }
 
@@ -270,7 +270,7 @@ TEST_F(UserKernels, TorchPeersPassTheCtestSuite) {
     ASSERT_TRUE(by_kernel.count(name)) << checked.output;
     int passed = 0, backward_passed = 0;
     for (const ResultRecord& r : by_kernel.at(name)) {
-      if (r.status == ResultStatus::skipped || known_torch_gqa_backward_shortfall(name, r)) continue;
+      if (r.status == ResultStatus::skipped || known_torch_flash_backward_shortfall(name, r)) continue;
       EXPECT_EQ(r.status, ResultStatus::passed) << shape_string(r.problem) << ": " << r.message;
       ++passed;
       backward_passed += r.problem.has_backward() ? 1 : 0;

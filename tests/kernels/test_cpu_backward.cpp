@@ -22,10 +22,9 @@ constexpr const char* kShape = "b=2,hq=8,hkv=2,sq=130,sk=300,d=32,dtype=bf16,mas
 ResultRecord check_once(const std::string& kernel, const std::string& pass,
                         const ScratchDirectory& dir) {
   const std::string db = dir.file("backward.sqlite");
-  const CommandResult checked =
-      run_shell(std::string("ATTNBENCH_TEST_KERNELS=1 ") + ATTNBENCH_CLI +
-                " check --devices cpu --kernels " + kernel + " --shape " + kShape + ",pass=" +
-                pass + " --db " + db);
+  const CommandResult checked = run_shell(std::string("ATTNBENCH_TEST_KERNELS=1 ") + ATTNBENCH_CLI +
+                                          " check --devices cpu --kernels " + kernel + " --shape " +
+                                          kShape + ",pass=" + pass + " --db " + db);
   EXPECT_NE(checked.exit_code, -1) << checked.output;
   const Result<StoredRun> run = load_latest_run(db);
   EXPECT_TRUE(run) << run.status().message << "\n" << checked.output;
@@ -64,7 +63,8 @@ class PlantedCpuBackwardBug : public ::testing::TestWithParam<PlantedBackwardBug
 TEST_P(PlantedCpuBackwardBug, FailsNamingTheGradientItBreaks) {
   const PlantedBackwardBug bug = GetParam();
   const ScratchDirectory dir("attnbench_cpu_backward_planted");
-  const ResultRecord planted = check_once(std::string("test.cpu_flash_bwd_") + bug.name, "bwd", dir);
+  const ResultRecord planted =
+      check_once(std::string("test.cpu_flash_bwd_") + bug.name, "bwd", dir);
   EXPECT_EQ(planted.status, ResultStatus::failed) << planted.message;
   EXPECT_NE(planted.message.find(bug.reason), std::string::npos) << planted.message;
   EXPECT_NE(planted.message.find("expected"), std::string::npos) << planted.message;

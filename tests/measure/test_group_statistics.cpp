@@ -28,7 +28,8 @@ TEST(GroupStatistics, AreTheRowWiseReferencesOnBlasBlocks) {
   SCOPED_TRACE("seed " + std::to_string(seed));
   // 300 query rows: two full blocks of 128 and a ragged one; bottom-right causal with 300 > 200
   // keys leaves the first 100 rows without a key.
-  Problem problem = parsed_shape("b=2,hq=6,hkv=2,sq=300,sk=200,d=32,dtype=bf16,mask=causal_br,pass=bwd");
+  Problem problem =
+      parsed_shape("b=2,hq=6,hkv=2,sq=300,sk=200,d=32,dtype=bf16,mask=causal_br,pass=bwd");
   ProblemInputs inputs;
   ASSERT_TRUE(make_inputs(problem, Distribution::outliers, seed, inputs).ok);
   const AttentionInputs view = inputs.view();
@@ -60,7 +61,8 @@ TEST(GroupStatistics, AreTheRowWiseReferencesOnBlasBlocks) {
 TEST(GroupStatistics, DqRowsAreTheRowWiseReferencesOnBlasBlocks) {
   const uint64_t seed = fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
-  Problem problem = parsed_shape("b=2,hq=4,hkv=2,sq=300,sk=200,d=32,dv=16,dtype=fp16,mask=causal_br,pass=bwd");
+  Problem problem =
+      parsed_shape("b=2,hq=4,hkv=2,sq=300,sk=200,d=32,dv=16,dtype=fp16,mask=causal_br,pass=bwd");
   ProblemInputs inputs;
   ASSERT_TRUE(make_inputs(problem, Distribution::large_logits, seed, inputs).ok);
   const AttentionInputs view = inputs.view();
@@ -76,7 +78,8 @@ TEST(GroupStatistics, DqRowsAreTheRowWiseReferencesOnBlasBlocks) {
   std::vector<double> dq(n * dqk);
   std::vector<float> lowp_dq(n * dqk);
   std::vector<RowEnvelope> envelopes(n);
-  head_dq_rows(problem, view, b, h, queries, exact, lowp, dq.data(), lowp_dq.data(), envelopes.data());
+  head_dq_rows(problem, view, b, h, queries, exact, lowp, dq.data(), lowp_dq.data(),
+               envelopes.data());
   for (size_t r = 0; r < n; ++r) {
     std::vector<double> want(dqk);
     std::vector<float> want_lowp(dqk);
@@ -87,12 +90,16 @@ TEST(GroupStatistics, DqRowsAreTheRowWiseReferencesOnBlasBlocks) {
       EXPECT_NEAR(dq[r * dqk + d], want[d], 1e-10 * std::max(1.0, std::fabs(want[d]))) << r;
       // fp16 rounding of dS and dQ in both; a sum landing the other side of a boundary moves
       // dQ by an fp16 ulp of a term.
-      EXPECT_NEAR(lowp_dq[r * dqk + d], want_lowp[d], 2e-2 * std::max(1.0, std::fabs(static_cast<double>(want_lowp[d]))))
+      EXPECT_NEAR(lowp_dq[r * dqk + d], want_lowp[d],
+                  2e-2 * std::max(1.0, std::fabs(static_cast<double>(want_lowp[d]))))
           << r;
     }
-    EXPECT_NEAR(envelopes[r].o_rounding, want_envelope.o_rounding, 1e-9 * std::max(1.0, want_envelope.o_rounding));
-    EXPECT_NEAR(envelopes[r].magnitude, want_envelope.magnitude, 1e-9 * std::max(1.0, want_envelope.magnitude));
-    EXPECT_NEAR(envelopes[r].max_exponent, want_envelope.max_exponent, 1e-9 * std::max(1.0, want_envelope.max_exponent));
+    EXPECT_NEAR(envelopes[r].o_rounding, want_envelope.o_rounding,
+                1e-9 * std::max(1.0, want_envelope.o_rounding));
+    EXPECT_NEAR(envelopes[r].magnitude, want_envelope.magnitude,
+                1e-9 * std::max(1.0, want_envelope.magnitude));
+    EXPECT_NEAR(envelopes[r].max_exponent, want_envelope.max_exponent,
+                1e-9 * std::max(1.0, want_envelope.max_exponent));
   }
   EXPECT_EQ(dq[0], 0.0);  // no visible key: no gradient
 }

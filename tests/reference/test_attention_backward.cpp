@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "reference/attention_backward.h"
-#include "reference/formats.h"
 #include "reference/flops.h"
+#include "reference/formats.h"
 #include "tests/support/problems.h"
 
 namespace attnbench {
@@ -52,8 +52,7 @@ struct Case {
       for (int64_t h = 0; h < p.heads_q; ++h)
         for (int64_t i = 0; i < p.seqlen_q; ++i) {
           reference_row(p, in, b, h, i, out.data(), nullptr);
-          for (int64_t d = 0; d < p.head_dim_v; ++d)
-            sum += out[d] * in.dout.at(b, i, h, d);
+          for (int64_t d = 0; d < p.head_dim_v; ++d) sum += out[d] * in.dout.at(b, i, h, d);
         }
     return sum;
   }
@@ -113,8 +112,8 @@ void expect_matches_differences(Case& c) {
       const double expected = c.numeric(*values, e);
       largest = std::max(largest, std::fabs(expected));
       // The central difference's own error is O(step^2) times a third derivative of order one.
-      ASSERT_NEAR((*gradient)[e], expected, 1e-5) << names[t] << " element " << e << " of "
-                                                  << shape_string(c.problem);
+      ASSERT_NEAR((*gradient)[e], expected, 1e-5)
+          << names[t] << " element " << e << " of " << shape_string(c.problem);
     }
     EXPECT_GT(largest, 1e-2) << names[t] << ": the gradients must not all vanish";
   }
@@ -183,7 +182,8 @@ TEST(BackwardCounts, FlopsAreFiveProductsAndBytesCountEveryTensorOnce) {
   const double q_bytes = 2.0 * 2 * 128 * 8 * 64, kv_bytes = 2.0 * 2 * 128 * 2 * 64;
   const double lse_bytes = 4.0 * 2 * 8 * 128;
   // forward's q, k, v, out + dout + lse + dq, dk, dv
-  EXPECT_DOUBLE_EQ(attention_bytes(p), forward_bytes + q_bytes + lse_bytes + q_bytes + 2 * kv_bytes);
+  EXPECT_DOUBLE_EQ(attention_bytes(p),
+                   forward_bytes + q_bytes + lse_bytes + q_bytes + 2 * kv_bytes);
   p.pass = Pass::fwd_bwd;
   EXPECT_DOUBLE_EQ(attention_flops(p), 3.5 * forward);
   p.head_dim_v = 32;
@@ -196,9 +196,11 @@ TEST(BackwardCounts, FlopsAreFiveProductsAndBytesCountEveryTensorOnce) {
 TEST(BackwardShapes, ThePassRoundTripsAndAForwardReadsAsBefore) {
   const Problem backward = parsed_shape("b=1,hq=2,s=17,d=64,dtype=bf16,mask=causal,pass=bwd");
   EXPECT_EQ(backward.pass, Pass::bwd);
-  EXPECT_EQ(shape_string(backward), "b=1,hq=2,hkv=2,sq=17,sk=17,d=64,dtype=bf16,mask=causal,pass=bwd");
+  EXPECT_EQ(shape_string(backward),
+            "b=1,hq=2,hkv=2,sq=17,sk=17,d=64,dtype=bf16,mask=causal,pass=bwd");
   EXPECT_EQ(shape_string(parsed_shape(shape_string(backward))), shape_string(backward));
-  EXPECT_EQ(shape_string(parsed_shape("b=1,hq=2,s=17,d=64,pass=fwd")).find("pass"), std::string::npos);
+  EXPECT_EQ(shape_string(parsed_shape("b=1,hq=2,s=17,d=64,pass=fwd")).find("pass"),
+            std::string::npos);
   Problem problem;
   const Status bad = parse_shape("b=1,pass=backward", problem);
   EXPECT_FALSE(bad.ok);
