@@ -60,7 +60,8 @@ TABLE_KEYS = {
     "returns_lse": "fills problem.lse (default False)",
     "deterministic": "two runs give identical bytes (default False)",
     "backward_deterministic": "with a .backward: two backwards give identical bytes (default False)",
-    "max_flops": "size limit in 2 (d_qk + d_v) b h_q s_q s_k FLOP (default: none)",
+    "max_flops": "size limit in FLOP over every (query, key) pair, the pass's FLOPs per pair "
+                 "(reference/flops.h; default: none), or one per device: {\"cpu\": 3e11}",
     "notes": "one line",
     "refuse": "optional function(problem) -> None or the reason this problem is declined",
 }
@@ -124,6 +125,17 @@ def _names(table, key, accepted, default):
     return ",".join(values)
 
 
+def _max_flops(value, devices):
+    """{device: limit} from a number (every device) or a dict by device (others: no limit)."""
+    if isinstance(value, dict):
+        unknown = sorted(set(value) - {"cpu", "cuda"})
+        if unknown:
+            raise ValueError(f"support table: max_flops: unknown device(s) {', '.join(unknown)}; "
+                             "accepted: cpu, cuda")
+        return {device: float(value.get(device, 0)) for device in devices}
+    return {device: float(value) for device in devices}
+
+
 def describe(target):
     """(the kernel's description for the C ABI as JSON, the function, None), or (None, None, the
     one-line reason it cannot be loaded)."""
@@ -179,7 +191,7 @@ def _describe(target):
         "deterministic": int(bool(table.get("deterministic", False))),
         "backward": int(callable(getattr(function, "backward", None))),
         "backward_deterministic": int(bool(table.get("backward_deterministic", False))),
-        "max_flops": float(table.get("max_flops", 0)),
+        "max_flops": _max_flops(table.get("max_flops", 0), devices),
         "notes": str(table.get("notes", "")),
         "origin": _origin(module, function),
     }

@@ -395,7 +395,11 @@ void describe_kernel(PythonKernel& kernel, const json& d) {
   c.support.layouts = kernel.layouts.c_str();
   c.support.gqa = d.value("gqa", 1);
   c.support.archs = kernel.archs.c_str();
-  c.support.max_flops = d.value("max_flops", 0.0);
+  // One limit per device (attnbench_bridge._max_flops): the CPU's is not a GPU's.
+  const std::string device = kernel.device_kind == ATTNBENCH_BACKEND_CPU ? "cpu" : "cuda";
+  c.support.max_flops = d.contains("max_flops") && d["max_flops"].is_object()
+                            ? d["max_flops"].value(device, 0.0)
+                            : 0.0;
   c.support.notes = kernel.notes.c_str();
   c.make_plan = make_plan;
   c.kernel_data = &kernel;
