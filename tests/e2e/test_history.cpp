@@ -21,6 +21,7 @@
 #include <sstream>
 
 #include "harness/analysis/regression.h"
+#include "harness/core/series_key.h"
 #include "harness/store/store.h"
 #include "tests/support/command.h"
 #include "tests/support/problems.h"
@@ -163,6 +164,62 @@ class History : public ::testing::Test {
     return run_id;
   }
 
+  // One run of cpu.k0 and cpu.k1, each shape forward and backward (the backward 2.5x the
+  // forward's time), cpu.k1's backward slower by `backward_slowdown`: the passes' series apart.
+  int64_t add_pass_run(Store& store, double backward_slowdown) {
+    RunInfo info;
+    info.uuid = "run-" + std::to_string(rng_());
+    info.started_at = "2025-12-01T00:00:00Z";
+    info.suite = "synthetic";
+    info.env.git_sha = "sha" + std::to_string(++commits_);
+    info.env.build_type = "Release";
+    const int64_t run_id = value_of(store.begin_run(info));
+    DeviceInfo device;
+    device.kind = "cuda";
+    device.name = "Test CPU";
+    device.uuid = "chip-0";
+    const int64_t device_id = value_of(store.add_device(run_id, device));
+    std::normal_distribution<double> noise(0, 0.003);
+    for (int k = 0; k < 2; ++k) {
+      for (int s = 0; s < kShapes; ++s) {
+        for (const Pass pass : {Pass::fwd, Pass::bwd}) {
+          ResultRecord result;
+          result.kernel = "cpu.k" + std::to_string(k);
+          result.problem = shape_number(s);
+          result.problem.pass = pass;
+          result.distribution = "normal";
+          result.device_id = device_id;
+          result.device_name = "Test CPU";
+          result.series_key = result.kernel + "|" + shape_string(result.problem) +
+                              "|normal|Test CPU|Release GNU";
+          result.status = ResultStatus::passed;
+          const double slowdown = (k == 1 && pass == Pass::bwd) ? backward_slowdown : 1.0;
+          const double time = 1e-3 * (k + 1) * (s + 1) * (pass == Pass::bwd ? 2.5 : 1.0) *
+                              slowdown * (1 + noise(rng_));
+          std::vector<double> times;
+          for (int r = 0; r < 5; ++r) {
+            Sample sample;
+            sample.repetition = r;
+            sample.iterations = 10;
+            sample.time_s = time * (1 + noise(rng_));
+            times.push_back(sample.time_s);
+            result.samples.push_back(sample);
+          }
+          std::sort(times.begin(), times.end());
+          result.timing.timed = true;
+          result.timing.median_s = result.timing.mean_s = times[2];
+          result.timing.cv = 0.003;
+          result.timing.repetitions = 5;
+          result.check.checked = true;
+          result.check.max_abs_error = 1e-4;
+          EXPECT_TRUE(store.add_result(run_id, result).ok);
+        }
+      }
+    }
+    EXPECT_TRUE(store.finish_run(run_id).ok);
+    return run_id;
+  }
+
   std::unique_ptr<Store> open(const std::string& path) {
     Result<std::unique_ptr<Store>> store = Store::open(path);
     EXPECT_TRUE(store.ok()) << store.status().message;
@@ -259,6 +316,41 @@ TEST_F(History, SlowerKernelIsSuspectedThenConfirmedAndNamedAlone) {
   EXPECT_EQ(bad.exit_code, 2);
   EXPECT_NE(bad.output.find("accepted: expected_change, baseline_reset, ignore"), std::string::npos);
   EXPECT_EQ(attnbench("regressions --run seven --db " + db()).exit_code, 2);
+}
+
+// A backward's slowdown is its own (issue 36): cpu.k1's backward series and their kernel-wide
+// aggregate ("*,pass=bwd") are suspected, then confirmed; its forward series and theirs ("*")
+// stay unchanged, as does cpu.k0 in both passes.
+TEST_F(History, ABackwardSlowdownIsJudgedApartFromTheForward) {
+  SCOPED_TRACE(trace());
+  std::unique_ptr<Store> store = open(db());
+  for (int i = 0; i < 12; ++i) add_pass_run(*store, 1.0);
+  add_pass_run(*store, 1.10);
+  const int64_t last = add_pass_run(*store, 1.10);
+  store.reset();
+  const CommandResult judged = attnbench("regressions --run unanalysed --db " + db());
+  EXPECT_EQ(judged.exit_code, 1) << judged.output;  // a confirmed regression
+  store = open(db());
+  int backward_confirmed = 0;
+  bool backward_aggregate = false;
+  for (const AnalysisRecord& row : value_of(store->run_analysis(last))) {
+    SCOPED_TRACE(row.series_key);
+    const SeriesKey key = parse_series_key(row.series_key).value_or(SeriesKey{});
+    const bool slowed = key.kernel == "cpu.k1" && key.pass() == Pass::bwd;
+    if (!slowed) {
+      EXPECT_EQ(row.verdict, Verdict::ok);
+      continue;
+    }
+    EXPECT_EQ(row.verdict, Verdict::confirmed);
+    if (row.kernel_wide) {
+      backward_aggregate = true;
+      EXPECT_EQ(key.shape, "*,pass=bwd");
+    } else {
+      ++backward_confirmed;
+    }
+  }
+  EXPECT_EQ(backward_confirmed, kShapes);
+  EXPECT_TRUE(backward_aggregate);
 }
 
 TEST_F(History, UnchangedRunsRaiseNothingAndStatusChangesGate) {
