@@ -14,6 +14,7 @@ packages=(
   libgtest-dev             # the tests
   nlohmann-json3-dev       # the parent <-> worker protocol
   libboost-context-dev     # the emulated device's fibers (kernels/emu/)
+  ccache                   # ci/test.sh: the bounds build reuses the race build's uninstrumented objects
   chromium                 # headless, for the report's browser test (reports/tests/test_browser.py)
 )
 

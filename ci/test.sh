@@ -107,8 +107,16 @@ stage full-tests run_ctest build full -LE '^(quick|slow)$'
 # The emulated device's race and bounds builds (ThreadSanitizer, AddressSanitizer; docs/emu.md,
 # "The race and bounds builds"): the in-house kernels over a representative subset, the planted
 # races and the planted store past the end of out.
+# The two trees compile the harness alike (uninstrumented, -O1): ccache, where installed, lets the
+# bounds build take the race build's objects (measured on 2 cores: 101-103 s -> 56 s). Its cache
+# lives in build-emu-ccache/ (ignored by git), with paths relative to the clone.
+launcher=()
+if command -v ccache >/dev/null; then
+  export CCACHE_DIR="$PWD/build-emu-ccache" CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=1
+  launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+fi
 for build in race bounds; do
-  stage "emu-$build-configure" cmake --preset "emu-$build"
+  stage "emu-$build-configure" cmake --preset "emu-$build" "${launcher[@]}"
   stage "emu-$build-build" cmake --build "build-emu-$build" --parallel "$jobs" --target attnbench test_emu_sanitized
   stage "emu-$build-tests" run_ctest "build-emu-$build" "emu-$build" -L "emu-$build"
 done
