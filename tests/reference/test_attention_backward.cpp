@@ -56,16 +56,19 @@ struct Case {
         }
     return sum;
   }
-  // dL/dx by central differences; the step is a power of two, so x +- step is exact in fp32.
+  // dL/dx by central differences over the steps the float tensor really took (x +- step rounds
+  // where it crosses a power of two: -0.9995 - 2^-10 loses x's last bit).
   double numeric(std::vector<float>& tensor, size_t index) {
     constexpr float kStep = 0x1p-10f;
     const float saved = tensor[index];
     tensor[index] = saved + kStep;
+    const double up_x = tensor[index];
     const double up = loss();
     tensor[index] = saved - kStep;
+    const double down_x = tensor[index];
     const double down = loss();
     tensor[index] = saved;
-    return (up - down) / (2.0 * kStep);
+    return (up - down) / (up_x - down_x);
   }
 };
 
