@@ -392,6 +392,12 @@ std::string shape_string(const Problem& problem) {
   return text;
 }
 
+std::string inputs_shape(const Problem& problem) {
+  Problem forward = problem;
+  forward.pass = Pass::fwd;
+  return shape_string(forward);
+}
+
 Status parse_shape(std::string_view text, Problem& problem) {
   if (trim(text).empty()) {
     return Status::Error("empty --shape; expected key=value pairs such as " +

@@ -92,6 +92,10 @@ Status validate(const Problem& problem);
 // ...) are omitted: a forward's shape reads as it did before the pass existed.
 std::string shape_string(const Problem& problem);
 
+// The shape of the inputs a problem reads: its forward's shape text (every pass of one shape reads
+// the same q, k, v; a backward draws dO beside them), the key the passes share inputs by.
+std::string inputs_shape(const Problem& problem);
+
 // Parses the --shape syntax: comma-separated key=value with keys b, hq, hkv (default hq),
 // sq, sk (s sets both), d (sets qk and v), dqk, dv, dtype, out, p, fp8_scaling, mask, layout,
 // scale, pass. The message names the key or value that was wrong and what is accepted.

@@ -177,12 +177,9 @@ std::vector<CaseSpec> expand_matrix(const Suite& suite,
     Distribution distribution = Distribution::normal;
     parse_distribution(entry.distribution, distribution);  // the suite parser checked it
     const std::string shape = shape_string(entry.problem);
-    // A case's inputs do not depend on its pass (a backward adds dO to the same q, k and v): the
-    // passes of one shape share their inputs and the forward's reference, so they group as one.
-    Problem forward = entry.problem;
-    forward.pass = Pass::fwd;
+    // The passes of one shape share their inputs and the forward's reference: one group.
     const std::string inputs =
-        shape_string(forward) + "|" + std::string(distribution_name(distribution));
+        inputs_shape(entry.problem) + "|" + std::string(distribution_name(distribution));
     for (const Kernel& kernel : all_kernels()) {
       if (!matches_any(entry.kernel_globs, kernel.name)) continue;
       if (!kernel_globs.empty() && !matches_any(kernel_globs, kernel.name)) continue;

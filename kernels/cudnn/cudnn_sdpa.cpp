@@ -200,40 +200,43 @@ void mark_scalar_output(fe::graph::Tensor_attributes& tensor, int64_t uid) {
       .set_data_type(fe::DataType_t::FLOAT);
 }
 
-// The graph of one problem for a device of `sm_version` (80, 90, ...): cuDNN sees rows
-// [skipped_rows, seqlen_q) of Q, O and Stats. The SM version is set before any node is added,
-// since nodes copy the graph's context when they are created.
-std::shared_ptr<fe::graph::Graph> describe_graph(const Problem& problem,
-                                                 const CudnnMaskMapping& mapping,
-                                                 CudnnVariant variant, int sm_version) {
-  const Problem& p = problem;
-  const ProblemLayout layout = describe_layout(p);
-  const int64_t rows = p.seqlen_q - mapping.skipped_rows;
-
+// A graph for a device of `sm_version` (80, 90, ...) with the problem's io type. The SM version
+// is set before any node is added, since nodes copy the graph's context when they are created.
+std::shared_ptr<fe::graph::Graph> new_graph(const Problem& p, int sm_version) {
   auto graph = std::make_shared<fe::graph::Graph>();
   graph->set_sm_version(sm_version);
   graph->set_io_data_type(frontend_type(p.input_dtype))
       .set_intermediate_data_type(fe::DataType_t::FLOAT)
       .set_compute_data_type(fe::DataType_t::FLOAT);
-  auto q = graph->tensor(fe::graph::Tensor_attributes()
-                             .set_name("Q")
-                             .set_uid(kQ)
-                             .set_dim({p.batch, p.heads_q, rows, p.head_dim_qk})
-                             .set_stride(strides_of(layout.q.strides)));
-  auto k = graph->tensor(fe::graph::Tensor_attributes()
-                             .set_name("K")
-                             .set_uid(kK)
-                             .set_dim({p.batch, p.heads_kv, p.seqlen_k, p.head_dim_qk})
-                             .set_stride(strides_of(layout.k.strides)));
-  auto v = graph->tensor(fe::graph::Tensor_attributes()
-                             .set_name("V")
-                             .set_uid(kV)
-                             .set_dim({p.batch, p.heads_kv, p.seqlen_k, p.head_dim_v})
-                             .set_stride(strides_of(layout.v.strides)));
+  return graph;
+}
 
-  auto options =
-      fe::graph::SDPA_attributes().set_name("sdpa").set_generate_stats(true).set_attn_scale(
-          static_cast<float>(p.softmax_scale()));
+// A tensor of the graph: (batch, heads, seq, dim) dims with the layout's strides.
+std::shared_ptr<fe::graph::Tensor_attributes> tensor(fe::graph::Graph& graph, const char* name,
+                                                     int64_t uid, std::vector<int64_t> dims,
+                                                     std::vector<int64_t> strides) {
+  return graph.tensor(fe::graph::Tensor_attributes()
+                          .set_name(name)
+                          .set_uid(uid)
+                          .set_dim(std::move(dims))
+                          .set_stride(std::move(strides)));
+}
+
+// Q (the `rows` cuDNN sees), K and V of `p`, as both graphs take them.
+std::array<std::shared_ptr<fe::graph::Tensor_attributes>, 3> qkv_tensors(
+    fe::graph::Graph& graph, const Problem& p, const ProblemLayout& layout, int64_t rows) {
+  return {tensor(graph, "Q", kQ, {p.batch, p.heads_q, rows, p.head_dim_qk},
+                 strides_of(layout.q.strides)),
+          tensor(graph, "K", kK, {p.batch, p.heads_kv, p.seqlen_k, p.head_dim_qk},
+                 strides_of(layout.k.strides)),
+          tensor(graph, "V", kV, {p.batch, p.heads_kv, p.seqlen_k, p.head_dim_v},
+                 strides_of(layout.v.strides))};
+}
+
+// The mask mapping on a forward's or a backward's SDPA attributes (the same setters on each).
+template <typename Attributes>
+void set_mask(Attributes& options, const CudnnMaskMapping& mapping, fe::graph::Graph& graph,
+              int64_t batch) {
   options.set_diagonal_alignment(mapping.diagonal == CudnnDiagonal::bottom_right
                                      ? fe::DiagonalAlignment_t::BOTTOM_RIGHT
                                      : fe::DiagonalAlignment_t::TOP_LEFT);
@@ -243,20 +246,36 @@ std::shared_ptr<fe::graph::Graph> describe_graph(const Problem& problem,
   if (mapping.right_bound) {
     options.set_diagonal_band_right_bound(static_cast<int>(*mapping.right_bound));
   }
-  if (mapping.padding) {
-    // (batch, 1, 1, 1) int32: one length per batch.
-    auto seq_len = [&graph, batch = p.batch](const char* name, int64_t uid) {
-      return graph->tensor(fe::graph::Tensor_attributes()
-                               .set_name(name)
-                               .set_uid(uid)
-                               .set_dim({batch, 1, 1, 1})
-                               .set_stride(kScalarDims)
-                               .set_data_type(fe::DataType_t::INT32));
-    };
-    options.set_padding_mask(true)
-        .set_seq_len_q(seq_len("seq_len_q", kSeqLenQ))
-        .set_seq_len_kv(seq_len("seq_len_kv", kSeqLenKv));
-  }
+  if (!mapping.padding) return;
+  // (batch, 1, 1, 1) int32: one length per batch.
+  auto seq_len = [&graph, batch](const char* name, int64_t uid) {
+    return graph.tensor(fe::graph::Tensor_attributes()
+                            .set_name(name)
+                            .set_uid(uid)
+                            .set_dim({batch, 1, 1, 1})
+                            .set_stride(kScalarDims)
+                            .set_data_type(fe::DataType_t::INT32));
+  };
+  options.set_padding_mask(true)
+      .set_seq_len_q(seq_len("seq_len_q", kSeqLenQ))
+      .set_seq_len_kv(seq_len("seq_len_kv", kSeqLenKv));
+}
+
+// The graph of one problem for a device of `sm_version`: cuDNN sees rows [skipped_rows,
+// seqlen_q) of Q, O and Stats.
+std::shared_ptr<fe::graph::Graph> describe_graph(const Problem& problem,
+                                                 const CudnnMaskMapping& mapping,
+                                                 CudnnVariant variant, int sm_version) {
+  const Problem& p = problem;
+  const ProblemLayout layout = describe_layout(p);
+  const int64_t rows = p.seqlen_q - mapping.skipped_rows;
+
+  auto graph = new_graph(p, sm_version);
+  auto [q, k, v] = qkv_tensors(*graph, p, layout, rows);
+  auto options =
+      fe::graph::SDPA_attributes().set_name("sdpa").set_generate_stats(true).set_attn_scale(
+          static_cast<float>(p.softmax_scale()));
+  set_mask(options, mapping, *graph, p.batch);
 
   std::shared_ptr<fe::graph::Tensor_attributes> o;
   std::shared_ptr<fe::graph::Tensor_attributes> stats;
@@ -299,26 +318,11 @@ std::shared_ptr<fe::graph::Graph> describe_backward_graph(const Problem& problem
   const Problem& p = problem;
   const ProblemLayout layout = describe_layout(p);
   const int64_t rows = p.seqlen_q - mapping.skipped_rows;
-  auto graph = std::make_shared<fe::graph::Graph>();
-  graph->set_sm_version(sm_version);
-  graph->set_io_data_type(frontend_type(p.input_dtype))
-      .set_intermediate_data_type(fe::DataType_t::FLOAT)
-      .set_compute_data_type(fe::DataType_t::FLOAT);
-  auto tensor = [&graph](const char* name, int64_t uid, std::vector<int64_t> dims,
-                         std::vector<int64_t> strides) {
-    return graph->tensor(fe::graph::Tensor_attributes()
-                             .set_name(name)
-                             .set_uid(uid)
-                             .set_dim(std::move(dims))
-                             .set_stride(std::move(strides)));
-  };
-  auto q = tensor("Q", kQ, {p.batch, p.heads_q, rows, p.head_dim_qk}, strides_of(layout.q.strides));
-  auto k = tensor("K", kK, {p.batch, p.heads_kv, p.seqlen_k, p.head_dim_qk},
-                  strides_of(layout.k.strides));
-  auto v = tensor("V", kV, {p.batch, p.heads_kv, p.seqlen_k, p.head_dim_v},
-                  strides_of(layout.v.strides));
-  auto o = tensor("O", kO, {p.batch, p.heads_q, rows, p.head_dim_v}, strides_of(layout.out.strides));
-  auto d_o = tensor("dO", kDO, {p.batch, p.heads_q, rows, p.head_dim_v},
+  auto graph = new_graph(p, sm_version);
+  auto [q, k, v] = qkv_tensors(*graph, p, layout, rows);
+  auto o = tensor(*graph, "O", kO, {p.batch, p.heads_q, rows, p.head_dim_v},
+                  strides_of(layout.out.strides));
+  auto d_o = tensor(*graph, "dO", kDO, {p.batch, p.heads_q, rows, p.head_dim_v},
                     strides_of(layout.out.strides));
   auto stats = graph->tensor(fe::graph::Tensor_attributes()
                                  .set_name("Stats")
@@ -326,33 +330,11 @@ std::shared_ptr<fe::graph::Graph> describe_backward_graph(const Problem& problem
                                  .set_dim({p.batch, p.heads_q, rows, 1})
                                  .set_stride({p.heads_q * rows, rows, 1, 1})
                                  .set_data_type(fe::DataType_t::FLOAT));
-
   auto options = fe::graph::SDPA_backward_attributes()
                      .set_name("sdpa_backward")
                      .set_attn_scale(static_cast<float>(p.softmax_scale()))
                      .set_deterministic_algorithm(deterministic);
-  options.set_diagonal_alignment(mapping.diagonal == CudnnDiagonal::bottom_right
-                                     ? fe::DiagonalAlignment_t::BOTTOM_RIGHT
-                                     : fe::DiagonalAlignment_t::TOP_LEFT);
-  if (mapping.left_bound) {
-    options.set_diagonal_band_left_bound(static_cast<int>(*mapping.left_bound));
-  }
-  if (mapping.right_bound) {
-    options.set_diagonal_band_right_bound(static_cast<int>(*mapping.right_bound));
-  }
-  if (mapping.padding) {
-    auto seq_len = [&graph, batch = p.batch](const char* name, int64_t uid) {
-      return graph->tensor(fe::graph::Tensor_attributes()
-                               .set_name(name)
-                               .set_uid(uid)
-                               .set_dim({batch, 1, 1, 1})
-                               .set_stride(kScalarDims)
-                               .set_data_type(fe::DataType_t::INT32));
-    };
-    options.set_padding_mask(true)
-        .set_seq_len_q(seq_len("seq_len_q", kSeqLenQ))
-        .set_seq_len_kv(seq_len("seq_len_kv", kSeqLenKv));
-  }
+  set_mask(options, mapping, *graph, p.batch);
   auto [dq, dk, dv] = graph->sdpa_backward(q, k, v, o, d_o, stats, options);
   dq->set_output(true).set_uid(kDQ).set_dim({p.batch, p.heads_q, rows, p.head_dim_qk})
       .set_stride(strides_of(layout.dq.strides));
