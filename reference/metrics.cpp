@@ -9,9 +9,6 @@
 namespace attnbench {
 namespace {
 
-// FlashAttention's probe value for the output dtype's rounding error near typical outputs
-// (tests/test_flash_attn.py: out_ref + 0.3 - 0.3 - out_ref).
-constexpr double kAtolProbe = 0.3;
 constexpr double kInfinity = std::numeric_limits<double>::infinity();
 
 }  // namespace
@@ -51,9 +48,9 @@ double ErrorAccumulator::rmse() const {
   return std::sqrt(sum_sq_error_ / static_cast<double>(finite_count));
 }
 
-double rounding_error_term(DType output_dtype, double reference) {
-  const float shifted = round_to(output_dtype, static_cast<float>(reference + kAtolProbe));
-  const float back = round_to(output_dtype, static_cast<float>(shifted - kAtolProbe));
+double rounding_error_term(DType output_dtype, double reference, double probe) {
+  const float shifted = round_to(output_dtype, static_cast<float>(reference + probe));
+  const float back = round_to(output_dtype, static_cast<float>(shifted - probe));
   return std::abs(static_cast<double>(back) - reference);
 }
 

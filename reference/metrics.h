@@ -29,8 +29,10 @@ class ErrorAccumulator {
 };
 
 // FlashAttention's absolute tolerance term for one reference value in `output_dtype`:
-// |round(round(ref + 0.3) - 0.3) - ref|; the case's atol is 2 x its maximum over the checked
-// values.
-double rounding_error_term(DType output_dtype, double reference);
+// |round(round(ref + probe) - probe) - ref|, probe 0.3 (FlashAttention's tests/test_flash_attn.py,
+// out_ref + 0.3 - 0.3 - out_ref, for values of order 1);
+// the case's atol is 2 x its maximum over the checked values.
+inline constexpr double kAtolProbe = 0.3;
+double rounding_error_term(DType output_dtype, double reference, double probe = kAtolProbe);
 
 }  // namespace attnbench

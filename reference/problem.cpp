@@ -22,7 +22,7 @@ constexpr std::array<Layout, 3> kAllLayouts = {Layout::bshd, Layout::bhsd, Layou
 constexpr std::array<Fp8Scaling, 4> kAllFp8Scalings = {Fp8Scaling::none, Fp8Scaling::per_tensor,
                                                        Fp8Scaling::per_head, Fp8Scaling::per_block};
 constexpr std::string_view kShapeKeys =
-    "b, hq, hkv, sq, sk, s, d, dqk, dv, dtype, out, p, fp8_scaling, mask, layout, scale, pass";
+    "b, hq, hkv, sq, sk, s, d, dqk, dv, dtype, out, p, fp8_scaling, mask, layout, scale, pass, dout";
 
 std::string_view trim(std::string_view text) {
   const auto first = text.find_first_not_of(" \t");
@@ -74,6 +74,7 @@ struct ShapeFields {
   std::optional<Layout> layout;
   std::optional<double> scale;
   std::optional<Pass> pass;
+  std::optional<UpstreamGradient> dout;
 };
 
 template <typename T>
@@ -159,6 +160,14 @@ Status set_field(std::string_view key, std::string_view value, ShapeFields& fiel
     if (!pass) return Status::Error("pass " + quoted(value) + ": accepted " + accepted_pass_names());
     return set_once(key, fields.pass, *pass);
   }
+  if (key == "dout") {
+    const auto dout = parse_upstream_gradient(value);
+    if (!dout) {
+      return Status::Error("dout " + quoted(value) + ": accepted " +
+                           accepted_upstream_gradient_names());
+    }
+    return set_once(key, fields.dout, *dout);
+  }
   if (key == "scale") {
     double scale = 0;
     const auto [end, error] = std::from_chars(value.data(), value.data() + value.size(), scale);
@@ -189,6 +198,7 @@ Problem problem_from_fields(const ShapeFields& fields) {
   problem.layout = fields.layout.value_or(problem.layout);
   problem.scale = fields.scale.value_or(problem.scale);
   problem.pass = fields.pass.value_or(problem.pass);
+  problem.dout = fields.dout.value_or(problem.dout);
   return problem;
 }
 
@@ -351,6 +361,11 @@ Status validate(const Problem& problem) {
   if (problem.layout == Layout::qkv_packed) {
     if (Status status = check_packed_shapes(problem); !status) return status;
   }
+  if (!problem.has_backward() && problem.dout != UpstreamGradient::normal) {
+    // A forward draws no dO: the field would change nothing but the series key.
+    return Status::Error("dout = " + std::string(upstream_gradient_name(problem.dout)) +
+                         " with pass = fwd: accepted only with pass bwd or fwd_bwd");
+  }
   const int64_t packed_factor = problem.layout == Layout::qkv_packed ? kPackedTensors : 1;
   const bool fits =
       checked_product(
@@ -389,14 +404,19 @@ std::string shape_string(const Problem& problem) {
   if (problem.layout != Layout::bshd) text += ",layout=" + std::string(layout_name(problem.layout));
   if (problem.scale != 0) text += ",scale=" + format_double(problem.scale);
   if (problem.pass != Pass::fwd) text += ",pass=" + std::string(pass_name(problem.pass));
+  if (problem.dout != UpstreamGradient::normal) {
+    text += ",dout=" + std::string(upstream_gradient_name(problem.dout));
+  }
   return text;
 }
 
-std::string inputs_shape(const Problem& problem) {
-  Problem forward = problem;
-  forward.pass = Pass::fwd;
-  return shape_string(forward);
+Problem in_pass(Problem problem, Pass pass) {
+  problem.pass = pass;
+  if (pass == Pass::fwd) problem.dout = UpstreamGradient::normal;
+  return problem;
 }
+
+std::string inputs_shape(const Problem& problem) { return shape_string(in_pass(problem, Pass::fwd)); }
 
 Status parse_shape(std::string_view text, Problem& problem) {
   if (trim(text).empty()) {
@@ -484,6 +504,34 @@ std::string accepted_pass_names() {
   for (Pass pass : kAllPasses) {
     if (!names.empty()) names += ", ";
     names += pass_name(pass);
+  }
+  return names;
+}
+
+std::string_view upstream_gradient_name(UpstreamGradient dout) {
+  switch (dout) {
+    case UpstreamGradient::normal:
+      return "normal";
+    case UpstreamGradient::small:
+      return "small";
+    case UpstreamGradient::outliers:
+      return "outliers";
+  }
+  return "unknown";
+}
+
+std::optional<UpstreamGradient> parse_upstream_gradient(std::string_view text) {
+  for (UpstreamGradient dout : kAllUpstreamGradients) {
+    if (text == upstream_gradient_name(dout)) return dout;
+  }
+  return std::nullopt;
+}
+
+std::string accepted_upstream_gradient_names() {
+  std::string names;
+  for (UpstreamGradient dout : kAllUpstreamGradients) {
+    if (!names.empty()) names += ", ";
+    names += upstream_gradient_name(dout);
   }
   return names;
 }

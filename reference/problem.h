@@ -23,6 +23,12 @@ enum class Layout : uint8_t { bshd, bhsd, qkv_packed };
 // How FP8 inputs are scaled into range: one factor per tensor, per (batch, head), or per block.
 enum class Fp8Scaling : uint8_t { none, per_tensor, per_head, per_block };
 
+// How the backward's upstream gradient dO is drawn, apart from q, k and v's distribution:
+// normal N(0, 1); small, N(0, 1) * 2^-12, the size a loss averaged over a few thousand tokens
+// hands back (fp16 keeps such values, and the dS they make, near its subnormals); outliers,
+// normal with rare large entries (as the inputs' outliers distribution draws them).
+enum class UpstreamGradient : uint8_t { normal, small, outliers };
+
 struct Problem {
   int64_t batch = 1;
   int64_t heads_q = 1;
@@ -39,6 +45,7 @@ struct Problem {
   Layout layout = Layout::bshd;
   double scale = 0;  // softmax scale; 0 means the default 1 / sqrt(head_dim_qk)
   Pass pass = Pass::fwd;
+  UpstreamGradient dout = UpstreamGradient::normal;  // a forward has none: always normal there
 
   double softmax_scale() const;
   bool has_forward() const { return pass != Pass::bwd; }   // the timed step runs a forward
@@ -87,10 +94,14 @@ ProblemLayout describe_layout(const Problem& problem);
 Status validate(const Problem& problem);
 
 // Canonical text, also accepted by parse_shape so a printed case can be pasted back:
-// b=2,hq=8,hkv=2,sq=113,sk=203,d=64,dtype=bf16,mask=causal_br,pass=bwd
+// b=2,hq=8,hkv=2,sq=113,sk=203,d=64,dtype=bf16,mask=causal_br,pass=bwd,dout=small
 // Fields equal to their default (dv == d, out == dtype, layout bshd, default scale, pass fwd,
-// ...) are omitted: a forward's shape reads as it did before the pass existed.
+// dout normal, ...) are omitted: a forward's shape reads as it did before the pass existed.
 std::string shape_string(const Problem& problem);
+
+// The same shape in another pass: a forward draws no dO, so its dout is reset to normal (the one
+// way a suite's or --pass's expansion changes a problem's pass).
+Problem in_pass(Problem problem, Pass pass);
 
 // The shape of the inputs a problem reads: its forward's shape text (every pass of one shape reads
 // the same q, k, v; a backward draws dO beside them), the key the passes share inputs by.
@@ -98,7 +109,7 @@ std::string inputs_shape(const Problem& problem);
 
 // Parses the --shape syntax: comma-separated key=value with keys b, hq, hkv (default hq),
 // sq, sk (s sets both), d (sets qk and v), dqk, dv, dtype, out, p, fp8_scaling, mask, layout,
-// scale, pass. The message names the key or value that was wrong and what is accepted.
+// scale, pass, dout (only with a backward pass). The message names the key or value that was wrong and what is accepted.
 Status parse_shape(std::string_view text, Problem& problem);
 
 // Defaults when a suite or --shape names only the input dtype: the output is the input dtype
@@ -115,5 +126,11 @@ std::optional<Pass> parse_pass(std::string_view text);
 std::string accepted_pass_names();  // "fwd, bwd, fwd_bwd"
 inline constexpr Pass kAllPasses[] = {Pass::fwd, Pass::bwd, Pass::fwd_bwd};
 std::optional<Fp8Scaling> parse_fp8_scaling(std::string_view text);
+// normal, small, outliers: the names shapes (dout=), suites and the database use.
+std::string_view upstream_gradient_name(UpstreamGradient dout);
+std::optional<UpstreamGradient> parse_upstream_gradient(std::string_view text);
+std::string accepted_upstream_gradient_names();  // "normal, small, outliers"
+inline constexpr UpstreamGradient kAllUpstreamGradients[] = {
+    UpstreamGradient::normal, UpstreamGradient::small, UpstreamGradient::outliers};
 
 }  // namespace attnbench

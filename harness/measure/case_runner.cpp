@@ -279,7 +279,11 @@ Status CaseRunner::prepare_inputs(const CaseRequest& request) {
   const std::string key = inputs_shape(request.problem) + "|" + request.distribution + "|" +
                           std::to_string(request.seed);
   if (inputs_ && key == inputs_key_) {
-    set_pass(request.problem, distribution, request.seed, *inputs_);
+    // A dO of another distribution has gradients of its own.
+    if (request.problem.has_backward() && inputs_->dout_drawn != request.problem.dout) {
+      gradient_reference_.reset();
+    }
+    set_pass(request.problem, request.seed, *inputs_);
     return Status::Ok();
   }
   inputs_.reset();

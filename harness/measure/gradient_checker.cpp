@@ -82,15 +82,33 @@ RowEnvelope widest(const std::vector<RowEnvelope>& rows) {
   return widest;
 }
 
+// The root mean square of dO: the unit FlashAttention's atol probe is in. Its tests draw dO from
+// N(0, 1), so their probe of 0.3 is 0.3 of dO's scale; a gradient scales with dO, and a probe
+// that did not (dO of 2^-12, UpstreamGradient::small) would make the bound thousands of times
+// wider than the errors it must tell apart.
+double upstream_rms(const Problem& p, const AttentionInputs& view) {
+  double sum = 0;
+#pragma omp parallel for reduction(+ : sum) schedule(static)
+  for (int64_t row = 0; row < p.batch * p.seqlen_q; ++row) {
+    for (int64_t h = 0; h < p.heads_q; ++h) {
+      for (int64_t d = 0; d < p.head_dim_v; ++d) {
+        const double x = view.dout.at(row / p.seqlen_q, row % p.seqlen_q, h, d);
+        sum += x * x;
+      }
+    }
+  }
+  return std::sqrt(sum / static_cast<double>(p.batch * p.seqlen_q * p.heads_q * p.head_dim_v));
+}
+
 GradientBound bound_of(const Problem& p, const std::vector<double>& ref,
-                       const std::vector<float>& lowp, double terms,
+                       const std::vector<float>& lowp, double terms, double probe,
                        const std::vector<RowEnvelope>& envelopes) {
   GradientBound bound;
   const RowEnvelope envelope = widest(envelopes);
   double max_rounding = 0, max_ref = 0;
   for (size_t i = 0; i < ref.size(); ++i) {
     bound.lowp_error = std::max(bound.lowp_error, std::fabs(static_cast<double>(lowp[i]) - ref[i]));
-    max_rounding = std::max(max_rounding, rounding_error_term(p.grad_dtype(), ref[i]));
+    max_rounding = std::max(max_rounding, rounding_error_term(p.grad_dtype(), ref[i], probe));
     max_ref = std::max(max_ref, std::fabs(ref[i]));
   }
   bound.atol = 2 * max_rounding + envelope.o_rounding;
@@ -291,9 +309,10 @@ GradientReference compute_gradient_reference(const ProblemInputs& inputs, uint64
   }
   const double keys = static_cast<double>(p.seqlen_k);
   const double queries = static_cast<double>(group * p.seqlen_q);
-  reference.dq_bound = bound_of(p, reference.dq, reference.lowp_dq, keys, dq_envelopes);
-  reference.dk_bound = bound_of(p, reference.dk, reference.lowp_dk, queries, dk_envelopes);
-  reference.dv_bound = bound_of(p, reference.dv, reference.lowp_dv, queries, dv_envelopes);
+  const double probe = kAtolProbe * upstream_rms(p, view);
+  reference.dq_bound = bound_of(p, reference.dq, reference.lowp_dq, keys, probe, dq_envelopes);
+  reference.dk_bound = bound_of(p, reference.dk, reference.lowp_dk, queries, probe, dk_envelopes);
+  reference.dv_bound = bound_of(p, reference.dv, reference.lowp_dv, queries, probe, dv_envelopes);
   return reference;
 }
 

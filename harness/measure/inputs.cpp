@@ -19,6 +19,8 @@ namespace {
 constexpr float kLargeLogitsScale = 10.0f;
 constexpr double kOutlierProbability = 0.001;
 constexpr float kOutlierSigma = 10.0f;
+// UpstreamGradient::small: 2^-12, about a loss averaged over four thousand tokens.
+constexpr float kSmallGradientScale = 1.0f / 4096.0f;
 // sink: every query has kSinkQueryShare along its kv head's unit direction u, a sink key
 // kSinkLogit * sqrt(d) / kSinkQueryShare along it, so a sink's scaled logit is about kSinkLogit
 // above the others' (each about N(0, 1)). Sinks sit at keys 0, seqlen / 3 and 2 seqlen / 3 (one key
@@ -59,7 +61,7 @@ void fill_pattern(void* data, size_t bytes, const void* pattern, size_t pattern_
   for (size_t i = 0; i < bytes; i += pattern_bytes) std::memcpy(out + i, pattern, pattern_bytes);
 }
 
-// dout: the backward's upstream gradient, drawn like v (large_logits scales scores, not it).
+// dout: the backward's upstream gradient, drawn from its own UpstreamGradient distribution.
 enum class Role { q, k, v, dout };
 
 // The sink distribution in one (position, head) row of `dim` values: a query's own component
@@ -91,7 +93,9 @@ void draw_tensor(Distribution distribution, Role role, uint64_t seed, int64_t ba
   const int64_t row_elements = heads * dim;
   values.resize(static_cast<size_t>(batch * seqlen * row_elements));
   const float factor =
-      (distribution == Distribution::large_logits && role != Role::v) ? kLargeLogitsScale : 1.0f;
+      (distribution == Distribution::large_logits && (role == Role::q || role == Role::k))
+          ? kLargeLogitsScale
+          : 1.0f;
 #pragma omp parallel for schedule(static)
   for (int64_t row = 0; row < batch * seqlen; ++row) {
     Xoshiro256 rng(mix_seed(seed, static_cast<uint64_t>(row)));
@@ -175,27 +179,32 @@ Descales quantize_into(const std::vector<float>& values, DType dtype, Fp8Scaling
 }
 
 // dO, placed like out, in the gradient dtype, from its own seeded stream (so q, k and v are the
-// same whether or not it is drawn).
-void draw_upstream_gradient(Distribution distribution, uint64_t seed, const SinkDirections& sinks,
-                            ProblemInputs& inputs) {
+// same whether or not it is drawn) and its own distribution (Problem::dout).
+void draw_upstream_gradient(uint64_t seed, ProblemInputs& inputs) {
   const Problem& p = inputs.problem;
   std::vector<float> values;
   inputs.dout_buffer =
       GuardedBuffer(static_cast<size_t>(inputs.layout.out_elements) * dtype_size(p.grad_dtype()));
-  draw_tensor(distribution, Role::dout, mix_seed(seed, 5), p.batch, p.seqlen_q, p.heads_q,
-              p.head_dim_v, sinks, values);
+  const Distribution drawn_as =
+      p.dout == UpstreamGradient::outliers ? Distribution::outliers : Distribution::normal;
+  // Role::dout reads no sink directions.
+  draw_tensor(drawn_as, Role::dout, mix_seed(seed, 5), p.batch, p.seqlen_q, p.heads_q,
+              p.head_dim_v, SinkDirections{}, values);
+  if (p.dout == UpstreamGradient::small) {
+    for (float& value : values) value *= kSmallGradientScale;
+  }
   quantize_into(values, p.grad_dtype(), Fp8Scaling::none, inputs.layout.out, p.batch, p.seqlen_q,
                 p.heads_q, p.head_dim_v, inputs.dout_buffer.data());
+  inputs.dout_drawn = p.dout;
 }
 
 }  // namespace
 
-void set_pass(const Problem& problem, Distribution distribution, uint64_t seed,
-              ProblemInputs& inputs) {
+void set_pass(const Problem& problem, uint64_t seed, ProblemInputs& inputs) {
   inputs.problem.pass = problem.pass;
-  if (!problem.has_backward() || inputs.dout_buffer.bytes() > 0) return;
-  // dO does not read the sink directions (Role::dout), so none are needed here.
-  draw_upstream_gradient(distribution, seed, SinkDirections{}, inputs);
+  inputs.problem.dout = problem.dout;
+  const bool drawn = inputs.dout_buffer.bytes() > 0 && inputs.dout_drawn == problem.dout;
+  if (problem.has_backward() && !drawn) draw_upstream_gradient(seed, inputs);
 }
 
 GuardedBuffer::GuardedBuffer(size_t bytes)
@@ -292,7 +301,7 @@ Status make_inputs(const Problem& problem, Distribution distribution, uint64_t s
   inputs.v_descale = v.tensor;
   inputs.v_head_descales = std::move(v.heads);
 
-  if (problem.has_backward()) draw_upstream_gradient(distribution, seed, sinks, inputs);
+  if (problem.has_backward()) draw_upstream_gradient(seed, inputs);
 
   inputs.key_lengths.resize(static_cast<size_t>(problem.batch));
   for (int64_t b = 0; b < problem.batch; ++b) {

@@ -56,15 +56,16 @@ struct ProblemInputs {
   // The backward's upstream gradient dO, placed like out, in the gradient dtype; empty for a
   // forward problem.
   GuardedBuffer dout_buffer;
+  UpstreamGradient dout_drawn = UpstreamGradient::normal;  // what dout_buffer holds, when drawn
   AttentionInputs view() const;  // what the reference reads
 };
 
 Status make_inputs(const Problem& problem, Distribution distribution, uint64_t seed,
                    ProblemInputs& inputs);
 // Makes `inputs` those of `problem`, another pass of the shape they were made for: the pass is
-// set, and dO drawn (as make_inputs draws it) when the pass has a backward and it is missing.
-void set_pass(const Problem& problem, Distribution distribution, uint64_t seed,
-              ProblemInputs& inputs);
+// set, and dO drawn (as make_inputs draws it) when the pass has a backward and dO is missing or
+// was drawn from another UpstreamGradient.
+void set_pass(const Problem& problem, uint64_t seed, ProblemInputs& inputs);
 
 // Where the kernel finds the inputs: the starts of the q, k, v buffers (k and v are the q buffer
 // for qkv_packed) and the key lengths, in host memory (CPU) or device memory (GPU copies).

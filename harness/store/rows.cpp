@@ -101,6 +101,8 @@ constexpr auto kCaseFields = std::to_array<Field<StoredCase>>({
     value<&StoredCase::problem, &Problem::scale>("scale"),
     value<&StoredCase::distribution>("distribution"),
     named<pass_name, parse_pass, &StoredCase::problem, &Problem::pass>("pass"),
+    named<upstream_gradient_name, parse_upstream_gradient, &StoredCase::problem, &Problem::dout>(
+        "dout"),
     // The canonical shape text: the part of the case and series keys no other column holds.
     {"shape", [](const StoredCase& stored) { return text(shape_string(stored.problem)); }},
 });

@@ -4,7 +4,7 @@
 // R"sql raw strings that follow `kMigrations = {` in this file, so they stay raw strings, in
 // order, and nothing after them in this file is one.
 //
-// ---- the current schema (version 11) -----------------------------------------------------------
+// ---- the current schema (version 12) -----------------------------------------------------------
 // Every table with its columns in SQLite's order (test_store checks this list against a migrated
 // file). Timestamps are ISO 8601 UTC text; a double that was not measured (NaN) is NULL; an id
 // that names nothing (0 in the records) is NULL; enumerations are stored by their C++ names.
@@ -26,10 +26,12 @@
 //   cases: one per kernel x problem x distribution, shared by every result of it; case_key is
 //     "kernel|shape|distribution"; shape: reference/problem.h's shape_string, the part of the
 //     case and series keys no other column holds; pass: fwd, bwd or fwd_bwd (named in the shape
-//     text too, when not fwd). { id, case_key, kernel, batch, heads_q,
+//     text too, when not fwd); dout: how the backward's upstream gradient was drawn (normal,
+//     small, outliers; always normal for a forward; named in the shape text when not normal).
+//     { id, case_key, kernel, batch, heads_q,
 //       heads_kv, seqlen_q, seqlen_k, head_dim_qk, head_dim_v, input_dtype, output_dtype, p_dtype,
 //       fp8_scaling, mask_kind, window_left, window_right, layout, scale, distribution, shape,
-//       pass }
+//       pass, dout }
 //   results: one per case measured in a run; status CHECKed (records.h's result statuses);
 //     series_key "kernel|shape|distribution|device model|build"; sm_clock_mhz: the median of its
 //     samples'; timing_stop CHECKed (stable, repetitions, budget).
@@ -459,6 +461,13 @@ UPDATE cases SET shape = substr(substr(case_key, instr(case_key, '|') + 1), 1,
     R"sql(
 ALTER TABLE cases ADD COLUMN pass TEXT NOT NULL DEFAULT 'fwd'
   CHECK (pass IN ('fwd', 'bwd', 'fwd_bwd'));
+)sql",
+    // Version 12: the backward's upstream gradient has its own distribution (issue 36). Older
+    // cases read normal; a version-11 backward of a non-normal distribution drew dO from that
+    // distribution, so such a series' accuracy figures may step once at the migration.
+    R"sql(
+ALTER TABLE cases ADD COLUMN dout TEXT NOT NULL DEFAULT 'normal'
+  CHECK (dout IN ('normal', 'small', 'outliers'));
 )sql",
 };
 

@@ -69,9 +69,9 @@ Result<Suite> selection_suite(const std::string& suite, const std::vector<std::s
       continue;
     }
     for (const Pass each : *passes) {  // the shape in each pass named
-      SuiteEntry in_pass = *entry;
-      in_pass.problem.pass = each;
-      selection.entries.push_back(std::move(in_pass));
+      SuiteEntry entry_in_pass = *entry;
+      entry_in_pass.problem = in_pass(entry->problem, each);
+      selection.entries.push_back(std::move(entry_in_pass));
     }
   }
   for (const std::string& text : cases) {

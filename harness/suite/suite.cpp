@@ -6,7 +6,11 @@
 //
 //   batch | tokens, heads_q, heads_kv | gqa, seqlen | seqlen_q, seqlen_k,
 //   head_dim | head_dim_qk, head_dim_v, dtype, out_dtype, p_dtype, fp8_scaling, mask, layout,
-//   scale, distribution, passes
+//   scale, distribution, passes, dout
+//
+// dout (the backward's upstream gradient) applies to the bwd and fwd_bwd cases; a block's
+// forwards keep dO normal (Problem in_pass), so dout = ["normal", "small"] beside
+// passes = ["fwd", "bwd"] asks for one forward and two backwards.
 //
 // Blocks follow in file order; an entry equal to an earlier one (same globs, problem and
 // distribution) is dropped, so the first block that asks for a case decides its place.
@@ -46,7 +50,7 @@ constexpr std::string_view kMatrixFields[] = {
     "kernels",  "batch",       "tokens",   "heads_q",     "heads_kv",   "gqa",         "seqlen",
     "seqlen_q", "seqlen_k",    "head_dim", "head_dim_qk", "head_dim_v", "dtype",       "out_dtype",
     "p_dtype",  "fp8_scaling", "mask",     "layout",      "scale",      "distribution",
-    "passes"};
+    "passes",   "dout"};
 
 // Pairs of keys that say the same thing two ways: a block may give one of each pair.
 constexpr std::pair<std::string_view, std::string_view> kConflictingFields[] = {
@@ -204,6 +208,12 @@ std::optional<Setter> parse_pass_value(std::string_view text) {
   return [value = *pass](Draft& d) { d.problem.pass = value; };
 }
 
+std::optional<Setter> parse_dout_value(std::string_view text) {
+  const auto dout = parse_upstream_gradient(text);
+  if (!dout) return std::nullopt;
+  return [value = *dout](Draft& d) { d.problem.dout = value; };
+}
+
 constexpr ChoiceField kChoiceFields[] = {
     {"dtype", "dtype", parse_input_dtype, accepted_dtype_names},
     {"out_dtype", "dtype", parse_output_dtype, accepted_dtype_names},
@@ -213,6 +223,7 @@ constexpr ChoiceField kChoiceFields[] = {
     {"layout", "layout", parse_layout_value, accepted_layout_names},
     {"distribution", "distribution", parse_distribution, accepted_distribution_names},
     {"passes", "pass", parse_pass_value, accepted_pass_names},
+    {"dout", "upstream gradient", parse_dout_value, accepted_upstream_gradient_names},
 };
 
 // Reads one [[matrix]] block: its kernel globs and the product of its axes.
@@ -250,6 +261,7 @@ class BlockParser {
     problem.head_dim_v = draft.head_dim_v.value_or(problem.head_dim_qk);
     problem.output_dtype = draft.output_dtype.value_or(default_output_dtype(problem.input_dtype));
     problem.p_dtype = draft.p_dtype.value_or(default_p_dtype(problem.input_dtype));
+    problem = in_pass(problem, problem.pass);  // a forward draws no dO
     if (Status status = validate(problem); !status) {
       return errors_.at(block_line_,
                         "[[matrix]] case " + shape_string(problem) + ": " + status.message);

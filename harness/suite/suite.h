@@ -19,6 +19,7 @@
 //   distribution = ["normal", "large_logits", "outliers", "sink"]
 //   scale = 0.125              # optional; default 1/sqrt(head_dim_qk)
 //   passes = ["fwd", "bwd"]    # fwd (default), bwd, fwd_bwd: the step each case times
+//   dout = ["normal", "small"] # the backward's dO: normal (default), small, outliers
 //
 // Every axis takes a value or an array of values. Errors name file:line and the field.
 #pragma once

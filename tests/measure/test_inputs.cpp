@@ -140,5 +140,56 @@ TEST(Inputs, EveryDistributionHasANameTheSuitesAndTheCliAccept) {
   EXPECT_EQ(unchanged, Distribution::outliers);
 }
 
+// dO's own distribution (Problem::dout): q, k and v do not move with it; small is normal scaled by
+// 2^-12; outliers puts rare large entries where normal has none; and a shared set of inputs that
+// changes pass to another dout redraws dO as make_inputs would.
+std::vector<float> dout_values(const ProblemInputs& inputs) {
+  const AttentionInputs view = inputs.view();
+  std::vector<float> values(static_cast<size_t>(inputs.layout.out_elements));
+  for (size_t i = 0; i < values.size(); ++i) {
+    values[i] = static_cast<const float*>(view.dout.data)[i];  // fp32: the drawn values
+  }
+  return values;
+}
+
+TEST(Inputs, TheUpstreamGradientIsDrawnFromItsOwnDistribution) {
+  const std::string shape = "b=1,hq=4,s=256,d=64,dtype=fp32,pass=bwd";
+  const uint64_t seed = std::random_device{}();
+  std::vector<std::vector<float>> douts;
+  std::vector<unsigned char> first_q;
+  for (const char* dout : {"normal", "small", "outliers"}) {
+    SCOPED_TRACE(dout);
+    ProblemInputs inputs;
+    ASSERT_TRUE(make_inputs(parsed_shape(shape + ",dout=" + dout), Distribution::normal, seed,
+                            inputs).ok);
+    const auto* q = static_cast<const unsigned char*>(inputs.q_buffer.data());
+    const std::vector<unsigned char> q_bytes(q, q + inputs.q_buffer.bytes());
+    if (first_q.empty()) first_q = q_bytes;
+    EXPECT_EQ(q_bytes, first_q) << "q moved with dO's distribution";
+    douts.push_back(dout_values(inputs));
+  }
+  const auto largest = [](const std::vector<float>& values) {
+    float most = 0;
+    for (float value : values) most = std::max(most, std::abs(value));
+    return most;
+  };
+  for (size_t i = 0; i < douts[0].size(); ++i) {
+    ASSERT_EQ(douts[1][i], douts[0][i] / 4096.0f) << "small is normal * 2^-12, element " << i;
+  }
+  EXPECT_GT(largest(douts[0]), 2.0f);  // never zeros
+  EXPECT_LT(largest(douts[0]), 7.0f);  // N(0, 1): P(|x| > 7) ~ 1e-11 per element
+  EXPECT_GT(largest(douts[2]), 7.0f);  // ~65 outliers of sigma 10 among 65536
+
+  // A forward's inputs reused for a backward of each dout: dO drawn as make_inputs draws it.
+  ProblemInputs shared;
+  ASSERT_TRUE(make_inputs(parsed_shape("b=1,hq=4,s=256,d=64,dtype=fp32"), Distribution::normal,
+                          seed, shared).ok);
+  for (size_t which : {1, 0, 2}) {
+    const char* names[] = {"normal", "small", "outliers"};
+    set_pass(parsed_shape(shape + ",dout=" + names[which]), seed, shared);
+    EXPECT_EQ(dout_values(shared), douts[which]) << names[which];
+  }
+}
+
 }  // namespace
 }  // namespace attnbench

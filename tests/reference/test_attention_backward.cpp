@@ -210,5 +210,29 @@ TEST(BackwardShapes, ThePassRoundTripsAndAForwardReadsAsBefore) {
   EXPECT_NE(bad.message.find("accepted fwd, bwd, fwd_bwd"), std::string::npos) << bad.message;
 }
 
+// dO's distribution is part of a backward's shape (named when not normal) and never of a
+// forward's: the passes of one shape share q, k and v whatever dO is.
+TEST(BackwardShapes, TheUpstreamGradientsDistributionIsPartOfABackwardsShapeOnly) {
+  const Problem small = parsed_shape("b=1,hq=2,s=17,d=64,dtype=fp16,pass=bwd,dout=small");
+  EXPECT_EQ(small.dout, UpstreamGradient::small);
+  EXPECT_EQ(shape_string(small), "b=1,hq=2,hkv=2,sq=17,sk=17,d=64,dtype=fp16,pass=bwd,dout=small");
+  EXPECT_EQ(shape_string(parsed_shape(shape_string(small))), shape_string(small));
+  EXPECT_EQ(shape_string(parsed_shape("b=1,hq=2,s=17,d=64,pass=bwd,dout=normal")).find("dout"),
+            std::string::npos);
+  EXPECT_EQ(inputs_shape(small), inputs_shape(parsed_shape("b=1,hq=2,s=17,d=64,dtype=fp16")));
+  EXPECT_EQ(in_pass(small, Pass::fwd).dout, UpstreamGradient::normal);
+  EXPECT_EQ(in_pass(small, Pass::fwd_bwd).dout, UpstreamGradient::small);
+
+  Problem problem;
+  const Status forward = parse_shape("b=1,hq=2,s=17,d=64,dout=small", problem);
+  EXPECT_FALSE(forward.ok);
+  EXPECT_NE(forward.message.find("accepted only with pass bwd or fwd_bwd"), std::string::npos)
+      << forward.message;
+  const Status unknown = parse_shape("b=1,pass=bwd,dout=tiny", problem);
+  EXPECT_FALSE(unknown.ok);
+  EXPECT_NE(unknown.message.find("accepted normal, small, outliers"), std::string::npos)
+      << unknown.message;
+}
+
 }  // namespace
 }  // namespace attnbench

@@ -635,7 +635,7 @@ TEST_F(StoreTest, MigrationFromVersion1KeepsDataAndReachesTheCurrentVersion) {
   info.merged_from.clear();
   ResultRecord result = random_result(rng_, 0);
   result.problem.mask = Mask{MaskKind::window, 3, 0};
-  result.problem.pass = Pass::fwd;  // every case before version 11 is a forward
+  result.problem = in_pass(result.problem, Pass::fwd);  // every case before version 11 is a forward
   const Sample sample = random_sample(rng_, 0);
   result.samples = {sample};
   {
@@ -708,6 +708,8 @@ TEST_F(StoreTest, MigrationFromVersion1KeepsDataAndReachesTheCurrentVersion) {
   EXPECT_EQ(raw.query("SELECT version FROM schema_version"), std::to_string(kSchemaVersion));
   // Version 11: the old case reads as a forward.
   EXPECT_EQ(raw.query("SELECT pass FROM cases WHERE id = 7"), "fwd");
+  // Version 12: ... and draws no dO.
+  EXPECT_EQ(raw.query("SELECT dout FROM cases WHERE id = 7"), "normal");
   EXPECT_TRUE(raw.has_object("table", "annotations"));
   EXPECT_TRUE(raw.has_object("table", "alerts"));
   EXPECT_TRUE(raw.has_object("index", "results_by_series"));

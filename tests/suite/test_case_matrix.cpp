@@ -348,6 +348,12 @@ TEST(CaseMatrixSelection, PassOptionSelectsTheSuitesPassesAndSetsTheShapes) {
   EXPECT_EQ(value_of(selection_suite("", {shape + ",pass=bwd"}, "", "", {}, "x")).entries[0].problem.pass,
             Pass::bwd);
   EXPECT_EQ(value_of(selection_suite("", {shape}, "", "", {}, "x")).entries[0].problem.pass, Pass::fwd);
+  // A backward shape's dO distribution follows it into each backward pass, not into the forward.
+  const Suite small = value_of(selection_suite("", {shape + ",pass=bwd,dout=small"}, "", "all", {}, "x"));
+  ASSERT_EQ(small.entries.size(), 3u);
+  EXPECT_EQ(small.entries[0].problem.dout, UpstreamGradient::normal);
+  EXPECT_EQ(small.entries[1].problem.dout, UpstreamGradient::small);
+  EXPECT_EQ(small.entries[2].problem.dout, UpstreamGradient::small);
   // A suite's cases of the passes named only: ctest's forward and backward blocks.
   const Suite ctest = value_of(selection_suite("ctest", {}, "", "", {}, "x"));
   const Suite forward = value_of(selection_suite("ctest", {}, "", "fwd", {}, "x"));

@@ -164,6 +164,23 @@ distribution = "outliers"
   EXPECT_EQ(suite.entries[0].distribution, "outliers");
 }
 
+// dout applies to the backward cases only: a block's forward keeps dO normal, so its dout axis
+// makes one forward and a backward per value.
+TEST(SuiteParse, TheUpstreamGradientAxisMultipliesTheBackwardsOnly) {
+  const Suite suite = parse_ok(R"toml([[matrix]]
+kernels = "*"
+seqlen = 16
+passes = ["fwd", "bwd"]
+dout = ["normal", "small"]
+)toml");
+  std::vector<std::string> shapes;
+  for (const SuiteEntry& entry : suite.entries) shapes.push_back(shape_string(entry.problem));
+  EXPECT_EQ(shapes, (std::vector<std::string>{
+                        "b=1,hq=1,hkv=1,sq=16,sk=16,d=64,dtype=fp32",
+                        "b=1,hq=1,hkv=1,sq=16,sk=16,d=64,dtype=fp32,pass=bwd",
+                        "b=1,hq=1,hkv=1,sq=16,sk=16,d=64,dtype=fp32,pass=bwd,dout=small"}));
+}
+
 TEST(SuiteParse, Fp8InputsGetTheirDefaultOutputAndPDtypes) {
   const Suite suite = parse_ok("[[matrix]]\nkernels = \"*\"\nseqlen = 8\ndtype = \"e4m3\"\n");
   ASSERT_EQ(suite.entries.size(), 1u);
@@ -395,7 +412,7 @@ TEST(SuiteErrors, UnknownKeysListTheAcceptedKeys) {
        "suites/x.toml:3: unknown field 'seqlens' in [[matrix]]; accepted: kernels, batch, "
        "tokens, heads_q, heads_kv, gqa, seqlen, seqlen_q, seqlen_k, head_dim, head_dim_qk, "
        "head_dim_v, dtype, out_dtype, p_dtype, fp8_scaling, mask, layout, scale, "
-       "distribution, passes"},
+       "distribution, passes, dout"},
   });
 }
 

@@ -111,8 +111,10 @@ inline Problem random_problem(std::mt19937_64& rng) {
       problem.scale = 0.125;
       break;
   }
-  problem.pass = pick(rng, std::array<Pass, 3>{Pass::fwd, Pass::bwd, Pass::fwd_bwd});
-  return problem;
+  problem.dout = pick(rng, std::array<UpstreamGradient, 3>{
+                                UpstreamGradient::normal, UpstreamGradient::small,
+                                UpstreamGradient::outliers});
+  return in_pass(problem, pick(rng, std::array<Pass, 3>{Pass::fwd, Pass::bwd, Pass::fwd_bwd}));
 }
 
 }  // namespace attnbench
