@@ -13,7 +13,6 @@ namespace attnbench::emu {
 
 namespace {
 
-thread_local Block* g_current = nullptr;
 
 std::string hex_mask(unsigned mask) {
   char text[16];
@@ -30,11 +29,11 @@ struct ReleaseLaunchEnd {
   }
 };
 
-// Makes `g_current` the running block for a scope.
+// Makes `g_current_block` the running block for a scope.
 class CurrentBlock {
  public:
-  explicit CurrentBlock(Block* block) : previous_(std::exchange(g_current, block)) {}
-  ~CurrentBlock() { g_current = previous_; }
+  explicit CurrentBlock(Block* block) : previous_(std::exchange(g_current_block, block)) {}
+  ~CurrentBlock() { g_current_block = previous_; }
   CurrentBlock(const CurrentBlock&) = delete;
   CurrentBlock& operator=(const CurrentBlock&) = delete;
 
@@ -111,24 +110,19 @@ void Block::cancel_suspended_threads() noexcept {
   }
 }
 
-Block& Block::current() {
-  if (g_current == nullptr)
-    throw EmuError("emu: a CUDA built-in was used outside an emulated block");
-  return *g_current;
+constinit thread_local Block* g_current_block = nullptr;
+
+void Block::throw_outside_a_block() {
+  throw EmuError("emu: a CUDA built-in was used outside an emulated block");
 }
 
 std::string Block::running_thread_name() {
-  if (g_current == nullptr) return {};
+  if (g_current_block == nullptr) return {};
   std::string name = "block ";
-  name += dim_text(g_current->block_index());
+  name += dim_text(g_current_block->block_index());
   name += " thread ";
-  name += std::to_string(g_current->running_);
+  name += std::to_string(g_current_block->running_);
   return name;
-}
-
-Dim3 Block::thread_index() const {
-  const Dim3& d = shape_.block_dim;
-  return {running_ % d.x, (running_ / d.x) % d.y, running_ / (d.x * d.y)};
 }
 
 void Block::run(const std::function<void()>& body, const void* launch_end) {
@@ -137,6 +131,9 @@ void Block::run(const std::function<void()>& body, const void* launch_end) {
   launch_end_ = launch_end;
   threads_.clear();
   const unsigned count = shape_.block_dim.count();
+  const Dim3& d = shape_.block_dim;
+  thread_indices_.resize(count);
+  for (unsigned t = 0; t < count; ++t) thread_indices_[t] = {t % d.x, (t / d.x) % d.y, t / (d.x * d.y)};
   const std::string name =
       kSanitizer == Sanitizer::thread ? "block " + dim_text(shape_.block_index) + " thread " : "";
   for (unsigned t = 0; t < count; ++t) {
@@ -527,7 +524,8 @@ bool Block::release_warp(unsigned w) {
       if ((mask & (1u << lane)) == 0) continue;
       const Thread& member = *threads_[first + lane];
       if (member.collective != leader.collective || member.mode != leader.mode ||
-          std::strcmp(member.instruction, leader.instruction) != 0) {
+          (member.instruction != leader.instruction &&
+           std::strcmp(member.instruction, leader.instruction) != 0)) {
         throw EmuError("lanes of warp " + std::to_string(w) + " with mask " + hex_mask(mask) +
                        " reach different collectives: " + collective_name(leader) + " at " +
                        leader.site.text() + " and " + collective_name(member) + " at " +

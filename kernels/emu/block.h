@@ -71,6 +71,11 @@ using WarpPayloads = std::array<LanePayload, kWarpSize>;
 // Static __shared__ variables of one block together: CUDA's limit without opt-in.
 constexpr size_t kStaticSharedBytes = 48 * 1024;
 
+class Block;
+// The block whose thread runs on this OS thread (null outside one); constinit, so reading it from
+// another file is a plain thread-local load.
+extern constinit thread_local Block* g_current_block;
+
 class Block {
  public:
   struct Shape {
@@ -94,10 +99,16 @@ class Block {
   uint64_t schedule_hash() const { return schedule_hash_; }
 
   // ---- from inside a thread of the running block (current()) ------------------------------
-  static Block& current();
+  // Inline: every threadIdx, shuffle and barrier of a kernel goes through it.
+  static Block& current() {
+    if (g_current_block == nullptr) throw_outside_a_block();
+    return *g_current_block;
+  }
   // "block (1,0,0) thread 37" for the thread running on this OS thread; "" outside a block.
   static std::string running_thread_name();
-  Dim3 thread_index() const;
+  [[noreturn]] static void throw_outside_a_block();
+  // threadIdx: read on every use of it in a kernel, so a lookup, not three divisions.
+  Dim3 thread_index() const { return thread_indices_[running_]; }
   Dim3 block_index() const { return shape_.block_index; }
   Dim3 block_dim() const { return shape_.block_dim; }
   Dim3 grid_dim() const { return shape_.grid_dim; }
@@ -271,6 +282,7 @@ class Block {
   uint64_t rng_state_;  // the seed's stream: the shared-memory offset, then the schedule
   uint64_t schedule_hash_ = 0;
   std::vector<std::unique_ptr<Thread>> threads_;
+  std::vector<Dim3> thread_indices_;  // threadIdx of each thread, by its linear index
   unsigned running_ = 0;
   std::vector<unsigned char> shared_storage_;  // [pad][dynamic][static], NaN-filled
   std::vector<unsigned char> async_view_;  // the dynamic shared memory as the async proxy sees it

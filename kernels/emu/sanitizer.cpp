@@ -111,86 +111,50 @@ void* create_fiber(const std::string& name) {
 #endif
 }
 
+#if defined(ATTNBENCH_EMU_SANITIZE_THREAD)  // else inline in the header
 void destroy_fiber(void* fiber) {
-#if defined(ATTNBENCH_EMU_SANITIZE_THREAD)
   if (fiber == nullptr) return;
   std::lock_guard<std::mutex> lock(g_fiber_pool_mutex);
   g_fiber_pool.push_back(fiber);
-#else
-  (void)fiber;
-#endif
 }
 
 void* current_fiber() {
-#if defined(ATTNBENCH_EMU_SANITIZE_THREAD)
   return __tsan_get_current_fiber();
-#else
-  return nullptr;
-#endif
 }
 
 void switch_to_fiber(void* fiber) {
-#if defined(ATTNBENCH_EMU_SANITIZE_THREAD)
   if (fiber != nullptr) __tsan_switch_to_fiber(fiber, __tsan_switch_to_fiber_no_sync);
-#else
-  (void)fiber;
-#endif
 }
 
 void release(const void* sync_object) {
-#if defined(ATTNBENCH_EMU_SANITIZE_THREAD)
   __tsan_release(const_cast<void*>(sync_object));
-#else
-  (void)sync_object;
-#endif
 }
 
 void acquire(const void* sync_object) {
-#if defined(ATTNBENCH_EMU_SANITIZE_THREAD)
   __tsan_acquire(const_cast<void*>(sync_object));
-#else
-  (void)sync_object;
-#endif
 }
-
-void start_switch(void** leaving_fake_stack, const Stack& to) {
-#if defined(ATTNBENCH_EMU_SANITIZE_ADDRESS)
-  __sanitizer_start_switch_fiber(leaving_fake_stack, to.bottom, to.bytes);
-#else
-  (void)leaving_fake_stack;
-  (void)to;
 #endif
+
+#if defined(ATTNBENCH_EMU_SANITIZE_ADDRESS)  // else inline in the header
+void start_switch(void** leaving_fake_stack, const Stack& to) {
+  __sanitizer_start_switch_fiber(leaving_fake_stack, to.bottom, to.bytes);
 }
 
 void finish_switch(void* arriving_fake_stack, Stack* from) {
-#if defined(ATTNBENCH_EMU_SANITIZE_ADDRESS)
   const void* bottom = nullptr;
   size_t bytes = 0;
   __sanitizer_finish_switch_fiber(arriving_fake_stack, &bottom, &bytes);
   if (from != nullptr) *from = Stack{bottom, bytes};
-#else
-  (void)arriving_fake_stack;
-  (void)from;
-#endif
 }
 
 void poison(const void* address, size_t bytes) {
-#if defined(ATTNBENCH_EMU_SANITIZE_ADDRESS)
   __asan_poison_memory_region(address, bytes);
-#else
-  (void)address;
-  (void)bytes;
-#endif
 }
 
 void unpoison(const void* address, size_t bytes) {
-#if defined(ATTNBENCH_EMU_SANITIZE_ADDRESS)
   __asan_unpoison_memory_region(address, bytes);
-#else
-  (void)address;
-  (void)bytes;
-#endif
 }
+#endif
 
 std::string take_report(const std::vector<Allocation>* buffers) {
   std::string text = read_new_report_text();

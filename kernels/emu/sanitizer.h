@@ -40,11 +40,21 @@ namespace sanitizer {
 // A fiber for an emulated thread (null without TSan); it starts ordered after its creator's past
 // only if the caller acquires something the creator released (Block does, at each block start).
 void* create_fiber(const std::string& name);
+#if defined(ATTNBENCH_EMU_SANITIZE_THREAD)
 void destroy_fiber(void* fiber);
 void* current_fiber();
 void switch_to_fiber(void* fiber);  // with no synchronization implied
 void release(const void* sync_object);
 void acquire(const void* sync_object);
+#else
+// Without TSan the hooks are empty and inline: every switch of fibers calls several, and calls
+// that do nothing were a few percent of an emulated kernel's time.
+inline void destroy_fiber(void*) {}
+inline void* current_fiber() { return nullptr; }
+inline void switch_to_fiber(void*) {}
+inline void release(const void*) {}
+inline void acquire(const void*) {}
+#endif
 // A read or write the emulator makes for the running thread (ldmatrix's rows, cp.async's
 // destination and source). Inline, and called from the kernels' PTX wrappers (ptx.cuh), so the
 // report's stack holds the kernel's source line.
@@ -59,10 +69,17 @@ struct Stack {
 // Around a switch from one stack to another: the leaving side's fake stack is kept in
 // *leaving_fake_stack (null: the leaving fiber ends); the arriving side passes the fake stack it
 // kept and learns the stack it came from.
+#if defined(ATTNBENCH_EMU_SANITIZE_ADDRESS)
 void start_switch(void** leaving_fake_stack, const Stack& to);
 void finish_switch(void* arriving_fake_stack, Stack* from);
 void poison(const void* address, size_t bytes);
 void unpoison(const void* address, size_t bytes);
+#else
+inline void start_switch(void**, const Stack&) {}  // without ASan: empty and inline, as above
+inline void finish_switch(void*, Stack*) {}
+inline void poison(const void*, size_t) {}
+inline void unpoison(const void*, size_t) {}
+#endif
 
 // ---- reports ----------------------------------------------------------------------------------
 // Whether a report was printed since the last take_report(): a block stops at its next
