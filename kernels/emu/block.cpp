@@ -99,7 +99,7 @@ Block::~Block() {
 void Block::cancel_suspended_threads() noexcept {
   cancelling_ = true;
   for (unsigned t = 0; t < threads_.size(); ++t) {
-    Fiber& fiber = *threads_[t]->fiber;
+    Fiber& fiber = *threads_[t].fiber;
     if (fiber.finished()) continue;
     running_ = t;
     try {
@@ -136,9 +136,10 @@ void Block::run(const std::function<void()>& body, const void* launch_end) {
   for (unsigned t = 0; t < count; ++t) thread_indices_[t] = {t % d.x, (t / d.x) % d.y, t / (d.x * d.y)};
   const std::string name =
       kSanitizer == Sanitizer::thread ? "block " + dim_text(shape_.block_index) + " thread " : "";
+  threads_.reserve(count);  // filled before any thread runs: references to them stay valid
   for (unsigned t = 0; t < count; ++t) {
-    auto thread = std::make_unique<Thread>();
-    thread->fiber = std::make_unique<Fiber>(
+    Thread& thread = threads_.emplace_back();
+    thread.fiber = std::make_unique<Fiber>(
         [this](Fiber&) {
           sanitizer::acquire(&block_start_);  // ordered after the host's past, as at a launch
           const ReleaseLaunchEnd at_end{launch_end_};  // also when the thread stops on a report
@@ -147,7 +148,6 @@ void Block::run(const std::function<void()>& body, const void* launch_end) {
         },
         // The name is for ThreadSanitizer's reports alone: other builds skip a string per thread.
         kSanitizer == Sanitizer::thread ? name + std::to_string(t) : std::string());
-    threads_.push_back(std::move(thread));
   }
   sanitizer::release(&block_start_);
   schedule();
@@ -155,7 +155,7 @@ void Block::run(const std::function<void()>& body, const void* launch_end) {
 
 // The running thread returns: its copies in flight land (they outlive it).
 void Block::finish_thread() {
-  Thread& self = *threads_[running_];
+  Thread& self = threads_[running_];
   if (!self.open_copies.empty()) {  // most threads never copy: no empty group to allocate
     self.committed_copies.push_back(CopyGroup{std::move(self.open_copies)});
     self.open_copies.clear();
@@ -173,11 +173,11 @@ void Block::schedule() {
   for (;;) {
     order.clear();
     for (unsigned t = 0; t < threads_.size(); ++t) {
-      if (threads_[t]->wait == Wait::running) order.push_back(t);
+      if (threads_[t].wait == Wait::running) order.push_back(t);
     }
     if (order.empty()) {
-      const bool all_finished = std::all_of(threads_.begin(), threads_.end(), [](const auto& t) {
-        return t->wait == Wait::finished;
+      const bool all_finished = std::all_of(threads_.begin(), threads_.end(), [](const Thread& t) {
+        return t.wait == Wait::finished;
       });
       if (all_finished) {
         while (land_any_bulk_copy()) {
@@ -193,7 +193,7 @@ void Block::schedule() {
     for (const unsigned t : order) {
       running_ = t;
       schedule_hash_ = (schedule_hash_ ^ t) * 0x100000001b3ull;
-      if (!threads_[t]->fiber->resume()) finish_thread(t);
+      if (!threads_[t].fiber->resume()) finish_thread(t);
     }
   }
 }
@@ -202,7 +202,7 @@ void Block::wait(Wait kind, Site site, unsigned mask) {
   if (sanitizer::report_printed()) {
     throw EmuError("stopped at " + site.text() + " after a report of the sanitizer");
   }
-  Thread& self = *threads_[running_];
+  Thread& self = threads_[running_];
   self.wait = kind;
   self.site = site;
   self.mask = mask;
@@ -210,7 +210,7 @@ void Block::wait(Wait kind, Site site, unsigned mask) {
   land_some_async_copies(self);
   land_due_bulk_copies(running_);
   const unsigned me = running_;
-  while (threads_[me]->wait != Wait::running && !cancelling_) threads_[me]->fiber->yield();
+  while (threads_[me].wait != Wait::running && !cancelling_) threads_[me].fiber->yield();
   if (cancelling_) throw Cancelled{};
   running_ = me;
 }
@@ -218,13 +218,13 @@ void Block::wait(Wait kind, Site site, unsigned mask) {
 void Block::let_others_run() {
   if (sanitizer::report_printed()) throw EmuError("stopped after a report of the sanitizer");
   const unsigned me = running_;
-  threads_[me]->fiber->yield();  // still running: resumed in the scheduler's next round
+  threads_[me].fiber->yield();  // still running: resumed in the scheduler's next round
   if (cancelling_) throw Cancelled{};
   running_ = me;
 }
 
 void Block::finish_thread(unsigned t) {
-  Thread& thread = *threads_[t];
+  Thread& thread = threads_[t];
   thread.wait = Wait::finished;
   const bool stores_in_flight =
       !thread.open_stores.empty() ||
@@ -284,8 +284,8 @@ bool Block::count_into_named_barrier(const char* instruction, unsigned id, unsig
   }
   named_expected_[id] = count;
   if (++named_reached_[id] < count) return false;
-  for (const auto& thread : threads_) {  // complete: its waiters go on, the next phase starts
-    if (thread->wait == Wait::named && thread->mask == id) thread->wait = Wait::running;
+  for (Thread& thread : threads_) {  // complete: its waiters go on, the next phase starts
+    if (thread.wait == Wait::named && thread.mask == id) thread.wait = Wait::running;
   }
   named_expected_[id] = 0;
   named_reached_[id] = 0;
@@ -344,7 +344,7 @@ std::string Block::collective_name(const Thread& thread) const {
 
 uint64_t Block::collective(Collective kind, Shuffle mode, unsigned mask, uint64_t word, int arg,
                            int width, Site site) {
-  Thread& self = *threads_[running_];
+  Thread& self = threads_[running_];
   self.collective = kind;
   self.mode = mode;
   self.arg = arg;
@@ -361,13 +361,13 @@ uint64_t Block::collective(Collective kind, Shuffle mode, unsigned mask, uint64_
   const unsigned me = running_;
   wait(Wait::warp, site, mask);
   if (edge != nullptr) sanitizer::acquire(edge);
-  return threads_[me]->received;
+  return threads_[me].received;
 }
 
 const WarpPayloads& Block::exchange(const char* instruction, const void* value, size_t bytes,
                                     Site site) {
   if (bytes > kLanePayloadBytes) throw EmuError("emu: an exchange carries at most 32 bytes a lane");
-  Thread& self = *threads_[running_];
+  Thread& self = threads_[running_];
   self.instruction = instruction;
   self.payload.fill(0);
   std::memcpy(self.payload.data(), value, bytes);
@@ -438,7 +438,7 @@ void Block::release_ready_waits() {
 bool Block::release_barrier() {
   std::vector<unsigned> waiting, returned, elsewhere;
   for (unsigned t = 0; t < threads_.size(); ++t) {
-    switch (threads_[t]->wait) {
+    switch (threads_[t].wait) {
       case Wait::barrier:
         waiting.push_back(t);
         break;
@@ -451,23 +451,23 @@ bool Block::release_barrier() {
     }
   }
   if (waiting.empty() || !elsewhere.empty()) return false;
-  const Site site = threads_[waiting.front()]->site;
+  const Site site = threads_[waiting.front()].site;
   std::vector<unsigned> other_site;
   for (const unsigned t : waiting) {
-    if (!(threads_[t]->site == site)) other_site.push_back(t);
+    if (!(threads_[t].site == site)) other_site.push_back(t);
   }
   if (!other_site.empty()) {
     throw EmuError("__syncthreads from different call sites: threads " + threads_text(waiting) +
                    " wait, thread " + std::to_string(waiting.front()) + " at " + site.text() +
                    ", thread " + std::to_string(other_site.front()) + " at " +
-                   threads_[other_site.front()]->site.text());
+                   threads_[other_site.front()].site.text());
   }
   if (!returned.empty()) {
     throw EmuError("__syncthreads at " + site.text() + " reached by threads " +
                    threads_text(waiting) + " only: threads " + threads_text(returned) +
                    " returned before it");
   }
-  for (const unsigned t : waiting) threads_[t]->wait = Wait::running;
+  for (const unsigned t : waiting) threads_[t].wait = Wait::running;
   ++barrier_phase_;
   return true;
 }
@@ -503,26 +503,26 @@ bool Block::release_warp(unsigned w) {
       std::min<unsigned>(first + kWarpSize, static_cast<unsigned>(threads_.size()));
   bool released = false;
   for (unsigned t = first; t < last; ++t) {
-    Thread& leader = *threads_[t];
+    Thread& leader = threads_[t];
     if (leader.wait != Wait::warp) continue;
     const unsigned mask = leader.mask;
     bool complete = true;
     for (unsigned lane = 0; lane < kWarpSize && complete; ++lane) {
       if ((mask & (1u << lane)) == 0) continue;
       const unsigned other = first + lane;
-      if (other >= last || threads_[other]->wait == Wait::finished) {
+      if (other >= last || threads_[other].wait == Wait::finished) {
         throw EmuError(collective_name(leader) + "(" + hex_mask(mask) + ") at " +
                        leader.site.text() + ": lane " + std::to_string(lane) + " of warp " +
                        std::to_string(w) + " is in the mask but returned without reaching it");
       }
-      const Thread& peer = *threads_[other];
+      const Thread& peer = threads_[other];
       complete = peer.wait == Wait::warp && peer.mask == mask;
     }
     if (!complete) continue;
     unsigned votes = 0;
     for (unsigned lane = 0; lane < kWarpSize; ++lane) {
       if ((mask & (1u << lane)) == 0) continue;
-      const Thread& member = *threads_[first + lane];
+      const Thread& member = threads_[first + lane];
       if (member.collective != leader.collective || member.mode != leader.mode ||
           (member.instruction != leader.instruction &&
            std::strcmp(member.instruction, leader.instruction) != 0)) {
@@ -537,7 +537,7 @@ bool Block::release_warp(unsigned w) {
     const unsigned elected = leader.collective == Collective::elect ? elected_lane(mask) : 0;
     for (unsigned lane = 0; lane < kWarpSize; ++lane) {
       if ((mask & (1u << lane)) == 0) continue;
-      Thread& member = *threads_[first + lane];
+      Thread& member = threads_[first + lane];
       if (member.collective == Collective::ballot) member.received = votes;
       if (member.collective == Collective::elect) member.received = elected;
       if (member.collective != Collective::shuffle) continue;
@@ -548,10 +548,10 @@ bool Block::release_warp(unsigned w) {
                        std::to_string(w) + " reads lane " + std::to_string(source) +
                        ", which the mask leaves out");
       }
-      member.received = threads_[first + source]->deposit;
+      member.received = threads_[first + source].deposit;
     }
     for (unsigned lane = 0; lane < kWarpSize; ++lane) {
-      if ((mask & (1u << lane)) != 0) threads_[first + lane]->wait = Wait::running;
+      if ((mask & (1u << lane)) != 0) threads_[first + lane].wait = Wait::running;
     }
     ++warp_phase_[warp_edge_slot(w, mask)];
     released = true;
@@ -562,7 +562,7 @@ bool Block::release_warp(unsigned w) {
 void Block::report_stuck() {
   std::map<std::string, std::vector<unsigned>> by_wait;
   for (unsigned t = 0; t < threads_.size(); ++t) {
-    const Thread& thread = *threads_[t];
+    const Thread& thread = threads_[t];
     switch (thread.wait) {
       case Wait::barrier:
         by_wait["__syncthreads at " + thread.site.text()].push_back(t);

@@ -281,7 +281,8 @@ class Block {
   Shape shape_;
   uint64_t rng_state_;  // the seed's stream: the shared-memory offset, then the schedule
   uint64_t schedule_hash_ = 0;
-  std::vector<std::unique_ptr<Thread>> threads_;
+  // One allocation, in index order: the scheduler reads every thread's state each round.
+  std::vector<Thread> threads_;
   std::vector<Dim3> thread_indices_;  // threadIdx of each thread, by its linear index
   unsigned running_ = 0;
   std::vector<unsigned char> shared_storage_;  // [pad][dynamic][static], NaN-filled

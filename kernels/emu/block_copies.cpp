@@ -28,7 +28,7 @@ unsigned char* Block::async_copy(uint32_t shared_destination, const void* source
     std::memcpy(copy.data.data(), source, bytes);
   }  // else zero-filled: nothing is read
   std::memset(copy.destination, kNaNByte, bytes);
-  threads_[running_]->open_copies.push_back(copy);
+  threads_[running_].open_copies.push_back(copy);
   return copy.destination;
 }
 
@@ -79,7 +79,7 @@ void Block::check_global_access(const void* source, size_t bytes, const char* in
 }
 
 void Block::async_commit() {
-  Thread& self = *threads_[running_];
+  Thread& self = threads_[running_];
   CopyGroup group{std::move(self.open_copies)};
   const uint64_t draw = splitmix64(rng_state_) % (2 * CopyGroup::kLandingSpread);
   if (draw < CopyGroup::kLandingSpread) group.syncs_before_landing = static_cast<int>(draw);
@@ -89,7 +89,7 @@ void Block::async_commit() {
 
 const std::vector<Block::CopyTarget>& Block::async_wait(unsigned pending_groups) {
   completed_copies_.clear();
-  complete_async_copies(*threads_[running_], pending_groups);
+  complete_async_copies(threads_[running_], pending_groups);
   return completed_copies_;
 }
 
@@ -189,11 +189,11 @@ void Block::tma_store(const TensorMap& map, const std::array<int32_t, 4>& coordi
   }
   check_inner_start(map, coordinates, "cp.async.bulk.tensor (store)", site);
   shared_pointer(source, map.box_bytes(), site);  // the box must lie in shared memory
-  threads_[running_]->open_stores.push_back({map, coordinates, source, site});
+  threads_[running_].open_stores.push_back({map, coordinates, source, site});
 }
 
 void Block::bulk_commit() {
-  Thread& self = *threads_[running_];
+  Thread& self = threads_[running_];
   self.committed_stores.push_back(std::move(self.open_stores));
   self.open_stores.clear();
 }
@@ -202,7 +202,7 @@ void Block::bulk_commit() {
 // shared memory now (through the async proxy: a byte an ordinary store changed with no fence
 // since is reported) and writes it to global memory.
 void Block::bulk_wait(unsigned pending_groups, Site site) {
-  Thread& self = *threads_[running_];
+  Thread& self = threads_[running_];
   while (self.committed_stores.size() > pending_groups) {
     const std::vector<PendingStore> group = std::move(self.committed_stores.front());
     self.committed_stores.erase(self.committed_stores.begin());

@@ -50,10 +50,10 @@ void Block::complete_mbarrier_phase(uint32_t address, MBarrier& barrier) {
   ++barrier.phase;
   barrier.pending = barrier.count;
   barrier.transaction_bytes = 0;
-  for (const auto& thread : threads_) {
-    if (thread->wait == Wait::mbarrier && thread->mask == address &&
-        thread->parity == completed_parity) {
-      thread->wait = Wait::running;
+  for (Thread& thread : threads_) {
+    if (thread.wait == Wait::mbarrier && thread.mask == address &&
+        thread.parity == completed_parity) {
+      thread.wait = Wait::running;
     }
   }
 }
@@ -90,7 +90,7 @@ void Block::mbarrier_wait_parity(uint32_t address, unsigned parity, Site site) {
   // The phase of that parity has completed once the current phase's parity differs from it.
   const unsigned waited_phase = barrier.phase % 2 != parity ? barrier.phase - 1 : barrier.phase;
   if (barrier.phase % 2 == parity) {
-    Thread& self = *threads_[running_];
+    Thread& self = threads_[running_];
     self.parity = parity;
     wait(Wait::mbarrier, site, address);
   }
@@ -100,7 +100,7 @@ void Block::mbarrier_wait_parity(uint32_t address, unsigned parity, Site site) {
 bool Block::elect_one(unsigned mask, Site site) {
   const unsigned me = running_;
   collective(Collective::elect, Shuffle::xor_lane, mask, 0, 0, kWarpSize, site);
-  return threads_[me]->received == me % kWarpSize;
+  return threads_[me].received == me % kWarpSize;
 }
 
 // The lane elect.sync picks among `mask`'s lanes: the seed's choice.

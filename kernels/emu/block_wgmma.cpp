@@ -100,10 +100,10 @@ std::string where(const char* file, int line) { return Site{file, line}.text(); 
 
 }  // namespace
 
-void Block::wgmma_fence(Site) { threads_[running_]->wgmma.fenced = true; }
+void Block::wgmma_fence(Site) { threads_[running_].wgmma.fenced = true; }
 
 void Block::wgmma_issue(const WgmmaOp& op, Site site) {
-  Thread& self = *threads_[running_];
+  Thread& self = threads_[running_];
   const std::string at = "wgmma.mma_async at " + site.text() + ": ";
   if (threads_.size() % kWarpgroupThreads != 0) {
     throw EmuError(at + "the block's " + std::to_string(threads_.size()) +
@@ -156,7 +156,7 @@ void Block::wgmma_issue(const WgmmaOp& op, Site site) {
 }
 
 void Block::wgmma_commit(Site) {
-  WgmmaState& state = threads_[running_]->wgmma;
+  WgmmaState& state = threads_[running_].wgmma;
   state.committed.push_back(std::move(state.open));
   state.open.clear();
   state.fenced = false;
@@ -166,8 +166,8 @@ const std::vector<const unsigned char*>& Block::wgmma_wait(unsigned pending_grou
   // The tensor cores finish a batch at some point before its wait returns, and other warps run
   // meanwhile: a stage another warp refills once this thread has released it (too early) is
   // read refilled, on the schedules where that warp runs first.
-  if (threads_[running_]->wgmma.committed.size() > pending_groups) let_others_run();
-  WgmmaState& state = threads_[running_]->wgmma;
+  if (threads_[running_].wgmma.committed.size() > pending_groups) let_others_run();
+  WgmmaState& state = threads_[running_].wgmma;
   wgmma_chunks_read_.clear();
   const auto targets = [](const std::vector<PendingWgmma>& group, size_t from, const float* d) {
     return std::any_of(group.begin() + static_cast<ptrdiff_t>(from), group.end(),
@@ -265,7 +265,7 @@ std::vector<float> Block::complete_wgmma(const PendingWgmma& pending, Site wait_
   const int kept_bits = op.input == MmaInput::e4m3 ? kFp8TensorCoreBits : kHalfTensorCoreBits;
   std::vector<float> c(op.n / 2, 0.0f);
   if (op.accumulate) {
-    c = pending.chained ? threads_[running_]->wgmma.chained_results.at(op.d) : pending.c;
+    c = pending.chained ? threads_[running_].wgmma.chained_results.at(op.d) : pending.c;
   }
   std::vector<float> d(op.n / 2);
   for (unsigned j = 0; j < op.n / 8; ++j) {
