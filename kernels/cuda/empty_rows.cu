@@ -1,18 +1,17 @@
 // Writes out = 0 and LSE = -inf for a block of query rows that see no key (see empty_rows.h).
 // One CUDA block per (batch, row, head); its threads clear the head's output bytes.
-#include <limits>
 #include <string>
 
 #include "kernels/cuda/common/cuda_api.h"
 #include "kernels/cuda/common/cuda_check.h"
 #include "kernels/cuda/common/launch.cuh"
+#include "kernels/cuda/common/row_stats.cuh"
 #include "kernels/cuda/empty_rows.h"
 
 namespace attnbench::gpu {
 namespace {
 
 constexpr int kThreads = 128;  // a 256-wide fp32 head is 1 KiB: 8 bytes per thread
-constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
 struct FillParams {
   unsigned char* out;  // first byte of the output

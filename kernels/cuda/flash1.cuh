@@ -29,9 +29,11 @@
 #include <limits>
 #include <string>
 
+#include "kernels/cuda/common/convert.cuh"
 #include "kernels/cuda/common/cuda_api.h"
 #include "kernels/cuda/common/cuda_check.h"
 #include "kernels/cuda/common/launch.cuh"
+#include "kernels/cuda/common/row_stats.cuh"
 #include "kernels/cuda/common/shared.cuh"
 #include "kernels/cuda/common/visible_tiles.h"
 #include "kernels/cuda/flash1.h"
@@ -43,30 +45,14 @@ namespace detail {
 
 // ---- traits -------------------------------------------------------------------------------------
 
-template <DType kInput>
-struct ElementOf;
-template <>
-struct ElementOf<DType::f16> {
-  using Type = __half;
-  using Pair = __half2;
-};
-template <>
-struct ElementOf<DType::bf16> {
-  using Type = __nv_bfloat16;
-  using Pair = __nv_bfloat162;
-};
-
-constexpr int kWarpSize = 32;
-constexpr unsigned kFullWarp = 0xffffffffu;
-constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 constexpr float kLn2 = 0.693147180559945309f;
 constexpr int64_t kMaxGridBlocks = std::numeric_limits<int32_t>::max();  // gridDim.x
 constexpr int kDefaultSharedBytes = 48 * 1024;  // above it, a kernel must opt in
 
 template <int kHeadDim, DType kInput>
 struct Traits {
-  using Element = typename ElementOf<kInput>::Type;
-  using ElementPair = typename ElementOf<kInput>::Pair;
+  using Element = typename ElementOf<kInput>::type;
+  using ElementPair = typename ElementOf<kInput>::pair;
 
   // 256 threads as a 16 x 16 grid: thread (ty, tx) owns query rows ty + 16 a (a < 4), keys
   // tx + 16 c (c < 4) of the score tile, and output column pairs 2 tx + 32 c of its rows.
@@ -110,28 +96,6 @@ struct Traits {
 };
 
 // ---- device helpers -----------------------------------------------------------------------------
-
-__device__ inline float2 widen(__half2 pair) { return __half22float2(pair); }
-__device__ inline float2 widen(__nv_bfloat162 pair) { return __bfloat1622float2(pair); }
-
-__device__ inline __half2 narrow(float2 pair, __half) { return __float22half2_rn(pair); }
-__device__ inline __nv_bfloat162 narrow(float2 pair, __nv_bfloat16) {
-  return __float22bfloat162_rn(pair);
-}
-
-// Max / sum over the 16 threads of a half-warp (xor offsets below 16 stay inside the half).
-__device__ inline float half_warp_max(float value) {
-  for (int offset = 8; offset > 0; offset /= 2) {
-    value = fmaxf(value, __shfl_xor_sync(kFullWarp, value, offset));
-  }
-  return value;
-}
-__device__ inline float half_warp_sum(float value) {
-  for (int offset = 8; offset > 0; offset /= 2) {
-    value += __shfl_xor_sync(kFullWarp, value, offset);
-  }
-  return value;
-}
 
 // Copies `rows` rows of kHeadDim elements (row stride `stride` in global memory) into a shared
 // tile of kRowStride-element rows; rows at or past `valid_rows` become zeros.
@@ -280,7 +244,7 @@ __global__ void __launch_bounds__(Traits<kHeadDim, kInput>::kThreads,
       }
       const float new_max = fmaxf(row_max[a], half_warp_max(tile_max));
       // Nothing visible yet: subtract 0, so 2^(-inf - 0) = 0 instead of 2^(-inf + inf) = NaN.
-      const float subtrahend = new_max == kNegInf ? 0.0f : new_max;
+      const float subtrahend = exponent_base(new_max);
       const float rescale = exp2f(row_max[a] - subtrahend);
       float tile_sum = 0.0f;
 #pragma unroll
@@ -327,7 +291,7 @@ __global__ void __launch_bounds__(Traits<kHeadDim, kInput>::kThreads,
     const int64_t index = static_cast<int64_t>(pair) * sq + rows[a];
     if (last) {
       // l = 0: no visible key in the whole row; out = 0 and LSE = -inf, never NaN.
-      const float inverse_sum = row_sum[a] > 0.0f ? 1.0f / row_sum[a] : 0.0f;
+      const float inverse_sum = inverse_row_sum(row_sum[a]);
       Element* out = static_cast<Element*>(p.out) + batch * p.out_batch_stride +
                      rows[a] * p.out_row_stride + head * p.out_head_stride;
 #pragma unroll
@@ -336,7 +300,7 @@ __global__ void __launch_bounds__(Traits<kHeadDim, kInput>::kThreads,
         *reinterpret_cast<ElementPair*>(out + 2 * (tx + kSide * c)) = narrow(normalized, Element{});
       }
       if (p.lse != nullptr && tx == 0) {
-        p.lse[index] = row_sum[a] > 0.0f ? (row_max[a] + log2f(row_sum[a])) * kLn2 : kNegInf;
+        p.lse[index] = row_lse(row_max[a] * kLn2, row_sum[a]);  // row_max is in base 2
       }
     } else {
       if (tx == 0) {

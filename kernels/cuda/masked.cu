@@ -26,6 +26,7 @@
 #include "kernels/cuda/common/cuda_api.h"
 #include "kernels/cuda/common/cuda_check.h"
 #include "kernels/cuda/common/launch.cuh"
+#include "kernels/cuda/common/row_stats.cuh"
 #include "kernels/cuda/naive_steps.h"
 #include "reference/mask.h"
 
@@ -38,7 +39,6 @@ namespace {
 // One block per score row, as the softmax: 256 threads stream a row in coalesced 1 KiB steps,
 // and each row computes its visible range once.
 constexpr int kRowThreads = 256;
-constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 constexpr int64_t kMaxGridBlocks = std::numeric_limits<int32_t>::max();  // gridDim.x
 
 // ---- device helpers -----------------------------------------------------------------------------

@@ -24,9 +24,11 @@
 #include <limits>
 #include <string>
 
+#include "kernels/cuda/common/convert.cuh"
 #include "kernels/cuda/common/cuda_api.h"
 #include "kernels/cuda/common/cuda_check.h"
 #include "kernels/cuda/common/launch.cuh"
+#include "kernels/cuda/common/row_stats.cuh"
 #include "kernels/cuda/common/shared.cuh"
 #include "kernels/cuda/common/visible_tiles.h"
 #include "kernels/cuda/naive_steps.h"
@@ -37,9 +39,6 @@ inline namespace ATTNBENCH_TARGET {
 namespace {
 
 // ---- traits -------------------------------------------------------------------------------------
-
-constexpr int kWarpSize = 32;
-constexpr unsigned kFullWarp = 0xffffffffu;
 
 // Matrix-product tiles (scores and output): a kTile x kTile tile of the result per block, its
 // 256 threads a 16 x 16 grid, thread (ty, tx) owning rows ty + 16 a and columns tx + 16 c
@@ -69,41 +68,9 @@ constexpr int kSoftmaxThreads = 256;
 constexpr int kSoftmaxWarps = kSoftmaxThreads / kWarpSize;
 static_assert(kSoftmaxThreads % kWarpSize == 0, "the softmax reduction works in whole warps");
 
-constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 constexpr int64_t kMaxGridBlocks = std::numeric_limits<int32_t>::max();  // gridDim.x
 
 // ---- device helpers -----------------------------------------------------------------------------
-
-// The 16-bit input types: a pair of them is one 32-bit load, widened to float2.
-template <typename Element>
-struct ElementPair;
-template <>
-struct ElementPair<__half> {
-  using Type = __half2;
-  __device__ static float2 widen(__half2 pair) { return __half22float2(pair); }
-};
-template <>
-struct ElementPair<__nv_bfloat16> {
-  using Type = __nv_bfloat162;
-  __device__ static float2 widen(__nv_bfloat162 pair) { return __bfloat1622float2(pair); }
-};
-
-template <typename Element>
-__device__ float2 load_pair(const Element* address) {
-  using Pair = ElementPair<Element>;
-  return Pair::widen(*reinterpret_cast<const typename Pair::Type*>(address));
-}
-
-template <typename Element>
-__device__ Element from_float(float value);
-template <>
-__device__ __half from_float<__half>(float value) {
-  return __float2half_rn(value);
-}
-template <>
-__device__ __nv_bfloat16 from_float<__nv_bfloat16>(float value) {
-  return __float2bfloat16_rn(value);
-}
 
 // Where one (batch, query head) pair's matrices start, and which kv head it reads (GQA/MQA).
 // Block indices are decoded in 32 bits (every launch checks its grid fits an int): a 64-bit
@@ -118,43 +85,6 @@ __device__ PairIndex pair_index(const AttentionParams& p, int pair) {
 
 __device__ int64_t key_length_of(const AttentionParams& p, int64_t batch) {
   return p.key_lengths != nullptr ? p.key_lengths[batch] : p.seqlen_k;
-}
-
-// A set of scores as (max, sum of exp(score - max)): two sets merge exactly (up to rounding), so
-// each thread summarizes its strided share of a row in one pass and the block merges the shares.
-struct RowStats {
-  float max;
-  float sum;
-};
-
-__device__ RowStats merge(RowStats a, RowStats b) {
-  const float max = fmaxf(a.max, b.max);
-  if (max == kNegInf) return {kNegInf, 0.0f};  // both empty: exp(-inf - -inf) would be NaN
-  return {max, a.sum * expf(a.max - max) + b.sum * expf(b.max - max)};
-}
-
-__device__ RowStats add_score(RowStats stats, float score) {
-  if (score == kNegInf) return stats;  // a masked key adds exp(-inf) = 0; -inf - -inf is NaN
-  if (score > stats.max) return {score, stats.sum * expf(stats.max - score) + 1.0f};
-  return {stats.max, stats.sum + expf(score - stats.max)};
-}
-
-// Every thread of the block gets the row's (max, sum). Fixed shuffle tree and fixed warp order:
-// the same bits every run.
-__device__ RowStats block_row_stats(RowStats local) {
-  for (int offset = kWarpSize / 2; offset > 0; offset /= 2) {
-    const RowStats other{__shfl_xor_sync(kFullWarp, local.max, offset),
-                         __shfl_xor_sync(kFullWarp, local.sum, offset)};
-    local = merge(local, other);
-  }
-  using WarpStats = RowStats[kSoftmaxWarps];
-  ATTNBENCH_SHARED(WarpStats, warp_stats, alignof(RowStats));
-  const int warp = static_cast<int>(threadIdx.x) / kWarpSize;
-  if (threadIdx.x % kWarpSize == 0) warp_stats[warp] = local;
-  __syncthreads();
-  RowStats total = warp_stats[0];
-  for (int w = 1; w < kSoftmaxWarps; ++w) total = merge(total, warp_stats[w]);
-  return total;
 }
 
 // ---- kernels ------------------------------------------------------------------------------------
@@ -264,9 +194,9 @@ __global__ void __launch_bounds__(kSoftmaxThreads)
   for (int64_t j = keys.begin + threadIdx.x; j < keys.end; j += blockDim.x) {
     local = add_score(local, s[j]);
   }
-  const RowStats stats = block_row_stats(local);
+  const RowStats stats = block_row_stats<kSoftmaxWarps>(local);
   const bool empty = stats.max == kNegInf;  // no visible key: P = 0, LSE -inf, never NaN
-  const float inverse_sum = empty ? 0.0f : 1.0f / stats.sum;
+  const float inverse_sum = inverse_row_sum(stats.sum);
   for (int64_t j = threadIdx.x; j < sk; j += blockDim.x) {
     float probability = 0.0f;
     if (!empty && j >= keys.begin && j < keys.end) {
@@ -275,7 +205,7 @@ __global__ void __launch_bounds__(kSoftmaxThreads)
     s[j] = probability;
   }
   if (p.lse != nullptr && threadIdx.x == 0) {
-    p.lse[row] = empty ? kNegInf : stats.max + logf(stats.sum);
+    p.lse[row] = row_lse(stats.max, stats.sum);
   }
 }
 

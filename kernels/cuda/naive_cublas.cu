@@ -28,11 +28,13 @@
 #include <string>
 #include <unordered_map>
 
+#include "kernels/cuda/common/convert.cuh"
 #include "kernels/cuda/common/cublas_check.h"
 #include "kernels/cuda/common/cuda_api.h"
 #include "kernels/cuda/common/cuda_check.h"
 #include "kernels/cuda/common/launch.cuh"
 #include "kernels/cuda/common/plan_helpers.h"
+#include "kernels/cuda/common/row_stats.cuh"
 #include "kernels/cuda/common/shared.cuh"
 #include "kernels/cuda/cuda_kernels.h"
 #include "reference/mask.h"
@@ -40,10 +42,18 @@
 namespace attnbench {
 namespace {
 
+// The softmax's pieces every in-house kernel shares (kernels/cuda/common/).
+using gpu::add_score;
+using gpu::block_row_stats;
+using gpu::from_float;
+using gpu::inverse_row_sum;
+using gpu::kNegInf;
+using gpu::kWarpSize;
+using gpu::row_lse;
+using gpu::RowStats;
+
 // ---- traits -------------------------------------------------------------------------------------
 
-constexpr int kWarpSize = 32;
-constexpr unsigned kFullWarp = 0xffffffffu;
 // One block per query row. 8 warps keep a 16k-key row at 64 scores per thread, enough loads in
 // flight per SM to stream S at memory speed, and the block reduction one shuffle tree plus 8
 // shared-memory values.
@@ -65,55 +75,6 @@ constexpr int kHopperSm = 90;
 constexpr int kMinimumSm = 80;  // bf16 tensor cores
 constexpr int64_t kMaxHeadDim = 256;
 
-constexpr float kNegInf = -std::numeric_limits<float>::infinity();
-
-// ---- device helpers -----------------------------------------------------------------------------
-
-template <typename Element>
-__device__ Element from_float(float value);
-template <>
-__device__ __half from_float<__half>(float value) {
-  return __float2half_rn(value);
-}
-template <>
-__device__ __nv_bfloat16 from_float<__nv_bfloat16>(float value) {
-  return __float2bfloat16_rn(value);
-}
-
-// A set of scores as (max, sum of exp(score - max)): two sets merge exactly (up to rounding), so
-// each thread summarizes its strided share of a row in one pass and the block merges the shares.
-struct RowStats {
-  float max;
-  float sum;
-};
-
-__device__ RowStats merge(RowStats a, RowStats b) {
-  const float max = fmaxf(a.max, b.max);
-  if (max == kNegInf) return {kNegInf, 0.0f};  // both empty: exp(-inf - -inf) would be NaN
-  return {max, a.sum * expf(a.max - max) + b.sum * expf(b.max - max)};
-}
-
-__device__ RowStats add_score(RowStats stats, float score) {
-  if (score > stats.max) return {score, stats.sum * expf(stats.max - score) + 1.0f};
-  return {stats.max, stats.sum + expf(score - stats.max)};
-}
-
-// Every thread of the block gets the row's (max, sum).
-__device__ RowStats block_row_stats(RowStats local) {
-  for (int offset = kWarpSize / 2; offset > 0; offset /= 2) {
-    const RowStats other{__shfl_xor_sync(kFullWarp, local.max, offset),
-                         __shfl_xor_sync(kFullWarp, local.sum, offset)};
-    local = merge(local, other);
-  }
-  using WarpStats = RowStats[kSoftmaxWarps];
-  ATTNBENCH_SHARED(WarpStats, warp_stats, alignof(RowStats));
-  const int warp = static_cast<int>(threadIdx.x) / kWarpSize;
-  if (threadIdx.x % kWarpSize == 0) warp_stats[warp] = local;
-  __syncthreads();
-  RowStats total = warp_stats[0];
-  for (int w = 1; w < kSoftmaxWarps; ++w) total = merge(total, warp_stats[w]);
-  return total;
-}
 
 // ---- kernels ------------------------------------------------------------------------------------
 
@@ -144,16 +105,15 @@ __global__ void __launch_bounds__(kSoftmaxThreads)
   for (int64_t j = keys.begin + threadIdx.x; j < keys.end; j += blockDim.x) {
     local = add_score(local, scores[j]);
   }
-  const RowStats stats = block_row_stats(local);
-  const bool empty = keys.size() == 0;
-  const float inverse_sum = empty ? 0.0f : 1.0f / stats.sum;
+  const RowStats stats = block_row_stats<kSoftmaxWarps>(local);
+  const float inverse_sum = inverse_row_sum(stats.sum);
   for (int64_t j = threadIdx.x; j < p.seqlen_k; j += blockDim.x) {
     const bool visible = j >= keys.begin && j < keys.end;
     probabilities[j] =
         from_float<Element>(visible ? expf(scores[j] - stats.max) * inverse_sum : 0.0f);
   }
   if (p.lse != nullptr && threadIdx.x == 0) {
-    p.lse[row] = empty ? kNegInf : stats.max + logf(stats.sum);
+    p.lse[row] = row_lse(stats.max, stats.sum);
   }
 }
 

@@ -42,7 +42,8 @@
 
 #include "kernels/cuda/common/cuda_api.h"
 #include "kernels/cuda/common/cuda_check.h"
-#include "kernels/cuda/common/fragments.cuh"
+#include "kernels/cuda/common/convert.cuh"
+#include "kernels/cuda/common/row_stats.cuh"
 #include "kernels/cuda/common/launch.cuh"
 #include "kernels/cuda/common/ptx.cuh"
 #include "kernels/cuda/common/shared.cuh"
@@ -55,7 +56,6 @@
 namespace attnbench::flash2 {
 inline namespace ATTNBENCH_TARGET {
 
-constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 // Lanes of one MMA row group (lane / 4) share a row of S and O: a row reduction is two shuffles.
 constexpr int kLanesPerRow = 4;
 // A thread holds two rows of its warp's 16: lane / 4 and lane / 4 + 8 (the C fragment's layout).
@@ -63,10 +63,14 @@ constexpr int kRowsPerThread = 2;
 constexpr int kSecondRowOffset = kMmaM / 2;
 
 using gpu::ElementOf;
+using gpu::exponent_base;
+using gpu::inverse_row_sum;
 using gpu::kFullWarp;
+using gpu::kNegInf;
 using gpu::pack_pair;
 using gpu::quad_max;
 using gpu::quad_sum;
+using gpu::row_lse;
 
 // ---- device helpers: tiles in shared memory -----------------------------------------------------
 
@@ -317,7 +321,7 @@ __global__ void __launch_bounds__(Traits<HeadDim>::kThreads, Traits<HeadDim>::kM
         new_max = quad_max(new_max);
         // A row that has seen no key yet keeps max -inf: exponents are taken against 0 instead,
         // so exp2(-inf - 0) = 0 rather than exp2(-inf + inf) = NaN.
-        const float base = new_max == kNegInf ? 0.0f : new_max * p.scale_log2;
+        const float base = exponent_base(new_max * p.scale_log2);
         const float rescale = ptx::exp2_approx(row_max[r] * p.scale_log2 - base);
         row_max[r] = new_max;
         float sum = 0.0f;
@@ -367,7 +371,7 @@ __global__ void __launch_bounds__(Traits<HeadDim>::kThreads, Traits<HeadDim>::kM
 #pragma unroll
   for (int r = 0; r < kRowsPerThread; ++r) {
     row_sum[r] = quad_sum(row_sum[r]);
-    inverse_sum[r] = row_sum[r] > 0.0f ? 1.0f / row_sum[r] : 0.0f;  // no visible key: O = 0
+    inverse_sum[r] = inverse_row_sum(row_sum[r]);  // no visible key: O = 0
   }
   // Each warp writes and reads back only its own 16 rows: no barrier beyond the warp's.
 #pragma unroll
@@ -406,7 +410,7 @@ __global__ void __launch_bounds__(Traits<HeadDim>::kThreads, Traits<HeadDim>::kM
       const int64_t query = first_row + warp_row + row_group + r * kSecondRowOffset;
       if (query < p.seqlen_q) {
         // Natural-log LSE of the scaled scores: scale * m + ln(sum of exp(scale * (s - m))).
-        const float lse = row_sum[r] > 0.0f ? row_max[r] * p.scale + logf(row_sum[r]) : kNegInf;
+        const float lse = row_lse(row_max[r] * p.scale, row_sum[r]);
         p.lse[(static_cast<int64_t>(batch) * p.heads_q + head) * p.seqlen_q + query] = lse;
       }
     }

@@ -6,7 +6,8 @@
 #include <cstdint>
 
 #include "kernels/cuda/common/cuda_api.h"
-#include "kernels/cuda/common/fragments.cuh"
+#include "kernels/cuda/common/convert.cuh"
+#include "kernels/cuda/common/row_stats.cuh"
 #include "kernels/cuda/common/ptx.cuh"
 #include "kernels/cuda/flash3/flash3_launch.h"
 #include "kernels/cuda/flash3/flash3_scheduler.cuh"

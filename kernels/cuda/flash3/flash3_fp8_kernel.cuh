@@ -34,7 +34,8 @@
 
 #include "kernels/cuda/common/cuda_api.h"
 #include "kernels/cuda/common/cuda_check.h"
-#include "kernels/cuda/common/fragments.cuh"
+#include "kernels/cuda/common/convert.cuh"
+#include "kernels/cuda/common/row_stats.cuh"
 #include "kernels/cuda/common/launch.cuh"
 #include "kernels/cuda/common/ptx.cuh"
 #include "kernels/cuda/common/shared.cuh"

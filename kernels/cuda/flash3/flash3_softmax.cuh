@@ -11,7 +11,8 @@
 #include <limits>
 
 #include "kernels/cuda/common/cuda_api.h"
-#include "kernels/cuda/common/fragments.cuh"
+#include "kernels/cuda/common/convert.cuh"
+#include "kernels/cuda/common/row_stats.cuh"
 #include "kernels/cuda/common/ptx.cuh"
 #include "kernels/cuda/flash3/flash3_scheduler.cuh"
 #include "kernels/cuda/flash3/flash3_traits.h"
@@ -21,7 +22,7 @@
 namespace attnbench::flash3 {
 inline namespace ATTNBENCH_TARGET {
 
-constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+using gpu::kNegInf;
 
 // The accumulator element `index`'s row among the thread's two, and its column.
 __device__ __forceinline__ int accumulator_row(int index) { return (index / 2) % 2; }
@@ -91,7 +92,7 @@ struct OnlineSoftmax {
       new_max = gpu::quad_max(new_max);
       // A row that has seen no key yet keeps max -inf: exponents are taken against 0 instead, so
       // exp2(-inf - 0) = 0 rather than exp2(-inf + inf) = NaN.
-      const float base = new_max == kNegInf ? 0.0f : new_max * scale_log2;
+      const float base = gpu::exponent_base(new_max * scale_log2);
       rescale[r] = ptx::exp2_approx(row_max[r] * scale_log2 - base);
       row_max[r] = new_max;
       float sum = 0.0f;
@@ -118,11 +119,11 @@ struct OnlineSoftmax {
     for (int r = 0; r < kRowsPerThread; ++r) row_sum[r] = gpu::quad_sum(row_sum[r]);
   }
   __device__ __forceinline__ float inverse_sum(int r) const {
-    return row_sum[r] > 0.0f ? 1.0f / row_sum[r] : 0.0f;  // no visible key: O = 0
+    return gpu::inverse_row_sum(row_sum[r]);  // no visible key: O = 0
   }
   // Natural-log LSE of the scaled scores: scale * m + ln(sum of exp(scale * (s - m))).
   __device__ __forceinline__ float lse(int r, float scale) const {
-    return row_sum[r] > 0.0f ? row_max[r] * scale + logf(row_sum[r]) : kNegInf;
+    return gpu::row_lse(row_max[r] * scale, row_sum[r]);
   }
 };
 

@@ -213,7 +213,7 @@ attnbench_plant_bug(flash2 missing_syncwarp "epilogue __syncwarp removed"
   // (seqlen_q, HeadDim) of this pair]=] [=[
   // (seqlen_q, HeadDim) of this pair]=])
 # 7. A shuffle mask that leaves out a lane (lane 0 of every quad-max): the variant's own quad_max
-#    in place of gpu::quad_max (common/fragments.cuh), so the faulty shuffle is the kernel's line.
+#    in place of gpu::quad_max (common/row_stats.cuh), so the faulty shuffle is the kernel's line.
 attnbench_plant_bug(flash2 shuffle_mask_drops_lane "quad max shuffles with lane 0 left out of the mask"
   [=[using gpu::quad_max;
 ]=] [=[__device__ __forceinline__ float quad_max(float value) {
