@@ -107,6 +107,11 @@ class Block {
   // "block (1,0,0) thread 37" for the thread running on this OS thread; "" outside a block.
   static std::string running_thread_name();
   [[noreturn]] static void throw_outside_a_block();
+  // Whether `pointer` lies in this block's shared memory (static or dynamic), else it is global.
+  bool in_shared_memory(const void* pointer) const {
+    const auto* p = static_cast<const unsigned char*>(pointer);
+    return p >= shared_storage_.data() && p < shared_storage_.data() + shared_storage_.size();
+  }
   // threadIdx: read on every use of it in a kernel, so a lookup, not three divisions.
   Dim3 thread_index() const { return thread_indices_[running_]; }
   Dim3 block_index() const { return shape_.block_index; }

@@ -75,6 +75,9 @@ struct TmaCases {
   std::vector<uint16_t> output;  // the stores' tensors, before them (a fixed pattern)
 };
 
+// atomicAdd's slots (atomic_add_kernel): values i go to slot i % kAtomicSlots.
+constexpr int kAtomicSlots = 4;
+
 struct Side {
   std::string (*mma)(bool bf16, const MmaCases& cases, std::vector<float>& d);
   std::string (*ex2)(const std::vector<float>& x, std::vector<float>& y);
@@ -88,6 +91,9 @@ struct Side {
   // stored: the output after every case's store.
   std::string (*tma)(const TmaCases& cases, std::vector<uint16_t>& boxes,
                      std::vector<uint32_t>& elected, std::vector<uint16_t>& stored);
+  // atomicAdd (atom.add.f32) of `values` into kAtomicSlots slots of global and of shared memory.
+  std::string (*atomic_add)(const std::vector<float>& values, std::vector<float>& global_sums,
+                            std::vector<float>& shared_sums);
 };
 
 Side device_side();    // the GPU (CUDA builds only)

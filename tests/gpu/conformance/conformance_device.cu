@@ -171,8 +171,25 @@ std::string tma(const TmaCases& cases, std::vector<uint16_t>& boxes, std::vector
   return error;
 }
 
+std::string atomic_add(const std::vector<float>& values, std::vector<float>& global_sums,
+                       std::vector<float>& shared_sums) {
+  const DeviceVector<float> in(values);
+  DeviceVector<float> global(std::vector<float>(kAtomicSlots, 0.0f));
+  DeviceVector<float> shared(std::vector<float>(kAtomicSlots, 0.0f));
+  launch_kernel(atomic_add_kernel, 1, kThreads, 0, nullptr, in.get(),
+                static_cast<int>(values.size()), global.get(), shared.get());
+  const std::string error = finish();
+  global_sums.assign(kAtomicSlots, 0.0f);
+  shared_sums.assign(kAtomicSlots, 0.0f);
+  global.copy_to(global_sums);
+  shared.copy_to(shared_sums);
+  return error;
+}
+
 }  // namespace
 
-Side device_side() { return {&mma, &ex2, &pack, &pack_e4m3, &ldmatrix, &wgmma, &tma}; }
+Side device_side() {
+  return {&mma, &ex2, &pack, &pack_e4m3, &ldmatrix, &wgmma, &tma, &atomic_add};
+}
 
 }  // namespace attnbench::conformance

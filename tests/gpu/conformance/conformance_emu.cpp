@@ -95,8 +95,20 @@ std::string tma(const TmaCases& cases, std::vector<uint16_t>& boxes, std::vector
   return last_error();
 }
 
+std::string atomic_add(const std::vector<float>& values, std::vector<float>& global_sums,
+                       std::vector<float>& shared_sums) {
+  emu::Stream stream;
+  global_sums.assign(kAtomicSlots, 0.0f);
+  shared_sums.assign(kAtomicSlots, 0.0f);
+  launch_kernel(atomic_add_kernel, 1, kThreads, 0, &stream, values.data(),
+                static_cast<int>(values.size()), global_sums.data(), shared_sums.data());
+  return last_error();
+}
+
 }  // namespace
 
-Side emulated_side() { return {&mma, &ex2, &pack, &pack_e4m3, &ldmatrix, &wgmma, &tma}; }
+Side emulated_side() {
+  return {&mma, &ex2, &pack, &pack_e4m3, &ldmatrix, &wgmma, &tma, &atomic_add};
+}
 
 }  // namespace attnbench::conformance

@@ -45,6 +45,24 @@ __global__ void ex2_kernel(const float* x, float* y, int n) {
   }
 }
 
+// atomicAdd on fp32 into global and into shared memory, one block: element i of `values` goes to
+// slot i % kAtomicSlots of each (global_sums zeroed by the caller); the shared sums are copied
+// out. atom.add.f32 flushes subnormals on global memory and keeps them on shared memory.
+__global__ void atomic_add_kernel(const float* values, int n, float* global_sums,
+                                  float* shared_sums) {
+  using Slots = float[kAtomicSlots];
+  ATTNBENCH_SHARED(Slots, slots, 16);
+  const int t = static_cast<int>(threadIdx.x);
+  if (t < kAtomicSlots) slots[t] = 0.0f;
+  __syncthreads();
+  for (int i = t; i < n; i += static_cast<int>(blockDim.x)) {
+    atomicAdd(&global_sums[i % kAtomicSlots], values[i]);
+    atomicAdd(&slots[i % kAtomicSlots], values[i]);
+  }
+  __syncthreads();
+  if (t < kAtomicSlots) shared_sums[t] = slots[t];
+}
+
 // ptx::pack_e4m3x4 of x[4i .. 4i + 3]: P's e4m3 A fragment in cuda.flash3_fp8. sm_90a only, as
 // wgmma_kernel (the e4m3 cvt needs sm_89; the sm_80 build holds an empty body).
 __global__ void pack_e4m3_kernel(const float* x, uint32_t* packed, int quads) {

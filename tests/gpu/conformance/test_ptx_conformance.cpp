@@ -22,6 +22,7 @@
 #include <nlohmann/json.hpp>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "harness/measure/devices.h"
@@ -525,6 +526,74 @@ void conform_tma(const Side& side, const Side* other, std::mt19937& rng, Report&
   EXPECT_EQ(store_mismatches, 0u) << first;
 }
 
+// atomicAdd values whose sums are exact in any order, slot by slot (atomic_add_kernel: value i to
+// slot i % 4): 0, small integers; 1, subnormals (multiples of 2^-149, their sums subnormal too);
+// 2, subnormals of both signs; 3, positive integers among subnormals (a subnormal is lost next to
+// an integer, whichever comes first). Global memory flushes the subnormals, shared keeps them.
+struct AtomicAddCase {
+  std::vector<float> values;
+  std::array<float, kAtomicSlots> global_expected{}, shared_expected{};
+};
+AtomicAddCase atomic_add_case(std::mt19937& rng) {
+  AtomicAddCase c;
+  const auto subnormal = [&](int sign) {
+    return sign * std::ldexp(static_cast<float>(std::uniform_int_distribution<int>(1, 999)(rng)),
+                             -149);
+  };
+  std::array<double, kAtomicSlots> kept{};  // the exact sums with subnormals kept
+  for (int i = 0; i < 64 * kAtomicSlots; ++i) {
+    const int slot = i % kAtomicSlots;
+    float value = 0;
+    if (slot == 0) value = static_cast<float>(std::uniform_int_distribution<int>(-50, 50)(rng));
+    if (slot == 1) value = subnormal(1);
+    if (slot == 2) value = subnormal(i % 8 < 4 ? 1 : -1);
+    if (slot == 3) value = i % 8 == 3 ? 7.0f : subnormal(1);
+    c.values.push_back(value);
+    kept[slot] += value;
+  }
+  const double integers_of_slot3 = 7.0 * 32;
+  c.global_expected = {static_cast<float>(kept[0]), 0.0f, 0.0f,
+                       static_cast<float>(integers_of_slot3)};
+  c.shared_expected = {static_cast<float>(kept[0]), static_cast<float>(kept[1]),
+                       static_cast<float>(kept[2]), static_cast<float>(integers_of_slot3)};
+  return c;
+}
+
+void conform_atomic_add(const Side& side, const Side* other, std::mt19937& rng, Report& report) {
+  const AtomicAddCase c = atomic_add_case(rng);
+  std::vector<float> global, shared, global_other, shared_other;
+  ASSERT_EQ(side.atomic_add(c.values, global, shared), "");
+  write_vector(report.directory / "atomic_add_input_f32.bin", c.values);
+  write_vector(report.directory / "atomic_add_global_emulated_f32.bin", global);
+  write_vector(report.directory / "atomic_add_shared_emulated_f32.bin", shared);
+  // What the PTX ISA says, on the emulated side alone too: exact sums, subnormals flushed on
+  // global memory only.
+  for (int slot = 0; slot < kAtomicSlots; ++slot) {
+    EXPECT_EQ(global[slot], c.global_expected[slot]) << "global slot " << slot;
+    EXPECT_EQ(shared[slot], c.shared_expected[slot]) << "shared slot " << slot;
+  }
+  if (!other) return;
+  ASSERT_EQ(other->atomic_add(c.values, global_other, shared_other), "");
+  write_vector(report.directory / "atomic_add_global_device_f32.bin", global_other);
+  write_vector(report.directory / "atomic_add_shared_device_f32.bin", shared_other);
+  size_t mismatches = 0;
+  std::string first;
+  for (int slot = 0; slot < kAtomicSlots; ++slot) {
+    for (const auto& [space, emulated, device] :
+         {std::tuple{"global", global[slot], global_other[slot]},
+          std::tuple{"shared", shared[slot], shared_other[slot]}}) {
+      if (std::memcmp(&emulated, &device, sizeof emulated) == 0) continue;
+      if (mismatches++ == 0) {
+        first = std::string(space) + " slot " + std::to_string(slot) + ": emulated " +
+                std::to_string(emulated) + ", device " + std::to_string(device);
+      }
+    }
+  }
+  report.record("atom.add.f32 (global: subnormals flushed; shared: kept)", 2 * kAtomicSlots,
+                mismatches, first);
+  EXPECT_EQ(mismatches, 0u) << first;
+}
+
 // Runs every instruction on `side`, and on `other` when given, comparing them.
 void run_conformance(const Side& side, const Side* other, Report& report) {
   std::mt19937 rng(std::random_device{}());
@@ -604,6 +673,7 @@ void run_conformance(const Side& side, const Side* other, Report& report) {
   }
   conform_wgmma(side, other, rng, report);
   conform_tma(side, other, rng, report);
+  conform_atomic_add(side, other, rng, report);
   std::vector<uint16_t> tiles;
   std::vector<uint32_t> rows;
   ldmatrix_cases(rng, 2000, tiles, rows);
