@@ -372,7 +372,8 @@ Subcommand add_list_command(CLI::App& app, CommonOptions& common) {
 }
 
 constexpr const char* kPassHelp =
-    "fwd | bwd | fwd_bwd | all: the suite's cases of these passes, and each --shape in each "
+    "fwd | bwd | fwd_bwd | all, or a list (fwd,bwd): the suite's cases of these passes, and "
+    "each --shape in each "
     "(bwd: the backward alone, from the kernel's own forward outputs; default: every pass the "
     "suite names, fwd for --shape)";
 

@@ -86,8 +86,18 @@ Result<Suite> selection_suite(const std::string& suite, const std::vector<std::s
 Result<std::vector<Pass>> parse_pass_option(const std::string& text) {
   if (text.empty()) return std::vector<Pass>{};
   if (text == "all") return std::vector<Pass>(std::begin(kAllPasses), std::end(kAllPasses));
-  if (const std::optional<Pass> pass = parse_pass(text)) return std::vector<Pass>{*pass};
-  return Status::Error("--pass '" + text + "': accepted: " + accepted_pass_names() + ", all");
+  std::vector<Pass> passes;
+  for (size_t start = 0; start <= text.size();) {
+    const size_t comma = std::min(text.find(',', start), text.size());
+    const std::optional<Pass> pass = parse_pass(std::string_view(text).substr(start, comma - start));
+    if (!pass) {
+      return Status::Error("--pass '" + text + "': accepted: " + accepted_pass_names() +
+                           ", all, or a comma-separated list of passes");
+    }
+    if (std::find(passes.begin(), passes.end(), *pass) == passes.end()) passes.push_back(*pass);
+    start = comma + 1;
+  }
+  return passes;
 }
 
 Result<std::optional<std::regex>> parse_case_filter(const std::string& text) {

@@ -53,8 +53,8 @@ Result<SuiteEntry> case_entry(const std::string& text);
 Result<Suite> selection_suite(const std::string& suite, const std::vector<std::string>& shapes,
                               const std::string& distribution, const std::string& pass,
                               const std::vector<std::string>& cases, const std::string& nothing);
-// --pass fwd|bwd|fwd_bwd|all: the passes named (empty for an empty text); the message says what
-// is accepted.
+// --pass fwd|bwd|fwd_bwd|all, or a comma-separated list (fwd,bwd): the passes named (empty for an
+// empty text); the message says what is accepted.
 Result<std::vector<Pass>> parse_pass_option(const std::string& text);
 // --filter: an extended regular expression on case names (nullopt when `text` is empty).
 Result<std::optional<std::regex>> parse_case_filter(const std::string& text);

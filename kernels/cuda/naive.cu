@@ -284,6 +284,109 @@ __global__ void __launch_bounds__(kTileThreads)
   }
 }
 
+// ---- the backward's own kernels -----------------------------------------------------------------
+
+// One block per row r = pair * seqlen_q + query: D = dO . O, then dS = P (dP - D) scale over dP.
+template <typename Element>
+__global__ void __launch_bounds__(kSoftmaxThreads)
+    softmax_backward_kernel(const __grid_constant__ AttentionParams p,
+                            const float* __restrict__ probabilities, float* __restrict__ gradients) {
+  const int row = static_cast<int>(blockIdx.x);
+  const int query = row % p.seqlen_q;
+  const PairIndex at = pair_index(p, row / p.seqlen_q);
+  const Element* dout = static_cast<const Element*>(p.dout) + at.batch * p.dout_batch_stride +
+                        query * p.dout_row_stride + at.head * p.dout_head_stride;
+  const Element* out = static_cast<const Element*>(p.out) + at.batch * p.out_batch_stride +
+                       query * p.out_row_stride + at.head * p.out_head_stride;
+  float partial = 0.0f;
+  for (int d = static_cast<int>(threadIdx.x); d < p.head_dim_v; d += kSoftmaxThreads) {
+    partial = fmaf(to_float(dout[d]), to_float(out[d]), partial);
+  }
+  const float delta = block_sum<kSoftmaxWarps>(partial);
+  const int64_t sk = p.seqlen_k;
+  const float* prob = probabilities + static_cast<int64_t>(row) * sk;
+  float* grad = gradients + static_cast<int64_t>(row) * sk;  // dP in, dS out
+  for (int64_t j = threadIdx.x; j < sk; j += kSoftmaxThreads) {
+    grad[j] = prob[j] * (grad[j] - delta) * p.scale;  // P = 0 at a masked key: dS = 0 there
+  }
+}
+
+// Block = (batch and kv head, key tile, column tile), column tile fastest:
+// out[keys, columns] = sum over the group's heads and the queries of matrix^T x.
+template <typename Element>
+__global__ void __launch_bounds__(kTileThreads)
+    transposed_product_kernel(const __grid_constant__ TransposedProduct t) {
+  using MatrixChunk = float[kChunk][kTile];  // (query chunk, keys)
+  using XChunk = float[kChunk][kTile];       // (query chunk, columns)
+  ATTNBENCH_SHARED(MatrixChunk, m_chunk, 16);
+  ATTNBENCH_SHARED(XChunk, x_chunk, 16);
+
+  const int64_t sq = t.seqlen_q;
+  const int64_t sk = t.seqlen_k;
+  const int column_tiles = t.dim / kTile;
+  const int key_tiles = static_cast<int>(tile_count(sk, kTile));
+  const int block = static_cast<int>(blockIdx.x);
+  const int64_t column0 = static_cast<int64_t>(block % column_tiles) * kTile;
+  const int64_t key0 = static_cast<int64_t>(block / column_tiles % key_tiles) * kTile;
+  const int group = block / column_tiles / key_tiles;  // batch * heads_kv + kv head
+  const int batch = group / t.heads_kv;
+  const int kv_head = group % t.heads_kv;
+  const int heads_per_kv = t.heads_q / t.heads_kv;
+  const int tx = static_cast<int>(threadIdx.x) % kThreadsPerSide;
+  const int ty = static_cast<int>(threadIdx.x) / kThreadsPerSide;
+
+  float acc[kPerThread][kPerThread] = {};
+  for (int h = kv_head * heads_per_kv; h < (kv_head + 1) * heads_per_kv; ++h) {
+    const float* m = t.matrix + (static_cast<int64_t>(batch) * t.heads_q + h) * sq * sk;
+    const Element* x = static_cast<const Element*>(t.x) + batch * t.x_batch_stride +
+                       h * t.x_head_stride + column0;
+    for (int64_t q0 = 0; q0 < sq; q0 += kChunk) {
+      // Past the last query or key both chunks are zero.
+      for (int item = static_cast<int>(threadIdx.x); item < kChunk * kTile; item += kTileThreads) {
+        const int r = item / kTile;
+        const int c = item % kTile;
+        m_chunk[r][c] = q0 + r < sq && key0 + c < sk ? m[(q0 + r) * sk + key0 + c] : 0.0f;
+      }
+      for (int item = static_cast<int>(threadIdx.x); item < kChunk * kTile / 2;
+           item += kTileThreads) {
+        const int r = item / (kTile / 2);
+        const int c = (item % (kTile / 2)) * 2;
+        float2 pair = {0.0f, 0.0f};
+        if (q0 + r < sq) pair = load_pair(x + (q0 + r) * t.x_row_stride + c);
+        *reinterpret_cast<float2*>(&x_chunk[r][c]) = pair;
+      }
+      __syncthreads();
+#pragma unroll 8
+      for (int j = 0; j < kChunk; ++j) {
+        float m_values[kPerThread];
+        float x_values[kPerThread];
+#pragma unroll
+        for (int a = 0; a < kPerThread; ++a) m_values[a] = m_chunk[j][ty + kThreadsPerSide * a];
+#pragma unroll
+        for (int c = 0; c < kPerThread; ++c) x_values[c] = x_chunk[j][tx + kThreadsPerSide * c];
+#pragma unroll
+        for (int a = 0; a < kPerThread; ++a) {
+#pragma unroll
+          for (int c = 0; c < kPerThread; ++c) acc[a][c] = fmaf(m_values[a], x_values[c], acc[a][c]);
+        }
+      }
+      __syncthreads();
+    }
+  }
+
+  Element* out = static_cast<Element*>(t.out) + batch * t.out_batch_stride +
+                 kv_head * t.out_head_stride + column0;  // (seqlen_k, kTile columns)
+#pragma unroll
+  for (int a = 0; a < kPerThread; ++a) {
+    const int64_t key = key0 + ty + kThreadsPerSide * a;
+    if (key >= sk) continue;
+#pragma unroll
+    for (int c = 0; c < kPerThread; ++c) {
+      out[key * t.out_row_stride + tx + kThreadsPerSide * c] = from_float<Element>(acc[a][c]);
+    }
+  }
+}
+
 // ---- launch -------------------------------------------------------------------------------------
 
 Status check_grid(int64_t blocks, const char* step) {
@@ -335,6 +438,38 @@ Status launch_output(const AttentionParams& params, const float* probabilities,
                   probabilities);
   } else {
     launch_kernel(output_kernel<__half>, grid, kTileThreads, 0, stream, params, probabilities);
+  }
+  ATTNBENCH_CUDA_TRY_LAUNCH();
+  return Status::Ok();
+}
+
+Status launch_softmax_backward(const AttentionParams& params, const float* probabilities,
+                               float* gradients, cudaStream_t stream) {
+  const int64_t rows = pair_count(params) * params.seqlen_q;
+  if (Status status = check_grid(rows, "softmax backward"); !status) return status;
+  const auto grid = static_cast<unsigned>(rows);
+  if (params.grad_dtype == DType::bf16) {
+    launch_kernel(softmax_backward_kernel<__nv_bfloat16>, grid, kSoftmaxThreads, 0, stream, params,
+                  probabilities, gradients);
+  } else {
+    launch_kernel(softmax_backward_kernel<__half>, grid, kSoftmaxThreads, 0, stream, params,
+                  probabilities, gradients);
+  }
+  ATTNBENCH_CUDA_TRY_LAUNCH();
+  return Status::Ok();
+}
+
+Status launch_transposed_product(const TransposedProduct& product, DType dtype,
+                                 cudaStream_t stream) {
+  const int64_t blocks = static_cast<int64_t>(product.batch) * product.heads_kv *
+                         tile_count(product.seqlen_k, kTile) * (product.dim / kTile);
+  if (Status status = check_grid(blocks, "transposed product"); !status) return status;
+  const auto grid = static_cast<unsigned>(blocks);
+  if (dtype == DType::bf16) {
+    launch_kernel(transposed_product_kernel<__nv_bfloat16>, grid, kTileThreads, 0, stream,
+                  product);
+  } else {
+    launch_kernel(transposed_product_kernel<__half>, grid, kTileThreads, 0, stream, product);
   }
   ATTNBENCH_CUDA_TRY_LAUNCH();
   return Status::Ok();

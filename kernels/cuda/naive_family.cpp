@@ -113,6 +113,47 @@ class NaiveFamilyPlan final : public Plan {
                                 kernel_name(step_) + " masked copy of the scores (b*hq*sq*sk fp32)",
                                 masked_scores_);
     }
+    if (status && problem_.has_backward()) {
+      status = allocate_scratch(allocator, matrix_bytes,
+                                kernel_name(step_) + " dP, then dS (b*hq*sq*sk fp32)", gradients_);
+    }
+    return status;
+  }
+
+  // The textbook backward, step by step, every matrix materialized: P recomputed (S, softmax),
+  // dP = dO V^T, dS = P (dP - D) scale, dQ = dS K, dK = dS^T Q, dV = P^T dO. The scores and output
+  // steps serve the products with other operands; a GQA group's dK and dV sum its query heads.
+  Status run_backward(const AttentionParams& params) override {
+    if (Status status = check_params_match(problem_, params); !status) return status;
+    if (Status status = check_alignment(params, kPairAlignment, kernel_name(step_)); !status) {
+      return status;
+    }
+    float* probabilities = scores_.as<float>();
+    float* gradients = gradients_.as<float>();
+    AttentionParams recompute = params;
+    recompute.lse = nullptr;  // the forward's LSE stays as the forward wrote it
+    Status status = naive_steps::launch_scores(recompute, true, probabilities, stream_);
+    if (status) status = naive_steps::launch_softmax(recompute, false, probabilities, stream_);
+    if (status) status = naive_steps::launch_scores(upstream_products(params), false, gradients, stream_);
+    if (status) {
+      status = naive_steps::launch_softmax_backward(params, probabilities, gradients, stream_);
+    }
+    if (status) status = naive_steps::launch_output(query_gradient(params), gradients, stream_);
+    if (status) {
+      status = naive_steps::launch_transposed_product(
+          transposed(params, gradients, params.q, params.q_batch_stride, params.q_row_stride,
+                     params.q_head_stride, params.dk, params.dk_batch_stride,
+                     params.dk_row_stride, params.dk_head_stride, params.head_dim_qk),
+          params.grad_dtype, stream_);
+    }
+    if (status) {
+      status = naive_steps::launch_transposed_product(
+          transposed(params, probabilities, params.dout, params.dout_batch_stride,
+                     params.dout_row_stride, params.dout_head_stride, params.dv,
+                     params.dv_batch_stride, params.dv_row_stride, params.dv_head_stride,
+                     params.head_dim_v),
+          params.grad_dtype, stream_);
+    }
     return status;
   }
 
@@ -157,6 +198,47 @@ class NaiveFamilyPlan final : public Plan {
   MaskStep step_;
   ScratchBuffer scores_;         // (batch, heads_q, seqlen_q, seqlen_k) fp32: S, then P
   ScratchBuffer masked_scores_;  // out of place only: the masked copy, then P
+  ScratchBuffer gradients_;      // backward only: dP, then dS over it
+
+  // dP = dO V^T as the scores step computes S = scale Q K^T: dO for Q, V for K, unscaled, every
+  // key kept (P is 0 where the mask hides a key, so dS is too).
+  static AttentionParams upstream_products(const AttentionParams& params) {
+    AttentionParams p = params;
+    p.q = params.dout;
+    p.q_batch_stride = params.dout_batch_stride;
+    p.q_row_stride = params.dout_row_stride;
+    p.q_head_stride = params.dout_head_stride;
+    p.k = params.v;
+    p.k_batch_stride = params.v_batch_stride;
+    p.k_row_stride = params.v_row_stride;
+    p.k_head_stride = params.v_head_stride;
+    p.head_dim_qk = params.head_dim_v;
+    p.scale = 1.0f;
+    return p;
+  }
+  // dQ = dS K as the output step computes O = P V: K for V, dq for out.
+  static AttentionParams query_gradient(const AttentionParams& params) {
+    AttentionParams p = params;
+    p.v = params.k;
+    p.v_batch_stride = params.k_batch_stride;
+    p.v_row_stride = params.k_row_stride;
+    p.v_head_stride = params.k_head_stride;
+    p.head_dim_v = params.head_dim_qk;
+    p.out = params.dq;
+    p.out_batch_stride = params.dq_batch_stride;
+    p.out_row_stride = params.dq_row_stride;
+    p.out_head_stride = params.dq_head_stride;
+    p.output_dtype = params.grad_dtype;
+    return p;
+  }
+  static naive_steps::TransposedProduct transposed(
+      const AttentionParams& params, const float* matrix, const void* x, int64_t x_batch,
+      int64_t x_row, int64_t x_head, void* out, int64_t out_batch, int64_t out_row,
+      int64_t out_head, int dim) {
+    return {matrix,   x,       x_batch,        x_row,           x_head,
+            out,      out_batch, out_row,      out_head,        params.batch,
+            params.heads_q, params.heads_kv, params.seqlen_q, params.seqlen_k, dim};
+  }
 };
 
 }  // namespace
@@ -214,13 +296,17 @@ size_t naive_scratch_bytes(const Problem& problem, MaskStep step) {
   const size_t matrix = static_cast<size_t>(problem.batch) * static_cast<size_t>(problem.heads_q) *
                         static_cast<size_t>(problem.seqlen_q) *
                         static_cast<size_t>(problem.seqlen_k) * sizeof(float);
-  return step == MaskStep::out_of_place ? 2 * matrix : matrix;
+  const size_t forward = step == MaskStep::out_of_place ? 2 * matrix : matrix;
+  return forward + (problem.has_backward() ? matrix : 0);  // the backward's dP / dS
 }
 
-int naive_launch_count(MaskStep step) {
+int naive_launch_count(const Problem& problem, MaskStep step) {
   constexpr int kScoresSoftmaxOutput = 3;
+  // S, softmax, dP, dS, dQ, dK, dV.
+  constexpr int kBackwardLaunches = 7;
   const bool mask_pass = step == MaskStep::out_of_place || step == MaskStep::in_place;
-  return kScoresSoftmaxOutput + (mask_pass ? 1 : 0);
+  const int forward = kScoresSoftmaxOutput + (mask_pass ? 1 : 0);
+  return (problem.has_forward() ? forward : 0) + (problem.has_backward() ? kBackwardLaunches : 0);
 }
 
 Status check_alignment(const AttentionParams& params, size_t alignment, const std::string& kernel) {
@@ -268,8 +354,12 @@ Kernel naive_family_kernel(MaskStep step) {
   // The plan allocates naive_scratch_bytes and nothing else.
   kernel.expected_resources = [step](const Problem& problem) {
     return ResourceExpectation{static_cast<int64_t>(naive_scratch_bytes(problem, step)),
-                               naive_launch_count(step)};
+                               naive_launch_count(problem, step)};
   };
+  if (step == MaskStep::in_scores) {  // the textbook backward (issue 37); the masked_* study is forward only
+    kernel.support.passes = {Pass::fwd, Pass::bwd, Pass::fwd_bwd};
+    kernel.backward_deterministic = true;  // no atomics: every sum in a fixed order
+  }
   kernel.make_plan = [step, table = kernel.support](
                          const Problem& problem,
                          const PlanContext& context) -> Result<std::unique_ptr<Plan>> {

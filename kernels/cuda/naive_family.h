@@ -45,12 +45,14 @@ struct NaiveBytes {
 };
 NaiveBytes naive_bytes(const Problem& problem, MaskStep step);
 
-// Scratch of one plan: S (b*hq*sq*sk fp32; P is written over it), twice that out of place.
+// Scratch of one plan: S (b*hq*sq*sk fp32; P is written over it), twice that out of place; a
+// problem with a backward adds one more for dP (dS written over it).
 size_t naive_scratch_bytes(const Problem& problem, MaskStep step);
 
-// Launches of one forward: scores, softmax and output, and the separate mask pass out of place
-// and in place (naive_family.cpp's table; the plan's run() makes exactly these).
-int naive_launch_count(MaskStep step);
+// Launches of one timed step of the problem's pass: a forward's scores, softmax and output, and
+// the separate mask pass out of place and in place; a backward's seven (S, softmax, dP, dS, dQ,
+// dK, dV). naive_family.cpp's run() and run_backward() make exactly these.
+int naive_launch_count(const Problem& problem, MaskStep step);
 
 // The Kernel entry (name, summary, table, bytes model, plan factory) of one variant.
 Kernel naive_family_kernel(MaskStep step);

@@ -47,5 +47,28 @@ Status launch_mask_copy(const AttentionParams& params, const float* scores, floa
                         cudaStream_t stream);
 Status launch_mask_fill(const AttentionParams& params, float* scores, cudaStream_t stream);
 
+// ---- the backward (cuda.naive's textbook backward, naive_family.cpp chains the steps) --------
+
+// dS = P (dP - D) scale, written over dP, one block per query row: D = dO . O of the row (the
+// forward's output, params.out, and params.dout). The softmax scale is folded in, so that
+// dQ = dS K and dK = dS^T Q. probabilities and gradients: (batch, heads_q, seqlen_q, seqlen_k).
+Status launch_softmax_backward(const AttentionParams& params, const float* probabilities,
+                               float* gradients, cudaStream_t stream);
+
+// out[b, key, g, :] = sum over the query heads h of kv head g and the queries q of
+// matrix[b, h, q, key] x[b, q, h, :]: dK = dS^T Q and dV = P^T dO, a GQA group's heads summed in
+// a fixed order (deterministic). x and out in `dtype`, `dim` (a multiple of kHeadDimGranule)
+// columns, rows via the strides (elements).
+struct TransposedProduct {
+  const float* matrix;  // (batch, heads_q, seqlen_q, seqlen_k) fp32
+  const void* x;
+  int64_t x_batch_stride, x_row_stride, x_head_stride;
+  void* out;
+  int64_t out_batch_stride, out_row_stride, out_head_stride;
+  int batch, heads_q, heads_kv, seqlen_q, seqlen_k, dim;
+};
+Status launch_transposed_product(const TransposedProduct& product, DType dtype,
+                                 cudaStream_t stream);
+
 }  // namespace ATTNBENCH_TARGET
 }  // namespace attnbench::gpu::naive_steps

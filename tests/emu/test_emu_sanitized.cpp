@@ -108,6 +108,24 @@ TEST(SanitizedEmu, EveryInHouseKernelPassesTheSubsetWithNoReport) {
   EXPECT_EQ(passed, kInHouseKernels * k16BitShapes + kHopperStages + kFp8Cases);
 }
 
+// cuda.naive's textbook backward (issue 37) under the sanitizer: GQA 2:1 (dK and dV summed over
+// the group), causal from the bottom right, tails on both sides; no report, deterministic.
+TEST(SanitizedEmu, TheTextbookBackwardPassesWithNoReport) {
+  ASSERT_NE(emu::kSanitizer, Sanitizer::none) << "built only in a sanitizer build";
+  const ScratchDirectory dir("attnbench_emu_sanitized_backward");
+  const Result<StoredRun> run = check(
+      "cuda.naive", "--shape b=1,hq=2,hkv=1,sq=70,sk=130,d=64,dtype=bf16,mask=causal_br,pass=bwd",
+      dir);
+  ASSERT_TRUE(run);
+  ASSERT_EQ(run->results.size(), 1u);
+  const ResultRecord& r = run->results[0];
+  expect_passed(r, /*deterministic=*/true);
+  EXPECT_EQ(r.problem.pass, Pass::bwd);
+  const nlohmann::json details = nlohmann::json::parse(r.details_json, nullptr, false);
+  EXPECT_EQ(details.value("emu_build", ""), build_name()) << r.details_json;
+  EXPECT_FALSE(details.contains("emu_sanitizer_report")) << r.details_json;
+}
+
 struct PlantedReport {
   const char* family;  // flash2, flash3_wg1 or flash3_ws (tests/test_kernels/planted/planted_bugs.cmake)
   const char* bug;

@@ -365,7 +365,14 @@ TEST(CaseMatrixSelection, PassOptionSelectsTheSuitesPassesAndSetsTheShapes) {
   for (const SuiteEntry& entry : backward.entries) EXPECT_EQ(entry.problem.pass, Pass::bwd);
   const Result<Suite> bad = selection_suite("", {shape}, "", "backward", {}, "x");
   EXPECT_FALSE(bad.ok());
-  EXPECT_EQ(bad.status().message, "--pass 'backward': accepted: fwd, bwd, fwd_bwd, all");
+  EXPECT_EQ(bad.status().message,
+            "--pass 'backward': accepted: fwd, bwd, fwd_bwd, all, or a comma-separated list of "
+            "passes");
+  // A list: each pass once, in its order; a bad item names the whole option.
+  EXPECT_EQ(value_of(parse_pass_option("bwd,fwd,bwd")), (std::vector<Pass>{Pass::bwd, Pass::fwd}));
+  EXPECT_FALSE(parse_pass_option("fwd,").ok());
+  const Suite two = value_of(selection_suite("ctest", {}, "", "fwd,bwd", {}, "x"));
+  for (const SuiteEntry& entry : two.entries) EXPECT_NE(entry.problem.pass, Pass::fwd_bwd);
   Problem backward_problem = parsed_shape(shape + ",pass=bwd");
   EXPECT_NE(skip_reason(*find_kernel("cpu.masked_fused"), backward_problem).find("the kernel has no backward"),
             std::string::npos);

@@ -85,6 +85,23 @@ __device__ __forceinline__ RowStats block_row_stats(RowStats local) {
   return total;
 }
 
+// The sum of one float per thread of a block of kWarps warps, which every thread gets. A fixed
+// shuffle tree and a fixed warp order: the same bits every run.
+template <int kWarps>
+__device__ __forceinline__ float block_sum(float local) {
+  for (int offset = kWarpSize / 2; offset > 0; offset /= 2) {
+    local += __shfl_xor_sync(kFullWarp, local, offset);
+  }
+  using WarpSums = float[kWarps];
+  ATTNBENCH_SHARED(WarpSums, warp_sums, alignof(float));
+  const int warp = static_cast<int>(threadIdx.x) / kWarpSize;
+  if (threadIdx.x % kWarpSize == 0) warp_sums[warp] = local;
+  __syncthreads();
+  float total = warp_sums[0];
+  for (int w = 1; w < kWarps; ++w) total += warp_sums[w];
+  return total;
+}
+
 // ---- the online softmax's guards -------------------------------------------------------------
 
 // The base exponents are taken against for a running max (in the exponent's units): 0 while the
