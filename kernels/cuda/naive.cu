@@ -331,7 +331,7 @@ __global__ void __launch_bounds__(kTileThreads)
   const int group = block / column_tiles / key_tiles;  // batch * heads_kv + kv head
   const int batch = group / t.heads_kv;
   const int kv_head = group % t.heads_kv;
-  const int heads_per_kv = t.heads_q / t.heads_kv;
+  const int heads_per_kv = t.heads_per_kv;
   const int tx = static_cast<int>(threadIdx.x) % kThreadsPerSide;
   const int ty = static_cast<int>(threadIdx.x) / kThreadsPerSide;
 

@@ -92,11 +92,13 @@ bool aligned(const void* pointer, size_t alignment) {
 
 class NaiveFamilyPlan final : public Plan {
  public:
-  NaiveFamilyPlan(const Problem& problem, const PlanContext& context, MaskStep step)
+  NaiveFamilyPlan(const Problem& problem, const PlanContext& context, MaskStep step,
+                  NaiveBackwardBug bug)
       : problem_(problem),
         stream_(static_cast<cudaStream_t>(context.stream)),
         device_(context.device),
-        step_(step) {}
+        step_(step),
+        bug_(bug) {}
 
   Status build(ScratchAllocator& allocator) {
     int sm = 0;
@@ -136,7 +138,8 @@ class NaiveFamilyPlan final : public Plan {
     if (status) status = naive_steps::launch_softmax(recompute, false, probabilities, stream_);
     if (status) status = naive_steps::launch_scores(upstream_products(params), false, gradients, stream_);
     if (status) {
-      status = naive_steps::launch_softmax_backward(params, probabilities, gradients, stream_);
+      status = naive_steps::launch_softmax_backward(softmax_backward(params), probabilities,
+                                                    gradients, stream_);
     }
     if (status) status = naive_steps::launch_output(query_gradient(params), gradients, stream_);
     if (status) {
@@ -196,6 +199,7 @@ class NaiveFamilyPlan final : public Plan {
   cudaStream_t stream_;
   int device_;
   MaskStep step_;
+  NaiveBackwardBug bug_;
   ScratchBuffer scores_;         // (batch, heads_q, seqlen_q, seqlen_k) fp32: S, then P
   ScratchBuffer masked_scores_;  // out of place only: the masked copy, then P
   ScratchBuffer gradients_;      // backward only: dP, then dS over it
@@ -231,13 +235,23 @@ class NaiveFamilyPlan final : public Plan {
     p.output_dtype = params.grad_dtype;
     return p;
   }
-  static naive_steps::TransposedProduct transposed(
+  // The softmax backward's operands: the forward's, but for a planted bug.
+  AttentionParams softmax_backward(const AttentionParams& params) const {
+    AttentionParams p = params;
+    if (bug_ == NaiveBackwardBug::no_softmax_scale) p.scale = 1.0f;
+    if (bug_ == NaiveBackwardBug::delta_from_dout) p.out = const_cast<void*>(params.dout);
+    return p;
+  }
+  naive_steps::TransposedProduct transposed(
       const AttentionParams& params, const float* matrix, const void* x, int64_t x_batch,
       int64_t x_row, int64_t x_head, void* out, int64_t out_batch, int64_t out_row,
-      int64_t out_head, int dim) {
+      int64_t out_head, int dim) const {
+    const int heads_per_kv =
+        bug_ == NaiveBackwardBug::gqa_not_summed ? 1 : params.heads_q / params.heads_kv;
     return {matrix,   x,       x_batch,        x_row,           x_head,
             out,      out_batch, out_row,      out_head,        params.batch,
-            params.heads_q, params.heads_kv, params.seqlen_q, params.seqlen_k, dim};
+            params.heads_q, params.heads_kv, params.seqlen_q, params.seqlen_k, dim,
+            heads_per_kv};
   }
 };
 
@@ -337,7 +351,7 @@ Status check_alignment(const AttentionParams& params, size_t alignment, const st
   return Status::Ok();
 }
 
-Kernel naive_family_kernel(MaskStep step) {
+Kernel naive_family_kernel(MaskStep step, NaiveBackwardBug bug) {
   Kernel kernel;
   kernel.name = kernel_name(step);
   kernel.summary = kernel_summary(step);
@@ -360,13 +374,13 @@ Kernel naive_family_kernel(MaskStep step) {
     kernel.support.passes = {Pass::fwd, Pass::bwd, Pass::fwd_bwd};
     kernel.backward_deterministic = true;  // no atomics: every sum in a fixed order
   }
-  kernel.make_plan = [step, table = kernel.support](
+  kernel.make_plan = [step, bug, table = kernel.support](
                          const Problem& problem,
                          const PlanContext& context) -> Result<std::unique_ptr<Plan>> {
     if (std::string reason = unsupported_reason(table, problem); !reason.empty()) {
       return Status::Error("unsupported: " + reason);
     }
-    auto plan = std::make_unique<NaiveFamilyPlan>(problem, context, step);
+    auto plan = std::make_unique<NaiveFamilyPlan>(problem, context, step, bug);
     if (Status status = plan->build(context.scratch); !status) return status;
     return plan;
   };

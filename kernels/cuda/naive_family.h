@@ -5,12 +5,24 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 
 #include "kernels/cuda/common/cuda_api.h"
 #include "kernels/kernel.h"
 
 namespace attnbench::gpu {
+
+// A backward bug planted on purpose (tests/test_kernels/planted/planted_naive_backward.cpp,
+// test.cuda_naive_bwd_*): the checker must fail each, naming the gradient it breaks. Each is a
+// change of the steps' operands on the host; none is in the device code.
+enum class NaiveBackwardBug : uint8_t {
+  none,
+  no_softmax_scale,  // dS without the softmax scale the scores were taken with
+  delta_from_dout,   // D = dO . dO instead of dO . O
+  gqa_not_summed,    // dK and dV from one query head per kv head, not the group's sum
+};
+
 inline namespace ATTNBENCH_TARGET {
 
 enum class MaskStep : uint8_t {
@@ -54,8 +66,9 @@ size_t naive_scratch_bytes(const Problem& problem, MaskStep step);
 // dK, dV). naive_family.cpp's run() and run_backward() make exactly these.
 int naive_launch_count(const Problem& problem, MaskStep step);
 
-// The Kernel entry (name, summary, table, bytes model, plan factory) of one variant.
-Kernel naive_family_kernel(MaskStep step);
+// The Kernel entry (name, summary, table, bytes model, plan factory) of one variant; `bug` plants
+// a backward bug (tests only).
+Kernel naive_family_kernel(MaskStep step, NaiveBackwardBug bug = NaiveBackwardBug::none);
 
 // Launch-time guard shared by the family and cuda.flash1: q, k, v and out start on `alignment`
 // bytes and every row, head and batch stride is a whole number of `alignment`-byte steps, so

@@ -66,6 +66,7 @@ struct TransposedProduct {
   void* out;
   int64_t out_batch_stride, out_row_stride, out_head_stride;
   int batch, heads_q, heads_kv, seqlen_q, seqlen_k, dim;
+  int heads_per_kv;  // the query heads summed into one kv head's rows (heads_q / heads_kv)
 };
 Status launch_transposed_product(const TransposedProduct& product, DType dtype,
                                  cudaStream_t stream);

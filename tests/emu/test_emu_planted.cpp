@@ -248,6 +248,41 @@ INSTANTIATE_TEST_SUITE_P(Emu, PlantedFlash3Fp8IncoherentBug,
                            return std::string(param_info.param);
                          });
 
+// cuda.naive's backward (issue 37): GQA 2:1 with tails and a bottom-right mask; each planted bug
+// fails naming the gradient it breaks, where cuda.naive passes the same case.
+constexpr const char* kNaiveBackwardShape =
+    "b=1,hq=2,hkv=1,sq=113,sk=203,d=64,dtype=fp16,mask=causal_br,pass=bwd";
+
+struct NaiveBackwardBug {
+  const char* name;
+  const char* reason;  // the gradient the failure must name first
+};
+void PrintTo(const NaiveBackwardBug& bug, std::ostream* out) {
+  *out << "test.cuda_naive_bwd_" << bug.name;
+}
+
+class PlantedNaiveBackwardBug : public ::testing::TestWithParam<NaiveBackwardBug> {};
+
+TEST_P(PlantedNaiveBackwardBug, FailsNamingTheGradientWhereTheKernelPasses) {
+  const auto [bug, reason] = GetParam();
+  const ScratchDirectory dir("attnbench_planted_naive_backward");
+  expect_passed(check_once("cuda.naive", dir, "", kNaiveBackwardShape), /*deterministic=*/true);
+  const ResultRecord planted =
+      check_once(std::string("test.cuda_naive_bwd_") + bug, dir, "", kNaiveBackwardShape);
+  EXPECT_EQ(planted.status, ResultStatus::failed) << planted.message;
+  EXPECT_EQ(planted.message.rfind(reason, 0), 0u) << planted.message;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Emu, PlantedNaiveBackwardBug,
+    ::testing::Values(NaiveBackwardBug{"no_softmax_scale", "dq: max|dq-ref|"},
+                      NaiveBackwardBug{"delta_from_dout", "dq: max|dq-ref|"},
+                      // dQ reads no group sum: dK is the first to fail.
+                      NaiveBackwardBug{"gqa_not_summed", "dk: max|dk-ref|"}),
+    [](const ::testing::TestParamInfo<NaiveBackwardBug>& param_info) {
+      return std::string(param_info.param.name);
+    });
+
 TEST(PlantedFlash2Bug, TheOrderDependentBugIsFoundUnderEightSeedsWithDifferentSchedules) {
   const ScratchDirectory dir("attnbench_planted_seeds");
   int caught = 0;

@@ -335,6 +335,16 @@ attnbench_plant_bug(flash3_fp8_ws_transpose transpose_in_key_order "V^T written 
   [=[      const int key = 32 * group + v_key_of_column(4 * column_quad + i);]=]
   [=[      const int key = 32 * group + 4 * column_quad + i;]=])
 
+# cuda.naive's backward (issue 37): its bugs are operands the plan hands the steps, so one
+# hand-written source holds the three variants (planted_naive_backward.cpp); the plain build only
+# (no sanitizer reports them: they are wrong values, not races or stray stores).
+if(NOT ATTNBENCH_EMU_SANITIZE)
+  list(APPEND ATTNBENCH_PLANTED_SOURCES
+       "${PROJECT_SOURCE_DIR}/tests/test_kernels/planted/planted_naive_backward.cpp")
+  list(APPEND ATTNBENCH_PLANTED_FACTORIES planted_cuda_naive_bwd_no_softmax_scale_kernel
+       planted_cuda_naive_bwd_delta_from_dout_kernel planted_cuda_naive_bwd_gqa_not_summed_kernel)
+endif()
+
 # The list the registry reads (tests/test_kernels/planted/planted_kernels.h).
 set(declarations "")
 set(calls "")
