@@ -3,6 +3,8 @@
 #include <array>
 #include <utility>
 
+#include "reference/enum_names.h"
+
 namespace attnbench {
 namespace {
 
@@ -37,8 +39,8 @@ std::string_view dtype_name(DType dtype) {
 }
 
 std::optional<DType> parse_dtype(std::string_view text) {
-  for (DType dtype : kAllDTypes) {
-    if (text == dtype_name(dtype)) return dtype;
+  if (const std::optional<DType> dtype = parse_enum_name(kAllDTypes, text, dtype_name)) {
+    return dtype;
   }
   for (const auto& [alias, dtype] : kAliases) {
     if (text == alias) return dtype;
@@ -46,13 +48,6 @@ std::optional<DType> parse_dtype(std::string_view text) {
   return std::nullopt;
 }
 
-std::string accepted_dtype_names() {
-  std::string names;
-  for (DType dtype : kAllDTypes) {
-    if (!names.empty()) names += ", ";
-    names += dtype_name(dtype);
-  }
-  return names;
-}
+std::string accepted_dtype_names() { return join_enum_names(kAllDTypes, dtype_name); }
 
 }  // namespace attnbench

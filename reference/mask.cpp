@@ -3,6 +3,8 @@
 #include <array>
 #include <charconv>
 
+#include "reference/enum_names.h"
+
 namespace attnbench {
 namespace {
 
@@ -77,10 +79,7 @@ std::optional<Mask> parse_mask(std::string_view text) {
 }
 
 std::optional<MaskKind> parse_mask_kind(std::string_view text) {
-  for (MaskKind kind : kMaskKinds) {
-    if (text == mask_name(kind)) return kind;
-  }
-  return std::nullopt;
+  return parse_enum_name(kMaskKinds, text, [](MaskKind kind) { return mask_name(kind); });
 }
 
 std::string accepted_mask_names() {

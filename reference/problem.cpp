@@ -9,6 +9,8 @@
 #include <tuple>
 #include <vector>
 
+#include "reference/enum_names.h"
+
 namespace attnbench {
 namespace {
 
@@ -101,24 +103,6 @@ Status set_dtype(std::string_view key, std::string_view value, std::optional<DTy
                          accepted_dtype_names());
   }
   return set_once(key, field, *dtype);
-}
-
-std::string accepted_layout_names() {
-  std::string names;
-  for (Layout layout : kAllLayouts) {
-    if (!names.empty()) names += ", ";
-    names += layout_name(layout);
-  }
-  return names;
-}
-
-std::string accepted_fp8_scaling_names() {
-  std::string names;
-  for (Fp8Scaling scaling : kAllFp8Scalings) {
-    if (!names.empty()) names += ", ";
-    names += fp8_scaling_name(scaling);
-  }
-  return names;
 }
 
 Status set_field(std::string_view key, std::string_view value, ShapeFields& fields) {
@@ -460,11 +444,10 @@ std::string_view layout_name(Layout layout) {
 }
 
 std::optional<Layout> parse_layout(std::string_view text) {
-  for (Layout layout : kAllLayouts) {
-    if (text == layout_name(layout)) return layout;
-  }
-  return std::nullopt;
+  return parse_enum_name(kAllLayouts, text, layout_name);
 }
+
+std::string accepted_layout_names() { return join_enum_names(kAllLayouts, layout_name); }
 
 std::string_view fp8_scaling_name(Fp8Scaling scaling) {
   switch (scaling) {
@@ -493,20 +476,10 @@ std::string_view pass_name(Pass pass) {
 }
 
 std::optional<Pass> parse_pass(std::string_view text) {
-  for (Pass pass : kAllPasses) {
-    if (text == pass_name(pass)) return pass;
-  }
-  return std::nullopt;
+  return parse_enum_name(kAllPasses, text, pass_name);
 }
 
-std::string accepted_pass_names() {
-  std::string names;
-  for (Pass pass : kAllPasses) {
-    if (!names.empty()) names += ", ";
-    names += pass_name(pass);
-  }
-  return names;
-}
+std::string accepted_pass_names() { return join_enum_names(kAllPasses, pass_name); }
 
 std::string_view upstream_gradient_name(UpstreamGradient dout) {
   switch (dout) {
@@ -521,26 +494,19 @@ std::string_view upstream_gradient_name(UpstreamGradient dout) {
 }
 
 std::optional<UpstreamGradient> parse_upstream_gradient(std::string_view text) {
-  for (UpstreamGradient dout : kAllUpstreamGradients) {
-    if (text == upstream_gradient_name(dout)) return dout;
-  }
-  return std::nullopt;
+  return parse_enum_name(kAllUpstreamGradients, text, upstream_gradient_name);
 }
 
 std::string accepted_upstream_gradient_names() {
-  std::string names;
-  for (UpstreamGradient dout : kAllUpstreamGradients) {
-    if (!names.empty()) names += ", ";
-    names += upstream_gradient_name(dout);
-  }
-  return names;
+  return join_enum_names(kAllUpstreamGradients, upstream_gradient_name);
 }
 
 std::optional<Fp8Scaling> parse_fp8_scaling(std::string_view text) {
-  for (Fp8Scaling scaling : kAllFp8Scalings) {
-    if (text == fp8_scaling_name(scaling)) return scaling;
-  }
-  return std::nullopt;
+  return parse_enum_name(kAllFp8Scalings, text, fp8_scaling_name);
+}
+
+std::string accepted_fp8_scaling_names() {
+  return join_enum_names(kAllFp8Scalings, fp8_scaling_name);
 }
 
 }  // namespace attnbench

@@ -119,7 +119,9 @@ DType default_p_dtype(DType input_dtype);
 
 std::string_view layout_name(Layout layout);
 std::optional<Layout> parse_layout(std::string_view text);
+std::string accepted_layout_names();  // "bshd, bhsd, qkv_packed"
 std::string_view fp8_scaling_name(Fp8Scaling scaling);
+std::string accepted_fp8_scaling_names();  // "none, per_tensor, per_head, per_block"
 // fwd, bwd, fwd_bwd: the names suites, the CLI, shapes and the database use.
 std::string_view pass_name(Pass pass);
 std::optional<Pass> parse_pass(std::string_view text);

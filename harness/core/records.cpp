@@ -2,7 +2,7 @@
 
 #include <array>
 
-#include "harness/core/enum_names.h"
+#include "reference/enum_names.h"
 #include "harness/core/statistics.h"
 
 namespace attnbench {
@@ -89,12 +89,7 @@ std::string_view distribution_name(Distribution distribution) {
 }
 
 std::string accepted_distribution_names() {
-  std::string names;
-  for (const Distribution distribution : kDistributions) {
-    if (!names.empty()) names += ", ";
-    names += distribution_name(distribution);
-  }
-  return names;
+  return join_enum_names(kDistributions, distribution_name);
 }
 
 std::vector<double> sample_times(const std::vector<Sample>& samples) {

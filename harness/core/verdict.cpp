@@ -2,7 +2,7 @@
 
 #include <array>
 
-#include "harness/core/enum_names.h"
+#include "reference/enum_names.h"
 
 namespace attnbench {
 

@@ -188,20 +188,6 @@ std::optional<Setter> parse_distribution(std::string_view text) {
   return [value = std::string(text)](Draft& d) { d.distribution = value; };
 }
 
-std::string accepted_layout_names() {
-  constexpr Layout kLayouts[] = {Layout::bshd, Layout::bhsd, Layout::qkv_packed};
-  std::vector<std::string> names;
-  for (const Layout layout : kLayouts) names.emplace_back(layout_name(layout));
-  return join(names);
-}
-std::string accepted_fp8_scaling_names() {
-  constexpr Fp8Scaling kScalings[] = {Fp8Scaling::none, Fp8Scaling::per_tensor,
-                                      Fp8Scaling::per_head, Fp8Scaling::per_block};
-  std::vector<std::string> names;
-  for (const Fp8Scaling scaling : kScalings) names.emplace_back(fp8_scaling_name(scaling));
-  return join(names);
-}
-
 std::optional<Setter> parse_pass_value(std::string_view text) {
   const auto pass = parse_pass(text);
   if (!pass) return std::nullopt;
