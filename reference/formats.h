@@ -5,6 +5,7 @@
 #pragma once
 
 #include <bit>
+#include <cmath>
 #include <cstdint>
 
 #include "reference/dtype.h"
@@ -29,6 +30,12 @@ void store_element(DType dtype, void* data, int64_t index, float value);
 
 // Largest finite magnitude of the format (65504 for fp16, 448 for e4m3, ...).
 float max_finite(DType dtype);
+
+// A subnormal float as zero of its sign, others as they are: the flush-to-zero of the GPU's .ftz
+// instructions and of atom.add.f32 on global memory (the emulated device's).
+inline float flush_subnormal(float value) {
+  return std::fpclassify(value) == FP_SUBNORMAL ? std::copysign(0.0f, value) : value;
+}
 
 // ---- the decoders, inline: the emulated tensor cores decode every operand of every product ----
 // (out of line, fp16's and e4m3's were a sixth of an emulated forward's time, perf 2026-12-06).

@@ -4,11 +4,11 @@
 #pragma once
 
 #include <atomic>
-#include <cmath>
 #include <cstdint>
 #include <functional>
 
 #include "kernels/emu/block.h"
+#include "reference/formats.h"  // flush_subnormal
 
 namespace attnbench::emu {
 
@@ -30,11 +30,6 @@ uint64_t launch_grid(const Launch& launch, const std::function<void()>& body);
 template <typename T>
 T atomic_add(T* address, T value) {
   return std::atomic_ref<T>(*address).fetch_add(value);
-}
-
-// A subnormal float as zero of its sign.
-inline float flush_subnormal(float value) {
-  return std::fpclassify(value) == FP_SUBNORMAL ? std::copysign(0.0f, value) : value;
 }
 
 // atomicAdd on fp32 (atom.add.f32): on global memory it flushes subnormal inputs and results to

@@ -116,11 +116,7 @@ void mma_m16n8k16(MmaInput input, float (&d)[4], const uint32_t (&a)[4], uint32_
   }
 }
 
-float ex2_approx_ftz(float x) {
-  if (std::fpclassify(x) == FP_SUBNORMAL) x = 0.0f;
-  const float y = std::exp2(x);
-  return std::fpclassify(y) == FP_SUBNORMAL ? 0.0f : y;
-}
+float ex2_approx_ftz(float x) { return flush_subnormal(std::exp2(flush_subnormal(x))); }
 
 uint32_t pack_e4m3x4(float x0, float x1, float x2, float x3) {
   return uint32_t{float_to_e4m3_bits(x0)} | (uint32_t{float_to_e4m3_bits(x1)} << 8) |
