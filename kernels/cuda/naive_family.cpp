@@ -126,10 +126,7 @@ class NaiveFamilyPlan final : public Plan {
   // dP = dO V^T, dS = P (dP - D) scale, dQ = dS K, dK = dS^T Q, dV = P^T dO. The scores and output
   // steps serve the products with other operands; a GQA group's dK and dV sum its query heads.
   Status run_backward(const AttentionParams& params) override {
-    if (Status status = check_params_match(problem_, params); !status) return status;
-    if (Status status = check_alignment(params, kPairAlignment, kernel_name(step_)); !status) {
-      return status;
-    }
+    if (Status status = check_call(params); !status) return status;
     float* probabilities = scores_.as<float>();
     float* gradients = gradients_.as<float>();
     AttentionParams recompute = params;
@@ -161,13 +158,7 @@ class NaiveFamilyPlan final : public Plan {
   }
 
   Status run(const AttentionParams& params) override {
-    if (Status status = check_params_match(problem_, params); !status) return status;
-    if (Status status = check_alignment(params, kPairAlignment, kernel_name(step_)); !status) {
-      return status;
-    }
-    if (params.mask == MaskKind::padding && params.key_lengths == nullptr) {
-      return Status::Error(kernel_name(step_) + ": padding mask without key_lengths");
-    }
+    if (Status status = check_call(params); !status) return status;
     float* scores = scores_.as<float>();
     float* softmax_input = scores;
     if (Status status =
@@ -195,6 +186,19 @@ class NaiveFamilyPlan final : public Plan {
   }
 
  private:
+  // What every step of run and run_backward relies on: the params are the plan's problem, the
+  // tensors pair-aligned, and a padding mask comes with its key lengths.
+  Status check_call(const AttentionParams& params) const {
+    if (Status status = check_params_match(problem_, params); !status) return status;
+    if (Status status = check_alignment(params, kPairAlignment, kernel_name(step_)); !status) {
+      return status;
+    }
+    if (params.mask == MaskKind::padding && params.key_lengths == nullptr) {
+      return Status::Error(kernel_name(step_) + ": padding mask without key_lengths");
+    }
+    return Status::Ok();
+  }
+
   Problem problem_;
   cudaStream_t stream_;
   int device_;
