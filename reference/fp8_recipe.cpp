@@ -342,10 +342,13 @@ void add_tile_output(const Fp8Recipe& recipe, const QuantizedInputs& inputs, int
     }
     if (step_p.empty()) continue;
     const auto count = static_cast<unsigned>(step_p.size());
+    const TensorCoreOperand step_p_operand = tensor_core_operand(step_p.data(), count);
     for (int64_t d = 0; d < dv; ++d) {
       float& sum = sums[static_cast<size_t>(d)];
-      sum = tensor_core_sum(sum, step_p.data(), step_v.data() + d, count, static_cast<unsigned>(dv),
-                            recipe.tensor_core_sum_bits);
+      sum = tensor_core_sum(
+          sum, step_p_operand,
+          tensor_core_operand(step_v.data() + d, count, static_cast<unsigned>(dv)),
+          recipe.tensor_core_sum_bits);
     }
   }
   if (promoted) {

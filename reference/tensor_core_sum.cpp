@@ -47,21 +47,38 @@ float truncate_to_float(double x) {
 
 }  // namespace
 
+TensorCoreOperand tensor_core_operand(const float* values, unsigned count, unsigned stride) {
+  TensorCoreOperand operand;
+  operand.count = count;
+  operand.finite = true;
+  for (unsigned k = 0; k < count; ++k) {
+    const float x = values[k * stride];
+    operand.value[k] = x;
+    operand.finite = operand.finite && std::isfinite(x);
+    operand.exponent[k] =
+        x != 0.0f && std::isfinite(x) ? exponent_of(x) : TensorCoreOperand::kZeroExponent;
+  }
+  return operand;
+}
+
 float tensor_core_sum(float c, const float* a, const float* b, unsigned count, unsigned b_stride,
                       int kept_bits) {
-  bool finite = std::isfinite(c);
-  int alignment = std::numeric_limits<int>::min();
-  if (c != 0.0f && finite) alignment = exponent_of(c);
-  for (unsigned k = 0; k < count; ++k) {
-    const float x = a[k], y = b[k * b_stride];
-    finite = finite && std::isfinite(x) && std::isfinite(y);
-    if (x != 0.0f && y != 0.0f && finite)
-      alignment = std::max(alignment, exponent_of(x) + exponent_of(y));
-  }
-  if (!finite || alignment == std::numeric_limits<int>::min()) {
+  return tensor_core_sum(c, tensor_core_operand(a, count), tensor_core_operand(b, count, b_stride),
+                         kept_bits);
+}
+
+float tensor_core_sum(float c, const TensorCoreOperand& a, const TensorCoreOperand& b,
+                      int kept_bits) {
+  const unsigned count = a.count;
+  const bool finite = std::isfinite(c) && a.finite && b.finite;
+  // Step 2. A product with a zero factor has an exponent sum far below any real one (the least,
+  // of two float subnormals, is about -300): it never sets the alignment.
+  int alignment = c != 0.0f && finite ? exponent_of(c) : TensorCoreOperand::kZeroExponent;
+  for (unsigned k = 0; k < count; ++k) alignment = std::max(alignment, a.exponent[k] + b.exponent[k]);
+  if (!finite || alignment < TensorCoreOperand::kZeroExponent / 2) {
     double sum = c;  // IEEE arithmetic: NaN and infinities propagate; all zeros keep their sign
     for (unsigned k = 0; k < count; ++k)
-      sum += static_cast<double>(a[k]) * static_cast<double>(b[k * b_stride]);
+      sum += static_cast<double>(a.value[k]) * static_cast<double>(b.value[k]);
     return static_cast<float>(sum);
   }
   // The terms are added exactly as integer multiples of the quantum (17 or 33 terms below
@@ -69,7 +86,7 @@ float tensor_core_sum(float c, const float* a, const float* b, unsigned count, u
   const double inverse_quantum = power_of_two(kept_bits - alignment);
   int64_t quanta = quanta_of(c, inverse_quantum);
   for (unsigned k = 0; k < count; ++k) {
-    quanta += quanta_of(static_cast<double>(a[k]) * static_cast<double>(b[k * b_stride]),
+    quanta += quanta_of(static_cast<double>(a.value[k]) * static_cast<double>(b.value[k]),
                         inverse_quantum);
   }
   const double sum = static_cast<double>(quanta) * power_of_two(alignment - kept_bits);

@@ -36,4 +36,19 @@ constexpr int kFp8MmaDepth = 32;
 float tensor_core_sum(float c, const float* a, const float* b, unsigned count,
                       unsigned b_stride = 1, int kept_bits = kHalfTensorCoreBits);
 
+// One operand vector of a k-step's products with what every sum it enters needs of it, found
+// once: an emulated wgmma's A row enters n / 4 of a thread's sums, its B column two.
+struct TensorCoreOperand {
+  static constexpr int kZeroExponent = -(1 << 20);  // a zero's: no product with it aligns a sum
+  float value[kFp8MmaDepth];
+  int exponent[kFp8MmaDepth];  // ilogb of each value, kZeroExponent for a zero
+  unsigned count;
+  bool finite;  // no NaN or infinity among the values
+};
+TensorCoreOperand tensor_core_operand(const float* values, unsigned count, unsigned stride = 1);
+
+// The same sum from operands prepared above (a.count == b.count).
+float tensor_core_sum(float c, const TensorCoreOperand& a, const TensorCoreOperand& b,
+                      int kept_bits = kHalfTensorCoreBits);
+
 }  // namespace attnbench

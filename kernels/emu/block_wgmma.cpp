@@ -45,6 +45,24 @@ float widen(MmaInput input, uint16_t bits) {
   return 0.0f;
 }
 
+// The values of a 16-byte core-matrix row's elements (8 16-bit or 16 e4m3), in order.
+void widen_row(MmaInput input, const unsigned char* row, float* out) {
+  uint16_t halves[8];
+  switch (input) {
+    case MmaInput::f16:
+      std::memcpy(halves, row, sizeof halves);
+      for (unsigned i = 0; i < 8; ++i) out[i] = fp16_bits_to_float(halves[i]);
+      return;
+    case MmaInput::bf16:
+      std::memcpy(halves, row, sizeof halves);
+      for (unsigned i = 0; i < 8; ++i) out[i] = bf16_bits_to_float(halves[i]);
+      return;
+    case MmaInput::e4m3:
+      for (unsigned i = 0; i < 16; ++i) out[i] = e4m3_bits_to_float(row[i]);
+      return;
+  }
+}
+
 // Row g and g + 8's elements of this lane's A registers, at columns 2t (+ 8) of 16 for 16-bit
 // inputs, 4t (+ 16) of 32 for e4m3 (wgmma.h).
 void gather_a_fragment(MmaInput input, unsigned t, const uint32_t (&a)[4],
@@ -253,15 +271,39 @@ std::vector<float> Block::complete_wgmma(const PendingWgmma& pending, Site wait_
     std::memcpy(&bits, pointer, bytes);  // little-endian: a byte lands in the low bits
     return widen(op.input, bits);
   };
+  // The `depth` elements of row r of a K-major tile into `out`, a 16-byte core-matrix row at a
+  // time: the swizzle moves whole 16-byte rows, so each one's elements lie side by side and one
+  // address, one bounds check and one comparison with the async view serve them all (per
+  // element, they were most of the emulated FP8 forward's time). A row that leaves the dynamic
+  // shared memory takes `read`, element by element, which names what is wrong.
+  const unsigned per_row = 16 / bytes;
+  auto read_k_major = [&](const gpu::WgmmaOperand& tile, unsigned r, float* out) {
+    for (unsigned k0 = 0; k0 < depth; k0 += per_row) {
+      const uint32_t address = element_address(tile, false, r, k0, bytes);
+      const unsigned char* pointer = shared_window_ + address;
+      const bool whole_row = address % 16 == 0 && pointer >= dynamic_begin &&
+                             pointer + 16 <= dynamic_end &&
+                             std::memcmp(pointer, async_view_.data() + (pointer - dynamic_begin),
+                                         16) == 0;
+      if (!whole_row) {
+        for (unsigned k = k0; k < k0 + per_row; ++k) out[k] = read(tile, false, r, k);
+        continue;
+      }
+      if constexpr (kSanitizer == Sanitizer::thread) wgmma_chunks_read_.push_back(pointer);
+      widen_row(op.input, pointer, out + k0);
+    }
+  };
   const unsigned warp = (running_ / kWarpSize) % (kWarpgroupThreads / kWarpSize);
   const unsigned g = lane() / 4;
   const unsigned t = lane() % 4;
   std::array<std::array<float, kMaxWgmmaDepth>, 2> a = pending.a_rows;
   if (op.a_registers == nullptr) {
     for (unsigned i = 0; i < 2; ++i) {
-      for (unsigned k = 0; k < depth; ++k) a[i][k] = read(a_tile, false, 16 * warp + g + 8 * i, k);
+      read_k_major(a_tile, 16 * warp + g + 8 * i, a[i].data());
     }
   }
+  const TensorCoreOperand a_rows[2] = {tensor_core_operand(a[0].data(), depth),
+                                       tensor_core_operand(a[1].data(), depth)};
   const int kept_bits = op.input == MmaInput::e4m3 ? kFp8TensorCoreBits : kHalfTensorCoreBits;
   std::vector<float> c(op.n / 2, 0.0f);
   if (op.accumulate) {
@@ -272,10 +314,15 @@ std::vector<float> Block::complete_wgmma(const PendingWgmma& pending, Site wait_
     for (unsigned e = 0; e < 2; ++e) {
       const unsigned column = 8 * j + 2 * t + e;
       std::array<float, kMaxWgmmaDepth> b;
-      for (unsigned k = 0; k < depth; ++k) b[k] = read(b_tile, op.b_mn_major, column, k);
+      if (op.b_mn_major) {
+        for (unsigned k = 0; k < depth; ++k) b[k] = read(b_tile, true, column, k);
+      } else {
+        read_k_major(b_tile, column, b.data());
+      }
+      const TensorCoreOperand b_column = tensor_core_operand(b.data(), depth);
       for (unsigned i = 0; i < 2; ++i) {
         const unsigned index = 4 * j + 2 * i + e;
-        d[index] = tensor_core_sum(c[index], a[i].data(), b.data(), depth, 1, kept_bits);
+        d[index] = tensor_core_sum(c[index], a_rows[i], b_column, kept_bits);
       }
     }
   }
