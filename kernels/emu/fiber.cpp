@@ -14,32 +14,69 @@ namespace {
 
 // Stacks of the default size are kept for the next fibers: a launch makes and ends one fiber
 // per emulated thread, tens of thousands, and under a sanitizer each allocation and release of
-// 64 KiB costs system calls.
+// 64 KiB costs system calls. Each OS thread keeps its own (no lock per fiber: the locks were 4 %
+// of an emulated cuda.naive run) and hands them to a shared pool as it ends, for the threads of
+// the next launch (kernels/emu/grid.cpp starts its workers per launch).
 class StackPool {
  public:
   static constexpr size_t kKeptStacks = 2048;
-  static StackPool& instance() {
+  static StackPool& shared() {
     static StackPool* pool = new StackPool;  // never destroyed: fibers may end during exit
     return *pool;
   }
-  bool take(context::stack_context& stack) {
+  // Moves up to `count` stacks into `into`.
+  void take(std::vector<context::stack_context>& into, size_t count) {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (free_.empty()) return false;
-    stack = free_.back();
-    free_.pop_back();
-    return true;
+    while (count-- > 0 && !free_.empty()) {
+      into.push_back(free_.back());
+      free_.pop_back();
+    }
   }
-  bool keep(const context::stack_context& stack) {
+  // Keeps what fits of `stacks` and returns the rest.
+  std::vector<context::stack_context> keep(std::vector<context::stack_context> stacks) {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (free_.size() >= kKeptStacks) return false;
-    free_.push_back(stack);
-    return true;
+    while (!stacks.empty() && free_.size() < kKeptStacks) {
+      free_.push_back(stacks.back());
+      stacks.pop_back();
+    }
+    return stacks;
   }
 
  private:
   std::mutex mutex_;
   std::vector<context::stack_context> free_;
 };
+
+// This OS thread's stacks: taken from the shared pool a block's worth at a time, given back to it
+// when the thread ends (what does not fit is freed).
+class ThreadStacks {
+ public:
+  static constexpr size_t kBatch = 256;
+  ~ThreadStacks() {
+    for (context::stack_context& stack : StackPool::shared().keep(std::move(free_)))
+      context::fixedsize_stack(Fiber::kDefaultStackBytes).deallocate(stack);
+  }
+  bool take(context::stack_context& stack) {
+    if (free_.empty()) StackPool::shared().take(free_, kBatch);
+    if (free_.empty()) return false;
+    stack = free_.back();
+    free_.pop_back();
+    return true;
+  }
+  bool keep(const context::stack_context& stack) {
+    if (free_.size() >= StackPool::kKeptStacks) return false;
+    free_.push_back(stack);
+    return true;
+  }
+
+ private:
+  std::vector<context::stack_context> free_;
+};
+
+ThreadStacks& thread_stacks() {
+  thread_local ThreadStacks stacks;
+  return stacks;
+}
 
 // Boost's fixed-size stack, from the pool when it has the size, remembering where it lies
 // (AddressSanitizer is told at each switch).
@@ -49,12 +86,12 @@ class RecordedStack {
       : inner_(bytes), bytes_(bytes), where_(where) {}
   context::stack_context allocate() {
     context::stack_context stack;
-    if (!(pooled() && StackPool::instance().take(stack))) stack = inner_.allocate();
+    if (!(pooled() && thread_stacks().take(stack))) stack = inner_.allocate();
     *where_ = {static_cast<const char*>(stack.sp) - stack.size, stack.size};
     return stack;
   }
   void deallocate(context::stack_context& stack) noexcept {
-    if (!(pooled() && StackPool::instance().keep(stack))) inner_.deallocate(stack);
+    if (!(pooled() && thread_stacks().keep(stack))) inner_.deallocate(stack);
   }
 
  private:
