@@ -191,6 +191,8 @@ void Block::schedule() {
       std::swap(order[i - 1], order[splitmix64(rng_state_) % i]);
     }
     for (const unsigned t : order) {
+      // After a report, no other thread runs on into more (sanitizer.h, report_printed).
+      if (sanitizer::report_printed()) throw EmuError("stopped after a report of the sanitizer");
       running_ = t;
       schedule_hash_ = (schedule_hash_ ^ t) * 0x100000001b3ull;
       if (!threads_[t].fiber->resume()) finish_thread(t);

@@ -66,7 +66,7 @@ std::string read_new_report_text() {
   FILE* file = report_file();
   if (file == nullptr) return {};
   std::string text;
-  char chunk[4096];
+  char chunk[1 << 16];
   for (;;) {
     const ssize_t got = pread(fileno(file), chunk, sizeof chunk, consumed);
     if (got <= 0) break;
@@ -162,8 +162,8 @@ std::string take_report(const std::vector<Allocation>* buffers) {
   std::lock_guard<std::mutex> lock(g_report_mutex);
   const std::string faulting = std::exchange(g_faulting_thread, std::string());
   if (text.empty()) return {};
-  g_last_report_text = text;
-  return one_line_report(text, faulting, buffers);
+  g_last_report_text = first_reports(text, kKeptReports);
+  return one_line_report(g_last_report_text, faulting, buffers);
 }
 
 const std::string& last_report_text() { return g_last_report_text; }

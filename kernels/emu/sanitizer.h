@@ -82,12 +82,14 @@ inline void unpoison(const void*, size_t) {}
 #endif
 
 // ---- reports ----------------------------------------------------------------------------------
-// Whether a report was printed since the last take_report(): a block stops at its next
-// synchronization point rather than run on into more reports.
+// Whether a report was printed since the last take_report(): the thread that printed it stops at
+// its next synchronization point, and the block resumes no other thread.
 bool report_printed();
+// The reports' text a result keeps (sanitizer_report.h, first_reports).
+constexpr size_t kKeptReports = 4;
 // The first report the sanitizer wrote since the last call, as one line ("" when none); `buffers`
-// (the case's) name the buffer an address lies in or beside. The whole text of the reports stays
-// in last_report_text() until a later report.
+// (the case's) name the buffer an address lies in or beside. The text of the first kKeptReports
+// reports stays in last_report_text() until a later report.
 std::string take_report(const std::vector<Allocation>* buffers);
 const std::string& last_report_text();
 

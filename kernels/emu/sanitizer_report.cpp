@@ -1,5 +1,6 @@
 #include "kernels/emu/sanitizer_report.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <map>
@@ -185,6 +186,40 @@ std::string one_line_report(const std::string& report_text, const std::string& f
     }
   }
   return {};  // not a report: a note about the sanitizer's own state, which fails nothing
+}
+
+namespace {
+
+// Where each report starts: the line of its header, or of the separator just above it.
+std::vector<size_t> report_starts(const std::string& text) {
+  std::vector<size_t> starts;
+  for (const char* header : {"WARNING: ThreadSanitizer: ", "ERROR: AddressSanitizer: "}) {
+    for (size_t at = text.find(header); at != std::string::npos; at = text.find(header, at + 1)) {
+      size_t line = text.rfind('\n', at);
+      line = line == std::string::npos ? 0 : line + 1;
+      if (line >= 2) {  // the separator line of '=' above it belongs to this report
+        const size_t previous = text.rfind('\n', line - 2);
+        const size_t begin = previous == std::string::npos ? 0 : previous + 1;
+        if (line - 1 > begin &&
+            text.find_first_not_of('=', begin) == line - 1) {
+          line = begin;
+        }
+      }
+      starts.push_back(line);
+    }
+  }
+  std::sort(starts.begin(), starts.end());
+  return starts;
+}
+
+}  // namespace
+
+std::string first_reports(const std::string& report_text, size_t kept) {
+  const std::vector<size_t> starts = report_starts(report_text);
+  if (starts.size() <= kept) return report_text;
+  const size_t end = starts[kept];
+  return report_text.substr(0, end) + "[attnbench: " + std::to_string(starts.size() - kept) +
+         " more reports (" + std::to_string(report_text.size() - end) + " bytes) left out]\n";
 }
 
 }  // namespace attnbench::emu

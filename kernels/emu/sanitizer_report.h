@@ -21,4 +21,10 @@ namespace attnbench::emu {
 std::string one_line_report(const std::string& report_text, const std::string& faulting_thread,
                             const std::vector<Allocation>* buffers);
 
+// The text of the first `kept` reports in `report_text`, and a last line saying how many more
+// were left out. Threads racing on a tile each report every access until they reach a barrier,
+// tens of thousands of reports in a launch (44 MB for one planted flash3 race): the first says
+// what is wrong, a few show its extent, the rest would bloat the result's details.
+std::string first_reports(const std::string& report_text, size_t kept);
+
 }  // namespace attnbench::emu

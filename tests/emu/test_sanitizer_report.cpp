@@ -121,5 +121,25 @@ TEST(SanitizerReport, WhatIsNoReportFailsNothing) {
   EXPECT_EQ(one_line_report("ThreadSanitizer: reported 2 warnings\n", "", nullptr), "");
 }
 
+// Racing threads report every access until they reach a barrier: a result keeps the first few
+// reports whole, separators included, and says how many more there were.
+TEST(SanitizerReport, OnlyTheFirstReportsAreKeptAndTheRestCounted) {
+  std::string second = kDataRace;
+  second.replace(second.find("thread 8'"), 9, "thread 9'");
+  std::string third = kOutOfBounds;
+  const std::string all = std::string(kDataRace) + second + third;
+  const std::string kept = first_reports(all, 2);
+  EXPECT_EQ(kept.substr(0, std::string(kDataRace).size() + second.size()),
+            std::string(kDataRace) + second);
+  EXPECT_EQ(kept.find("AddressSanitizer"), std::string::npos) << kept;
+  EXPECT_NE(kept.find("[attnbench: 1 more reports (" + std::to_string(third.size()) +
+                      " bytes) left out]"),
+            std::string::npos)
+      << kept;
+  EXPECT_EQ(one_line_report(kept, "", nullptr), one_line_report(kDataRace, "", nullptr));
+  EXPECT_EQ(first_reports(all, 3), all);
+  EXPECT_EQ(first_reports("", 3), "");
+}
+
 }  // namespace
 }  // namespace attnbench::emu
