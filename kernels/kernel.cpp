@@ -115,6 +115,12 @@ std::string unsupported_reason(const SupportTable& table, const Problem& problem
       !reason.empty()) {
     return reason;
   }
+  if (problem.has_backward() && !table.backward_head_dims.empty() &&
+      !contains(table.backward_head_dims, problem.head_dim_qk)) {
+    return "head_dim " + std::to_string(problem.head_dim_qk) +
+           " not instantiated for the backward (" +
+           join(table.backward_head_dims, [](int64_t dim) { return std::to_string(dim); }) + ")";
+  }
   if (problem.head_dim_v != problem.head_dim_qk) {
     if (!table.separate_v_dim) return "head_dim_v != head_dim_qk not supported";
     if (std::string reason = head_dim_reason(table, "head_dim_v", problem.head_dim_v);
@@ -228,8 +234,12 @@ std::string describe_support(const SupportTable& table) {
     return std::string(layout_name(layout));
   }) << "\n";
   text << "GQA/MQA: " << (table.gqa ? "yes" : "no") << "\n";
-  text << "passes: " << join(table.passes, [](Pass pass) { return std::string(pass_name(pass)); })
-       << "\n";
+  text << "passes: " << join(table.passes, [](Pass pass) { return std::string(pass_name(pass)); });
+  if (!table.backward_head_dims.empty()) {
+    text << " (the backward at head dims "
+         << join(table.backward_head_dims, [](int64_t dim) { return std::to_string(dim); }) << ")";
+  }
+  text << "\n";
   if (std::any_of(table.input_dtypes.begin(), table.input_dtypes.end(), is_fp8)) {
     text << "fp8 scaling of stored inputs: " << join(table.fp8_scalings, [](Fp8Scaling s) {
       return std::string(fp8_scaling_name(s));

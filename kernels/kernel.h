@@ -36,6 +36,9 @@ struct SupportTable {
   // fwd_bwd; the backward covers the rest of the table. FP8 inputs need fp8_backward besides.
   std::vector<Pass> passes = {Pass::fwd};
   bool fp8_backward = false;
+  // The head dims the backward is instantiated for, where fewer than the forward's (cuda.flash2:
+  // 64 and 128 of 64, 128, 256); empty: the same as the forward's.
+  std::vector<int64_t> backward_head_dims;
   // FP8 inputs as stored: the descales the kernel reads (params.h), one per tensor unless it
   // also takes per_head. Problems without FP8 inputs have none and pass.
   std::vector<Fp8Scaling> fp8_scalings = {Fp8Scaling::per_tensor};

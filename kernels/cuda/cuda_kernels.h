@@ -27,8 +27,11 @@ Kernel cuda_masked_fused_kernel();
 Kernel cuda_flash1_kernel();
 
 // cuda.flash2: the FlashAttention-2 forward on tensor cores (mma.sync m16n8k16, ldmatrix,
-// cp.async pipeline, swizzled shared memory), head dims 64/128/256 (kernels/cuda/flash2/).
+// cp.async pipeline, swizzled shared memory), head dims 64/128/256 (kernels/cuda/flash2/), and
+// its backward at 64/128 with dQ added by fp32 atomics; cuda.flash2_deterministic, the same
+// backward with dQ added per split in a fixed order.
 Kernel cuda_flash2_kernel();
+Kernel cuda_flash2_deterministic_kernel();
 
 // cuda.flash3_*: the FlashAttention-3 forward on Hopper (sm_90a: TMA, wgmma, mbarriers), one
 // entry per stage (kernels/cuda/flash3/): flash3_wg1, one warpgroup; flash3_ws, a producer and
@@ -62,6 +65,7 @@ inline std::vector<Kernel> in_house_cuda_kernels() {
       cuda_masked_fused_kernel(),
       cuda_flash1_kernel(),
       cuda_flash2_kernel(),
+      cuda_flash2_deterministic_kernel(),
       cuda_flash3_wg1_kernel(),
       cuda_flash3_ws_kernel(),
       cuda_flash3_pingpong_kernel(),

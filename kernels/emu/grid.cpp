@@ -23,15 +23,25 @@ Dim3 block_index(const Dim3& grid, unsigned linear) {
 uint64_t launch_grid(const Launch& launch, const std::function<void()>& body) {
   const unsigned blocks = launch.grid_dim.count();
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
-  const unsigned workers = std::min(blocks, launch.workers > 0 ? launch.workers : cores);
+  // The race build deals the blocks round-robin to at least two OS threads: two blocks on
+  // different threads are unordered for ThreadSanitizer whenever they run, while blocks that one
+  // thread runs in turn can look ordered (they reuse its fibers and stacks), so a race between
+  // blocks (a plain add where CTAs must add atomically) is reported whatever the host's timing.
+  constexpr bool kRoundRobin = kSanitizer == Sanitizer::thread;
+  const unsigned wanted = launch.workers > 0 ? launch.workers : cores;
+  const unsigned workers = std::min(blocks, kRoundRobin ? std::max(2u, wanted) : wanted);
   std::atomic<unsigned> next{0};
   std::atomic<bool> failed{false};
   std::mutex first_error_mutex;
   std::exception_ptr first_error;
   std::atomic<uint64_t> schedules{0};  // blocks' hashes, combined independently of their order
   const char launch_end = 0;  // every emulated thread releases it as it returns (sanitizer.h)
+  std::atomic<unsigned> next_worker{0};
   auto work = [&] {
-    for (unsigned b; !failed && (b = next++) < blocks;) {
+    const unsigned worker = next_worker++;
+    unsigned dealt = 0;  // round-robin: this worker's blocks are worker + k x workers
+    auto next_block = [&] { return kRoundRobin ? worker + workers * dealt++ : next++; };
+    for (unsigned b; !failed && (b = next_block()) < blocks;) {
       Block::Shape shape{launch.block_dim, block_index(launch.grid_dim, b), launch.grid_dim,
                          launch.dynamic_shared_bytes, launch.global_memory};
       try {

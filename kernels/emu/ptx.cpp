@@ -109,10 +109,13 @@ void mma_m16n8k16(MmaInput input, float (&d)[4], const uint32_t (&a)[4], uint32_
       }
     }
   }
+  // Each row and column enters two of the four sums: prepared once (tensor_core_sum.h).
+  const TensorCoreOperand rows[2] = {tensor_core_operand(rows_a[0], 16),
+                                     tensor_core_operand(rows_a[1], 16)};
+  const TensorCoreOperand columns[2] = {tensor_core_operand(columns_b[0], 16),
+                                        tensor_core_operand(columns_b[1], 16)};
   for (unsigned r = 0; r < 2; ++r) {
-    for (unsigned e = 0; e < 2; ++e) {
-      d[2 * r + e] = tensor_core_sum(d[2 * r + e], rows_a[r], columns_b[e], 16);
-    }
+    for (unsigned e = 0; e < 2; ++e) d[2 * r + e] = tensor_core_sum(d[2 * r + e], rows[r], columns[e]);
   }
 }
 

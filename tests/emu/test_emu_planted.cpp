@@ -253,15 +253,18 @@ INSTANTIATE_TEST_SUITE_P(Emu, PlantedFlash3Fp8IncoherentBug,
 constexpr const char* kNaiveBackwardShape =
     "b=1,hq=2,hkv=1,sq=113,sk=203,d=64,dtype=fp16,mask=causal_br,pass=bwd";
 
-struct NaiveBackwardBug {
+// A planted backward bug: the variant's name after its family's prefix, and the gradient its
+// failure must name first.
+struct BackwardBug {
   const char* name;
-  const char* reason;  // the gradient the failure must name first
+  const char* reason;
 };
-void PrintTo(const NaiveBackwardBug& bug, std::ostream* out) {
-  *out << "test.cuda_naive_bwd_" << bug.name;
+void PrintTo(const BackwardBug& bug, std::ostream* out) { *out << bug.name; }
+std::string backward_bug_test_name(const ::testing::TestParamInfo<BackwardBug>& param_info) {
+  return param_info.param.name;
 }
 
-class PlantedNaiveBackwardBug : public ::testing::TestWithParam<NaiveBackwardBug> {};
+class PlantedNaiveBackwardBug : public ::testing::TestWithParam<BackwardBug> {};
 
 TEST_P(PlantedNaiveBackwardBug, FailsNamingTheGradientWhereTheKernelPasses) {
   const auto [bug, reason] = GetParam();
@@ -275,13 +278,38 @@ TEST_P(PlantedNaiveBackwardBug, FailsNamingTheGradientWhereTheKernelPasses) {
 
 INSTANTIATE_TEST_SUITE_P(
     Emu, PlantedNaiveBackwardBug,
-    ::testing::Values(NaiveBackwardBug{"no_softmax_scale", "dq: max|dq-ref|"},
-                      NaiveBackwardBug{"delta_from_dout", "dq: max|dq-ref|"},
+    ::testing::Values(BackwardBug{"no_softmax_scale", "dq: max|dq-ref|"},
+                      BackwardBug{"delta_from_dout", "dq: max|dq-ref|"},
                       // dQ reads no group sum: dK is the first to fail.
-                      NaiveBackwardBug{"gqa_not_summed", "dk: max|dk-ref|"}),
-    [](const ::testing::TestParamInfo<NaiveBackwardBug>& param_info) {
-      return std::string(param_info.param.name);
-    });
+                      BackwardBug{"gqa_not_summed", "dk: max|dk-ref|"}),
+    backward_bug_test_name);
+
+// cuda.flash2's backward (issue 37) at its planted instantiation (d 64, bf16): GQA 2:1, tails,
+// a bottom-right causal mask whose first query tile sees no key of the last key block; each
+// planted value bug fails naming the gradient it breaks first, where cuda.flash2 passes.
+constexpr const char* kFlash2BackwardShape =
+    "b=1,hq=2,hkv=1,sq=113,sk=203,d=64,dtype=bf16,mask=causal_br,pass=bwd";
+
+class PlantedFlash2BackwardBug : public ::testing::TestWithParam<BackwardBug> {};
+
+TEST_P(PlantedFlash2BackwardBug, FailsNamingTheGradientWhereTheKernelPasses) {
+  const auto [bug, reason] = GetParam();
+  const ScratchDirectory dir("attnbench_planted_flash2_backward");
+  expect_passed(check_once("cuda.flash2", dir, "", kFlash2BackwardShape),
+                /*deterministic=*/false);
+  const ResultRecord planted =
+      check_once(std::string("test.flash2_bwd_") + bug, dir, "", kFlash2BackwardShape);
+  EXPECT_EQ(planted.status, ResultStatus::failed) << planted.message;
+  EXPECT_EQ(planted.message.rfind(reason, 0), 0u) << planted.message;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Emu, PlantedFlash2BackwardBug,
+    ::testing::Values(BackwardBug{"delta_from_dout", "dq: max|dq-ref|"},
+                      // dQ's convert keeps the scale: dK is the first to fail.
+                      BackwardBug{"no_softmax_scale", "dk: max|dk-ref|"},
+                      BackwardBug{"masked_tile_unmasked", "dq: max|dq-ref|"}),
+    backward_bug_test_name);
 
 TEST(PlantedFlash2Bug, TheOrderDependentBugIsFoundUnderEightSeedsWithDifferentSchedules) {
   const ScratchDirectory dir("attnbench_planted_seeds");

@@ -45,8 +45,10 @@ const char* const kSubset[] = {
 // their two-stage ring, so a stage is refilled: the race shows at every seed, in half the time of
 // two blocks and four tiles (8.6 s against 15 s a seed under ThreadSanitizer, 2026-12-06).
 std::string planted_shape(const std::string& family) {
-  return family == "flash2" ? "b=1,hq=2,hkv=1,sq=130,sk=511,d=64,dtype=bf16"
-                            : "b=1,hq=1,sq=128,sk=300,d=128,dtype=bf16";
+  if (family == "flash2") return "b=1,hq=2,hkv=1,sq=130,sk=511,d=64,dtype=bf16";
+  // Three key blocks, so that CTAs add into the same dQ rows; two query tiles.
+  if (family == "flash2_bwd") return "b=1,hq=2,hkv=1,sq=70,sk=150,d=64,dtype=bf16,pass=bwd";
+  return "b=1,hq=1,sq=128,sk=300,d=128,dtype=bf16";
 }
 
 std::string build_name() { return emu::sanitizer_build_name(); }
@@ -98,36 +100,42 @@ TEST(SanitizedEmu, EveryInHouseKernelPassesTheSubsetWithNoReport) {
   // second and fourth) and at e4m3 (the fifth, where every other kernel skips), its two
   // warp-specialized stages at e4m3 (cuda.flash3_fp8_ws, cuda.flash3_fp8_ws_transpose), its
   // three 16-bit variants on the two 16-bit shapes.
+  // cuda.flash2_deterministic skips them all: its table holds the backward passes alone.
   constexpr int kInHouseKernels = 7;
   constexpr int kHopperStages = 3;
   constexpr int kFp8Kernels = 6;
+  constexpr int kBackwardOnly = 1;
   constexpr int kFp8Cases = 3 + 2 + 3 * 2;
   constexpr int k16BitShapes = static_cast<int>(std::size(kSubset)) - 1;
-  EXPECT_EQ(passed + skipped,
-            (kInHouseKernels + kHopperStages + kFp8Kernels) * static_cast<int>(std::size(kSubset)));
+  EXPECT_EQ(passed + skipped, (kInHouseKernels + kHopperStages + kFp8Kernels + kBackwardOnly) *
+                                  static_cast<int>(std::size(kSubset)));
   EXPECT_EQ(passed, kInHouseKernels * k16BitShapes + kHopperStages + kFp8Cases);
 }
 
-// cuda.naive's textbook backward (issue 37) under the sanitizer: GQA 2:1 (dK and dV summed over
-// the group), causal from the bottom right, tails on both sides; no report, deterministic.
-TEST(SanitizedEmu, TheTextbookBackwardPassesWithNoReport) {
+// The in-house backwards (issue 37) under the sanitizer: GQA 2:1 (dK and dV summed over the
+// group), causal from the bottom right, tails on both sides, three key blocks of cuda.flash2's
+// (its CTAs add dQ into one accumulator with atomics, the deterministic variant's into one each);
+// no report; deterministic but for cuda.flash2's atomics.
+TEST(SanitizedEmu, EveryBackwardPassesWithNoReport) {
   ASSERT_NE(emu::kSanitizer, Sanitizer::none) << "built only in a sanitizer build";
   const ScratchDirectory dir("attnbench_emu_sanitized_backward");
-  const Result<StoredRun> run = check(
-      "cuda.naive", "--shape b=1,hq=2,hkv=1,sq=70,sk=130,d=64,dtype=bf16,mask=causal_br,pass=bwd",
-      dir);
+  const Result<StoredRun> run =
+      check("cuda.naive,cuda.flash2,cuda.flash2_deterministic",
+            "--shape b=1,hq=2,hkv=1,sq=70,sk=130,d=64,dtype=bf16,mask=causal_br,pass=bwd", dir);
   ASSERT_TRUE(run);
-  ASSERT_EQ(run->results.size(), 1u);
-  const ResultRecord& r = run->results[0];
-  expect_passed(r, /*deterministic=*/true);
-  EXPECT_EQ(r.problem.pass, Pass::bwd);
-  const nlohmann::json details = nlohmann::json::parse(r.details_json, nullptr, false);
-  EXPECT_EQ(details.value("emu_build", ""), build_name()) << r.details_json;
-  EXPECT_FALSE(details.contains("emu_sanitizer_report")) << r.details_json;
+  ASSERT_EQ(run->results.size(), 3u);
+  for (const ResultRecord& r : run->results) {
+    SCOPED_TRACE(r.kernel);
+    expect_passed(r, /*deterministic=*/r.kernel != "cuda.flash2");
+    EXPECT_EQ(r.problem.pass, Pass::bwd);
+    const nlohmann::json details = nlohmann::json::parse(r.details_json, nullptr, false);
+    EXPECT_EQ(details.value("emu_build", ""), build_name()) << r.details_json;
+    EXPECT_FALSE(details.contains("emu_sanitizer_report")) << r.details_json;
+  }
 }
 
 struct PlantedReport {
-  const char* family;  // flash2, flash3_wg1 or flash3_ws (tests/test_kernels/planted/planted_bugs.cmake)
+  const char* family;  // flash2, flash2_bwd, flash3_wg1 or flash3_ws (planted_bugs.cmake)
   const char* bug;
   Sanitizer sanitizer;  // the build that reports it this way
   const char* kind;     // the report's kind, first in the message
@@ -173,6 +181,8 @@ std::vector<PlantedReport> planted_for_this_build() {
       {"flash2", "missing_syncwarp", Sanitizer::thread, "data race: ", kUnordered},
       {"flash3_wg1", "release_before_wait", Sanitizer::thread, "data race: ", kUnordered},
       {"flash3_ws", "release_before_wait", Sanitizer::thread, "data race: ", kUnordered},
+      {"flash2_bwd", "dq_plain_add", Sanitizer::thread, "data race: ", kUnordered},
+      {"flash2_bwd", "ds_read_before_barrier", Sanitizer::thread, "data race: ", kUnordered},
       {"flash2", "store_guard_off_by_one", Sanitizer::address, "out-of-bounds write",
        "past the end of out"},
   };

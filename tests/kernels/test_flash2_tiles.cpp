@@ -190,6 +190,48 @@ TEST(Flash2KeyTiles, OnlyTheTailTileIsMaskedWithoutAMask) {
 // ---- the support table --------------------------------------------------------------------------
 
 #if defined(ATTNBENCH_HAVE_CUDA)
+// ---- the backward: query rows of a key block, against reference/mask.h ------------------------
+
+// For every key block of every case: each row that sees a key of the block lies in the range
+// key_block_rows gives, and the range's first and last rows see one (nothing fully masked is
+// visited at either end) or see nothing at all (a row with an empty range, which the kernel
+// masks); a block no row sees gives an empty range.
+TEST(Flash2BackwardRows, EveryMaskAndShapeAgreesWithTheReference) {
+  constexpr int kBlockK = flash2::BackwardTraits<64>::kBlockK;
+  for (const Case& c : all_cases()) {
+    SCOPED_TRACE(describe(c, 0, kBlockK));
+    for (int64_t first_key = 0; first_key < c.seqlen_k; first_key += kBlockK) {
+      const int64_t end_key = std::min(first_key + kBlockK, c.seqlen_k);
+      const gpu::RowRange rows =
+          gpu::key_block_rows(c.mask, c.window_left, c.window_right, first_key, end_key,
+                              c.seqlen_q, c.seqlen_k, c.key_length);
+      SCOPED_TRACE("keys " + std::to_string(first_key) + ".." + std::to_string(end_key));
+      auto sees_the_block = [&](int64_t row) {
+        const KeyRange keys = row_keys(c, row);
+        return std::max(keys.begin, first_key) < std::min(keys.end, end_key);
+      };
+      for (int64_t row = 0; row < c.seqlen_q; ++row) {
+        if (sees_the_block(row)) {
+          EXPECT_TRUE(rows.begin <= row && row < rows.end) << "row " << row << " is left out";
+        }
+      }
+      for (const int64_t end_row : {rows.begin, rows.end - 1}) {
+        if (rows.end <= rows.begin) break;
+        EXPECT_TRUE(sees_the_block(end_row) || row_keys(c, end_row).size() == 0)
+            << "row " << end_row << " is visited but masked out of the block";
+      }
+    }
+  }
+}
+
+TEST(Flash2BackwardTraits, TheTilesFitAndEachWarpOwnsSixteenKeys) {
+  using T64 = flash2::BackwardTraits<64>;
+  using T128 = flash2::BackwardTraits<128>;
+  EXPECT_EQ(T64::kWarps * flash2::kRowsPerWarp, T64::kBlockK);
+  EXPECT_EQ(T128::kSharedBytes, (2 + 2 * 2) * 64 * 128 * 2 + 64 * 64 * 2 + 2 * 2 * 64 * 4);
+  EXPECT_LE(T128::kSharedBytes, flash2::kSm80MaxSharedBytes);
+}
+
 TEST(Flash2SupportTable, CoversTheIssueTable) {
   const Kernel* kernel = find_kernel("cuda.flash2");
   ASSERT_NE(kernel, nullptr);

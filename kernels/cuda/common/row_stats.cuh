@@ -45,6 +45,11 @@ __device__ __forceinline__ float half_warp_sum(float value) {
   }
   return value;
 }
+// Over the whole warp, every lane with the total.
+__device__ __forceinline__ float warp_sum(float value) {
+  value = half_warp_sum(value);
+  return value + __shfl_xor_sync(kFullWarp, value, 16);
+}
 
 // ---- a materialized row: (max, sum of exp(score - max)) -----------------------------------
 // Two summaries merge exactly (up to rounding), so each thread summarizes its strided share of a

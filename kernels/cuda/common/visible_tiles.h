@@ -87,4 +87,40 @@ ATTNBENCH_HOST_DEVICE constexpr BlockKeyTiles block_key_tiles(MaskKind mask, int
   return tiles;
 }
 
+// ---- the query rows of one key block (cuda.flash2's backward) ----
+
+// Query rows [begin, end) that see a key of [first_key, end_key): with both ends of a row's
+// range non-decreasing in the row, the rows whose range ends after first_key are a suffix and
+// those whose range begins before end_key a prefix; their intersection holds every row that
+// sees such a key, and possibly rows that see none at all (begin == end), which kernels mask.
+struct RowRange {
+  int64_t begin = 0;
+  int64_t end = 0;
+};
+
+ATTNBENCH_HOST_DEVICE constexpr RowRange key_block_rows(MaskKind mask, int64_t window_left,
+                                                        int64_t window_right, int64_t first_key,
+                                                        int64_t end_key, int64_t seqlen_q,
+                                                        int64_t seqlen_k, int64_t key_length) {
+  RowRange rows{seqlen_q, seqlen_q};
+  // Binary searches for the first row whose range ends after first_key, then for the first row
+  // whose range begins at or after end_key: each condition turns true once as the row grows.
+  for (int search = 0; search < 2; ++search) {
+    int64_t low = 0, high = seqlen_q;
+    while (low < high) {
+      const int64_t middle = low + (high - low) / 2;
+      const KeyRange keys =
+          visible_keys(mask, window_left, window_right, middle, seqlen_q, seqlen_k, key_length);
+      if (search == 0 ? keys.end > first_key : keys.begin >= end_key) {
+        high = middle;
+      } else {
+        low = middle + 1;
+      }
+    }
+    (search == 0 ? rows.begin : rows.end) = low;
+  }
+  if (rows.end < rows.begin) rows.end = rows.begin;
+  return rows;
+}
+
 }  // namespace attnbench::gpu

@@ -117,6 +117,68 @@ struct Traits {
                 "the tiles must fit an A100's shared memory (163 KiB per CTA)");
 };
 
+// ---- the backward's tiles (flash2_backward_kernel.cuh) -------------------------------------------
+
+// A backward CTA owns one key block of kBlockK keys of one (batch, kv head): each of its 4 warps
+// owns 16 keys (one MMA row tile of S^T = K Q^T) and keeps their dK and dV in registers while
+// the CTA walks the query tiles (kBlockQ rows, double-buffered through cp.async) of every query
+// head of the group that can see the block. Registers bound the head dim: dK and dV take
+// 2 x d / 2 fp32 a thread, S^T and dP^T 32 each, so d 128 fits in ~200 and d 256 does not
+// (FlashAttention-2 splits d 256 across more warps; this kernel instantiates 64 and 128).
+// Shared memory: K and V of the block, kStages x (Q, dO) tiles, the block's dS^T (the dQ product
+// reads it across warps), and LSE and D of each staged query tile:
+//   d 64: 8 + 8 + 2 x 16 + 8 + 1 = 57 KiB; d 128: 16 + 16 + 2 x 32 + 8 + 1 = 105 KiB.
+constexpr int kBackwardBlockK = 64;  // keys per backward CTA: 4 warps x 16
+
+template <int HeadDim>
+struct BackwardTraits {
+  static constexpr int kHeadDim = HeadDim;
+  static constexpr int kBlockK = kBackwardBlockK;
+  static constexpr int kBlockQ = 64;  // query rows per tile of the inner loop
+  static constexpr int kWarps = kBlockK / kRowsPerWarp;
+  static constexpr int kThreads = kWarps * kWarpSize;
+  static constexpr int kStages = 2;
+  static constexpr int kQueryTiles = kBlockQ / kMmaN;  // S^T's 8-query MMA column tiles
+  static constexpr int kDimTiles = HeadDim / kMmaN;    // dK's and dV's 8-wide column tiles
+  static constexpr int kDimSteps = HeadDim / kMmaK;    // k-steps of S^T and dP^T
+  static constexpr int kQuerySteps = kBlockQ / kMmaK;  // k-steps of dV, dK (over queries)
+  static constexpr int kKeySteps = kBlockK / kMmaK;    // k-steps of dQ (over keys)
+  static constexpr int kChunksPerRow = HeadDim / kChunkElements;
+
+  static constexpr size_t kTileElements = static_cast<size_t>(kBlockK) * HeadDim;  // K, V, Q, dO
+  static constexpr size_t kDsElements = static_cast<size_t>(kBlockK) * kBlockQ;
+  static constexpr size_t kStatsFloats = 2 * kBlockQ;  // LSE (in base 2), then D
+  static constexpr size_t kSharedBytes =
+      (2 + 2 * kStages) * kTileElements * kElementBytes + kDsElements * kElementBytes +
+      kStages * kStatsFloats * sizeof(float);
+
+  static_assert(HeadDim == 64 || HeadDim == 128, "the backward is instantiated for d 64 and 128");
+  static_assert(kBlockQ == kBlockK, "K, V, Q and dO tiles share one shape and one copy pattern");
+  static_assert(kBlockQ / kChunkElements == kSwizzleRows,
+                "dS^T's rows are kBlockQ wide: 8 chunks, one swizzle group");
+  static_assert((kBlockK * kChunksPerRow) % kThreads == 0, "every thread copies as many chunks");
+  static_assert(kSharedBytes <= kSm80MaxSharedBytes, "the tiles must fit an A100's shared memory");
+};
+
+// How the backward adds dQ over the key blocks: cuda.flash2 with fp32 atomics into one
+// accumulator (one key block a CTA), cuda.flash2_deterministic with plain adds into one
+// accumulator per split (a run of key blocks a CTA), summed in split order afterwards.
+enum class DqAccumulation { atomic, per_split };
+constexpr int kMaxDqSplits = 8;  // the per-split accumulators' memory: 8 x dQ in fp32 at most
+
+struct DqSplit {
+  int splits;              // accumulators
+  int key_blocks_per_cta;  // key blocks one CTA walks
+};
+
+constexpr DqSplit dq_split(int64_t seqlen_k, DqAccumulation accumulation) {
+  const auto key_blocks = static_cast<int>((seqlen_k + kBackwardBlockK - 1) / kBackwardBlockK);
+  if (accumulation == DqAccumulation::atomic || key_blocks <= 1) return {1, 1};
+  const int splits = key_blocks < kMaxDqSplits ? key_blocks : kMaxDqSplits;
+  const int per_cta = (key_blocks + splits - 1) / splits;
+  return {(key_blocks + per_cta - 1) / per_cta, per_cta};
+}
+
 // ---- key tiles of one query block: kernels/cuda/common/visible_tiles.h, shared with flash3 ----
 using gpu::block_key_tiles;
 using gpu::BlockKeyTiles;

@@ -20,7 +20,8 @@ set(ATTNBENCH_PLANTED_DIR "${CMAKE_CURRENT_BINARY_DIR}/planted")
 # the build lists exactly these): the races for ThreadSanitizer, the store past the end for
 # AddressSanitizer. The others, instrumented, would cost the build time and catch nothing there.
 set(ATTNBENCH_PLANTED_UNDER_thread flash2_refill_before_barrier flash2_short_wait
-    flash2_missing_syncwarp flash3_wg1_release_before_wait flash3_ws_release_before_wait)
+    flash2_missing_syncwarp flash3_wg1_release_before_wait flash3_ws_release_before_wait
+    flash2_bwd_dq_plain_add flash2_bwd_ds_read_before_barrier)
 set(ATTNBENCH_PLANTED_UNDER_address flash2_store_guard_off_by_one)
 set(ATTNBENCH_PLANTED_SOURCES "")
 set(ATTNBENCH_PLANTED_FACTORIES "")
@@ -37,6 +38,28 @@ Kernel planted_flash2_@name@_kernel() {
       "test.flash2_@name@", "@summary@",
       {{64, DType::bf16, &flash2::planted_@name@::launch_flash2<64, DType::bf16>,
         flash2::Traits<64>::kSharedBytes}});
+}
+}  // namespace attnbench
+]=])
+
+# flash2_bwd: cuda.flash2's backward (flash2_backward_kernel.cuh) at d=64, bf16, dQ by atomics,
+# beside the real forward.
+set(ATTNBENCH_PLANTED_KERNEL_flash2_bwd
+    "${PROJECT_SOURCE_DIR}/kernels/cuda/flash2/flash2_backward_kernel.cuh")
+set(ATTNBENCH_PLANTED_ENTRY_flash2_bwd [=[
+namespace attnbench::flash2::planted_@name@ {
+template Status launch_flash2_backward<64, DType::bf16, DqAccumulation::atomic>(
+    const AttentionParams&, float*, float*, cudaStream_t);
+}  // namespace attnbench::flash2::planted_@name@
+
+namespace attnbench {
+Kernel planted_flash2_bwd_@name@_kernel() {
+  return flash2::flash2_kernel_entry(
+      "test.flash2_bwd_@name@", "@summary@",
+      {{64, DType::bf16, &flash2::launch_flash2<64, DType::bf16>, flash2::Traits<64>::kSharedBytes,
+        &flash2::planted_@name@::launch_flash2_backward<64, DType::bf16,
+                                                        flash2::DqAccumulation::atomic>,
+        flash2::BackwardTraits<64>::kSharedBytes}});
 }
 }  // namespace attnbench
 ]=])
@@ -120,7 +143,8 @@ set(ATTNBENCH_PLANTED_LAUNCH_flash3_fp8_ws_transpose launch_flash3_fp8_ws_transp
 set(ATTNBENCH_PLANTED_TRAITS_flash3_fp8_ws_transpose Fp8WsTransposeTraits)
 set(ATTNBENCH_PLANTED_ENTRY_flash3_fp8_ws_transpose "${ATTNBENCH_PLANTED_ENTRY_flash3_fp8}")
 set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS
-  "${ATTNBENCH_PLANTED_KERNEL_flash2}" "${ATTNBENCH_PLANTED_KERNEL_flash3_wg1}"
+  "${ATTNBENCH_PLANTED_KERNEL_flash2}" "${ATTNBENCH_PLANTED_KERNEL_flash2_bwd}"
+  "${ATTNBENCH_PLANTED_KERNEL_flash3_wg1}"
   "${ATTNBENCH_PLANTED_KERNEL_flash3_ws}" "${ATTNBENCH_PLANTED_KERNEL_flash3_fp8}"
   "${ATTNBENCH_PLANTED_KERNEL_flash3_fp8_ws}")
 
@@ -334,6 +358,45 @@ attnbench_plant_bug(flash3_fp8_ws_transpose transpose_without_proxy_fence "V^T s
 attnbench_plant_bug(flash3_fp8_ws_transpose transpose_in_key_order "V^T written in key order, not P's fragment order"
   [=[      const int key = 32 * group + v_key_of_column(4 * column_quad + i);]=]
   [=[      const int key = 32 * group + 4 * column_quad + i;]=])
+
+# flash2_bwd 1. dQ's atomic add replaced by a plain read-modify-write: two key blocks' CTAs add
+#    into the same accumulator element unordered (a race; updates are lost when they overlap).
+attnbench_plant_bug(flash2_bwd dq_plain_add "dQ added with a plain read-modify-write, not atomicAdd"
+  [=[atomicAdd(target + e, dq[half][2 * r + e]);]=] [=[target[e] += dq[half][2 * r + e];]=])
+# flash2_bwd 2. The barrier between writing dS^T to shared memory and reading it for dQ removed:
+#    a warp reads the other warps' keys before they are written (a race).
+attnbench_plant_bug(flash2_bwd ds_read_before_barrier "dS^T read for dQ before the barrier"
+  [=[
+              pack_pair<Element>(ds[tile][2 * r], ds[tile][2 * r + 1]);
+        }
+      }
+      __syncthreads();]=] [=[
+              pack_pair<Element>(ds[tile][2 * r], ds[tile][2 * r + 1]);
+        }
+      }]=])
+# flash2_bwd 3. D from the wrong tensor: rowsum(dO o dO) instead of rowsum(dO o O).
+attnbench_plant_bug(flash2_bwd delta_from_dout "D = rowsum(dO o dO)"
+  [=[sum += gpu::to_float(dout[d]) * gpu::to_float(out[d]);]=]
+  [=[sum += gpu::to_float(dout[d]) * gpu::to_float(dout[d]);
+    (void)out;]=])
+# flash2_bwd 4. dK stored without the softmax scale (dS's scale, which dQ's convert still applies).
+attnbench_plant_bug(flash2_bwd no_softmax_scale "dK stored without the softmax scale"
+  [=[pack_pair<Element>(
+            dk[tile][2 * r] * p.scale, dk[tile][2 * r + 1] * p.scale);]=]
+  [=[pack_pair<Element>(
+            dk[tile][2 * r], dk[tile][2 * r + 1]);]=])
+# flash2_bwd 5. Every query tile visited, none masked: the tiles a mask hides entirely are not
+#    skipped, and no tile is masked element by element.
+attnbench_plant_bug(flash2_bwd masked_tile_unmasked "fully masked query tiles visited unmasked"
+  [=[
+    work.first_tile = static_cast<int>(rows.begin) / T::kBlockQ;
+    work.tiles = rows.end > rows.begin
+                     ? static_cast<int>(rows.end - 1) / T::kBlockQ - work.first_tile + 1
+                     : 0;]=] [=[
+    (void)rows;
+    work.first_tile = 0;
+    work.tiles = (p.seqlen_q + T::kBlockQ - 1) / T::kBlockQ;]=]
+  [=[const bool needs_mask =]=] [=[const bool needs_mask = false &&]=])
 
 # cuda.naive's backward (issue 37): its bugs are operands the plan hands the steps, so one
 # hand-written source holds the three variants (planted_naive_backward.cpp); the plain build only
