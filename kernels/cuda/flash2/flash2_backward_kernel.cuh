@@ -114,6 +114,24 @@ struct BackwardShared {
   }
 };
 
+// A lane's ldmatrix row address in a swizzled tile of Width-element rows, as flash2_layout.h's
+// LaneOffsets gives it, from two registers (the row's byte offset and the chunk's swizzle flip)
+// instead of four offsets: the backward's registers are the tightest of the flash2 kernels.
+template <int Width>
+struct LaneRow {
+  uint32_t row_bytes;  // of row `row`
+  int flip;            // lane_chunk ^ row % 8: XOR-ed into the low bits of a chunk pair's chunk
+
+  __device__ __forceinline__ LaneRow(uint32_t tile, int row, int lane_chunk)
+      : row_bytes(tile + static_cast<uint32_t>(row * Width * kElementBytes)),
+        flip(lane_chunk ^ (row % kSwizzleRows)) {}
+  // Byte address of (row + extra_rows, chunk 2 * chunk_pair + lane_chunk); extra_rows % 8 == 0.
+  __device__ __forceinline__ uint32_t bytes(int extra_rows, int chunk_pair) const {
+    const int chunk = ((2 * chunk_pair) & ~(kSwizzleRows - 1)) + (((2 * chunk_pair) & (kSwizzleRows - 1)) ^ flip);
+    return row_bytes + static_cast<uint32_t>(extra_rows * Width * kElementBytes + chunk * kChunkBytes);
+  }
+};
+
 // One (batch, kv head)'s view of the tensors, and where its key blocks' work lies.
 template <int HeadDim, typename Element>
 struct KeyBlockWork {
@@ -180,7 +198,6 @@ __global__ void __launch_bounds__(BackwardTraits<HeadDim>::kThreads, 1)
   work.head_kv = static_cast<int>(pair % static_cast<unsigned>(p.heads_kv));
   work.batch = static_cast<int>(pair / static_cast<unsigned>(p.heads_kv));
   work.key_length = p.key_lengths != nullptr ? p.key_lengths[work.batch] : p.seqlen_k;
-  float* dq_accumulator = scratch.dq_accumulator + split * scratch.split_elements;
 
   const int warp = static_cast<int>(threadIdx.x) / kWarpSize;
   const int lane = static_cast<int>(threadIdx.x) % kWarpSize;
@@ -191,17 +208,10 @@ __global__ void __launch_bounds__(BackwardTraits<HeadDim>::kThreads, 1)
   // ldmatrix addressing (flash2_layout.h): K and V rows of the warp as A; Q and dO as B, keys'
   // way (non-transposed) for S^T and dP^T; dO, Q and K as B through .trans for dV, dK and dQ;
   // dS^T as A through .trans (its rows are the product's k) for dQ.
-  const LaneOffsets<HeadDim> rows_a(warp_key + a_lane_row(lane), a_lane_chunk(lane));
-  const LaneOffsets<HeadDim> rows_b(b_lane_row(lane), b_lane_chunk(lane));
-  const LaneOffsets<HeadDim> rows_bt(bt_lane_row(lane), bt_lane_chunk(lane));
-  const LaneOffsets<T::kBlockQ> ds_at(b_lane_row(lane), b_lane_chunk(lane));
-
-  const Element* k = static_cast<const Element*>(p.k) + work.batch * p.k_batch_stride +
-                     work.head_kv * p.k_head_stride;
-  const Element* v = static_cast<const Element*>(p.v) + work.batch * p.v_batch_stride +
-                     work.head_kv * p.v_head_stride;
-  const TileCopy<T::kBlockK, HeadDim, T::kThreads, Element> k_copy(k, p.k_row_stride);
-  const TileCopy<T::kBlockK, HeadDim, T::kThreads, Element> v_copy(v, p.v_row_stride);
+  const LaneRow<HeadDim> k_rows_a(shared.k_tile, warp_key + a_lane_row(lane), a_lane_chunk(lane));
+  const LaneRow<HeadDim> rows_b(0, b_lane_row(lane), b_lane_chunk(lane));
+  const LaneRow<HeadDim> rows_bt(0, bt_lane_row(lane), bt_lane_chunk(lane));
+  const LaneRow<T::kBlockQ> ds_at(shared.ds_tile, b_lane_row(lane), b_lane_chunk(lane));
 
   const int first_block = split * scratch.key_blocks_per_cta;
   const int end_block = first_block + scratch.key_blocks_per_cta < key_blocks
@@ -220,12 +230,33 @@ __global__ void __launch_bounds__(BackwardTraits<HeadDim>::kThreads, 1)
                      : 0;
     work.items = work.tiles * p.heads_per_kv;
 
+    // The query rows that see each of this thread's two keys (a key's rows are one interval,
+    // since both ends of a row's keys never decrease; an empty one past seqlen_k or a padding
+    // length): a tile's mask is then two compares an element.
+    int key_rows_begin[kRowsPerThread], key_rows_end[kRowsPerThread];
+#pragma unroll
+    for (int r = 0; r < kRowsPerThread; ++r) {
+      const int key = work.first_key + warp_key + row_group + r * kSecondRowOffset;
+      const gpu::RowRange rows_of_key = gpu::key_block_rows(
+          p.mask, p.window_left, p.window_right, key, key + 1, p.seqlen_q, p.seqlen_k,
+          work.key_length);
+      key_rows_begin[r] = static_cast<int>(rows_of_key.begin);
+      key_rows_end[r] = static_cast<int>(rows_of_key.end);
+    }
     float dk[T::kDimTiles][4] = {};  // the warp's 16 keys x HeadDim, C-fragment layout
     float dv[T::kDimTiles][4] = {};
     // No warp still reads the previous block's tiles.
     __syncthreads();
-    k_copy.start(shared.k_tile, work.first_key, p.seqlen_k);
-    v_copy.start(shared.v_tile, work.first_key, p.seqlen_k);
+    {  // set up here, not held across the loop: registers are tight
+      const Element* k = static_cast<const Element*>(p.k) + work.batch * p.k_batch_stride +
+                         work.head_kv * p.k_head_stride;
+      const Element* v = static_cast<const Element*>(p.v) + work.batch * p.v_batch_stride +
+                         work.head_kv * p.v_head_stride;
+      const TileCopy<T::kBlockK, HeadDim, T::kThreads, Element> k_copy(k, p.k_row_stride);
+      const TileCopy<T::kBlockK, HeadDim, T::kThreads, Element> v_copy(v, p.v_row_stride);
+      k_copy.start(shared.k_tile, work.first_key, p.seqlen_k);
+      v_copy.start(shared.v_tile, work.first_key, p.seqlen_k);
+    }
     if (work.items > 0) stage_query_tile(p, scratch, work, shared, 0, 0);
     ptx::commit_copies();
 
@@ -251,7 +282,7 @@ __global__ void __launch_bounds__(BackwardTraits<HeadDim>::kThreads, 1)
 #pragma unroll
       for (int step = 0; step < T::kDimSteps; ++step) {
         uint32_t a[4];
-        ptx::load_matrix_x4(a, shared.k_tile + rows_a.bytes(0, step));
+        ptx::load_matrix_x4(a, k_rows_a.bytes(0, step));
 #pragma unroll
         for (int pair_tile = 0; pair_tile < T::kQueryTiles / 2; ++pair_tile) {
           uint32_t b[4];
@@ -274,12 +305,11 @@ __global__ void __launch_bounds__(BackwardTraits<HeadDim>::kThreads, 1)
 #pragma unroll
           for (int e = 0; e < 2; ++e) {
             const int query = first_row + tile * kMmaN + lane_in_row * 2 + e;
-            const KeyRange keys = visible_keys(p.mask, p.window_left, p.window_right, query,
-                                               p.seqlen_q, p.seqlen_k, work.key_length);
 #pragma unroll
             for (int r = 0; r < kRowsPerThread; ++r) {
-              const int key = work.first_key + warp_key + row_group + r * kSecondRowOffset;
-              if (key < keys.begin || key >= keys.end) s[tile][2 * r + e] = kNegInf;
+              if (query < key_rows_begin[r] || query >= key_rows_end[r]) {
+                s[tile][2 * r + e] = kNegInf;
+              }
             }
           }
         }
@@ -316,61 +346,73 @@ __global__ void __launch_bounds__(BackwardTraits<HeadDim>::kThreads, 1)
         }
       }
 
-      // ---- dP^T = V dO^T, then dS^T = P^T o (dP^T - D) -----------------------------------------
-      float ds[T::kQueryTiles][4] = {};
+      // ---- per part of the tile's queries (half of them at d 64, a quarter at d 128): dP^T =
+      // V dO^T, dS^T = P^T o (dP^T - D) over P^T in place, dK += dS^T Q, dS^T to shared memory
+      // for dQ. Parts keep dP^T's registers at 16 (8) beside P^T's 32 and dK's and dV's
+      // d: a whole tile's dP^T pushed d 128 past 255 registers, into spills.
+      constexpr int kParts = HeadDim > 64 ? 4 : 2;
+      constexpr int kPartTiles = T::kQueryTiles / kParts;
+      constexpr int kPartSteps = T::kQuerySteps / kParts;
+      static_assert(kPartSteps >= 1, "a part is at least one k-step of queries");
 #pragma unroll
-      for (int step = 0; step < T::kDimSteps; ++step) {
-        uint32_t a[4];
-        ptx::load_matrix_x4(a, shared.v_tile + rows_a.bytes(0, step));
+      for (int part = 0; part < kParts; ++part) {
+        float dp[kPartTiles][4] = {};
 #pragma unroll
-        for (int pair_tile = 0; pair_tile < T::kQueryTiles / 2; ++pair_tile) {
-          uint32_t b[4];
-          ptx::load_matrix_x4(b, dout_tile + rows_b.bytes(pair_tile * 2 * kMmaN, step));
-          ptx::mma_16x8x16<Element>(ds[2 * pair_tile], a, b[0], b[1]);
-          ptx::mma_16x8x16<Element>(ds[2 * pair_tile + 1], a, b[2], b[3]);
-        }
-      }
+        for (int step = 0; step < T::kDimSteps; ++step) {
+          uint32_t a[4];
+          ptx::load_matrix_x4(a, k_rows_a.bytes(0, step) + shared.kTileBytes);  // V follows K
 #pragma unroll
-      for (int tile = 0; tile < T::kQueryTiles; ++tile) {
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          const float d = delta[tile * kMmaN + lane_in_row * 2 + e];
-#pragma unroll
-          for (int r = 0; r < kRowsPerThread; ++r) {
-            ds[tile][2 * r + e] = s[tile][2 * r + e] * (ds[tile][2 * r + e] - d);
+          for (int pair_tile = 0; pair_tile < kPartTiles / 2; ++pair_tile) {
+            uint32_t b[4];
+            ptx::load_matrix_x4(
+                b, dout_tile + rows_b.bytes((part * kPartTiles + 2 * pair_tile) * kMmaN, step));
+            ptx::mma_16x8x16<Element>(dp[2 * pair_tile], a, b[0], b[1]);
+            ptx::mma_16x8x16<Element>(dp[2 * pair_tile + 1], a, b[2], b[3]);
           }
         }
-      }
-
-      // ---- dK += dS^T Q ------------------------------------------------------------------------
 #pragma unroll
-      for (int step = 0; step < T::kQuerySteps; ++step) {
-        const uint32_t a[4] = {
-            pack_pair<Element>(ds[2 * step][0], ds[2 * step][1]),
-            pack_pair<Element>(ds[2 * step][2], ds[2 * step][3]),
-            pack_pair<Element>(ds[2 * step + 1][0], ds[2 * step + 1][1]),
-            pack_pair<Element>(ds[2 * step + 1][2], ds[2 * step + 1][3]),
-        };
+        for (int t = 0; t < kPartTiles; ++t) {
+          const int tile = part * kPartTiles + t;
 #pragma unroll
-        for (int pair_tile = 0; pair_tile < T::kDimTiles / 2; ++pair_tile) {
-          uint32_t b[4];
-          ptx::load_matrix_x4_transposed(b, q_tile + rows_bt.bytes(step * kMmaK, pair_tile));
-          ptx::mma_16x8x16<Element>(dk[2 * pair_tile], a, b[0], b[1]);
-          ptx::mma_16x8x16<Element>(dk[2 * pair_tile + 1], a, b[2], b[3]);
+          for (int e = 0; e < 2; ++e) {
+            const float d = delta[tile * kMmaN + lane_in_row * 2 + e];
+#pragma unroll
+            for (int r = 0; r < kRowsPerThread; ++r) {
+              s[tile][2 * r + e] = s[tile][2 * r + e] * (dp[t][2 * r + e] - d);
+            }
+          }
         }
-      }
-
-      // ---- dS^T to shared memory: the dQ product needs every warp's keys ---------------------
+        // dK += dS^T Q over the part's k-steps.
 #pragma unroll
-      for (int tile = 0; tile < T::kQueryTiles; ++tile) {
+        for (int part_step = 0; part_step < kPartSteps; ++part_step) {
+          const int step = part * kPartSteps + part_step;
+          const uint32_t a[4] = {
+              pack_pair<Element>(s[2 * step][0], s[2 * step][1]),
+              pack_pair<Element>(s[2 * step][2], s[2 * step][3]),
+              pack_pair<Element>(s[2 * step + 1][0], s[2 * step + 1][1]),
+              pack_pair<Element>(s[2 * step + 1][2], s[2 * step + 1][3]),
+          };
 #pragma unroll
-        for (int r = 0; r < kRowsPerThread; ++r) {
-          const int key_row = warp_key + row_group + r * kSecondRowOffset;
-          const int column = tile * kMmaN + lane_in_row * 2;
-          const int offset = swizzled_offset<T::kBlockQ>(key_row, column / kChunkElements) +
-                             column % kChunkElements;
-          *reinterpret_cast<uint32_t*>(shared.ds + offset) =
-              pack_pair<Element>(ds[tile][2 * r], ds[tile][2 * r + 1]);
+          for (int pair_tile = 0; pair_tile < T::kDimTiles / 2; ++pair_tile) {
+            uint32_t b[4];
+            ptx::load_matrix_x4_transposed(b, q_tile + rows_bt.bytes(step * kMmaK, pair_tile));
+            ptx::mma_16x8x16<Element>(dk[2 * pair_tile], a, b[0], b[1]);
+            ptx::mma_16x8x16<Element>(dk[2 * pair_tile + 1], a, b[2], b[3]);
+          }
+        }
+        // dS^T to shared memory: the dQ product needs every warp's keys.
+#pragma unroll
+        for (int t = 0; t < kPartTiles; ++t) {
+          const int tile = part * kPartTiles + t;
+#pragma unroll
+          for (int r = 0; r < kRowsPerThread; ++r) {
+            const int key_row = warp_key + row_group + r * kSecondRowOffset;
+            const int column = tile * kMmaN + lane_in_row * 2;
+            const int offset = swizzled_offset<T::kBlockQ>(key_row, column / kChunkElements) +
+                               column % kChunkElements;
+            *reinterpret_cast<uint32_t*>(shared.ds + offset) =
+                pack_pair<Element>(s[tile][2 * r], s[tile][2 * r + 1]);
+          }
         }
       }
       __syncthreads();
@@ -379,20 +421,27 @@ __global__ void __launch_bounds__(BackwardTraits<HeadDim>::kThreads, 1)
       uint32_t ds_fragments[T::kKeySteps][4];
 #pragma unroll
       for (int step = 0; step < T::kKeySteps; ++step) {
-        ptx::load_matrix_x4_transposed(ds_fragments[step],
-                                       shared.ds_tile + ds_at.bytes(step * kMmaK, warp));
+        ptx::load_matrix_x4_transposed(ds_fragments[step], ds_at.bytes(step * kMmaK, warp));
       }
       const int query_row = first_row + warp * kRowsPerWarp + row_group;
-      float* dq_rows = dq_accumulator +
+      float* dq_rows = scratch.dq_accumulator + split * scratch.split_elements +
                        ((static_cast<int64_t>(work.batch) * p.heads_q + head) * p.seqlen_q +
                         query_row) * HeadDim;
-#pragma unroll
+      // One pair of dim tiles at a time, not unrolled: unrolled, ptxas hoists every K fragment
+      // of the loop (128 registers at d 128) and spills. K's .trans addresses as rows_bt's,
+      // computed for a pair tile known only at run time (the swizzle flips the chunk's low bits).
+      const uint32_t k_lane_row =
+          shared.k_tile + static_cast<uint32_t>(bt_lane_row(lane) * HeadDim * kElementBytes);
+#pragma unroll 1
       for (int pair_tile = 0; pair_tile < T::kDimTiles / 2; ++pair_tile) {
         float dq[2][4] = {};
+        const int chunk = (2 * pair_tile + bt_lane_chunk(lane)) ^ (bt_lane_row(lane) % kSwizzleRows);
+        const uint32_t k_lane = k_lane_row + static_cast<uint32_t>(chunk * kChunkBytes);
 #pragma unroll
         for (int step = 0; step < T::kKeySteps; ++step) {
           uint32_t b[4];
-          ptx::load_matrix_x4_transposed(b, shared.k_tile + rows_bt.bytes(step * kMmaK, pair_tile));
+          ptx::load_matrix_x4_transposed(
+              b, k_lane + static_cast<uint32_t>(step * kMmaK * HeadDim * kElementBytes));
           ptx::mma_16x8x16<Element>(dq[0], ds_fragments[step], b[0], b[1]);
           ptx::mma_16x8x16<Element>(dq[1], ds_fragments[step], b[2], b[3]);
         }

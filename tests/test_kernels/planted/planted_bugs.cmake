@@ -367,11 +367,13 @@ attnbench_plant_bug(flash2_bwd dq_plain_add "dQ added with a plain read-modify-w
 #    a warp reads the other warps' keys before they are written (a race).
 attnbench_plant_bug(flash2_bwd ds_read_before_barrier "dS^T read for dQ before the barrier"
   [=[
-              pack_pair<Element>(ds[tile][2 * r], ds[tile][2 * r + 1]);
+                pack_pair<Element>(s[tile][2 * r], s[tile][2 * r + 1]);
+          }
         }
       }
       __syncthreads();]=] [=[
-              pack_pair<Element>(ds[tile][2 * r], ds[tile][2 * r + 1]);
+                pack_pair<Element>(s[tile][2 * r], s[tile][2 * r + 1]);
+          }
         }
       }]=])
 # flash2_bwd 3. D from the wrong tensor: rowsum(dO o dO) instead of rowsum(dO o O).
