@@ -26,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/cuda/flash2/flash2_traits.h"
 #include "kernels/cuda/flash3/flash3_time_model.h"
 #include "kernels/cuda/flash3/flash3_traits.h"
 #include "tests/support/command.h"
@@ -475,6 +476,38 @@ TEST_F(StaticCuda, Flash2UsesTensorCoresAndLdmatrix) {
       RecordProperty(key.first + "." + arch + ".LDSM", opcode_count(counts, "LDSM"));
     }
   }
+}
+
+// cuda.flash2's backward key-block kernel: its mma.sync count per query tile, from the model of
+// its five products (flash2_backward_kernel.cuh): S^T and dP^T over the head dim's k-steps times
+// the tile's 8-query columns, dV and dK over the tile's query k-steps times the dim's 8-wide
+// columns, and one pair of dQ's dim tiles over the block's key k-steps (its loop is kept rolled:
+// unrolled, ptxas hoisted every K fragment into spills). 136 at d 64 and 264 at d 128, on both
+// archs and both ways of adding dQ: a product dropped or duplicated shows here without a GPU.
+template <int HeadDim>
+int flash2_backward_hmma() {
+  using T = flash2::BackwardTraits<HeadDim>;
+  return 2 * T::kDimSteps * T::kQueryTiles + 2 * T::kQuerySteps * T::kDimTiles + 2 * T::kKeySteps;
+}
+
+TEST_F(StaticCuda, Flash2BackwardHmmaCountsMatchTheModel) {
+  const SassCode code = read_sass(kKernelLibrary);
+  int checked = 0;
+  for (const auto& [key, per_arch] : code) {
+    const std::string name = demangle(key.second);
+    if (name.find("flash2_backward_main<") == std::string::npos) continue;
+    const int expected = name.find("flash2_backward_main<128,") != std::string::npos
+                             ? flash2_backward_hmma<128>()
+                             : flash2_backward_hmma<64>();
+    for (const std::string& arch : kRequiredSass) {
+      ASSERT_TRUE(per_arch.count(arch)) << name << ": no " << arch << " SASS";
+      EXPECT_EQ(opcode_count(per_arch.at(arch), "HMMA"), expected) << name << " on " << arch;
+      ++checked;
+    }
+  }
+  // d 64 and 128, fp16 and bf16, atomic and per-split dQ, on sm_80 and sm_90a.
+  EXPECT_EQ(checked, 2 * 2 * 2 * static_cast<int>(kRequiredSass.size()))
+      << "cuda.flash2's backward kernels were not found in the SASS of " << kKernelLibrary;
 }
 
 // The control's tile product is plain FMA work on shared memory: the same check must report it on
