@@ -5,6 +5,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "kernels/emu/sanitizer.h"
@@ -23,14 +24,15 @@ Dim3 block_index(const Dim3& grid, unsigned linear) {
 uint64_t launch_grid(const Launch& launch, const std::function<void()>& body) {
   const unsigned blocks = launch.grid_dim.count();
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
-  // The race build deals the blocks round-robin to at least two OS threads: two blocks on
-  // different threads are unordered for ThreadSanitizer whenever they run, while blocks that one
-  // thread runs in turn can look ordered (they reuse its fibers and stacks), so a race between
-  // blocks (a plain add where CTAs must add atomically) is reported whatever the host's timing.
-  constexpr bool kRoundRobin = kSanitizer == Sanitizer::thread;
+  // The race build runs a grid on at least two OS threads and gives each its first block
+  // (block w to thread w), the rest going to whichever thread is free: two blocks on different
+  // threads are unordered for ThreadSanitizer whenever they run, while blocks that one thread
+  // runs in turn can look ordered (they reuse its fibers and stacks), so a race between blocks (a
+  // plain add where CTAs must add atomically) is reported whatever the host's timing.
+  constexpr bool kFirstBlockEach = kSanitizer == Sanitizer::thread;
   const unsigned wanted = launch.workers > 0 ? launch.workers : cores;
-  const unsigned workers = std::min(blocks, kRoundRobin ? std::max(2u, wanted) : wanted);
-  std::atomic<unsigned> next{0};
+  const unsigned workers = std::min(blocks, kFirstBlockEach ? std::max(2u, wanted) : wanted);
+  std::atomic<unsigned> next{kFirstBlockEach ? workers : 0u};
   std::atomic<bool> failed{false};
   std::mutex first_error_mutex;
   std::exception_ptr first_error;
@@ -39,8 +41,8 @@ uint64_t launch_grid(const Launch& launch, const std::function<void()>& body) {
   std::atomic<unsigned> next_worker{0};
   auto work = [&] {
     const unsigned worker = next_worker++;
-    unsigned dealt = 0;  // round-robin: this worker's blocks are worker + k x workers
-    auto next_block = [&] { return kRoundRobin ? worker + workers * dealt++ : next++; };
+    bool first = kFirstBlockEach;
+    auto next_block = [&] { return std::exchange(first, false) ? worker : next++; };
     for (unsigned b; !failed && (b = next_block()) < blocks;) {
       Block::Shape shape{launch.block_dim, block_index(launch.grid_dim, b), launch.grid_dim,
                          launch.dynamic_shared_bytes, launch.global_memory};

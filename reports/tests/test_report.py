@@ -245,7 +245,8 @@ def test_every_database_string_is_escaped(tmp_path, rng):
 
 @pytest.mark.parametrize("version", range(1, len(fixtures.migrations()) + 1))
 def test_every_schema_version_builds(tmp_path, rng, version):
-    fixture, summary, pages, out = built(tmp_path, fixtures.mixed_database, rng, version=version)
+    fixture, summary, pages, out = built(tmp_path, fixtures.mixed_database, rng, version=version,
+                                         compact=True)
     text = pages["index"].text
     triage = {row[1].text for row in pages["index"].rows("triage-table")}
     # Failures come from the results whatever the schema; alerts only where there is a table.
@@ -291,7 +292,7 @@ def test_cli_errors_are_one_line_and_exit_2(tmp_path, rng):
     no_runs = run_cli("build", "--db", str(empty), "--out", str(tmp_path / "o"))
     assert no_runs.returncode == 2 and "holds no runs" in no_runs.stderr
     db = tmp_path / "mixed.sqlite"
-    fixtures.mixed_database(db, rng)
+    fixtures.mixed_database(db, rng, compact=True)
     unknown = run_cli("build", "--db", str(db), "--out", str(tmp_path / "o"), "--run", "99")
     assert unknown.returncode == 2 and "no run 99" in unknown.stderr
     with pytest.raises(ReportError):
@@ -573,7 +574,7 @@ def test_no_stored_judgement_reads_not_analysed(tmp_path, rng, how):
     never judged) builds, and says 'not analysed' instead of inventing a baseline."""
     db = tmp_path / "old.sqlite"
     if how == "schema 5":
-        fixture = fixtures.mixed_database(db, rng, version=5)
+        fixture = fixtures.mixed_database(db, rng, version=5, compact=True)
     else:
         fixture = fixtures.cpu_database(db, rng, runs=rng.randint(6, 9),
                                         analysed=how != "never analysed")
