@@ -331,12 +331,8 @@ __global__ void __launch_bounds__(BackwardTraits<HeadDim>::kThreads, 1)
       // ---- dV += P^T dO: P^T's A fragments are S^T's C fragments, rounded ----------------------
 #pragma unroll
       for (int step = 0; step < T::kQuerySteps; ++step) {
-        const uint32_t a[4] = {
-            pack_pair<Element>(s[2 * step][0], s[2 * step][1]),
-            pack_pair<Element>(s[2 * step][2], s[2 * step][3]),
-            pack_pair<Element>(s[2 * step + 1][0], s[2 * step + 1][1]),
-            pack_pair<Element>(s[2 * step + 1][2], s[2 * step + 1][3]),
-        };
+        uint32_t a[4];
+        a_fragment_of<Element>(s, step, a);
 #pragma unroll
         for (int pair_tile = 0; pair_tile < T::kDimTiles / 2; ++pair_tile) {
           uint32_t b[4];
@@ -386,12 +382,8 @@ __global__ void __launch_bounds__(BackwardTraits<HeadDim>::kThreads, 1)
 #pragma unroll
         for (int part_step = 0; part_step < kPartSteps; ++part_step) {
           const int step = part * kPartSteps + part_step;
-          const uint32_t a[4] = {
-              pack_pair<Element>(s[2 * step][0], s[2 * step][1]),
-              pack_pair<Element>(s[2 * step][2], s[2 * step][3]),
-              pack_pair<Element>(s[2 * step + 1][0], s[2 * step + 1][1]),
-              pack_pair<Element>(s[2 * step + 1][2], s[2 * step + 1][3]),
-          };
+          uint32_t a[4];
+          a_fragment_of<Element>(s, step, a);
 #pragma unroll
           for (int pair_tile = 0; pair_tile < T::kDimTiles / 2; ++pair_tile) {
             uint32_t b[4];

@@ -72,6 +72,20 @@ using gpu::quad_max;
 using gpu::quad_sum;
 using gpu::row_lse;
 
+// ---- device helpers: fragments -------------------------------------------------------------------
+
+// The A fragment of k-step `step` of a product whose A is a C-fragment result held in registers
+// (16 rows x 8-column tiles, two tiles a k-step), rounded to the input type: P for O += P V, and in
+// the backward P^T for dV += P^T dO and dS^T for dK += dS^T Q.
+template <typename Element, int Tiles>
+__device__ __forceinline__ void a_fragment_of(const float (&c)[Tiles][4], int step,
+                                              uint32_t (&a)[4]) {
+  a[0] = pack_pair<Element>(c[2 * step][0], c[2 * step][1]);
+  a[1] = pack_pair<Element>(c[2 * step][2], c[2 * step][3]);
+  a[2] = pack_pair<Element>(c[2 * step + 1][0], c[2 * step + 1][1]);
+  a[3] = pack_pair<Element>(c[2 * step + 1][2], c[2 * step + 1][3]);
+}
+
 // ---- device helpers: tiles in shared memory -----------------------------------------------------
 
 // How the CTA's threads share the copies of a (rows, HeadDim) matrix's tiles of Rows rows: a
@@ -346,12 +360,8 @@ __global__ void __launch_bounds__(Traits<HeadDim>::kThreads, Traits<HeadDim>::kM
       // ---- O += P V: P's A fragments are S's C fragments, rounded to the input type -----------
 #pragma unroll
       for (int step = 0; step < T::kKeySteps; ++step) {
-        const uint32_t a[4] = {
-            pack_pair<Element>(s[2 * step][0], s[2 * step][1]),
-            pack_pair<Element>(s[2 * step][2], s[2 * step][3]),
-            pack_pair<Element>(s[2 * step + 1][0], s[2 * step + 1][1]),
-            pack_pair<Element>(s[2 * step + 1][2], s[2 * step + 1][3]),
-        };
+        uint32_t a[4];
+        a_fragment_of<Element>(s, step, a);
 #pragma unroll
         for (int pair_tile = 0; pair_tile < T::kDimTiles / 2; ++pair_tile) {
           uint32_t b[4];
