@@ -273,7 +273,8 @@ def is_figure_shape(r: dict, dtype: str, pass_name: str = "fwd") -> bool:
 
 
 FLASH3_STAGES = ("cuda.flash3_wg1", "cuda.flash3_ws", "cuda.flash3_pingpong", "cuda.flash3")
-FIGURE_DTYPE = {"cudnn.sdpa": "bf16", "cudnn.sdpa_deterministic": "bf16", "cuda.flash2": "bf16", "torch.sdpa_flash": "bf16",
+FIGURE_DTYPE = {"cudnn.sdpa": "bf16", "cudnn.sdpa_deterministic": "bf16", "cuda.flash2": "bf16",
+                "cuda.flash2_deterministic": "bf16", "torch.sdpa_flash": "bf16",
                 "torch.sdpa_cudnn": "bf16", "cudnn.sdpa_fp8": "e4m3", "cuda.flash3_fp8": "e4m3",
                 "cuda.flash3_fp8_ws": "e4m3", "cuda.flash3_fp8_ws_transpose": "e4m3",
                 "cuda.flash3_fp8_incoherent": "bf16",
@@ -526,15 +527,21 @@ def launches_issue(r: dict) -> str | None:
     return None if measured == expected else f"{measured} launches, expected {expected}"
 
 
+def smoke_forwards(evidence: Evidence) -> list[dict]:
+    """gpu-smoke's passed forward results on a GPU (its backward blocks apart)."""
+    return [r for r in evidence.gpu_results(SMOKE) if r.get("pass", "fwd") == "fwd"]
+
+
 def judge_smoke_rule(evidence: Evidence, kernels: tuple, issue_of: Callable[[dict], str | None],
                      describe: Callable[[list[dict]], str],
                      unjudged_why: Callable[[dict], str | None] = lambda r: None) -> Finding:
-    """A rule over every passed gpu-smoke result of `kernels`: a broken rule fails the claim; a
-    result the rule cannot judge (unjudged_why: no stored expectation) or a kernel with no
-    passed result leaves it unmeasured, never passed."""
+    """A rule over every passed gpu-smoke forward result of `kernels` (the claims' memory and
+    launches are the forward's): a broken rule fails the claim; a result the rule cannot judge
+    (unjudged_why: no stored expectation) or a kernel with no passed result leaves it
+    unmeasured, never passed."""
     if not evidence.db:
         return unmeasured(f"no {DATABASE_FILE}")
-    rows = [r for r in evidence.gpu_results(SMOKE) if r["kernel"] in kernels]
+    rows = [r for r in smoke_forwards(evidence) if r["kernel"] in kernels]
     issues = [f"{r['kernel']} {shape_text(r)}: {issue}" for r in rows
               if (issue := issue_of(r))]
     measured = describe(rows) if rows else "-"
@@ -1150,6 +1157,32 @@ def torch_peers_gpu(evidence: Evidence) -> Finding:
 
 
 BACKWARD_PEERS = ("cudnn.sdpa", "cudnn.sdpa_deterministic", "torch.sdpa_flash", "torch.sdpa_cudnn")
+BACKWARD_IN_HOUSE = ("cuda.naive", "cuda.flash2", "cuda.flash2_deterministic")
+
+
+def judge_backward_cases(evidence: Evidence, kernels: tuple) -> Finding:
+    """Every backward case (bwd or fwd_bwd) the figures and gpu-smoke steps ran of `kernels`
+    passed: a deterministic kernel's pass includes its bit-for-bit rerun."""
+    counts, problems = {}, []
+    for step in (FIGURES, SMOKE):
+        if step_gap(evidence, step):
+            continue
+        for r in evidence.gpu_results(step, status=None):
+            if r["kernel"] not in kernels or r.get("pass", "fwd") == "fwd":
+                continue
+            if r["status"] == "skipped":
+                continue
+            counts[r["kernel"]] = counts.get(r["kernel"], 0) + 1
+            if r["status"] != "passed":
+                problems.append(f"{r['kernel']} {shape_text(r)}: {r['status']}: "
+                                f"{(r.get('message') or '')[:80]}")
+    measured = ", ".join(f"{kernel} {counts[kernel]}" for kernel in kernels if kernel in counts)
+    if problems:
+        return failed(measured or "-", first_issues(problems))
+    missing = [kernel for kernel in kernels if kernel not in counts]
+    if missing:
+        return unmeasured(f"no backward case of {', '.join(missing)}", measured or "-")
+    return passed(measured + " backward cases passed")
 
 
 @judge("backward-gpu-correct", "every backward case of cudnn.sdpa, cudnn.sdpa_deterministic, "
@@ -1159,27 +1192,43 @@ def backward_gpu_correct(evidence: Evidence) -> Finding:
     """The backward through attnbench on a GPU (issue 36): cuDNN's backward graphs (atomic and
     deterministic; the deterministic one rerun bit for bit, which its pass requires) and the
     PyTorch peers' autograd, each gradient within the checker's bound."""
-    counts, problems = {}, []
-    for step in (FIGURES, SMOKE):
-        if step_gap(evidence, step):
-            continue
-        for r in evidence.gpu_results(step, status=None):
-            if r["kernel"] not in BACKWARD_PEERS or r.get("pass", "fwd") == "fwd":
-                continue
-            if r["status"] == "skipped":
-                continue
-            counts[r["kernel"]] = counts.get(r["kernel"], 0) + 1
-            if r["status"] != "passed":
-                problems.append(f"{r['kernel']} {shape_text(r)}: {r['status']}: "
-                                f"{(r.get('message') or '')[:80]}")
-    measured = ", ".join(f"{kernel} {counts[kernel]}" for kernel in BACKWARD_PEERS
-                         if kernel in counts)
-    if problems:
-        return failed(measured or "-", first_issues(problems))
-    missing = [kernel for kernel in BACKWARD_PEERS if kernel not in counts]
-    if missing:
-        return unmeasured(f"no backward case of {', '.join(missing)}", measured or "-")
-    return passed(measured + " backward cases passed")
+    return judge_backward_cases(evidence, BACKWARD_PEERS)
+
+
+@judge("flash2-backward-correct", "every backward case of cuda.naive, cuda.flash2 and "
+       "cuda.flash2_deterministic passes (the figure shape's and gpu-smoke's)",
+       any_step=(FIGURES, SMOKE))
+def flash2_backward_correct(evidence: Evidence) -> Finding:
+    """The in-house backward kernels on a GPU (issue 37): the textbook one, FlashAttention-2's
+    with atomic dQ, and its deterministic variant (rerun bit for bit, which its pass requires)."""
+    return judge_backward_cases(evidence, BACKWARD_IN_HOUSE)
+
+
+@judge("flash2-backward-figure", "{}", any_step=(FIGURES, SMOKE),
+       per_model={"h100": RatioTo("torch.sdpa_flash", 0.85),
+                  "h200": RatioTo("torch.sdpa_flash", 0.85)})
+def flash2_backward_figure(evidence: Evidence, threshold: RatioTo) -> Finding:
+    """cuda.flash2's backward at the figure shape against PyTorch's flash backward
+    (FlashAttention-2 inside PyTorch) in the same run."""
+    return judge_figure(evidence, "cuda.flash2", threshold, pass_name="bwd")
+
+
+@judge("flash2-deterministic-cost", "{}", any_step=(FIGURES, SMOKE),
+       per_model={"h100": RatioTo("cuda.flash2", 0.8), "h200": RatioTo("cuda.flash2", 0.8)})
+def flash2_deterministic_cost(evidence: Evidence, threshold: RatioTo) -> Finding:
+    """What determinism costs: cuda.flash2_deterministic's backward at the figure shape against
+    cuda.flash2's (atomic dQ) in the same run, and the extra memory of each (its per-split fp32
+    dQ against one accumulator) shown beside."""
+    figure = judge_figure(evidence, "cuda.flash2_deterministic", threshold, pass_name="bwd")
+    memory = []
+    for kernel in ("cuda.flash2", "cuda.flash2_deterministic"):
+        results = figure_results(evidence, kernel, pass_name="bwd")
+        if results and results[0][1].get("extra_memory_bytes") is not None:
+            memory.append(f"{kernel} {results[0][1]['extra_memory_bytes'] / 2**20:.0f} MiB")
+    if not memory:
+        return figure
+    return Finding(figure.result, f"{figure.measured}; extra memory {', '.join(memory)}",
+                   figure.why)
 
 
 @judge("cudnn-backward-figure", "{}", any_step=(FIGURES, SMOKE),
@@ -1241,7 +1290,7 @@ def problem_key(r: dict) -> tuple:
 def masked_predicted(evidence: Evidence) -> Finding:
     if not evidence.db:
         return unmeasured(f"no {DATABASE_FILE}")
-    rows = [r for r in evidence.gpu_results(SMOKE) if r["kernel"] in NAIVE_FAMILY]
+    rows = [r for r in smoke_forwards(evidence) if r["kernel"] in NAIVE_FAMILY]
     if not rows:
         return unmeasured(f"no passed gpu-smoke result of {', '.join(NAIVE_FAMILY)}")
     issues = [f"{r['kernel']} {shape_text(r)}: no predicted_s beside its median" for r in rows

@@ -49,8 +49,11 @@ PTX_CONFORMANCE_S = 30.0
 # Five since issue 16's FP8 variants (four ran the step in 73 s against 87 predicted, 2026-12-04);
 # six since cuDNN's 16-bit FP8 series joined (two more cuDNN tests, ~22 s each; five lanes ran the
 # step in 63.4 s against 87 predicted, ci/gpu-runs/2026-12-04-h200-c4ddc40.md); seven since
-# cuda.flash3_fp8_ws_transpose joined (61 more FP8 cases; six lanes would put the plan at 244 s).
-CTEST_PARALLEL = 7
+# cuda.flash3_fp8_ws_transpose joined (61 more FP8 cases; six lanes would put the plan at 244 s);
+# eight since cuda.flash2's backward joined the figures and gpu-smoke (issue 37; seven would put
+# the plan at 245 s), still half the host's 16 cores, and the step has run faster than predicted
+# (63.4 s against 87 at five lanes).
+CTEST_PARALLEL = 8
 CUDNN_CTEST_SHARDS = 4  # tests/gpu/test_gpu.cpp's kCudnnShards
 
 # The masking study profiled on the GPU (issue 17): every GPU kernel of suites/masking.toml (the
@@ -140,9 +143,10 @@ def steps(case_filter="", kernels=()):
              plan_args=["--kernels", "cuda.*,cudnn.*", "--check", *filter_args,
                         *[a for s in MEMCHECK_SHAPES for a in ("--shape", s)]],
              sanitizer="memcheck"),
-        *[Call(tool, ["check", "--kernels", in_house, *selection, *filter_args,
+        # Every pass: the backward kernels' shared-memory dS and atomic dQ (issue 37) included.
+        *[Call(tool, ["check", "--kernels", in_house, "--pass", "all", *selection, *filter_args,
                       *[a for s in RACE_SHAPES for a in ("--shape", s)]],
-               plan_args=["--kernels", in_house, "--check", *filter_args,
+               plan_args=["--kernels", in_house, "--pass", "all", "--check", *filter_args,
                           *[a for s in RACE_SHAPES for a in ("--shape", s)]],
                sanitizer=tool)
           for tool in ("racecheck", "synccheck")],

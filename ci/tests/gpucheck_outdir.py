@@ -98,6 +98,12 @@ PREDICTED_FACTOR = {"cuda.masked_fused": 0.6, "cuda.naive": 1.0, "cuda.masked_in
                     "cuda.masked_outofplace": 2.0}
 
 
+# The backward's extra memory at the figure shape: dQ's fp32 accumulator and D for cuda.flash2,
+# eight splits of it for the deterministic variant (kMaxDqSplits); 1 MiB for the rest.
+BACKWARD_EXTRA_MEMORY = {"cuda.flash2": (128 << 20) + (1 << 20),
+                         "cuda.flash2_deterministic": (1024 << 20) + (1 << 20)}
+
+
 @dataclass
 class Scenario:
     cudnn_tflops: float = 650.0
@@ -113,9 +119,13 @@ class Scenario:
     torch_cudnn_tflops: float | None = 550.0  # None: no torch.sdpa_cudnn result
     flash3_tflops: float | None = 600.0  # cuda.flash3 at the figure shape; None: no result
     flash3_causal_ratio: float = 0.93  # its causal over non-causal rate at seqlen 16k
-    # The backward at the figure shape (None: no result): cudnn.sdpa's and torch.sdpa_cudnn's.
+    # The backward at the figure shape (None: no result): cudnn.sdpa's and torch.sdpa_cudnn's;
+    # cuda.flash2's and torch.sdpa_flash's, and cuda.flash2_deterministic's.
     cudnn_backward_tflops: float | None = 520.0
     torch_cudnn_backward_tflops: float | None = 500.0
+    flash2_backward_tflops: float | None = 300.0
+    torch_flash_backward_tflops: float | None = 320.0
+    flash2_deterministic_backward_tflops: float | None = 270.0
     failing_backward: str | None = None  # a kernel whose gpu-smoke backward case fails
     gpu_name: str = "NVIDIA H200"
     device_model: str = "h200"  # as `attnbench list devices --json` names the card ("": none)
@@ -276,12 +286,16 @@ class OutdirBuilder:
                                   CASE_BUDGETS["figures"], extra_memory_bytes=1 << 20,
                                   **({} if energy is not None else {"energy_j": 0.5}))
         backward = {"cudnn.sdpa": s.cudnn_backward_tflops,
-                    "torch.sdpa_cudnn": s.torch_cudnn_backward_tflops}
+                    "torch.sdpa_cudnn": s.torch_cudnn_backward_tflops,
+                    "cuda.flash2": s.flash2_backward_tflops,
+                    "torch.sdpa_flash": s.torch_flash_backward_tflops,
+                    "cuda.flash2_deterministic": s.flash2_deterministic_backward_tflops}
         describe([Case(k, dtype="bf16", pass_name="bwd", **FIGURE) for k in backward], [gpu.name])
         for kernel, tflops in backward.items():
             if tflops is not None:
                 self.timed_result(run_id, gpu, Case(kernel, dtype="bf16", pass_name="bwd", **FIGURE),
-                                  tflops, CASE_BUDGETS["figures"], extra_memory_bytes=1 << 20,
+                                  tflops, CASE_BUDGETS["figures"],
+                                  extra_memory_bytes=BACKWARD_EXTRA_MEMORY.get(kernel, 1 << 20),
                                   **({} if energy is not None else {"energy_j": 1.2}))
         if s.flash3_tflops is not None:
             for mask, tflops in (("none", s.flash3_tflops),
@@ -323,9 +337,11 @@ class OutdirBuilder:
                 self.timed_result(run_id, gpu, case, self.rng.uniform(5, 300),
                                   CASE_BUDGETS["gpu-smoke"], overrun=kernel == s.over_budget,
                                   **columns)
-        # The backward blocks: cuDNN's graphs and PyTorch's flash backward on the GQA shape.
+        # The backward blocks: cuDNN's graphs, PyTorch's flash backward and the in-house backward
+        # kernels on the GQA shape.
         backward = [Case(kernel, pass_name="bwd", **SMOKE_SHAPES[0])
-                    for kernel in ("cudnn.sdpa", "cudnn.sdpa_deterministic", "torch.sdpa_flash")]
+                    for kernel in ("cudnn.sdpa", "cudnn.sdpa_deterministic", "torch.sdpa_flash",
+                                   "cuda.naive", "cuda.flash2", "cuda.flash2_deterministic")]
         describe(backward, [s.gpu_name])
         for case in backward:
             if case.kernel == s.failing_backward:

@@ -108,10 +108,13 @@ def test_every_step_has_a_prediction_and_the_figures_only_the_claimed_kernels():
     assert {"cudnn.sdpa", "cudnn.sdpa_fp8", "cuda.flash2", *FLASH3_STAGES} <= kernels
     assert sum(c["kernel"] == "cuda.flash3" for c in supported) == 3
     assert sum(c["kernel"] == "cuda.flash3_fp8" for c in supported) == 2
-    # The backward beside its peer at the figure shape (issue 36): cudnn.sdpa and torch.sdpa_cudnn.
+    # The backward beside its peers at the figure shape: cudnn.sdpa and torch.sdpa_cudnn (issue
+    # 36), cuda.flash2 and torch.sdpa_flash, and cuda.flash2_deterministic (issue 37).
     backward = [c["kernel"] for c in supported if c["shape"].endswith(",pass=bwd")]
-    assert sorted(backward) == ["cudnn.sdpa", "torch.sdpa_cudnn"]
-    assert figures.calls[1].cases == len(kernels) + 3 + len(backward)
+    assert sorted(backward) == ["cuda.flash2", "cuda.flash2_deterministic", "cudnn.sdpa",
+                                "torch.sdpa_cudnn", "torch.sdpa_flash"]
+    forwards = {c["kernel"] for c in supported if not c["shape"].endswith(",pass=bwd")}
+    assert figures.calls[1].cases == len(forwards) + 3 + len(backward)
 
 
 def test_makespan_puts_the_longest_first():

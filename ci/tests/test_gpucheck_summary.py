@@ -46,7 +46,8 @@ HOST_LIMITED = {"multi-gpu", "nvtx", "a100", "nightly-10min"}
 # The claims whose threshold is stated per device model (an absolute figure, or a ratio to a peer
 # stated for the Hoppers); every other claim is judged on any GPU.
 PER_MODEL = {"cudnn-figure", "cudnn-fp8-figure", "flash2-figure", "flash3-figure",
-             "flash3-fp8-figure", "calibrate-bf16-gemm", "calibrate-copy"}
+             "flash3-fp8-figure", "calibrate-bf16-gemm", "calibrate-copy",
+             "cudnn-backward-figure", "flash2-backward-figure", "flash2-deterministic-cost"}
 # Of those, the ones stated for the H200 only: an H100 run reads them "not judged".
 H200_ONLY = {"cudnn-figure", "cudnn-fp8-figure"}
 COLUMNS = ("id", "claim", "threshold", "judged for", "measured", "result", "why")
@@ -658,3 +659,31 @@ def test_a_failing_backward_case_fails_its_claim_and_a_slow_backward_its_ratio(t
     build_outdir(tmp_path2, rng, Scenario(cudnn_backward_tflops=None))
     _, rows = summarize(tmp_path2)
     assert rows["cudnn-backward-figure"]["result"] == NOT_MEASURED
+
+
+def test_the_in_house_backward_is_judged_against_its_peers_and_its_cost_shown(tmp_path, rng):
+    torch_flash = rng.uniform(250, 350)
+    scenario = Scenario(failing_backward="cuda.flash2_deterministic",
+                        torch_flash_backward_tflops=torch_flash,
+                        flash2_backward_tflops=0.7 * torch_flash,
+                        flash2_deterministic_backward_tflops=0.5 * torch_flash)
+    build_outdir(tmp_path, rng, scenario)
+    status, rows = summarize(tmp_path)
+    correct = rows["flash2-backward-correct"]
+    assert correct["result"] == FAIL and "cuda.flash2_deterministic" in correct["why"], correct
+    figure = rows["flash2-backward-figure"]
+    assert figure["result"] == FAIL, figure
+    assert figure["threshold"] == ">= 0.85x torch.sdpa_flash (same run)"
+    assert figure["measured"].startswith("0.70x (")
+    cost = rows["flash2-deterministic-cost"]
+    assert cost["result"] == FAIL and cost["measured"].startswith("0.71x ("), cost
+    assert cost["measured"].endswith("extra memory cuda.flash2 129 MiB, "
+                                     "cuda.flash2_deterministic 1025 MiB")
+    assert status == 1
+    # Without PyTorch's flash backward the figure is not measured, and says why.
+    tmp_path2 = tmp_path / "no-torch"
+    build_outdir(tmp_path2, rng, Scenario(torch_flash_backward_tflops=None))
+    _, rows = summarize(tmp_path2)
+    assert rows["flash2-backward-figure"]["result"] == NOT_MEASURED
+    assert rows["flash2-backward-figure"]["why"] == "no torch.sdpa_flash result in this run"
+    assert rows["flash2-backward-correct"]["result"] == PASS

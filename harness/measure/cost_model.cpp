@@ -67,6 +67,10 @@ const std::map<std::string, KernelCost>& kernel_costs() {
       {"cudnn.sdpa_fp8_quantized", {0.5, 1.0}},
       {"cudnn.sdpa_fp8_incoherent", {0.45, 1.0}},
       {"cuda.flash2", {0.4, 1e-3}},
+      // The PyTorch peers at the figure shape on an H200 (ci/gpu-runs/2026-12-04-h200-*.md):
+      // torch.sdpa_flash 322-329 TFLOP/s, torch.sdpa_cudnn 520-573, of a 790 TFLOP/s bf16 GEMM.
+      {"torch.sdpa_flash", {0.4, 1e-3}},
+      {"torch.sdpa_cudnn", {0.65, 1e-3}},
       // Not measured: cuda.flash3_wg1, the same one-warpgroup schedule at bf16, measured 375
       // TFLOP/s (0.47 of the bf16 GEMM rate); 0.3 of the e4m3 rate.
       {"cuda.flash3_fp8", {0.3, 1e-3}},
