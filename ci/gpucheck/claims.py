@@ -1157,7 +1157,7 @@ def torch_peers_gpu(evidence: Evidence) -> Finding:
 
 
 BACKWARD_PEERS = ("cudnn.sdpa", "cudnn.sdpa_deterministic", "torch.sdpa_flash", "torch.sdpa_cudnn")
-BACKWARD_IN_HOUSE = ("cuda.naive", "cuda.flash2", "cuda.flash2_deterministic")
+BACKWARD_IN_HOUSE = ("cuda.naive", "cuda.naive_cublas", "cuda.flash2", "cuda.flash2_deterministic")
 
 
 def judge_backward_cases(evidence: Evidence, kernels: tuple) -> Finding:
@@ -1195,12 +1195,13 @@ def backward_gpu_correct(evidence: Evidence) -> Finding:
     return judge_backward_cases(evidence, BACKWARD_PEERS)
 
 
-@judge("flash2-backward-correct", "every backward case of cuda.naive, cuda.flash2 and "
-       "cuda.flash2_deterministic passes (the figure shape's and gpu-smoke's)",
+@judge("flash2-backward-correct", "every backward case of cuda.naive, cuda.naive_cublas, "
+       "cuda.flash2 and cuda.flash2_deterministic passes (the figure shape's and gpu-smoke's)",
        any_step=(FIGURES, SMOKE))
 def flash2_backward_correct(evidence: Evidence) -> Finding:
-    """The in-house backward kernels on a GPU (issue 37): the textbook one, FlashAttention-2's
-    with atomic dQ, and its deterministic variant (rerun bit for bit, which its pass requires)."""
+    """The in-house backward kernels on a GPU (issue 37): the textbook ones (in-house GEMMs and
+    cuBLAS), FlashAttention-2's with atomic dQ, and its deterministic variant (rerun bit for bit,
+    which its pass requires)."""
     return judge_backward_cases(evidence, BACKWARD_IN_HOUSE)
 
 

@@ -341,7 +341,8 @@ class OutdirBuilder:
         # kernels on the GQA shape.
         backward = [Case(kernel, pass_name="bwd", **SMOKE_SHAPES[0])
                     for kernel in ("cudnn.sdpa", "cudnn.sdpa_deterministic", "torch.sdpa_flash",
-                                   "cuda.naive", "cuda.flash2", "cuda.flash2_deterministic")]
+                                   "cuda.naive", "cuda.naive_cublas", "cuda.flash2",
+                                   "cuda.flash2_deterministic")]
         describe(backward, [s.gpu_name])
         for case in backward:
             if case.kernel == s.failing_backward:
