@@ -67,6 +67,9 @@ const std::map<std::string, KernelCost>& kernel_costs() {
       {"cudnn.sdpa_fp8_quantized", {0.5, 1.0}},
       {"cudnn.sdpa_fp8_incoherent", {0.45, 1.0}},
       {"cuda.flash2", {0.4, 1e-3}},
+      // Not measured: the same backward with dQ per split (its forward is cuda.flash2's), 0.85x
+      // of it (GPU-CLAIMS.md, flash2-deterministic-cost, claims at least 0.8x).
+      {"cuda.flash2_deterministic", {0.34, 1e-3}},
       // The PyTorch peers at the figure shape on an H200 (ci/gpu-runs/2026-12-04-h200-*.md):
       // torch.sdpa_flash 322-329 TFLOP/s, torch.sdpa_cudnn 520-573, of a 790 TFLOP/s bf16 GEMM.
       {"torch.sdpa_flash", {0.4, 1e-3}},
