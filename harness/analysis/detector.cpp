@@ -453,6 +453,47 @@ void judge_untripped(const Evidence& e, PerformanceJudgement& judgement) {
 
 }  // namespace
 
+bool run_is_clear(const SeriesPoint& point, const DetectorOptions& options) {
+  return std::fabs(std::exp(point.level) - 1) <= options.level_tolerance &&
+         !(point.scatter > options.max_scatter);
+}
+
+namespace {
+
+// What a series can be confirmed for on its own: beyond its threshold and the family's limit in
+// it, at its spread; nothing when the rule never confirms it alone.
+Detectable series_detectable(const SeriesInput& input, const Baseline& baseline,
+                             const FamilyExcursion& family, bool erratic,
+                             const DetectorOptions& options) {
+  const double nothing = kNotMeasured;
+  const bool structural_noise = baseline.spread / baseline.center > options.noisy_spread ||
+                                baseline.wide_points >= options.max_wide_points;
+  if (erratic || structural_noise) return {nothing, nothing};
+  DetectionNoise noise;
+  noise.threshold = relative_threshold(baseline, options);
+  if (options.family_wise) {
+    noise.threshold = std::max(noise.threshold, family.limit(noise.threshold));
+  }
+  noise.spread = baseline.spread / baseline.center;
+  noise.host_timed = input.host_timed;
+  // Its recent runs as noise: every clear judgement, outliers and unclear runs included, not the
+  // runs of a suspicion or regression (a real slowdown is not noise).
+  for (auto point = input.history.rbegin();
+       point != input.history.rend() &&
+       noise.deviations.size() < static_cast<size_t>(options.max_history);
+       ++point) {
+    if (point->status != ResultStatus::passed || !is_timed(*point) ||
+        point->state == Verdict::suspected || point->state == Verdict::confirmed) {
+      continue;
+    }
+    noise.deviations.push_back(std::exp(level_free_log(*point)) / baseline.center - 1);
+    noise.clear.push_back(run_is_clear(*point, options));
+  }
+  return detectable_change(noise);
+}
+
+}  // namespace
+
 PerformanceJudgement judge_performance(const SeriesInput& input, const Baseline& baseline,
                                        const FamilyExcursion& family, const Excursion& own,
                                        const DetectorOptions& options) {
@@ -464,6 +505,7 @@ PerformanceJudgement judge_performance(const SeriesInput& input, const Baseline&
     return judgement;
   }
   const Evidence evidence = gather_evidence(input, baseline, family, own, options, judgement);
+  judgement.detectable = series_detectable(input, baseline, family, evidence.erratic, options);
   if (judgement.trip.slower) {
     bool run_wide = false;
     const std::string unclear = ambiguity(baseline, candidate, options, &run_wide);

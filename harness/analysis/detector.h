@@ -37,6 +37,10 @@ PerformanceJudgement judge_performance(const SeriesInput& input, const Baseline&
 AccuracyJudgement judge_accuracy(const SeriesInput& input, const Baseline& baseline,
                                  const DetectorOptions& options);
 
+// Whether the host left the point's run clear: its level within level_tolerance of 1 and its
+// scatter within max_scatter (what detectable.h calls a clear nightly).
+bool run_is_clear(const SeriesPoint& point, const DetectorOptions& options);
+
 // ---- the family-wise limit (detector_family.cpp)
 // -------------------------------------------------
 

@@ -119,21 +119,25 @@ double member_deviation(const GroupMember& member, const SeriesPoint& point, dou
 struct AggregateHistory {
   std::vector<double> aggregates;  // newest first
   std::vector<double> levels;      // the run levels without the group, same order
+  std::vector<bool> clear;         // whether each run was clear (run_is_clear), same order
   std::vector<std::string> chips;  // every member baseline's
   std::vector<double> usual_clocks;
   int64_t previous_run_id = 0;
 };
 
+// At most `runs` runs: the baseline's K, or the longer look back of what the gate can detect.
 AggregateHistory aggregate_history(const std::vector<GroupMember>& members,
                                    const RunLevels& levels_without_group, const GroupPrior& prior,
-                                   const DetectorOptions& options) {
+                                   const DetectorOptions& options, int runs) {
   AggregateHistory history;
   std::map<int64_t, std::vector<double>> by_run;
+  std::map<int64_t, bool> clear_runs;
   for (const GroupMember& member : members) {
     for (const SeriesPoint& point : member.input->history) {
       if (!counts_for_group_history(point) || prior.set_aside_runs.count(point.run_id)) continue;
       by_run[point.run_id].push_back(
           member_deviation(member, point, level_at(levels_without_group, point.run_id)));
+      clear_runs.emplace(point.run_id, run_is_clear(point, options));
     }
     for (const std::string& chip : member.baseline->chips) {
       if (std::find(history.chips.begin(), history.chips.end(), chip) == history.chips.end()) {
@@ -152,7 +156,8 @@ AggregateHistory aggregate_history(const std::vector<GroupMember>& members,
     if (2 * run->second.size() < members.size()) continue;
     history.aggregates.push_back(selected_median(run->second));
     history.levels.push_back(level_at(levels_without_group, run->first));
-    if (history.aggregates.size() == static_cast<size_t>(options.window)) break;
+    history.clear.push_back(clear_runs[run->first]);
+    if (history.aggregates.size() == static_cast<size_t>(runs)) break;
   }
   return history;
 }
@@ -329,6 +334,26 @@ void judge_group_trip(const GroupConditions& c, const GroupPrior& prior, GroupAn
   }
 }
 
+// What the kernel as a whole can be confirmed for (detectable.h): its aggregate's deviations
+// from the fit over the longer look back of max_history runs, each clear or not.
+Detectable group_detectable(const std::vector<GroupMember>& members,
+                            const RunLevels& levels_without_group, const GroupPrior& prior,
+                            const LoadFit& fit, const GroupAnalysis& group,
+                            const GroupConditions& conditions, const DetectorOptions& options) {
+  const AggregateHistory looked_back =
+      aggregate_history(members, levels_without_group, prior, options, options.window);
+  DetectionNoise noise;
+  noise.threshold = std::max(options.min_change, options.spreads * group.spread);
+  noise.spread = group.spread;
+  noise.host_timed = conditions.host_timed;
+  for (size_t k = 0; k < looked_back.aggregates.size(); ++k) {
+    noise.deviations.push_back(
+        std::exp(looked_back.aggregates[k] - fit.expected(looked_back.levels[k])) - 1);
+    noise.clear.push_back(looked_back.clear[k]);
+  }
+  return detectable_change(noise);
+}
+
 }  // namespace
 
 GroupAnalysis judge_group(const std::string& key, const std::vector<GroupMember>& members,
@@ -337,7 +362,8 @@ GroupAnalysis judge_group(const std::string& key, const std::vector<GroupMember>
   GroupAnalysis group;
   group.group = key;
   group.members = members.size();
-  const AggregateHistory history = aggregate_history(members, levels_without_group, prior, options);
+  const AggregateHistory history =
+      aggregate_history(members, levels_without_group, prior, options, options.window);
   group.previous_run_id = history.previous_run_id;
   if (history.aggregates.size() < static_cast<size_t>(options.min_baseline_runs)) {
     group.state = Verdict::insufficient_history;
@@ -359,6 +385,8 @@ GroupAnalysis judge_group(const std::string& key, const std::vector<GroupMember>
   group.rerun_trip =
       aggregate_trip(members, levels_without_group, fit, group.spread, rerun_of, options);
   const GroupConditions conditions = group_conditions(members, history, group, options);
+  group.detectable = group_detectable(members, levels_without_group, prior, fit, group, conditions,
+                                      options);
 
   if (group.trip.slower) {
     judge_group_trip(conditions, prior, group);

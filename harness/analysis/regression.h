@@ -75,6 +75,7 @@
 #include <vector>
 
 #include "harness/analysis/change_points.h"
+#include "harness/analysis/detectable.h"
 #include "harness/analysis/mann_whitney.h"
 #include "harness/core/records.h"
 #include "harness/core/verdict.h"
@@ -213,6 +214,10 @@ struct PerformanceJudgement {
   // The change a confirmation on its own needed: the run's family excursion in this series'
   // thresholds; NaN when the family made none.
   double family_limit = kNotMeasured;
+  // The smallest slowdown this series would be confirmed for on its own (detectable.h), at its
+  // threshold (or the family's limit, when beyond it) and its spread; NaN where the rule never
+  // confirms it alone (too noisy, erratic) or before its baseline is usable.
+  Detectable detectable{kNotMeasured, kNotMeasured};
 };
 
 struct AccuracyJudgement {
@@ -277,6 +282,9 @@ struct GroupAnalysis {
   std::string reason;
   // What would settle a suspected or unclear aggregate ("its next run"); empty otherwise.
   std::string awaiting;
+  // The smallest slowdown of the whole kernel it would confirm (detectable.h), at its threshold
+  // and its spread around the fit; NaN before it has a history.
+  Detectable detectable{kNotMeasured, kNotMeasured};
 };
 
 // An excursion of one series: a run of its looked-back history slower than the runs around it

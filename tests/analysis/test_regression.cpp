@@ -253,6 +253,70 @@ std::vector<SeriesInput> kernel_suite(int kernels, bool host_timed, const SuiteT
   return inputs;
 }
 
+// ---- what the gate can see (issue 41) -----------------------------------------------------------
+
+// A GPU series at 3 % threshold and 0.5 % spread: within one nightly its run and rerun must both
+// trip (each with sqrt(0.9) = 0.949: 3 % + 1.635 spreads = 3.82 %); within three, one nightly of
+// three suffices (each with 0.536, each trip 0.732: 3 % + 0.619 spreads = 3.31 %).
+TEST(Detectable, AGpuSeriesNeedsItsThresholdAndAFewSpreads) {
+  DetectionNoise noise;
+  noise.threshold = 0.03;
+  noise.spread = 0.005;
+  const Detectable seen = detectable_change(noise);
+  EXPECT_NEAR(seen.within_one, 0.03 + 1.6351 * 0.005, 1e-4);
+  EXPECT_NEAR(seen.within_three, 0.03 + 0.6190 * 0.005, 1e-4);
+  EXPECT_NEAR(confirmation_probability(noise, seen.within_one, 1), kDetectionPower, 1e-6);
+  // At the threshold each trip is a coin: both in one nightly 1/4, in one of three 1 - (3/4)^3.
+  EXPECT_NEAR(confirmation_probability(noise, 0.03, 3), 1 - 0.75 * 0.75 * 0.75, 1e-9);
+  // Twice the spread, twice the margin over the threshold.
+  noise.spread = 0.01;
+  EXPECT_NEAR(detectable_change(noise).within_one, 0.03 + 1.6351 * 0.01, 1e-4);
+}
+
+// A host-timed series needs two nightlies in a row (suspected, then confirmed): never within
+// one; a series beyond +100 % is blind.
+TEST(Detectable, AHostTimedSeriesNeedsTwoNightlies) {
+  DetectionNoise noise;
+  noise.threshold = 0.03;
+  noise.spread = 0.01;
+  noise.host_timed = true;
+  const Detectable seen = detectable_change(noise);
+  EXPECT_TRUE(std::isnan(seen.within_one));
+  EXPECT_EQ(confirmation_probability(noise, 0.5, 1), 0.0);
+  ASSERT_TRUE(std::isfinite(seen.within_three));
+  noise.host_timed = false;
+  EXPECT_GT(seen.within_three, detectable_change(noise).within_three);
+  noise.host_timed = true;
+  noise.spread = 1.0;  // a series that doubles as often as not
+  EXPECT_TRUE(std::isnan(detectable_change(noise).within_three));
+}
+
+// With a history, its own deviations are the noise: a slowdown trips where it and a deviation
+// exceed the threshold; unclear runs hold a suspicion and advance nothing.
+TEST(Detectable, TheHistorysOwnDeviationsAndUnclearRunsSetIt) {
+  DetectionNoise noise;
+  noise.threshold = 0.03;
+  noise.host_timed = true;
+  // Twenty runs: deviations -4.5 % .. +5 % in steps of 0.5 %, all clear.
+  for (int i = 0; i < 20; ++i) {
+    noise.deviations.push_back(-0.045 + 0.005 * i);
+    noise.clear.push_back(true);
+  }
+  // At +6 %: a run trips where its deviation exceeds -3 %, 16 of 20 (0.8); both trips 0.64.
+  const double both = 0.8 * 0.8;
+  EXPECT_NEAR(confirmation_probability(noise, 0.06, 2), both * both, 1e-9);
+  // Within three: 19 trips of 20 give 0.894 (two advances of 0.9025 in a row, or after a miss),
+  // so every run must trip: just over +7.5 %, which lifts the lowest deviation (-4.5 %) to the
+  // threshold.
+  EXPECT_NEAR(detectable_change(noise).within_three, 0.075, 1e-6);
+  // Half the runs unclear: at any slowdown a nightly advances with 3/4 (its run clear, or its
+  // rerun), holds with 1/4 (both unclear): two advances within three nightlies come with
+  // 9/16 + 2 x 9/64 = 0.84375 at most: blind within three.
+  for (size_t i = 0; i < noise.clear.size(); i += 2) noise.clear[i] = false;
+  EXPECT_NEAR(confirmation_probability(noise, 1.0, 3), 0.84375, 1e-9);
+  EXPECT_TRUE(std::isnan(detectable_change(noise).within_three));
+}
+
 TEST(Detector, BaselineIsTheMedianAndFlooredSpreadOfTheLastKGoodRuns) {
   std::vector<SeriesPoint> history = flat_history(15);
   history[14].state = Verdict::outlier;  // set aside
@@ -685,6 +749,10 @@ struct NoiseModel {
   // sensitivity, and each series feels its own share (sd: busy_unevenness x the busy level).
   double busy_probability = 0, busy_low = 0, busy_high = 0, busy_unevenness = 0;
   std::vector<double> load_sensitivity;  // per kernel; empty: 1
+  // How unevenly the kernels feel one run's host beyond their sensitivity: per run and kernel,
+  // the sensitivity times 1 + this sd x a normal draw (a rerun shares the run's draw when it
+  // shares its busy level).
+  double kernel_response_sd = 0;
   // Two speeds (cpu.naive on the CI host: 1.9 or 2.6 ms, for minutes at a time): a fraction of
   // the series has a slower second speed, entered with some probability per run and kept with
   // another; most second speeds are a few percent, some a third slower.
@@ -758,16 +826,33 @@ NoiseModel cpu_model() {
   return model;
 }
 
+// Another 2-core CI host (Intel Xeon), where issue 41's gate-check missed an 8 % slowdown: the
+// run levels swung -21.3 % to +17.3 % from nightly to nightly, the series scattered up to 3.45x
+// their usual spreads around them, and the kernels did not feel the host alike. The CI host's
+// model with a run effect of 7 % (sd; every run, quiet or busy), busy runs as there, and each
+// kernel's response to a run uneven by 30 % (sd) around its sensitivity. What the model gives
+// (printed by the test): nightly levels about -20 % to +25 %, scatter about 1-4.
+NoiseModel noisy_host_model() {
+  NoiseModel model = cpu_model();
+  model.name = "noisy CPU host";
+  model.device = "Intel Xeon";
+  model.run_effect_sd = 0.07;
+  model.kernel_response_sd = 0.3;
+  return model;
+}
+
 struct TrueStep {
   int run = -1;  // first slower run (index; its run id is run + 1)
   double size = 0;
 };
 
-// A whole kernel made slower from one run on (ci/gate-check.sh's injection).
+// A whole kernel made slower from one run on (ci/gate-check.sh's injection), to be caught
+// kernel-wide within `catch_within` slowed nightlies (gate-check's limit: five).
 struct KernelStep {
   int kernel = -1;
   int run = -1;
   double size = 0;
+  int catch_within = 5;
 };
 
 struct SyntheticSuite {
@@ -901,7 +986,13 @@ SyntheticSuite make_suite(Rng& rng, int runs, double step_probability, const Noi
     }
     conditions.busy = busy_level();
     RunConditions rerun_conditions = conditions;
-    if (uniform(rng) >= model.rerun_shares_busy) rerun_conditions.busy = busy_level();
+    std::vector<double> response(model.kernels), rerun_response(model.kernels);
+    for (double& r : response) r = 1 + model.kernel_response_sd * normal(rng);
+    rerun_response = response;
+    if (uniform(rng) >= model.rerun_shares_busy) {
+      rerun_conditions.busy = busy_level();
+      for (double& r : rerun_response) r = 1 + model.kernel_response_sd * normal(rng);
+    }
     const double persistence = model.series_noise_persistence;
     const double rerun_correlation = model.rerun_noise_correlation;
     for (int s = 0; s < series; ++s) {
@@ -922,16 +1013,18 @@ SyntheticSuite make_suite(Rng& rng, int runs, double step_probability, const Noi
       }
       const double share = model.busy_unevenness * normal(rng);
       const double rerun_share = 0.7 * share + 0.7 * model.busy_unevenness * normal(rng);
-      auto at = [&](const RunConditions& c, double own_noise, double uneven) {
-        const double host = sensitivity(t.kernel) * (c.factor - 1 + c.busy) + c.busy * uneven;
+      auto at = [&](const RunConditions& c, double own_noise, double uneven, double felt) {
+        const double host =
+            sensitivity(t.kernel) * felt * (c.factor - 1 + c.busy) + c.busy * uneven;
         return truth * (model.host_timed ? std::exp(host + own_noise) : c.factor);
       };
       std::vector<double> reps;
-      suite.points[run].push_back(
-          measure(t, at(conditions, own[s], share), run + 1, conditions, reps));
+      suite.points[run].push_back(measure(
+          t, at(conditions, own[s], share, response[t.kernel]), run + 1, conditions, reps));
       suite.samples[run].push_back(reps);
-      suite.reruns[run].push_back(measure(t, at(rerun_conditions, rerun_own, rerun_share),
-                                          100000 + run, rerun_conditions, reps));
+      suite.reruns[run].push_back(
+          measure(t, at(rerun_conditions, rerun_own, rerun_share, rerun_response[t.kernel]),
+                  100000 + run, rerun_conditions, reps));
       suite.rerun_samples[run].push_back(reps);
     }
   }
@@ -950,6 +1043,9 @@ struct Episode {
 struct Replay {
   std::vector<Episode> episodes;        // series-level confirmed regressions
   std::vector<Episode> group_episodes;  // kernel-wide ones
+  // What the gate said it could see of the injected kernel as a whole at the last nightly before
+  // the injection (its kernel-wide detectable change); NaN when it said nothing.
+  Detectable injected_kernel_detectable{kNotMeasured, kNotMeasured};
 };
 
 // The group prior as harness/analysis/run_analysis.cpp builds it from the stored states of a
@@ -1071,6 +1167,11 @@ Replay replay(const SyntheticSuite& suite, const DetectorOptions& options) {
       history_samples[s].push_back(suite.samples[run][s]);
     }
     for (const GroupAnalysis& group : analysis.groups) {
+      const std::string kernel = kernel_of_series_key(group.group);
+      const int kernel_index = std::stoi(kernel.substr(kernel.find(".k") + 2));
+      if (run + 1 == suite.kernel_step.run && kernel_index == suite.kernel_step.kernel) {
+        result.injected_kernel_detectable = group.detectable;
+      }
       std::map<int64_t, GroupPrior>& states = group_states[group.group];
       if (group.previous_reverted && states.count(group.previous_run_id)) {
         states[group.previous_run_id].state = Verdict::outlier;
@@ -1078,9 +1179,7 @@ Replay replay(const SyntheticSuite& suite, const DetectorOptions& options) {
       states[run + 1] = {group.state, group.since_run_id, group.chip_changed};
       if (group.state == Verdict::confirmed &&
           seen_groups.insert({group.group, group.since_run_id}).second) {
-        const std::string kernel = kernel_of_series_key(group.group);
-        result.group_episodes.push_back(
-            {-1, std::stoi(kernel.substr(kernel.find(".k") + 2)), group.since_run_id, run + 1});
+        result.group_episodes.push_back({-1, kernel_index, group.since_run_id, run + 1});
       }
     }
   }
@@ -1109,6 +1208,11 @@ struct Figures {
   // The kernel-wide injection: caught kernel-wide within five slowed nightlies (ci/gate-check.sh's
   // limit), and the injections with a false alert elsewhere up to the catch.
   int injections = 0, injections_caught = 0, injections_with_false_alerts = 0;
+  // What the gate said beforehand: the injections it said it could confirm within the window
+  // (the kernel's detectable change within three nightlies at most the injection's size), and of
+  // them the ones caught; the detectable changes it stated, for the printout.
+  int injections_said_visible = 0, said_visible_caught = 0;
+  std::vector<double> stated_detectable;
 };
 
 // A step at run index N (run id N + 1) counts as found when a confirmed regression beginning in
@@ -1158,15 +1262,22 @@ void score_nights(const SyntheticSuite& suite, const Replay& replayed, Figures& 
   }
   if (suite.kernel_step.run < 0) return;
   ++figures.injections;
-  int64_t caught_at = step_id + 4;  // five slowed nightlies
+  const int64_t last_night = step_id + suite.kernel_step.catch_within - 1;
+  int64_t caught_at = last_night;
   bool caught = false;
   for (const Episode& e : replayed.group_episodes) {
-    if (true_alert(suite, e) && e.confirmed_at <= step_id + 4) {
+    if (true_alert(suite, e) && e.confirmed_at <= last_night) {
       caught = true;
       caught_at = std::min(caught_at, e.confirmed_at);
     }
   }
   figures.injections_caught += caught;
+  const double stated = replayed.injected_kernel_detectable.within_three;
+  figures.stated_detectable.push_back(std::isfinite(stated) ? stated : kMaxDetectable);
+  if (stated <= suite.kernel_step.size) {
+    ++figures.injections_said_visible;
+    figures.said_visible_caught += caught;
+  }
   bool false_alert = false;
   for (int64_t night = step_id; night <= caught_at; ++night)
     false_alert = false_alert || false_alerts.count(night);
@@ -1188,6 +1299,10 @@ void add(Figures& total, const Figures& more) {
   total.injections += more.injections;
   total.injections_caught += more.injections_caught;
   total.injections_with_false_alerts += more.injections_with_false_alerts;
+  total.injections_said_visible += more.injections_said_visible;
+  total.said_visible_caught += more.said_visible_caught;
+  total.stated_detectable.insert(total.stated_detectable.end(), more.stated_detectable.begin(),
+                                 more.stated_detectable.end());
 }
 
 double ratio(int a, int b) { return b == 0 ? 1.0 : static_cast<double>(a) / b; }
@@ -1212,7 +1327,15 @@ Figures evaluate(const std::vector<SyntheticSuite>& suites, const DetectorOption
   return total;
 }
 
+// The kernel-wide injection an evaluation makes: its size, and the slowed nightlies it must be
+// caught within (ci/gate-check.sh's: 10 % within five).
+struct Injection {
+  double size = 0.10;
+  int catch_within = 5;
+};
+
 struct ModelFigures {
+  Injection injection;
   Figures nights;  // step-free nightlies, then a kernel-wide injection
   Figures steps;   // a fifth of the series stepped
   // The same nightlies under the rule without the family-wise limit, where asked for.
@@ -1226,7 +1349,7 @@ struct ModelFigures {
 // where a fifth of the series step by 3-10 %. With `compare`, the 25 long unchanged suites also
 // under the rule of detector version 1.
 ModelFigures evaluate_model(const NoiseModel& model, uint64_t seed, bool compare,
-                            int extra_injections) {
+                            int extra_injections, Injection injection = {}) {
   constexpr int kSuites = 25;
   constexpr int kRuns = 100;
   constexpr int kInjectedRun = 90;
@@ -1235,17 +1358,20 @@ ModelFigures evaluate_model(const NoiseModel& model, uint64_t seed, bool compare
   Rng rng(seed);
   std::vector<SyntheticSuite> unchanged, injected, stepped;
   for (int h = 0; h < kSuites; ++h) {
-    unchanged.push_back(
-        make_suite(rng, kRuns, 0.0, model, {h % model.kernels, kInjectedRun, 0.10}));
+    unchanged.push_back(make_suite(
+        rng, kRuns, 0.0, model,
+        {h % model.kernels, kInjectedRun, injection.size, injection.catch_within}));
   }
   for (int h = 0; h < extra_injections; ++h) {
-    injected.push_back(
-        make_suite(rng, kShortRuns, 0.0, model, {h % model.kernels, kShortInjectedRun, 0.10}));
+    injected.push_back(make_suite(
+        rng, kShortRuns, 0.0, model,
+        {h % model.kernels, kShortInjectedRun, injection.size, injection.catch_within}));
   }
   for (int h = 0; h < kSuites; ++h) stepped.push_back(make_suite(rng, kRuns, 0.2, model));
   Figures nights = evaluate(unchanged, DetectorOptions{}, score_nights);
   add(nights, evaluate(injected, DetectorOptions{}, score_nights));
-  ModelFigures figures{nights, evaluate(stepped, DetectorOptions{}, score_steps), std::nullopt};
+  ModelFigures figures{injection, nights, evaluate(stepped, DetectorOptions{}, score_steps),
+                       std::nullopt};
   if (compare) {
     DetectorOptions version_1;
     version_1.family_wise = false;
@@ -1274,11 +1400,22 @@ void print_figures(const std::string& name, const ModelFigures& figures, uint64_
   std::printf(
       "  steps >= 5 %%: recall %.3f (%d/%d), 3-5 %%: recall %.3f (%d/%d); precision %.3f "
       "(%d/%d confirmed episodes)\n"
-      "  10 %% kernel-wide injection caught kernel-wide within 5 nightlies: %d/%d; with a false "
-      "alert elsewhere up to the catch: %d/%d\n",
+      "  %.0f %% kernel-wide injection caught kernel-wide within %d nightlies: %d/%d; with a "
+      "false alert elsewhere up to the catch: %d/%d\n",
       ratio(s.detected, s.steps), s.detected, s.steps, ratio(s.small_detected, s.small_steps),
       s.small_detected, s.small_steps, ratio(s.true_episodes, s.episodes), s.true_episodes,
-      s.episodes, n.injections_caught, n.injections, n.injections_with_false_alerts, n.injections);
+      s.episodes, 100 * figures.injection.size, figures.injection.catch_within,
+      n.injections_caught, n.injections, n.injections_with_false_alerts, n.injections);
+  if (!n.stated_detectable.empty()) {
+    std::vector<double> stated = n.stated_detectable;
+    std::sort(stated.begin(), stated.end());
+    auto at = [&](double q) { return 100 * stated[static_cast<size_t>(q * (stated.size() - 1))]; };
+    std::printf(
+        "  the gate's stated detectable change of the injected kernel within 3 nightlies, the "
+        "night before: median %.1f %% (10th-90th percentile %.1f-%.1f %%; 100 %% = blind); it "
+        "said the injection was visible %d times, and caught %d of those\n",
+        at(0.5), at(0.1), at(0.9), n.injections_said_visible, n.said_visible_caught);
+  }
   std::fflush(stdout);
 }
 
@@ -1295,6 +1432,8 @@ TEST(DetectorEvaluation, GpuNoiseAtTheSmokeSuitesSize) {
   EXPECT_GE(ratio(figures.steps.detected, figures.steps.steps), 0.9);
   EXPECT_GE(ratio(figures.steps.true_episodes, figures.steps.episodes), 0.95);
   EXPECT_GE(ratio(figures.nights.injections_caught, figures.nights.injections), 0.9);
+  // What the gate said it could see (within three nightlies) it caught (within five).
+  EXPECT_GE(ratio(figures.nights.said_visible_caught, figures.nights.injections_said_visible), 0.9);
 }
 
 // On the shared host, one shape of a kernel has second speeds of its own, so the gate's promise
@@ -1311,6 +1450,29 @@ TEST(DetectorEvaluation, HostTimedNoiseAtTheSmokeSuitesSize) {
   EXPECT_LE(ratio(figures.nights.false_nights, figures.nights.nights), 0.01);
   EXPECT_GE(ratio(figures.nights.injections_caught, figures.nights.injections), 0.9);
   EXPECT_LE(figures.nights.injections_with_false_alerts, figures.nights.injections / 10);
+  // What the gate said it could see (within three nightlies) it caught (within five).
+  EXPECT_GE(ratio(figures.nights.said_visible_caught, figures.nights.injections_said_visible), 0.9);
+}
+
+// Issue 41, on the noisy host's model: at most one unchanged nightly in 100 with a confirmed
+// alert, and the gate says what it cannot see. An 8 % slowdown of one kernel is caught within
+// three nightlies in only about a quarter of the injections there (printed; the issue's aim is 9
+// in 10, which this measurement protocol does not reach), but the night before, the gate had
+// stated the kernel's detectable change above 8 % for most of those it then missed.
+TEST(DetectorEvaluation, OnANoisyHostTheGateSaysWhatItCannotSee) {
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed) + " (ATTNBENCH_TEST_SEED replays it)");
+  const ModelFigures figures =
+      evaluate_model(noisy_host_model(), seed, false, 300, Injection{0.08, 3});
+  print_figures("noisy CPU host: nightly job, rerun of suspects + next run", figures, seed);
+  const Figures& n = figures.nights;
+  EXPECT_LE(ratio(n.false_nights, n.nights), 0.01);
+  EXPECT_LE(n.injections_with_false_alerts, n.injections / 10);
+  const int missed = n.injections - n.injections_caught;
+  const int missed_unannounced = n.injections_said_visible - n.said_visible_caught;
+  // Measured over five seeds: 10-21 % of the misses came after the gate had stated it could see
+  // 8 % (its reading assumes a rerun as noisy as a run; on this host reruns are noisier).
+  EXPECT_LE(missed_unannounced, missed / 3) << "the gate claimed to see what it missed";
 }
 
 }  // namespace
