@@ -125,16 +125,22 @@ struct AggregateHistory {
   int64_t previous_run_id = 0;
 };
 
-// At most `runs` runs: the baseline's K, or the longer look back of what the gate can detect.
+// At most `runs` runs. The baseline's K runs leave out what was set aside as a regression; the
+// noise of what the gate can detect (`as_noise`) keeps every passed, timed point, since the runs
+// a noisy host made a kernel's shapes suspects of are its noise too.
 AggregateHistory aggregate_history(const std::vector<GroupMember>& members,
                                    const RunLevels& levels_without_group, const GroupPrior& prior,
-                                   const DetectorOptions& options, int runs) {
+                                   const DetectorOptions& options, int runs,
+                                   bool as_noise = false) {
   AggregateHistory history;
   std::map<int64_t, std::vector<double>> by_run;
   std::map<int64_t, bool> clear_runs;
   for (const GroupMember& member : members) {
     for (const SeriesPoint& point : member.input->history) {
-      if (!counts_for_group_history(point) || prior.set_aside_runs.count(point.run_id)) continue;
+      const bool counts = as_noise ? point.status == ResultStatus::passed && is_timed(point)
+                                   : counts_for_group_history(point) &&
+                                         !prior.set_aside_runs.count(point.run_id);
+      if (!counts) continue;
       by_run[point.run_id].push_back(
           member_deviation(member, point, level_at(levels_without_group, point.run_id)));
       clear_runs.emplace(point.run_id, run_is_clear(point, options));
@@ -341,7 +347,8 @@ Detectable group_detectable(const std::vector<GroupMember>& members,
                             const LoadFit& fit, const GroupAnalysis& group,
                             const GroupConditions& conditions, const DetectorOptions& options) {
   const AggregateHistory looked_back =
-      aggregate_history(members, levels_without_group, prior, options, options.window);
+      aggregate_history(members, levels_without_group, prior, options, options.max_history,
+                        /*as_noise=*/true);
   DetectionNoise noise;
   noise.threshold = std::max(options.min_change, options.spreads * group.spread);
   noise.spread = group.spread;

@@ -1046,6 +1046,7 @@ struct Replay {
   // What the gate said it could see of the injected kernel as a whole at the last nightly before
   // the injection (its kernel-wide detectable change); NaN when it said nothing.
   Detectable injected_kernel_detectable{kNotMeasured, kNotMeasured};
+  std::vector<double> levels, scatters;  // each run's level (relative) and scatter, as analysed
 };
 
 // The group prior as harness/analysis/run_analysis.cpp builds it from the stored states of a
@@ -1148,6 +1149,8 @@ Replay replay(const SyntheticSuite& suite, const DetectorOptions& options) {
         analysis = analyze_run(inputs, group_priors, options);
       }
     }
+    result.levels.push_back(std::exp(analysis.level) - 1);
+    result.scatters.push_back(analysis.scatter);
     for (size_t s = 0; s < series; ++s) {
       const SeriesAnalysis& verdict = analysis.series[s];
       SeriesPoint stored = *inputs[s].candidate;
@@ -1213,6 +1216,7 @@ struct Figures {
   // them the ones caught; the detectable changes it stated, for the printout.
   int injections_said_visible = 0, said_visible_caught = 0;
   std::vector<double> stated_detectable;
+  std::vector<double> levels, scatters;  // of the nights judged
 };
 
 // A step at run index N (run id N + 1) counts as found when a confirmed regression beginning in
@@ -1256,6 +1260,8 @@ void score_nights(const SyntheticSuite& suite, const Replay& replayed, Figures& 
     }
   }
   for (int64_t night = first_judged; night < step_id; ++night) {
+    figures.levels.push_back(replayed.levels[static_cast<size_t>(night - 1)]);
+    figures.scatters.push_back(replayed.scatters[static_cast<size_t>(night - 1)]);
     ++figures.nights;
     figures.series_nights += static_cast<int>(suite.keys.size());
     figures.false_nights += false_alerts.count(night) > 0;
@@ -1303,6 +1309,17 @@ void add(Figures& total, const Figures& more) {
   total.said_visible_caught += more.said_visible_caught;
   total.stated_detectable.insert(total.stated_detectable.end(), more.stated_detectable.begin(),
                                  more.stated_detectable.end());
+  total.levels.insert(total.levels.end(), more.levels.begin(), more.levels.end());
+  total.scatters.insert(total.scatters.end(), more.scatters.begin(), more.scatters.end());
+}
+
+// The q-quantile of `values` (nearest rank below), NaN-free values only.
+double quantile_of(std::vector<double> values, double q) {
+  values.erase(std::remove_if(values.begin(), values.end(), [](double v) { return !std::isfinite(v); }),
+               values.end());
+  if (values.empty()) return kNotMeasured;
+  std::sort(values.begin(), values.end());
+  return values[static_cast<size_t>(q * static_cast<double>(values.size() - 1))];
 }
 
 double ratio(int a, int b) { return b == 0 ? 1.0 : static_cast<double>(a) / b; }
@@ -1406,10 +1423,14 @@ void print_figures(const std::string& name, const ModelFigures& figures, uint64_
       s.small_detected, s.small_steps, ratio(s.true_episodes, s.episodes), s.true_episodes,
       s.episodes, 100 * figures.injection.size, figures.injection.catch_within,
       n.injections_caught, n.injections, n.injections_with_false_alerts, n.injections);
+  std::printf(
+      "  the unchanged nightlies' run levels: 1st-99th percentile %+.1f %% to %+.1f %% (5th-95th "
+      "%+.1f to %+.1f %%); their scatter: median %.2f, 99th percentile %.2f\n",
+      100 * quantile_of(n.levels, 0.01), 100 * quantile_of(n.levels, 0.99),
+      100 * quantile_of(n.levels, 0.05), 100 * quantile_of(n.levels, 0.95),
+      quantile_of(n.scatters, 0.5), quantile_of(n.scatters, 0.99));
   if (!n.stated_detectable.empty()) {
-    std::vector<double> stated = n.stated_detectable;
-    std::sort(stated.begin(), stated.end());
-    auto at = [&](double q) { return 100 * stated[static_cast<size_t>(q * (stated.size() - 1))]; };
+    auto at = [&](double q) { return 100 * quantile_of(n.stated_detectable, q); };
     std::printf(
         "  the gate's stated detectable change of the injected kernel within 3 nightlies, the "
         "night before: median %.1f %% (10th-90th percentile %.1f-%.1f %%; 100 %% = blind); it "
@@ -1470,8 +1491,9 @@ TEST(DetectorEvaluation, OnANoisyHostTheGateSaysWhatItCannotSee) {
   EXPECT_LE(n.injections_with_false_alerts, n.injections / 10);
   const int missed = n.injections - n.injections_caught;
   const int missed_unannounced = n.injections_said_visible - n.said_visible_caught;
-  // Measured over five seeds: 10-21 % of the misses came after the gate had stated it could see
-  // 8 % (its reading assumes a rerun as noisy as a run; on this host reruns are noisier).
+  // Measured over three seeds: 14-17 % of the misses came after the gate had stated it could see
+  // 8 % (of the 61-67 times it said so, it caught 27-31: its reading takes a rerun as noisy as a
+  // run and the next nightlies' thresholds as tonight's; on this host both are optimistic).
   EXPECT_LE(missed_unannounced, missed / 3) << "the gate claimed to see what it missed";
 }
 
