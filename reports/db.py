@@ -445,8 +445,9 @@ class Database:
 
     def run_triage(self, run_id):
         """The triage the analysis decided for this run (schema version 8): {"gate", "fail_on",
-        "verdict", "groups"} with the groups in their order, each with its rows, as the analysis
-        stored them; None for a run analysed before it (or never)."""
+        "verdict", "groups", "sight"} with the groups in their order, each with its rows, and what
+        the gate can see of each kernel (schema 13; {} before), as the analysis stored them; None
+        for a run analysed before it (or never)."""
         if "run_triage" not in self.tables:
             return None
         row = self.connection.execute("SELECT * FROM run_triage WHERE run_id = ?",
@@ -456,8 +457,10 @@ class Database:
         groups = json.loads(row["groups_json"])
         if not isinstance(groups, list):
             raise ReportError(f"{self.path}: run {run_id}'s triage is not a list of groups")
+        # What the gate can see of each kernel (schema 13): {"target", "kernels"}; {} before it.
+        sight = json.loads(row["detectable_json"]) if "detectable_json" in row.keys() else {}
         return {"gate": row["gate"], "fail_on": row["fail_on"], "verdict": row["verdict"],
-                "groups": groups}
+                "groups": groups, "sight": sight if isinstance(sight, dict) else {}}
 
     def analysis_history(self, series_keys, up_to_run):
         """{series_key: {run_id: Analysis}} of these series up to a run: the baseline of every

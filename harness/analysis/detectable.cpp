@@ -76,7 +76,7 @@ double confirmation_probability(const DetectionNoise& noise, double change, int 
 Detectable detectable_change(const DetectionNoise& noise) {
   const auto smallest = [&](int nightlies) {
     if (confirmation_probability(noise, kMaxDetectable, nightlies) < kDetectionPower) {
-      return std::numeric_limits<double>::quiet_NaN();
+      return kBlind;
     }
     double low = 0, high = kMaxDetectable;
     for (int step = 0; step < 50; ++step) {  // to well under 0.01 %

@@ -14,16 +14,20 @@
 // unclear too its trip is ambiguous and holds an open suspicion; any other nightly without both
 // trips ends it. The
 // detectable change is the smallest whose confirmation has kDetectionPower probability within
-// the nightlies; NaN when no change up to kMaxDetectable reaches it, or when the rule never
-// confirms the series on its own. The run's and its rerun's deviations are taken as independent.
+// the nightlies; kBlind (+infinity) when no change up to kMaxDetectable reaches it, or when the
+// rule never confirms the series on its own. The run's and its rerun's deviations are taken as
+// independent.
 #pragma once
 
+#include <limits>
 #include <vector>
 
 namespace attnbench {
 
 constexpr double kDetectionPower = 0.9;
 constexpr double kMaxDetectable = 1.0;  // +100 %: beyond it a series is blind, not "detectable"
+// What a blind series or aggregate can detect (stored as such: NULL stays "not analysed so").
+constexpr double kBlind = std::numeric_limits<double>::infinity();
 // Fewer recent runs than this say too little about the tails: the normal stands in.
 constexpr int kMinDetectionRuns = 10;
 
@@ -38,8 +42,8 @@ struct DetectionNoise {
 };
 
 struct Detectable {
-  double within_one = 0;    // relative slowdown; NaN: not within one nightly
-  double within_three = 0;  // relative slowdown; NaN: not within three
+  double within_one = 0;    // relative slowdown; kBlind: not within one nightly
+  double within_three = 0;  // relative slowdown; kBlind: not within three
 };
 
 // The probability that a slowdown of `change` (relative) is confirmed within `nightlies`.

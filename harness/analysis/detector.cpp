@@ -461,14 +461,13 @@ bool run_is_clear(const SeriesPoint& point, const DetectorOptions& options) {
 namespace {
 
 // What a series can be confirmed for on its own: beyond its threshold and the family's limit in
-// it, at its spread; nothing when the rule never confirms it alone.
+// it, at its spread; blind when the rule never confirms it alone.
 Detectable series_detectable(const SeriesInput& input, const Baseline& baseline,
                              const FamilyExcursion& family, bool erratic,
                              const DetectorOptions& options) {
-  const double nothing = kNotMeasured;
   const bool structural_noise = baseline.spread / baseline.center > options.noisy_spread ||
                                 baseline.wide_points >= options.max_wide_points;
-  if (erratic || structural_noise) return {nothing, nothing};
+  if (erratic || structural_noise) return {kBlind, kBlind};
   DetectionNoise noise;
   noise.threshold = relative_threshold(baseline, options);
   if (options.family_wise) {

@@ -84,6 +84,8 @@ namespace attnbench {
 
 // ---- the detector -----------------------------------------------------------------------------
 
+constexpr double kDefaultDetectTarget = 0.05;
+
 struct DetectorOptions {
   int window = 10;              // K: baseline runs
   int min_baseline_runs = 5;    // fewer runs say too little about a series' spread
@@ -101,6 +103,11 @@ struct DetectorOptions {
   // A run whose level is further than this from 1 (every series moved together by more) is
   // unclear: a busy host, a throttled device, or a change that slows everything.
   double level_tolerance = 0.10;
+  // The slowdown the gate should see within three nightlies (issue 41): the triage names every
+  // kernel whose detectable change is larger (or that is blind). 0: the run's suite's
+  // detect_target (stored in its protocol), else kDefaultDetectTarget; `regressions
+  // --detect-target` sets it.
+  double detect_target = 0;
   // A run whose series scatter around its level by more than this many times their usual
   // spreads is unclear too: the host was busy, unevenly. (On the project's shared 2-core host,
   // 25 nightly runs scattered 1.0-2.0 when quiet and 2.1-4.8 when other jobs were building.)
@@ -215,8 +222,8 @@ struct PerformanceJudgement {
   // thresholds; NaN when the family made none.
   double family_limit = kNotMeasured;
   // The smallest slowdown this series would be confirmed for on its own (detectable.h), at its
-  // threshold (or the family's limit, when beyond it) and its spread; NaN where the rule never
-  // confirms it alone (too noisy, erratic) or before its baseline is usable.
+  // threshold (or the family's limit, when beyond it) and its spread; kBlind where the rule never
+  // confirms it alone (too noisy, erratic); NaN before its baseline is usable.
   Detectable detectable{kNotMeasured, kNotMeasured};
 };
 

@@ -171,7 +171,7 @@ class StoredRunAnalysis {
     }
     for (const auto& [name, count] : verdict_counts) report_.verdict_counts.emplace_back(name, count);
     report_.triage = build_triage(run_id_, report_.measured, report_.alerts, report_.analyses,
-                                  fail_on_suspected_);
+                                  fail_on_suspected_, detect_target());
     Status stored = store_.store_analysis(run_id_, report_.alerts, report_.levels, report_.analyses,
                                           earlier_, stored_triage(report_.triage));
     if (!stored) return stored;
@@ -199,10 +199,25 @@ class StoredRunAnalysis {
       for (const auto& [key, status] : *series) {
         measured += was_measured(status);
       }
-      const Triage triage = build_triage(run, measured, *alerts, *analyses, (*stored)->fail_on == "suspected");
+      const Triage triage = build_triage(run, measured, *alerts, *analyses,
+                                         (*stored)->fail_on == "suspected",
+                                         stored_detect_target(**stored));
       if (Status replaced = store_.replace_triage(run, stored_triage(triage)); !replaced) return replaced;
     }
     return Status::Ok();
+  }
+
+  // What the gate should see within three nightlies: --detect-target, else the suite's (stored
+  // in the run's protocol), else the default.
+  double detect_target() const {
+    if (options_.detect_target > 0) return options_.detect_target;
+    const nlohmann::json protocol =
+        nlohmann::json::parse(run_->info.protocol_json, nullptr, /*allow_exceptions=*/false);
+    if (protocol.is_object() && protocol.contains("detect_target") &&
+        protocol["detect_target"].is_number() && protocol["detect_target"].get<double>() > 0) {
+      return protocol["detect_target"].get<double>();
+    }
+    return kDefaultDetectTarget;
   }
 
   // The run, and the latest rerun of its suspects, which is folded in.
@@ -531,6 +546,8 @@ class StoredRunAnalysis {
       }
     }
     row.suspect_clock_below_mhz = suspect_clock_below(baseline, options_);
+    row.detectable_1 = perf.detectable.within_one;
+    row.detectable_3 = perf.detectable.within_three;
     return row;
   }
 
@@ -608,6 +625,8 @@ class StoredRunAnalysis {
     row.awaiting = group.awaiting;
     row.annotation = coverage.text();
     row.baseline_run_id = shared_baseline_run(group.group);
+    row.detectable_1 = group.detectable.within_one;
+    row.detectable_3 = group.detectable.within_three;
     return row;
   }
 

@@ -352,6 +352,21 @@ std::string kernel_wide_name(const TriageGroup& group) {
   return name;
 }
 
+// The kernels the gate cannot hold to its target: "; cannot see a 5 % slowdown within 3
+// nightlies of 2 kernels (cpu.naive on Intel Xeon: 14.2 % ...; cpu.flash on Intel Xeon: blind
+// ...)", or nothing when every kernel with a history meets it.
+std::string blind_part(const Triage& triage) {
+  SentencePart missed{"kernel", "kernels"};
+  for (const KernelSight& sight : triage.sight) {
+    if (sight.misses_target) {
+      missed.add(sight.kernel + " on " + sight.device + ": " + sight_text(sight), 1, false);
+    }
+  }
+  if (missed.count == 0) return "";
+  return "; cannot see a " + plain_percent(triage.detect_target) + " slowdown within 3 nightlies of " +
+         missed.text();
+}
+
 // What the gate decided and why: the parts that gate first, then the rest.
 std::string verdict_sentence(const Triage& triage, int64_t run_id, int measured) {
   if (triage.gate == GateDecision::nothing_measured) {
@@ -428,17 +443,19 @@ std::string verdict_sentence(const Triage& triage, int64_t run_id, int measured)
     into += (into.empty() ? "" : "; ") + part->text();
   }
   const std::string policy_text = policy ? " (failing on suspected too)" : "";
+  const std::string blind = blind_part(triage);
   if (triage.gate == GateDecision::failed) {
     // Every gating alert is one of the parts above; should one not be, the sentence still says
     // that something gates rather than nothing.
     if (gating.empty()) gating = "an alert gates (see the rows below)";
-    return "gate failed" + policy_text + ": " + gating + (rest.empty() ? "" : "; also " + rest);
+    return "gate failed" + policy_text + ": " + gating + (rest.empty() ? "" : "; also " + rest) +
+           blind;
   }
   if (rest.empty() && triage.groups.empty()) {
     return "gate passed" + policy_text + ": no alerts (" +
-           plural(static_cast<size_t>(measured), "result", "results") + " judged)";
+           plural(static_cast<size_t>(measured), "result", "results") + " judged)" + blind;
   }
-  return "gate passed" + policy_text + ": nothing gates; " + rest;
+  return "gate passed" + policy_text + ": nothing gates; " + rest + blind;
 }
 
 nlohmann::json json_number(double value) {
@@ -475,10 +492,32 @@ bool alert_gates(const AlertRecord& alert, bool fail_on_suspected) {
   return gates(alert.severity, alert.state, fail_on_suspected);
 }
 
+std::string sight_text(const KernelSight& sight) {
+  if (std::isnan(sight.within_three)) return "not judged";
+  if (std::isinf(sight.within_three)) return "blind within 3 nightlies";
+  return plain_percent(sight.within_three) + " within 3 nightlies" +
+         (std::isfinite(sight.within_one) ? " (" + plain_percent(sight.within_one) + " within 1)"
+                                          : " (none within 1)");
+}
+
 Triage build_triage(int64_t run_id, int measured, const std::vector<AlertRecord>& alerts,
-                    const std::vector<AnalysisRecord>& analyses, bool fail_on_suspected) {
+                    const std::vector<AnalysisRecord>& analyses, bool fail_on_suspected,
+                    double detect_target) {
   Triage triage;
   triage.fail_on_suspected = fail_on_suspected;
+  triage.detect_target = detect_target;
+  for (const AnalysisRecord& row : analyses) {
+    // A kernel-wide aggregate with a history (one without has no verdict to hold a target to).
+    if (!row.kernel_wide || row.verdict == Verdict::insufficient_history) continue;
+    KernelSight sight;
+    sight.key = row.series_key;
+    sight.kernel = kernel_of_series_key(row.series_key);
+    sight.device = device_of_key(row.series_key);
+    sight.within_one = row.detectable_1;
+    sight.within_three = row.detectable_3;
+    sight.misses_target = row.detectable_3 > detect_target;  // blind too; NaN: not judged
+    triage.sight.push_back(sight);
+  }
   triage.gate = GateDecision::passed;
   for (const AlertRecord& alert : alerts) {
     if (alert_gates(alert, fail_on_suspected)) triage.gate = GateDecision::failed;
@@ -526,12 +565,35 @@ nlohmann::json triage_groups_json(const std::vector<TriageGroup>& groups) {
   return list;
 }
 
+nlohmann::json triage_sight_json(const Triage& triage) {
+  nlohmann::json kernels = nlohmann::json::array();
+  for (const KernelSight& sight : triage.sight) {
+    kernels.push_back({{"key", sight.key},
+                       {"kernel", sight.kernel},
+                       {"device", sight.device},
+                       {"within_1", json_number(sight.within_one)},
+                       {"within_3", json_number(sight.within_three)},
+                       {"text", sight_text(sight)},
+                       {"misses_target", sight.misses_target}});
+  }
+  return {{"target", triage.detect_target}, {"kernels", std::move(kernels)}};
+}
+
+double stored_detect_target(const StoredTriage& stored) {
+  const nlohmann::json sight =
+      nlohmann::json::parse(stored.detectable_json, nullptr, /*allow_exceptions=*/false);
+  return sight.is_object() && sight.contains("target") && sight["target"].is_number()
+             ? sight["target"].get<double>()
+             : kDefaultDetectTarget;
+}
+
 StoredTriage stored_triage(const Triage& triage) {
+  constexpr auto kReplace = nlohmann::json::error_handler_t::replace;
   return {std::string(gate_name(triage.gate)), triage.fail_on_suspected ? "suspected" : "confirmed",
           triage.verdict,
           // Messages carry a worker's text, which need not be UTF-8.
-          triage_groups_json(triage.groups)
-              .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)};
+          triage_groups_json(triage.groups).dump(-1, ' ', false, kReplace),
+          triage_sight_json(triage).dump(-1, ' ', false, kReplace)};
 }
 
 }  // namespace attnbench

@@ -15,6 +15,7 @@
 #include <string_view>
 #include <vector>
 
+#include "harness/analysis/regression.h"
 #include "harness/store/store.h"
 
 namespace attnbench {
@@ -75,17 +76,37 @@ struct TriageGroup {
   std::vector<TriageRow> rows;  // statuses first, then slowest first
 };
 
+// What the gate can see of one kernel on one device model (issue 41): the smallest slowdown its
+// kernel-wide aggregate would be confirmed for (harness/analysis/detectable.h), relative; kBlind
+// (+infinity): blind within that many nightlies; NaN: not judged (an analysis before schema 13).
+struct KernelSight {
+  std::string key;  // the kernel-wide series key
+  std::string kernel;
+  std::string device;
+  double within_one = kNotMeasured;
+  double within_three = kNotMeasured;
+  bool misses_target = false;  // within_three above the target, or blind
+};
+
 struct Triage {
   GateDecision gate = GateDecision::passed;
   bool fail_on_suspected = false;
   std::string verdict;  // "gate failed: 1 confirmed regression (...)": what and why, one sentence
   std::vector<TriageGroup> groups;
+  double detect_target = kDefaultDetectTarget;  // what the gate should see within three nightlies
+  std::vector<KernelSight> sight;  // every kernel-wide aggregate with a history, by key
 };
 
 // The triage of run `run_id` from its alerts and its analysis rows (every series and kernel-wide
-// aggregate judged); `measured`: its passed or failed results.
+// aggregate judged); `measured`: its passed or failed results; `detect_target`: the slowdown the
+// gate should see within three nightlies (the verdict names the kernels it cannot).
 Triage build_triage(int64_t run_id, int measured, const std::vector<AlertRecord>& alerts,
-                    const std::vector<AnalysisRecord>& analyses, bool fail_on_suspected);
+                    const std::vector<AnalysisRecord>& analyses, bool fail_on_suspected,
+                    double detect_target = kDefaultDetectTarget);
+
+// "14.2 % within 3 nightlies (7.0 % within 1)", "blind within 3 nightlies": what one kernel's
+// sight reads as, everywhere it is shown.
+std::string sight_text(const KernelSight& sight);
 
 // "cpu.flash on AMD EPYC", "the run on NVIDIA H200", "the run": a group as people name it.
 std::string triage_group_name(const TriageGroup& group);
@@ -93,5 +114,10 @@ std::string triage_group_name(const TriageGroup& group);
 // As stored (run_triage); the report reads the same JSON.
 StoredTriage stored_triage(const Triage& triage);
 nlohmann::json triage_groups_json(const std::vector<TriageGroup>& groups);
+// {"target": 0.05, "kernels": [{key, kernel, device, within_1, within_3, misses_target}]}.
+nlohmann::json triage_sight_json(const Triage& triage);
+// The target a stored triage was decided under (its detectable_json), kDefaultDetectTarget when
+// it holds none.
+double stored_detect_target(const StoredTriage& stored);
 
 }  // namespace attnbench

@@ -32,6 +32,7 @@ struct HistoryCommands {
   HistoryOptions history_options;
   std::vector<std::string> merge_sources;
   std::string merge_into;
+  double detect_target_percent = 0;  // 0: not given
 };
 
 void add_detector_options(CLI::App* sub, HistoryCommands& c) {
@@ -41,6 +42,10 @@ void add_detector_options(CLI::App* sub, HistoryCommands& c) {
   sub->add_option("--fail-on", c.fail_on,
                   "Exit 1 on confirmed regressions (default) or on suspected ones too")
       ->check(CLI::IsMember({"confirmed", "suspected"}));
+  sub->add_option("--detect-target", c.detect_target_percent,
+                  "The slowdown (%) the gate should see within three nightlies; the verdict "
+                  "names every kernel it cannot (default: the suite's detect_target, else 5)")
+      ->check(CLI::Range(0.01, 100.0));
   sub->add_option("--junit", c.regression.junit_path,
                   "Write JUnit XML here (one test case per kernel x shape)");
   sub->add_option("--summary-md", c.regression.summary_md_path, "Write a Markdown summary here");
@@ -118,6 +123,7 @@ std::function<std::optional<int>()> add_history_commands(CLI::App& app, std::str
 
   return [c, &db_path]() -> std::optional<int> {
     c->regression.fail_on_suspected = c->fail_on == "suspected";
+    c->regression.detector.detect_target = c->detect_target_percent / 100;
     if (c->regressions->parsed()) {
       return regressions_command(db_path, c->run_text, c->regression, std::cout, std::cerr);
     }

@@ -74,6 +74,21 @@ void print_regression_report(const RegressionReport& report, std::ostream& out) 
   out << "  verdicts:";
   for (const auto& [name, count] : report.verdict_counts) out << " " << count << " " << name;
   out << "\n";
+  // What the gate can see (issue 41): how many kernels meet the target, and each that does not
+  // (--summary-md and the report list every kernel).
+  if (!report.triage.sight.empty()) {
+    const auto misses = std::count_if(report.triage.sight.begin(), report.triage.sight.end(),
+                                      [](const KernelSight& sight) { return sight.misses_target; });
+    out << "  can see a " << plain_percent(report.triage.detect_target)
+        << " slowdown within 3 nightlies: " << report.triage.sight.size() - misses << " of "
+        << report.triage.sight.size() << " kernels\n";
+    for (const KernelSight& sight : report.triage.sight) {
+      if (sight.misses_target) {
+        out << "    not " << sight.kernel << " on " << sight.device << ": " << sight_text(sight)
+            << "\n";
+      }
+    }
+  }
   // One block per kernel and device, in the triage's order, its rows beneath it.
   for (const TriageGroup& group : report.triage.groups) {
     char severity[16];
@@ -107,6 +122,17 @@ std::string regression_summary_markdown(const RegressionReport& report) {
   for (const auto& [name, count] : report.verdict_counts) md << " " << count << " " << name << ",";
   md.seekp(-1, std::ios_base::cur);
   md << ".\n\n";
+  if (!report.triage.sight.empty()) {
+    md << "What the gate can see (the smallest slowdown it would confirm; target "
+       << plain_percent(report.triage.detect_target) << " within 3 nightlies):\n\n"
+       << "| kernel | device | can see | meets the target |\n|---|---|---|---|\n";
+    for (const KernelSight& sight : report.triage.sight) {
+      md << "| " << markdown_cell(sight.kernel) << " | " << markdown_cell(sight.device) << " | "
+         << markdown_cell(sight_text(sight)) << " | " << (sight.misses_target ? "no" : "yes")
+         << " |\n";
+    }
+    md << "\n";
+  }
   if (report.triage.groups.empty()) return md.str();
   md << "| severity | kernel | device | what happened | differs from baseline |\n|---|---|---|---|---|\n";
   for (const TriageGroup& group : report.triage.groups) {

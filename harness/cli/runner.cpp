@@ -196,6 +196,10 @@ Result<RunRecord> begin_run(const RunOptions& options, const RunSelection& selec
   run.info.rerun_of = options.rerun_of;
   run.info.selection = selection_text(options);
   run.protocol = run_protocol(options, run, selection.cases.size());
+  // What the suite asks the gate to see: the analysis reads it from here (detect_target).
+  if (selection.suite.detect_target > 0) {
+    run.protocol["detect_target"] = selection.suite.detect_target;
+  }
   run.info.protocol_json = dump_json(run.protocol);
   const Result<int64_t> run_id = run.store->begin_run(run.info);
   if (!run_id) return run_id.status();

@@ -113,7 +113,8 @@ Status insert_triage(sqlite3* db, int64_t run_id, const StoredTriage& triage) {
                               {"gate", text(triage.gate)},
                               {"fail_on", text(triage.fail_on)},
                               {"verdict", text(triage.verdict)},
-                              {"groups_json", text(triage.groups_json)}});
+                              {"groups_json", text(triage.groups_json)},
+                              {"detectable_json", text(triage.detectable_json)}});
   return status ? status : error_with("its triage", status.message);
 }
 
@@ -352,7 +353,8 @@ Result<std::optional<StoredTriage>> Store::run_triage(int64_t run_id) {
     return std::nullopt;
   }
   return StoredTriage{row.get<std::string>("gate"), row.get<std::string>("fail_on"),
-                      row.get<std::string>("verdict"), row.get<std::string>("groups_json")};
+                      row.get<std::string>("verdict"), row.get<std::string>("groups_json"),
+                      row.get<std::string>("detectable_json")};
 }
 
 Result<std::vector<AlertRecord>> Store::run_alerts(int64_t run_id) {

@@ -310,6 +310,8 @@ constexpr auto kAnalysisFields = std::to_array<Field<AnalysisRecord>>({
     value<&AnalysisRecord::detector_version>("detector_version"),
     value<&AnalysisRecord::environment>("environment"),
     known_or_null<&AnalysisRecord::noisy>("noisy"),
+    value<&AnalysisRecord::detectable_1>("detectable_1"),
+    value<&AnalysisRecord::detectable_3>("detectable_3"),
 });
 
 template <typename Record, size_t N>

@@ -63,13 +63,16 @@
 //       result_id, verdict, accuracy_verdict, center_s, spread_s, threshold, change_fraction,
 //       level, rerun_change, baseline_runs, baseline_run_id, history_from_run_id, since_run_id,
 //       chip_changed, status_change, reason, annotation, detector_version, analysed_at,
-//       awaiting, environment, noisy }
+//       awaiting, environment, noisy, detectable_1, detectable_3 }
 //     environment: what differs from its baseline run's environment, its clock included ('' without
-//     a baseline run); noisy: its repetitions too noisy to compare (1, 0; NULL: not judged).
+//     a baseline run); noisy: its repetitions too noisy to compare (1, 0; NULL: not judged);
+//     detectable_1, detectable_3: the smallest slowdown it would be confirmed for within one and
+//     three nightlies (NULL: blind there).
 //   run_triage: what the analysis of a run decided for people (harness/analysis/triage.h): the
 //     gate (failed|passed|nothing_measured) under fail_on (confirmed|suspected), its one
 //     sentence, and the groups a reader acts on (one per kernel and device model, each with its
-//     rows), in order, as JSON. { run_id, gate, fail_on, verdict, groups_json, analysed_at }
+//     rows), in order, as JSON; and what the gate can see of each kernel, with the target it was
+//     held to. { run_id, gate, fail_on, verdict, groups_json, analysed_at, detectable_json }
 //   profiles: one row per name of a profiled forward's work (`attnbench profile`): a CPU
 //     kernel's phase, a GPU kernel, copy or fill (kind CHECKed: phase, kernel, memcpy, memset,
 //     gaps); rows of one forward share profile_id; kind "gaps" holds the track time no work
@@ -468,6 +471,17 @@ ALTER TABLE cases ADD COLUMN pass TEXT NOT NULL DEFAULT 'fwd'
     R"sql(
 ALTER TABLE cases ADD COLUMN dout TEXT NOT NULL DEFAULT 'normal'
   CHECK (dout IN ('normal', 'small', 'outliers'));
+)sql",
+    // Version 13: what the gate can see (issue 41): the smallest slowdown each analysed series and
+    // kernel-wide aggregate would be confirmed for within one and within three nightlies, relative
+    // (0.05 = 5 %); NULL where it would not be (blind), or in analyses before this version; and
+    // the run triage's list of them per kernel.
+    R"sql(
+ALTER TABLE result_analysis ADD COLUMN detectable_1 REAL;
+ALTER TABLE result_analysis ADD COLUMN detectable_3 REAL;
+-- And per kernel in the run's triage, with the target the gate was held to.
+ALTER TABLE run_triage ADD COLUMN detectable_json TEXT NOT NULL DEFAULT '{}'
+  CHECK (json_valid(detectable_json));
 )sql",
 };
 

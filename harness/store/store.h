@@ -28,7 +28,7 @@ namespace attnbench {
 // Version 5: what timing a result cost and why it stopped.
 // Version 6: result_analysis (the detector's whole judgement of every series it analysed) and
 // alert kinds, states and severities under CHECK constraints.
-constexpr int kSchemaVersion = 12;
+constexpr int kSchemaVersion = 13;
 
 struct StoredRun {
   int64_t id = 0;
@@ -72,6 +72,10 @@ struct AnalysisRecord {
   // (environment_difference); empty without a baseline run. Schema 10.
   std::string environment;
   int noisy = -1;  // its repetitions too noisy to compare (too_noisy): 1, 0; -1 not judged
+  // The smallest slowdown the gate would confirm it for within one and within three nightlies
+  // (harness/analysis/detectable.h), relative; NaN: blind there, or not analysed so. Schema 13.
+  double detectable_1 = kNotMeasured;
+  double detectable_3 = kNotMeasured;
   // The SM clock below which each of its stored samples is marked suspect (samples.clock_suspect,
   // written with the row); NaN: its samples are not judged. Not a column.
   double suspect_clock_below_mhz = kNotMeasured;
@@ -84,6 +88,9 @@ struct StoredTriage {
   std::string fail_on;  // confirmed, suspected: the policy the gate was decided under
   std::string verdict;  // one sentence
   std::string groups_json = "[]";
+  // What the gate can see of each kernel, and the target it was held to (schema 13):
+  // triage_sight_json (harness/analysis/triage.h).
+  std::string detectable_json = "{}";
 };
 
 // One result of a series as the regression analysis reads it: the result's summary, its

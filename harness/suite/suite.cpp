@@ -42,8 +42,9 @@
 namespace attnbench {
 namespace {
 
-constexpr std::string_view kTopLevelFields[] = {"name", "description", "repetitions",
-                                                "max_case_seconds", "energy", "matrix"};
+constexpr std::string_view kTopLevelFields[] = {"name",   "description",   "repetitions",
+                                                "max_case_seconds", "energy", "detect_target",
+                                                "matrix"};
 
 // Also the expansion order of the axes (everything after "kernels"), outermost first.
 constexpr std::string_view kMatrixFields[] = {
@@ -497,6 +498,15 @@ Status read_settings(const toml::table& root, Suite& suite, const ErrorSink& err
                           "expected a number > 0, got " + describe(*node));
     }
     suite.max_case_seconds = *seconds;
+  }
+  if (const toml::node* node = root.get("detect_target")) {
+    const std::optional<double> percent = node->value<double>();
+    if (!node->is_number() || !percent || !std::isfinite(*percent) || *percent <= 0 ||
+        *percent > 100) {
+      return errors.field(*node, "detect_target",
+                          "expected a percentage > 0 and <= 100, got " + describe(*node));
+    }
+    suite.detect_target = *percent / 100;
   }
   if (const toml::node* node = root.get("energy")) {
     if (!node->is_boolean()) {

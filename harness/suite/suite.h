@@ -5,6 +5,8 @@
 //   repetitions = 5            # optional: timed repetitions per case
 //   max_case_seconds = 2.0     # optional: time cap per case (check + timing)
 //   energy = true              # optional: energy per forward (a >= 1 s loop per case, GPU)
+//   detect_target = 5          # optional: the slowdown (%) the gate should see within three
+//                              # nightlies; the gate names the kernels it cannot (default 5)
 //
 //   [[matrix]]                 # one block = the cartesian product of its axes
 //   kernels = ["cpu.*"]        # globs over registry names
@@ -47,6 +49,7 @@ struct Suite {
   int repetitions = 0;              // 0 = the harness's default
   double max_case_seconds = 0;      // 0 = the harness's default
   bool measure_energy = false;      // energy per forward from a >= 1 s hot loop (GPU), per case
+  double detect_target = 0;         // relative; 0 = the analysis's default (DetectorOptions)
   std::vector<SuiteEntry> entries;  // expanded, in file order, duplicates removed
 };
 

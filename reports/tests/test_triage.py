@@ -189,3 +189,18 @@ def test_the_overflow_probe_sees_an_overflowing_cell(judged, tmp_path):
     broken.unlink()
     assert load.probe, "the probe missed a case string wider than its cell"
     assert load.probe[0]["text"].startswith("b="), load.probe[0]
+
+
+def test_what_the_gate_can_see_is_stored_and_shown_alike(judged):
+    """Issue 41: each kernel's detectable change as the analysis stored it, with the target the
+    suite set (smoke: 5 %), in the Markdown summary and the report in the same words."""
+    sight = judged["stored"]["sight"]
+    assert sight["target"] == 0.05
+    assert {k["kernel"] for k in sight["kernels"]} >= {"cpu.masked_inplace", "cpu.naive"}
+    index = Page(judged["index"])
+    assert "sight-table" in index.ids
+    for kernel in sight["kernels"]:
+        assert kernel["text"] in index.text
+        assert f"| {kernel['kernel']} | {kernel['device']} | {kernel['text']} |" in \
+            judged["summary"]
+    assert "What the gate can see" in judged["summary"]

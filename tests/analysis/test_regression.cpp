@@ -281,14 +281,14 @@ TEST(Detectable, AHostTimedSeriesNeedsTwoNightlies) {
   noise.spread = 0.01;
   noise.host_timed = true;
   const Detectable seen = detectable_change(noise);
-  EXPECT_TRUE(std::isnan(seen.within_one));
+  EXPECT_TRUE(std::isinf(seen.within_one));
   EXPECT_EQ(confirmation_probability(noise, 0.5, 1), 0.0);
   ASSERT_TRUE(std::isfinite(seen.within_three));
   noise.host_timed = false;
   EXPECT_GT(seen.within_three, detectable_change(noise).within_three);
   noise.host_timed = true;
   noise.spread = 1.0;  // a series that doubles as often as not
-  EXPECT_TRUE(std::isnan(detectable_change(noise).within_three));
+  EXPECT_TRUE(std::isinf(detectable_change(noise).within_three));
 }
 
 // With a history, its own deviations are the noise: a slowdown trips where it and a deviation
@@ -314,7 +314,7 @@ TEST(Detectable, TheHistorysOwnDeviationsAndUnclearRunsSetIt) {
   // 9/16 + 2 x 9/64 = 0.84375 at most: blind within three.
   for (size_t i = 0; i < noise.clear.size(); i += 2) noise.clear[i] = false;
   EXPECT_NEAR(confirmation_probability(noise, 1.0, 3), 0.84375, 1e-9);
-  EXPECT_TRUE(std::isnan(detectable_change(noise).within_three));
+  EXPECT_TRUE(std::isinf(detectable_change(noise).within_three));
 }
 
 TEST(Detector, BaselineIsTheMedianAndFlooredSpreadOfTheLastKGoodRuns) {

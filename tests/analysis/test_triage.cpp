@@ -193,6 +193,49 @@ TEST(Triage, TheSentenceSaysWhatTheGateDecidedAndWhy) {
   EXPECT_EQ(nothing.verdict.rfind("nothing measured: run 17", 0), 0u) << nothing.verdict;
 }
 
+// What the gate can see (issue 41): every kernel-wide aggregate's detectable change, and the
+// sentence names the kernels that miss the target (blind ones too), whatever the gate decided.
+TEST(Triage, TheSentenceNamesTheKernelsTheGateCannotSeeAtItsTarget) {
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  IssueRun run = issue_run(rng);
+  std::uniform_real_distribution<double> below(0.031, 0.049), above(0.06, 0.30);
+  const double noisy_sees = above(rng);
+  for (AnalysisRecord& row : run.analyses) {
+    if (!row.kernel_wide) continue;
+    const std::string kernel = kernel_of_series_key(row.series_key);
+    row.detectable_3 = kernel == "cpu.noisy" ? noisy_sees : kernel == "cpu.broken" ? kBlind
+                                                                               : below(rng);
+    row.detectable_1 = kBlind;  // host-timed: never within one nightly
+  }
+  const Triage triage = build_triage(17, 24, {}, run.analyses, false, 0.05);
+  ASSERT_EQ(triage.sight.size(), 4u);
+  EXPECT_EQ(triage.verdict,
+            "gate passed: no alerts (24 results judged); cannot see a 5.0 % slowdown within 3 "
+            "nightlies of 2 kernels (cpu.noisy on " + std::string(kDevice) + ": " +
+                plain_percent(noisy_sees) + " within 3 nightlies (none within 1); cpu.broken on " +
+                std::string(kDevice) + ": blind within 3 nightlies)");
+  // A looser target the suite sets: only the blind kernel misses it.
+  const Triage loose = build_triage(17, 24, {}, run.analyses, false, 0.35);
+  EXPECT_NE(loose.verdict.find("cannot see a 35.0 % slowdown within 3 nightlies of 1 kernel "
+                               "(cpu.broken on"),
+            std::string::npos)
+      << loose.verdict;
+  // Stored, the target and every kernel's sight travel with the triage.
+  const StoredTriage stored = stored_triage(loose);
+  EXPECT_DOUBLE_EQ(stored_detect_target(stored), 0.35);
+  const nlohmann::json sight = nlohmann::json::parse(stored.detectable_json);
+  ASSERT_EQ(sight.at("kernels").size(), 4u);
+  for (const nlohmann::json& k : sight.at("kernels")) {
+    EXPECT_EQ(k.at("misses_target").get<bool>(), k.at("kernel") == "cpu.broken") << k.dump();
+  }
+  // An analysis before schema 13 stored no sight: nothing is named.
+  for (AnalysisRecord& row : run.analyses) row.detectable_3 = kNotMeasured;
+  EXPECT_EQ(build_triage(17, 24, {}, run.analyses, false).verdict,
+            "gate passed: no alerts (24 results judged)");
+}
+
 TEST(Triage, SeverityComesBeforeRankAndAnnotatedChangesOnlyInform) {
   // A confirmed single shape (an error) outranks a suspected kernel (a warning); an annotated
   // kernel-wide change (info) comes last and gates nothing.

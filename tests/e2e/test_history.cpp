@@ -490,10 +490,29 @@ TEST_F(History, AnExpectedStepReadsTheSameInTheStoreRegressionsAndHistory) {
   ASSERT_NE(kernel_row, rows.end());
   EXPECT_TRUE(kernel_row->kernel_wide);
   EXPECT_GE(kernel_row->baseline_run_id, step) << "the baseline run its shapes share, after the restart";
+  // What the gate can see of the kernel and of the series, stored beside their verdicts (issue
+  // 41): a quiet history of 1 % noise sees a few percent (its 3 % threshold and a little more).
+  EXPECT_GT(kernel_row->detectable_3, 0.03);
+  EXPECT_LT(kernel_row->detectable_3, 0.05);
+  EXPECT_LE(kernel_row->detectable_3, kernel_row->detectable_1);
+  EXPECT_GT(row->detectable_3, 0.03);
   store.reset();
 
+  // Asked to see 2 %, the gate names every kernel that it cannot; a 5 % target all meet.
+  CommandResult strict = attnbench("regressions --run " + std::to_string(last) +
+                                   " --detect-target 2 --db " + db());
+  EXPECT_EQ(strict.exit_code, 0) << strict.output;
+  EXPECT_NE(strict.output.find("can see a 2.0 % slowdown within 3 nightlies: 0 of 3 kernels"),
+            std::string::npos)
+      << strict.output;
+  EXPECT_NE(strict.output.find("cannot see a 2.0 % slowdown within 3 nightlies of 3 kernels"),
+            std::string::npos)
+      << strict.output;
   CommandResult regressions = attnbench("regressions --run " + std::to_string(last) + " --db " + db());
   EXPECT_EQ(regressions.exit_code, 0) << regressions.output;
+  EXPECT_NE(regressions.output.find("can see a 5.0 % slowdown within 3 nightlies: 3 of 3 kernels"),
+            std::string::npos)
+      << regressions.output;
   EXPECT_TRUE(lines_with(regressions.output, "cpu.k1 ").empty()) << regressions.output;
 
   CommandResult history = attnbench("history --kernel cpu.k1 --shape '" +

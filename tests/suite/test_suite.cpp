@@ -407,7 +407,9 @@ TEST(SuiteErrors, UnknownKeysListTheAcceptedKeys) {
   expect_errors({
       {"name = \"x\"\nrepetition = 3\n[[matrix]]\nkernels = \"*\"\nseqlen = 8\n",
        "suites/x.toml:2: unknown field 'repetition'; accepted: name, description, "
-       "repetitions, max_case_seconds, energy, matrix"},
+       "repetitions, max_case_seconds, energy, detect_target, matrix"},
+      {"detect_target = 0\n[[matrix]]\nkernels = \"*\"\nseqlen = 8\n",
+       "suites/x.toml:1: field 'detect_target': expected a percentage > 0 and <= 100, got integer 0"},
       {"[[matrix]]\nkernels = \"*\"\nseqlens = 8\n",
        "suites/x.toml:3: unknown field 'seqlens' in [[matrix]]; accepted: kernels, batch, "
        "tokens, heads_q, heads_kv, gqa, seqlen, seqlen_q, seqlen_k, head_dim, head_dim_qk, "
@@ -655,6 +657,7 @@ TEST(ShippedSuites, SmokeCoversEveryMaskKindAndCpuDtypeOnSmallShapes) {
   const Suite suite = load_shipped("smoke");
   EXPECT_EQ(suite.repetitions, 5);
   EXPECT_EQ(suite.max_case_seconds, 0.5);
+  EXPECT_DOUBLE_EQ(suite.detect_target, 0.05);
   std::set<std::pair<MaskKind, DType>> covered;
   bool window_with_both_bounds = false;
   bool gqa = false;
