@@ -10,6 +10,8 @@
 #     point: a copy of the database as it was after the unchanged runs.
 # Usage: ci/gate-check.sh OUTDIR [--baseline N] [--unchanged N]
 #          [--inject KERNEL:PERCENT|random:PERCENT] [--injections N] [--seed N]
+# Besides catching or missing, it states what the host lets the gate see: the spread of its run
+# levels and each kernel's detectable change (the gate's own statement, issue 41).
 #   --baseline N, --unchanged N  nightlies of the unchanged build (defaults 10 and 20)
 #   --inject KERNEL:PERCENT      slow that kernel by PERCENT % (default cpu.flash:10)
 #   --inject random:PERCENT      slow kernels drawn at random from the build's CPU kernels (those
@@ -118,6 +120,47 @@ print(db.execute("SELECT count(*) FROM alerts WHERE state = ? AND severity = ? A
                  ("suspected", "warning")).fetchone()[0])' "$1"
 }
 
+# What this host does to the gate (issue 41), from a database: the spread of its nightlies' run
+# levels (their common speed factor), and what the gate can see of each kernel at the newest
+# analysed nightly (its triage's detectable change within 3 nightlies, and the target). With a
+# kernel: that kernel's line alone.
+host_sight() {
+  python3 - "$@" <<'PY'
+import json, math, sqlite3, statistics, sys
+db = sqlite3.connect(sys.argv[1])
+kernel = sys.argv[2] if len(sys.argv) > 2 else ""
+row = db.execute("SELECT detectable_json FROM run_triage WHERE run_id = (SELECT max(run_id) "
+                 "FROM run_triage)").fetchone()
+sight = json.loads(row[0]) if row else {}
+kernels = sight.get("kernels", [])
+if kernel:
+    said = [k for k in kernels if k["kernel"] == kernel]
+    print(said[0]["text"] if said else "not judged")
+    sys.exit(0)
+levels = [math.expm1(level) * 100 for (level,) in db.execute(
+    "SELECT level FROM run_levels JOIN runs ON runs.id = run_levels.run_id "
+    "WHERE runs.rerun_of IS NULL ORDER BY run_levels.run_id")]
+if levels:
+    spread = statistics.pstdev(levels) if len(levels) > 1 else 0.0
+    print(f"Run levels of {len(levels)} nightlies (the speed factor every series shared): "
+          f"{min(levels):+.1f} % to {max(levels):+.1f} %, sd {spread:.1f} %.")
+else:
+    print("Run levels: none stored (too few series with a history).")
+print()
+if not kernels:
+    print("What the gate can see: not stated (no kernel with a history yet).")
+    sys.exit(0)
+target = sight.get("target", 0.05) * 100
+print(f"What the gate can see of each kernel at the newest nightly (target {target:.1f} % within "
+      "3 nightlies):")
+print()
+print("| kernel | device | can see | meets the target |")
+print("|---|---|---|---|")
+for k in kernels:
+    print(f"| {k['kernel']} | {k['device']} | {k['text']} | {'no' if k['misses_target'] else 'yes'} |")
+PY
+}
+
 # The unchanged build first: its binary names the CPU kernels to draw from.
 build build-gate
 mapfile -t cpu_kernels < <(env -u ATTNBENCH_TEST_KERNELS build-gate/bin/attnbench list kernels |
@@ -188,6 +231,12 @@ for ((i = 1; i <= baseline + unchanged; i++)); do
   echo "| $n | $phase | $code | ${kernels:-none} | $suspected | $seconds |" >> "$summary"
   echo "ci/gate-check.sh: nightly $n ($phase): exit $code, confirmed: ${kernels:-none}, $seconds s, $(( $(date +%s) - start )) s so far"
 done
+{
+  echo
+  echo "## What this host lets the gate see"
+  echo
+  host_sight "$db"
+} >> "$summary"
 # Every injection starts from this point. A backup, not a file copy: the store runs in WAL mode.
 python3 -c 'import sqlite3, sys
 src, dst = sqlite3.connect(sys.argv[1]), sqlite3.connect(sys.argv[2])
@@ -209,6 +258,7 @@ for kernel in "${injected[@]}"; do
     echo "|---|---|---|---|---|---|"
   } >> "$summary"
   caught=0 named="" caught_log=""
+  stated=$(host_sight "$snapshot" "$kernel")
   for ((j = 1; j <= 5; j++)); do
     n=$((n + 1))
     log=$(printf 'nightly-%02d.log' "$n")
@@ -225,15 +275,15 @@ for kernel in "${injected[@]}"; do
     echo
     if [ "$caught" -gt 0 ] && [ "$named" = "$kernel" ]; then
       caught_ok=$((caught_ok + 1))
-      echo "- **Caught**: exit 1 at slowed nightly $caught of at most 5, confirmed alerts name **$named** alone:"
+      echo "- **Caught**: exit 1 at slowed nightly $caught of at most 5, confirmed alerts name **$named** alone (the gate had stated it could see $stated):"
       echo
       echo '```'
       gating_lines "$caught_log" | cut -c1-240
       echo '```'
     elif [ "$caught" -gt 0 ]; then
-      echo "- **Not caught as required**: exit 1 at slowed nightly $caught, but the confirmed alerts name '${named:-none}'."
+      echo "- **Not caught as required**: exit 1 at slowed nightly $caught, but the confirmed alerts name '${named:-none}' (the gate had stated it could see $stated of $kernel)."
     else
-      echo "- **Not caught**: no exit 1 in 5 slowed nightlies."
+      echo "- **Not caught**: no exit 1 in 5 slowed nightlies (the gate had stated it could see $stated of $kernel)."
     fi
   } >> "$summary"
 done
