@@ -80,8 +80,8 @@ struct TriageGroup {
 // kernel-wide aggregate would be confirmed for (harness/analysis/detectable.h), relative; kBlind
 // (+infinity): blind within that many nightlies; NaN: not judged (an analysis before schema 13).
 struct KernelSight {
-  std::string key;  // the kernel-wide series key
-  std::string kernel;
+  std::string key;     // the kernel-wide series key
+  std::string kernel;  // with its pass when not the forward: "cpu.naive (bwd)"
   std::string device;
   double within_one = kNotMeasured;
   double within_three = kNotMeasured;

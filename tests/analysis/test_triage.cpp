@@ -209,6 +209,21 @@ TEST(Triage, TheSentenceNamesTheKernelsTheGateCannotSeeAtItsTarget) {
                                                                                : below(rng);
     row.detectable_1 = kBlind;  // host-timed: never within one nightly
   }
+  // The backward's aggregate of a kernel is a kernel of its own, named with its pass.
+  AnalysisRecord backward = run.analyses.back();
+  ASSERT_TRUE(backward.kernel_wide);
+  backward.series_key.replace(backward.series_key.find("|*|"), 3, "|*,pass=bwd|");
+  backward.detectable_3 = 0.2;
+  const std::string backward_kernel = kernel_of_series_key(backward.series_key) + " (bwd)";
+  std::vector<AnalysisRecord> with_backward = run.analyses;
+  with_backward.push_back(backward);
+  const Triage both = build_triage(17, 24, {}, with_backward, false, 0.05);
+  ASSERT_EQ(both.sight.size(), 5u);
+  EXPECT_EQ(both.sight.back().kernel, backward_kernel);
+  EXPECT_NE(both.verdict.find(backward_kernel + " on " + std::string(kDevice) + ": 20.0 %"),
+            std::string::npos)
+      << both.verdict;
+
   const Triage triage = build_triage(17, 24, {}, run.analyses, false, 0.05);
   ASSERT_EQ(triage.sight.size(), 4u);
   EXPECT_EQ(triage.verdict,
