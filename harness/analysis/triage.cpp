@@ -185,6 +185,7 @@ class TriageBuilder {
       if (analysis != nullptr) {
         row.change = analysis->change;
         row.state = std::string(verdict_name(analysis->verdict));
+        row.detectable = analysis->detectable_3;
       }
       if (!mine.empty()) {
         const AlertRecord& first = *mine.front();
@@ -500,6 +501,12 @@ std::string sight_text(const KernelSight& sight) {
                                           : " (none within 1)");
 }
 
+std::string row_sight_text(const TriageRow& row) {
+  if (std::isnan(row.detectable)) return "";
+  if (std::isinf(row.detectable)) return "never confirmed alone";
+  return "confirmed alone from " + plain_percent(row.detectable) + " within 3 nightlies";
+}
+
 Triage build_triage(int64_t run_id, int measured, const std::vector<AlertRecord>& alerts,
                     const std::vector<AnalysisRecord>& analyses, bool fail_on_suspected,
                     double detect_target) {
@@ -545,6 +552,8 @@ nlohmann::json triage_groups_json(const std::vector<TriageGroup>& groups) {
                       {"what", row.what},
                       {"severity", severity_name(row.severity)},
                       {"change", json_number(row.change)},
+                      {"detectable_3", json_number(row.detectable)},
+                      {"sees", row_sight_text(row)},
                       {"message", row.message},
                       {"environment", row.environment},
                       {"annotation", row.annotation}});

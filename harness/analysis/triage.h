@@ -40,6 +40,9 @@ struct TriageRow {
   std::string what;        // how the row reads: "suspected", "accuracy suspected", "no alert (ok)"
   Severity severity = Severity::info;
   double change = kNotMeasured;  // the series' own change against its baseline (level-free)
+  // The smallest slowdown the gate would confirm this shape for on its own within 3 nightlies
+  // (harness/analysis/detectable.h); kBlind: never alone; NaN: not judged.
+  double detectable = kNotMeasured;
   std::string message;           // its alerts' messages; none repeats the case
   std::string environment;
   std::string annotation;
@@ -107,6 +110,8 @@ Triage build_triage(int64_t run_id, int measured, const std::vector<AlertRecord>
 // "14.2 % within 3 nightlies (7.0 % within 1)", "blind within 3 nightlies": what one kernel's
 // sight reads as, everywhere it is shown.
 std::string sight_text(const KernelSight& sight);
+// A shape's: "alone from 9.1 % within 3 nightlies", "never alone"; empty when not judged.
+std::string row_sight_text(const TriageRow& row);
 
 // "cpu.flash on AMD EPYC", "the run on NVIDIA H200", "the run": a group as people name it.
 std::string triage_group_name(const TriageGroup& group);

@@ -43,7 +43,9 @@ std::string row_line(const TriageRow& row) {
   std::string line = signed_percent(row.change) + " ";
   line.resize(std::max<size_t>(line.size(), 10), ' ');
   line += row.case_label.empty() ? std::string() : row.case_label + "  ";
-  return line + row.what + (row.message.empty() ? "" : ": " + row.message);
+  const std::string sees = row_sight_text(row);
+  return line + row.what + (row.message.empty() ? "" : ": " + row.message) +
+         (sees.empty() ? "" : " [" + sees + "]");
 }
 
 // The rows of a group the terminal shows: the alerted ones, and of a kernel that moved as a

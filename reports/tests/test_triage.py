@@ -204,3 +204,10 @@ def test_what_the_gate_can_see_is_stored_and_shown_alike(judged):
         assert f"| {kernel['kernel']} | {kernel['device']} | {kernel['text']} |" in \
             judged["summary"]
     assert "What the gate can see" in judged["summary"]
+    # Each shape's own: what it would be confirmed for alone, beside its row.
+    rows = [row for group in judged["stored"]["groups"] for row in group["rows"]]
+    judged_rows = [row for row in rows if row["case"] and row["detectable_3"] is not None]
+    assert judged_rows
+    for row in judged_rows:
+        assert row["sees"] == f"confirmed alone from {row['detectable_3'] * 100:.1f} % within 3 nightlies"
+        assert row["sees"] in index.text
