@@ -4,7 +4,6 @@
 
 #include <cmath>
 #include <cstddef>
-#include <limits>
 
 namespace attnbench {
 namespace {
@@ -29,25 +28,19 @@ Nightly nightly_at(const DetectionNoise& noise, double change) {
   if (noise.deviations.size() >= static_cast<size_t>(kMinDetectionRuns) &&
       noise.clear.size() == noise.deviations.size()) {
     const double runs = static_cast<double>(noise.deviations.size());
-    double clear_runs = 0, clear_rerun_trips = 0;
     for (size_t i = 0; i < noise.deviations.size(); ++i) {
       const bool tripped = change + noise.deviations[i] > noise.threshold;
       (noise.clear[i] ? nightly.clear_trip : nightly.unclear_trip) += tripped ? 1 / runs : 0;
       nightly.unclear += noise.clear[i] ? 0 : 1 / runs;
-      if (noise.clear[i]) {
-        clear_runs += 1;
-        clear_rerun_trips += change + noise.deviations[i] > noise.threshold;
-      }
     }
-    nightly.rerun_trip = clear_runs > 0 ? clear_rerun_trips / clear_runs : 0;
+    const double clear = 1 - nightly.unclear;
+    nightly.rerun_trip = clear > 0 ? nightly.clear_trip / clear : 0;
     return nightly;
   }
+  // A normal deviation of the spread, every run clear.
   const double spread = noise.spread > 0 ? noise.spread : 1e-12;
-  const auto trips = [&](double sd) {
-    return 0.5 * std::erfc((noise.threshold - change) / (sd * std::sqrt(2.0)));
-  };
-  nightly.clear_trip = trips(spread);
-  nightly.rerun_trip = trips(spread);
+  nightly.clear_trip = 0.5 * std::erfc((noise.threshold - change) / (spread * std::sqrt(2.0)));
+  nightly.rerun_trip = nightly.clear_trip;
   return nightly;
 }
 
