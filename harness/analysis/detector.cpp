@@ -298,6 +298,13 @@ Evidence gather_evidence(const SeriesInput& input, const Baseline& baseline,
   return e;
 }
 
+// A series too noisy to judge alone: its spread beyond noisy_spread of its center, or a second
+// speed in its baseline (max_wide_points runs beyond the threshold).
+bool structurally_noisy(const Baseline& baseline, const DetectorOptions& options) {
+  return baseline.spread / baseline.center > options.noisy_spread ||
+         baseline.wide_points >= options.max_wide_points;
+}
+
 // A slower result that cannot be taken at face value (`unclear` says why). A clean rerun settles
 // a doubt about this result's clock or repetitions; not one about a busy run (the rerun shares
 // its hour) nor a series too noisy to judge alone.
@@ -305,11 +312,9 @@ void judge_unclear_trip(const Evidence& e, const Baseline& baseline, const std::
                         bool run_wide, const DetectorOptions& options,
                         PerformanceJudgement& judgement) {
   const SeriesPoint& candidate = *e.input->candidate;
-  const bool structural_noise = baseline.spread / baseline.center > options.noisy_spread ||
-                                baseline.wide_points >= options.max_wide_points;
   judgement.state = Verdict::ambiguous;
   judgement.reason = unclear;
-  if (e.rerun == nullptr || structural_noise || run_wide ||
+  if (e.rerun == nullptr || structurally_noisy(baseline, options) || run_wide ||
       !ambiguity(baseline, *e.rerun, options).empty()) {
     return;
   }
@@ -465,9 +470,7 @@ namespace {
 Detectable series_detectable(const SeriesInput& input, const Baseline& baseline,
                              const FamilyExcursion& family, bool erratic,
                              const DetectorOptions& options) {
-  const bool structural_noise = baseline.spread / baseline.center > options.noisy_spread ||
-                                baseline.wide_points >= options.max_wide_points;
-  if (erratic || structural_noise) return {kBlind, kBlind};
+  if (erratic || structurally_noisy(baseline, options)) return {kBlind, kBlind};
   DetectionNoise noise;
   noise.threshold = relative_threshold(baseline, options);
   if (options.family_wise) {

@@ -267,12 +267,10 @@ GroupConditions group_conditions(const std::vector<GroupMember>& members,
   conditions.clock_off =
       (!clocks.empty() && !history.usual_clocks.empty() &&
        std::fabs(median(clocks) / median(history.usual_clocks) - 1) > options.clock_tolerance) ||
-      std::fabs(std::exp(first.level) - 1) > options.level_tolerance ||
-      first.scatter > options.max_scatter;
+      !run_is_clear(first, options);
   // A rerun is clean when the re-measured cases' own level is near 1.
   conditions.clean_rerun = std::isfinite(group.rerun_trip.change) && any_rerun != nullptr &&
-                           std::fabs(std::exp(any_rerun->level) - 1) <= options.level_tolerance &&
-                           !(any_rerun->scatter > options.max_scatter);
+                           run_is_clear(*any_rerun, options);
   // A host-timed (CPU) kernel needs both its rerun and the next run, as its series do: a busy
   // host, or a kernel with two speeds, stays slow for longer than a rerun is apart.
   conditions.host_timed = members.front().input->host_timed;

@@ -211,13 +211,8 @@ class StoredRunAnalysis {
   // in the run's protocol), else the default.
   double detect_target() const {
     if (options_.detect_target > 0) return options_.detect_target;
-    const nlohmann::json protocol =
-        nlohmann::json::parse(run_->info.protocol_json, nullptr, /*allow_exceptions=*/false);
-    if (protocol.is_object() && protocol.contains("detect_target") &&
-        protocol["detect_target"].is_number() && protocol["detect_target"].get<double>() > 0) {
-      return protocol["detect_target"].get<double>();
-    }
-    return kDefaultDetectTarget;
+    const double suite = protocol_number(run_->info, "detect_target");
+    return suite > 0 ? suite : kDefaultDetectTarget;
   }
 
   // The run, and the latest rerun of its suspects, which is folded in.

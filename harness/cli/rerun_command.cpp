@@ -8,7 +8,6 @@
 #include <fstream>
 #include <iostream>
 #include <map>
-#include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
 
@@ -25,16 +24,6 @@
 
 namespace attnbench {
 
-namespace {
-
-// The value of "key": <number> in the protocol JSON the runner writes; 0 when absent.
-double protocol_number(const std::string& text, const std::string& key) {
-  const nlohmann::json protocol = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (!protocol.is_object() || !protocol.contains(key) || !protocol[key].is_number()) return 0;
-  return protocol[key].get<double>();
-}
-
-}  // namespace
 
 int rerun_command(const std::string& db_path, const RerunOptions& rerun,
                   const RegressionOptions& options, std::ostream& out, std::ostream& err) {
@@ -132,8 +121,8 @@ int rerun_command(const std::string& db_path, const RerunOptions& rerun,
     run_options.devices += (run_options.devices.empty() ? "" : ",") + name;
   }
   if (run_options.devices.empty()) run_options.devices = "all";
-  run_options.repetitions = static_cast<int>(protocol_number(run->info.protocol_json, "repetitions"));
-  run_options.max_case_seconds = protocol_number(run->info.protocol_json, "max_case_seconds");
+  run_options.repetitions = static_cast<int>(protocol_number(run->info, "repetitions"));
+  run_options.max_case_seconds = protocol_number(run->info, "max_case_seconds");
   run_options.db_path = db_path;
   run_options.rerun_of = *run_id;
   run_options.command_line = rerun.command_line.empty()

@@ -1,6 +1,7 @@
 #include "harness/core/records.h"
 
 #include <array>
+#include <nlohmann/json.hpp>
 
 #include "reference/enum_names.h"
 #include "harness/core/statistics.h"
@@ -104,6 +105,13 @@ double median_sample_clock(const std::vector<Sample>& samples) {
     if (std::isfinite(sample.sm_clock_mhz)) clocks.push_back(sample.sm_clock_mhz);
   }
   return clocks.empty() ? kNotMeasured : median(std::move(clocks));
+}
+
+double protocol_number(const RunInfo& run, const std::string& key) {
+  const nlohmann::json protocol =
+      nlohmann::json::parse(run.protocol_json, nullptr, /*allow_exceptions=*/false);
+  if (!protocol.is_object() || !protocol.contains(key) || !protocol[key].is_number()) return 0;
+  return protocol[key].get<double>();
 }
 
 }  // namespace attnbench

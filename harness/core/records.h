@@ -95,6 +95,10 @@ struct RunInfo {
   std::string merged_from;  // the database this run was merged from (empty: measured here)
 };
 
+// The number at "key" in a run's protocol_json (as the runner writes it: repetitions,
+// max_case_seconds, a suite's detect_target); 0 when absent or not a number.
+double protocol_number(const RunInfo& run, const std::string& key);
+
 enum class ResultStatus : uint8_t { passed, failed, skipped, crashed, timeout, error };
 std::string_view result_status_name(ResultStatus status);
 // A result that ran its forward to the end and was checked: passed, or failed its check. A run
