@@ -1313,13 +1313,10 @@ void add(Figures& total, const Figures& more) {
   total.scatters.insert(total.scatters.end(), more.scatters.begin(), more.scatters.end());
 }
 
-// The q-quantile of `values` (nearest rank below), NaN-free values only.
+// statistics.h's quantile over the finite values (a run without a level has none).
 double quantile_of(std::vector<double> values, double q) {
-  values.erase(std::remove_if(values.begin(), values.end(), [](double v) { return !std::isfinite(v); }),
-               values.end());
-  if (values.empty()) return kNotMeasured;
-  std::sort(values.begin(), values.end());
-  return values[static_cast<size_t>(q * static_cast<double>(values.size() - 1))];
+  std::erase_if(values, [](double v) { return !std::isfinite(v); });
+  return quantile(std::move(values), q);
 }
 
 double ratio(int a, int b) { return b == 0 ? 1.0 : static_cast<double>(a) / b; }
