@@ -78,11 +78,17 @@ constexpr int kSoftmaxWarps = kSoftmaxThreads / kWarpSize;
 static_assert(kSoftmaxThreads % kWarpSize == 0, "the softmax reduction works in whole warps");
 constexpr int kPointerThreads = 256;  // one thread per (batch, head) pair; any size works
 
-// Matrices per (batch, head) pair that cuBLAS reads through pointer arrays: K, Q, S for the first
-// GEMM, V, P, O for the second; the backward's dO, dS, dQ and where dK and dV go (the gradient
-// itself, or with GQA the per-head copy its group sum reads).
-constexpr int kForwardPointerArrays = 6;
-constexpr int kBackwardPointerArrays = 5;
+// Matrices per (batch, head) pair that cuBLAS reads through pointer arrays, each an array of
+// `pairs` pointers, in this order: K, Q, S for the first GEMM, V, P, O for the second; the
+// backward's dO, dS, dQ and where dK and dV go (the gradient itself, or with GQA the per-head
+// copy its group sum reads). The device fills them (build_matrix_pointers), the host hands them
+// to cuBLAS (matrix_arrays): both index them by this one order.
+enum PointerArray : int {
+  kKArray, kQArray, kScoresArray, kVArray, kProbabilitiesArray, kOutArray,
+  kForwardPointerArrays,  // a forward's plan has these
+  kDoutArray = kForwardPointerArrays, kDsArray, kDqArray, kDkArray, kDvArray,
+  kAllPointerArrays,  // a backward's plan has these
+};
 constexpr int kGroupSumThreads = 256;
 
 // cuBLAS's recommended cublasSetWorkspace sizes (cuBLAS docs, "cublasSetWorkspace"): 32 MiB on
@@ -147,7 +153,7 @@ struct PointerParams {
   int64_t q_batch, q_head, k_batch, k_head, v_batch, v_head, out_batch, out_head;
   int64_t score_matrix_bytes, probability_matrix_bytes;
   int heads_q, heads_per_kv, pairs;
-  void** arrays;  // kForwardPointerArrays arrays of `pairs` pointers: K, Q, S, V, P, O
+  void** arrays;  // kForwardPointerArrays or kAllPointerArrays arrays (PointerArray's order)
   // The backward's (null in a forward's plan): dO, dQ, and dK/dV as the GEMMs write them.
   const unsigned char* dout;
   unsigned char* dq;
@@ -158,7 +164,7 @@ struct PointerParams {
   // A target's strides: the gradient's own (batch, kv head) or a per-pair copy's (0, pair bytes).
   int64_t dk_batch, dk_head, dv_batch, dv_head;
   bool dkv_per_pair;  // GQA: dK and dV written per query head, summed by the group kernel
-  void** backward_arrays;  // kBackwardPointerArrays arrays: dO, dS, dQ, dK target, dV target
+  bool backward;      // the backward's arrays too (a backward's plan)
 };
 
 __global__ void __launch_bounds__(kPointerThreads)
@@ -168,30 +174,22 @@ __global__ void __launch_bounds__(kPointerThreads)
   const int64_t b = pair / p.heads_q;
   const int64_t h = pair % p.heads_q;
   const int64_t h_kv = h / p.heads_per_kv;
-  void** k = p.arrays;
-  void** q = k + p.pairs;
-  void** s = q + p.pairs;
-  void** v = s + p.pairs;
-  void** probabilities = v + p.pairs;
-  void** out = probabilities + p.pairs;
-  k[pair] = const_cast<unsigned char*>(p.k + b * p.k_batch + h_kv * p.k_head);
-  q[pair] = const_cast<unsigned char*>(p.q + b * p.q_batch + h * p.q_head);
-  s[pair] = p.scores + pair * p.score_matrix_bytes;
-  v[pair] = const_cast<unsigned char*>(p.v + b * p.v_batch + h_kv * p.v_head);
-  probabilities[pair] = p.probabilities + pair * p.probability_matrix_bytes;
-  out[pair] = p.out + b * p.out_batch + h * p.out_head;
-  if (p.backward_arrays == nullptr) return;
-  void** dout = p.backward_arrays;
-  void** ds = dout + p.pairs;
-  void** dq = ds + p.pairs;
-  void** dk = dq + p.pairs;
-  void** dv = dk + p.pairs;
-  dout[pair] = const_cast<unsigned char*>(p.dout + b * p.dout_batch + h * p.dout_head);
-  ds[pair] = p.ds + pair * p.probability_matrix_bytes;
-  dq[pair] = p.dq + b * p.dq_batch + h * p.dq_head;
+  const auto entry = [&](PointerArray array) -> void*& {
+    return p.arrays[static_cast<int64_t>(array) * p.pairs + pair];
+  };
+  entry(kKArray) = const_cast<unsigned char*>(p.k + b * p.k_batch + h_kv * p.k_head);
+  entry(kQArray) = const_cast<unsigned char*>(p.q + b * p.q_batch + h * p.q_head);
+  entry(kScoresArray) = p.scores + pair * p.score_matrix_bytes;
+  entry(kVArray) = const_cast<unsigned char*>(p.v + b * p.v_batch + h_kv * p.v_head);
+  entry(kProbabilitiesArray) = p.probabilities + pair * p.probability_matrix_bytes;
+  entry(kOutArray) = p.out + b * p.out_batch + h * p.out_head;
+  if (!p.backward) return;
+  entry(kDoutArray) = const_cast<unsigned char*>(p.dout + b * p.dout_batch + h * p.dout_head);
+  entry(kDsArray) = p.ds + pair * p.probability_matrix_bytes;
+  entry(kDqArray) = p.dq + b * p.dq_batch + h * p.dq_head;
   const int64_t target_head = p.dkv_per_pair ? h : h_kv;
-  dk[pair] = p.dk_target + b * p.dk_batch + target_head * p.dk_head;
-  dv[pair] = p.dv_target + b * p.dv_batch + target_head * p.dv_head;
+  entry(kDkArray) = p.dk_target + b * p.dk_batch + target_head * p.dk_head;
+  entry(kDvArray) = p.dv_target + b * p.dv_batch + target_head * p.dv_head;
 }
 
 struct SoftmaxBackwardParams {
@@ -340,7 +338,7 @@ class NaiveCublasPlan final : public Plan {
     const size_t all_matrices = static_cast<size_t>(pairs_) * static_cast<size_t>(p.seqlen_q) *
                                 static_cast<size_t>(p.seqlen_k);
     const size_t input_size = dtype_size(p.input_dtype);
-    const int arrays = kForwardPointerArrays + (p.has_backward() ? kBackwardPointerArrays : 0);
+    const int arrays = p.has_backward() ? kAllPointerArrays : kForwardPointerArrays;
     const size_t workspace = sm >= kHopperSm ? kCublasWorkspaceHopper : kCublasWorkspaceAmpere;
     struct Request {
       size_t bytes;
@@ -446,21 +444,22 @@ class NaiveCublasPlan final : public Plan {
   }
 
   MatrixArrays matrix_arrays() const {
-    void** forward = pointers_.as<void*>();
-    void** backward = forward + kForwardPointerArrays * pairs_;
+    const auto array = [&](PointerArray which) {
+      return pointers_.as<void*>() + static_cast<int64_t>(which) * pairs_;
+    };
     MatrixArrays m{};
-    m.k = forward;
-    m.q = forward + pairs_;
-    m.scores = forward + 2 * pairs_;
-    m.v = forward + 3 * pairs_;
-    m.probabilities = forward + 4 * pairs_;
-    m.out = forward + 5 * pairs_;
+    m.k = array(kKArray);
+    m.q = array(kQArray);
+    m.scores = array(kScoresArray);
+    m.v = array(kVArray);
+    m.probabilities = array(kProbabilitiesArray);
+    m.out = array(kOutArray);
     if (problem_.has_backward()) {
-      m.dout = backward;
-      m.ds = backward + pairs_;
-      m.dq = backward + 2 * pairs_;
-      m.dk = backward + 3 * pairs_;
-      m.dv = backward + 4 * pairs_;
+      m.dout = array(kDoutArray);
+      m.ds = array(kDsArray);
+      m.dq = array(kDqArray);
+      m.dk = array(kDkArray);
+      m.dv = array(kDvArray);
     }
     return m;
   }
@@ -639,7 +638,7 @@ class NaiveCublasPlan final : public Plan {
       pointers.dv_batch = params.dv_batch_stride * grad_bytes;
       pointers.dv_head = params.dv_head_stride * grad_bytes;
     }
-    pointers.backward_arrays = pointers_.as<void*>() + kForwardPointerArrays * pairs_;
+    pointers.backward = true;
   }
 
   Problem problem_;
