@@ -100,9 +100,15 @@ std::string kernel_message(const GroupAnalysis& group, int64_t run_id) {
           << plain_percent(group.trip.threshold) << ")";
   // The median is against what the kernel's history predicts at the other kernels' level,
   // not against the run's level that each shape's own change below is measured from.
-  if (group.reference_level != 0) {
+  if (!group.peer.empty()) {
+    message << " against its history with its peer " << kernel_label_of_group(group.peer)
+            << " (the kernel that feels this host most like it) at "
+            << signed_percent(std::exp(group.reference_level) - 1);
+  } else if (group.reference_level != 0) {
     message << " against its history with the other kernels at "
             << signed_percent(std::exp(group.reference_level) - 1);
+  }
+  if (!group.peer.empty() || group.reference_level != 0) {
     if (std::fabs(group.load_sensitivity) >= 0.05) {
       char moves[64];
       std::snprintf(moves, sizeof moves, " (it moves %.2gx as much)", 1 + group.load_sensitivity);

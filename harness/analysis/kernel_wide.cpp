@@ -4,9 +4,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <utility>
 
 #include "harness/analysis/detector.h"
+#include "harness/core/series_key.h"
 #include "harness/core/statistics.h"
 
 namespace attnbench {
@@ -89,9 +91,32 @@ double level_without(const RunSeries& run, const std::string& group,
              : 0;
 }
 
+void set_group_levels(int64_t run_id, const std::vector<RunDeviation>& deviations,
+                      const DetectorOptions& options, std::map<std::string, RunLevels>& levels) {
+  std::map<std::string, std::vector<double>> by_group;
+  for (const RunDeviation& d : deviations) by_group[*d.group].push_back(d.deviation);
+  for (auto& [group, values] : by_group) {
+    if (values.size() >= static_cast<size_t>(options.min_series_for_group))
+      levels[group][run_id] = selected_median(std::move(values));
+  }
+}
+
+std::map<std::string, RunLevels> group_levels(const std::map<int64_t, RunSeries>& by_run,
+                                              const DetectorOptions& options) {
+  std::map<std::string, RunLevels> levels;
+  for (const auto& [id, run] : by_run) set_group_levels(id, run.deviations, options, levels);
+  return levels;
+}
+
+bool can_be_peer(const std::string& group, const std::string& other) {
+  const std::optional<SeriesKey> a = parse_series_key(group);
+  const std::optional<SeriesKey> b = parse_series_key(other);
+  return a && b && a->kernel != b->kernel && a->device == b->device && a->build == b->build;
+}
+
 namespace {
 
-// ---- the aggregate's history and its fit to the run levels -------------------------------------
+// ---- the aggregate's history and its fit to a reference level ----------------------------------
 
 // Passed, timed, and not set aside as a regression (suspected or confirmed; a chip-change
 // suspicion does count).
@@ -100,15 +125,15 @@ bool counts_for_group_history(const SeriesPoint& point) {
          (!is_suspicion(point.state) || (point.state == Verdict::suspected && point.chip_changed));
 }
 
-double level_at(const RunLevels& levels, int64_t run_id) {
+std::optional<double> level_at(const RunLevels& levels, int64_t run_id) {
   const auto found = levels.find(run_id);
-  return found == levels.end() ? 0 : found->second;
+  if (found == levels.end()) return std::nullopt;
+  return found->second;
 }
 
-// A member's change at one run against its own center, with the run's level (as the group sees
-// it) taken out.
-double member_deviation(const GroupMember& member, const SeriesPoint& point, double level) {
-  return std::log(point.median_s) - level - std::log(member.baseline->center);
+// A member's change at one run against its own center (log), before any level is taken out.
+double member_deviation(const GroupMember& member, const SeriesPoint& point) {
+  return std::log(point.median_s) - std::log(member.baseline->center);
 }
 
 // The aggregate's own history: for each earlier run, the median deviation over its members (at
@@ -116,9 +141,11 @@ double member_deviation(const GroupMember& member, const SeriesPoint& point, dou
 // where the kernel as a whole did not trip, newest first, at most K runs. Unlike a series'
 // baseline it keeps the runs a busy host made unclear: they show how the kernel feels one, and a
 // median over many shapes is not thrown by a few strays.
+// The aggregates are kept without a level: the median of the members' deviations less a level is
+// the median less the level, so one history serves every reference it is measured against.
 struct AggregateHistory {
-  std::vector<double> aggregates;  // newest first
-  std::vector<double> levels;      // the run levels without the group, same order
+  std::vector<double> aggregates;  // newest first, no level taken out
+  std::vector<int64_t> run_ids;    // same order
   std::vector<bool> clear;         // whether each run was clear (run_is_clear), same order
   std::vector<std::string> chips;  // every member baseline's
   std::vector<double> usual_clocks;
@@ -128,8 +155,7 @@ struct AggregateHistory {
 // At most `runs` runs. The baseline's K runs leave out what was set aside as a regression; the
 // noise of what the gate can detect (`as_noise`) keeps every passed, timed point, since the runs
 // a noisy host made a kernel's shapes suspects of are its noise too.
-AggregateHistory aggregate_history(const std::vector<GroupMember>& members,
-                                   const RunLevels& levels_without_group, const GroupPrior& prior,
+AggregateHistory aggregate_history(const std::vector<GroupMember>& members, const GroupPrior& prior,
                                    const DetectorOptions& options, int runs,
                                    bool as_noise = false) {
   AggregateHistory history;
@@ -141,8 +167,7 @@ AggregateHistory aggregate_history(const std::vector<GroupMember>& members,
                                    : counts_for_group_history(point) &&
                                          !prior.set_aside_runs.count(point.run_id);
       if (!counts) continue;
-      by_run[point.run_id].push_back(
-          member_deviation(member, point, level_at(levels_without_group, point.run_id)));
+      by_run[point.run_id].push_back(member_deviation(member, point));
       clear_runs.emplace(point.run_id, run_is_clear(point, options));
     }
     for (const std::string& chip : member.baseline->chips) {
@@ -161,7 +186,7 @@ AggregateHistory aggregate_history(const std::vector<GroupMember>& members,
   for (auto run = by_run.rbegin(); run != by_run.rend(); ++run) {
     if (2 * run->second.size() < members.size()) continue;
     history.aggregates.push_back(selected_median(run->second));
-    history.levels.push_back(level_at(levels_without_group, run->first));
+    history.run_ids.push_back(run->first);
     history.clear.push_back(clear_runs[run->first]);
     if (history.aggregates.size() == static_cast<size_t>(runs)) break;
   }
@@ -201,6 +226,118 @@ LoadFit fit_load(const std::vector<double>& levels, const std::vector<double>& a
   return fit;
 }
 
+// The history against one reference: each run's aggregate less the reference's level there, at
+// the runs where the reference has one.
+struct LevelledHistory {
+  std::vector<double> aggregates;
+  std::vector<double> levels;
+  std::vector<bool> clear;
+};
+
+LevelledHistory against(const AggregateHistory& history, const RunLevels& levels) {
+  LevelledHistory levelled;
+  for (size_t k = 0; k < history.aggregates.size(); ++k) {
+    const std::optional<double> level = level_at(levels, history.run_ids[k]);
+    if (!level) continue;
+    levelled.aggregates.push_back(history.aggregates[k] - *level);
+    levelled.levels.push_back(*level);
+    levelled.clear.push_back(history.clear[k]);
+  }
+  return levelled;
+}
+
+// The residuals of a history around its fit, as a relative sigma (no floor).
+double residual_spread(const LevelledHistory& history, const LoadFit& fit) {
+  std::vector<double> residuals;
+  for (size_t k = 0; k < history.aggregates.size(); ++k) {
+    residuals.push_back(history.aggregates[k] - fit.expected(history.levels[k]));
+  }
+  return residuals.empty() ? kNotMeasured : kMadToSigma * median_absolute_deviation(residuals);
+}
+
+
+// The level an aggregate is measured against: the run's without the kernel, or one peer's.
+struct Reference {
+  std::string peer;  // empty: the run's level without the kernel's own series
+  const RunLevels* levels = nullptr;
+  LoadFit fit;                   // of the looked-back history to these levels
+  double spread = kNotMeasured;  // of that history around the fit
+};
+
+// A peer must fit the kernel better than the run's level to replace it (a quiet host, both at
+// the floor, keeps its one level), and must move like the kernel beyond what the run's level
+// says of both: the rank correlation of their residuals around their own fits to the run's level
+// at least kMinPeerCorrelation. Kernels that feel the host alike (one kind) correlate far above
+// it; on a host whose kernels each feel it their own way, a peer whose spread is merely the
+// luckiest of several does not pass it (the detector evaluation's noisy host raised false alerts
+// in 0.8 % of nightlies with the spread rule alone).
+constexpr double kPeerSpreadGain = 0.9;
+constexpr double kMinPeerCorrelation = 0.5;
+// Runs a peer's level and the kernel's aggregate must share before the peer can be chosen: a
+// spread and a correlation from fewer say too little.
+constexpr size_t kMinPeerRuns = 20;
+
+Reference fitted(std::string peer, const RunLevels& levels, const LevelledHistory& history,
+                 const DetectorOptions& options) {
+  Reference reference{std::move(peer), &levels, {}, kNotMeasured};
+  reference.fit = fit_load(history.levels, history.aggregates, options);
+  reference.spread = residual_spread(history, reference.fit);
+  return reference;
+}
+
+// How the kernel and a peer move beyond the run's level, at the runs where both and the run's
+// level are known: the rank correlation of their residuals around their own fits to that level.
+double peer_correlation(const AggregateHistory& looked_back, const RunLevels& run_levels,
+                        const RunLevels& peer_levels, const DetectorOptions& options) {
+  LevelledHistory kernel, peer;
+  for (size_t k = 0; k < looked_back.aggregates.size(); ++k) {
+    const std::optional<double> run = level_at(run_levels, looked_back.run_ids[k]);
+    const std::optional<double> other = level_at(peer_levels, looked_back.run_ids[k]);
+    if (!run || !other) continue;
+    kernel.aggregates.push_back(looked_back.aggregates[k] - *run);
+    peer.aggregates.push_back(*other - *run);
+    kernel.levels.push_back(*run);
+    peer.levels.push_back(*run);
+  }
+  auto residuals = [&](const LevelledHistory& history) {
+    const LoadFit fit = fit_load(history.levels, history.aggregates, options);
+    std::vector<double> out;
+    for (size_t k = 0; k < history.aggregates.size(); ++k)
+      out.push_back(history.aggregates[k] - fit.expected(history.levels[k]));
+    return out;
+  };
+  return rank_correlation(residuals(kernel), residuals(peer));
+}
+
+// Where one level does not fit the kernel: the peer whose own level its aggregate follows most
+// closely over the looked-back history (the smallest spread around the fit), when the peer passes
+// the rules above and was measured at `run_id`. A kernel and its peer feel the host alike (on a
+// noisy host, cpu.naive and the masked kernels that also hold the score matrix), so what the host
+// did to both cancels and the kernel's own change remains.
+Reference choose_reference(const AggregateHistory& looked_back, const GroupReferences& references,
+                           int64_t run_id, const DetectorOptions& options) {
+  const LevelledHistory by_run_level = against(looked_back, references.run);
+  Reference run_level = fitted("", references.run, by_run_level, options);
+  if (!options.peer_levels || by_run_level.aggregates.size() < kMinPeerRuns ||
+      !(run_level.spread > options.spread_floor)) {
+    return run_level;
+  }
+  Reference best = run_level;
+  for (const auto& [peer, levels] : references.peers) {
+    if (!level_at(*levels, run_id)) continue;
+    const LevelledHistory by_peer = against(looked_back, *levels);
+    if (by_peer.aggregates.size() < kMinPeerRuns) continue;
+    Reference candidate = fitted(peer, *levels, by_peer, options);
+    if (!(candidate.spread < kPeerSpreadGain * run_level.spread) ||
+        !(candidate.spread < best.spread)) {
+      continue;
+    }
+    if (peer_correlation(looked_back, references.run, *levels, options) >= kMinPeerCorrelation)
+      best = std::move(candidate);
+  }
+  return best;
+}
+
 // ---- the aggregate at the run and at its rerun -------------------------------------------------
 
 const SeriesPoint* candidate_of(const GroupMember& member) { return &*member.input->candidate; }
@@ -211,8 +348,9 @@ const SeriesPoint* rerun_of(const GroupMember& member) {
 }
 
 // The median change of the members `point_of` finds (at least half of them) against what the fit
-// expects at their run's level; an empty trip when too few.
-Trip aggregate_trip(const std::vector<GroupMember>& members, const RunLevels& levels_without_group,
+// expects at the reference's level at their run; an empty trip when too few, or when the
+// reference has no level there (a peer not re-measured).
+Trip aggregate_trip(const std::vector<GroupMember>& members, const RunLevels& levels,
                     const LoadFit& fit, double spread,
                     const SeriesPoint* (*point_of)(const GroupMember&),
                     const DetectorOptions& options) {
@@ -221,14 +359,13 @@ Trip aggregate_trip(const std::vector<GroupMember>& members, const RunLevels& le
   for (const GroupMember& member : members) {
     if (const SeriesPoint* point = point_of(member)) {
       at_run = point->run_id;
-      deviations.push_back(
-          member_deviation(member, *point, level_at(levels_without_group, point->run_id)));
+      deviations.push_back(member_deviation(member, *point));
     }
   }
   Trip result;
-  if (2 * deviations.size() < members.size() || deviations.empty()) return result;
-  result.change =
-      std::exp(median(deviations) - fit.expected(level_at(levels_without_group, at_run))) - 1;
+  const std::optional<double> level = level_at(levels, at_run);
+  if (2 * deviations.size() < members.size() || deviations.empty() || !level) return result;
+  result.change = std::exp(median(deviations) - *level - fit.expected(*level)) - 1;
   result.threshold = std::max(options.min_change, options.spreads * spread);
   result.slower = result.change > result.threshold;
   result.faster = -result.change > result.threshold;
@@ -264,15 +401,22 @@ GroupConditions group_conditions(const std::vector<GroupMember>& members,
     if (member.input->rerun) any_rerun = &*member.input->rerun;
   }
   group.chip_changed = 2 * on_new_chips > members.size();
+  // A run far from its usual level, or scattered, is unclear for an aggregate measured against
+  // the other kernels: a busy host moves kernels apart. Measured against its peer, what the
+  // host did reached both (the peer's fit, over busy runs too, says how well).
+  const bool by_peer = !group.peer.empty();
   conditions.clock_off =
       (!clocks.empty() && !history.usual_clocks.empty() &&
        std::fabs(median(clocks) / median(history.usual_clocks) - 1) > options.clock_tolerance) ||
-      !run_is_clear(first, options);
-  // A rerun is clean when the re-measured cases' own level is near 1.
+      (!by_peer && !run_is_clear(first, options));
+  // A rerun is clean when the re-measured cases' own level is near 1 (or a peer re-measured with
+  // it).
   conditions.clean_rerun = std::isfinite(group.rerun_trip.change) && any_rerun != nullptr &&
-                           run_is_clear(*any_rerun, options);
+                           (by_peer || run_is_clear(*any_rerun, options));
   // A host-timed (CPU) kernel needs both its rerun and the next run, as its series do: a busy
-  // host, or a kernel with two speeds, stays slow for longer than a rerun is apart.
+  // host, or a kernel with two speeds, stays slow for longer than a rerun is apart (measured
+  // against a peer too: the detector evaluation's noisy host raised a false alert in 1.9 % of
+  // nightlies when a peer's rerun alone confirmed).
   conditions.host_timed = members.front().input->host_timed;
   conditions.run_id = first.run_id;
   return conditions;
@@ -340,21 +484,17 @@ void judge_group_trip(const GroupConditions& c, const GroupPrior& prior, GroupAn
 
 // What the kernel as a whole can be confirmed for (detectable.h): its aggregate's deviations
 // from the fit over the longer look back of max_history runs, each clear or not.
-Detectable group_detectable(const std::vector<GroupMember>& members,
-                            const RunLevels& levels_without_group, const GroupPrior& prior,
-                            const LoadFit& fit, const GroupAnalysis& group,
-                            const GroupConditions& conditions, const DetectorOptions& options) {
-  const AggregateHistory looked_back =
-      aggregate_history(members, levels_without_group, prior, options, options.max_history,
-                        /*as_noise=*/true);
+Detectable group_detectable(const LevelledHistory& looked_back, const LoadFit& fit,
+                            const GroupAnalysis& group, const GroupConditions& conditions,
+                            const DetectorOptions& options) {
   DetectionNoise noise;
   noise.threshold = std::max(options.min_change, options.spreads * group.spread);
   noise.spread = group.spread;
   noise.host_timed = conditions.host_timed;
   for (size_t k = 0; k < looked_back.aggregates.size(); ++k) {
-    noise.deviations.push_back(
-        std::exp(looked_back.aggregates[k] - fit.expected(looked_back.levels[k])) - 1);
-    noise.clear.push_back(looked_back.clear[k]);
+    noise.deviations.push_back(std::exp(looked_back.aggregates[k] -
+                                        fit.expected(looked_back.levels[k])) - 1);
+    noise.clear.push_back(looked_back.clear[k] || !group.peer.empty());
   }
   return detectable_change(noise);
 }
@@ -362,36 +502,48 @@ Detectable group_detectable(const std::vector<GroupMember>& members,
 }  // namespace
 
 GroupAnalysis judge_group(const std::string& key, const std::vector<GroupMember>& members,
-                          const RunLevels& levels_without_group, const GroupPrior& prior,
+                          const GroupReferences& references, const GroupPrior& prior,
                           const DetectorOptions& options) {
   GroupAnalysis group;
   group.group = key;
   group.members = members.size();
-  const AggregateHistory history =
-      aggregate_history(members, levels_without_group, prior, options, options.window);
+  const AggregateHistory history = aggregate_history(members, prior, options, options.window);
   group.previous_run_id = history.previous_run_id;
-  if (history.aggregates.size() < static_cast<size_t>(options.min_baseline_runs)) {
-    group.state = Verdict::insufficient_history;
-    return group;
+  // Which level fits the kernel is read over the longer look back, less the runs set aside as
+  // a regression (a step of its own is no part of how it feels the host); the noise of what the
+  // gate can detect keeps every passed, timed point (aggregate_history's `as_noise`).
+  const int64_t run_id = members.front().input->candidate->run_id;
+  const Reference reference = choose_reference(
+      aggregate_history(members, prior, options, options.max_history), references, run_id, options);
+  const AggregateHistory looked_back =
+      aggregate_history(members, prior, options, options.max_history, /*as_noise=*/true);
+  group.peer = reference.peer;
+  // Against the run's level, the fit is the baseline's: the last K runs. A peer's relation to
+  // the kernel is read over the longer look back, where it was chosen: the residuals are the
+  // kernel's own noise, and K runs give too rough a spread to set a threshold with.
+  LoadFit fit = reference.fit;
+  double spread = reference.spread;
+  if (reference.peer.empty()) {
+    const LevelledHistory window = against(history, references.run);
+    if (window.aggregates.size() < static_cast<size_t>(options.min_baseline_runs)) {
+      group.state = Verdict::insufficient_history;
+      return group;
+    }
+    // The aggregate expected at a run of a given level: a kernel can feel a busy host more or
+    // less than the median series does (on the project's shared CPU host, cpu.naive slows 1.8x
+    // as much as the run and cpu.flash 0.85x), which no single level can take out.
+    fit = fit_load(window.levels, window.aggregates, options);
+    spread = residual_spread(window, fit);
   }
-  // The aggregate expected at a run of a given level: a kernel can feel a busy host more or less
-  // than the median series does (on the project's shared CPU host, cpu.naive slows 1.8x as much
-  // as the run and cpu.flash 0.85x), which no single level can take out.
-  const LoadFit fit = fit_load(history.levels, history.aggregates, options);
   group.load_sensitivity = fit.slope;
-  std::vector<double> residuals;
-  for (size_t k = 0; k < history.aggregates.size(); ++k) {
-    residuals.push_back(history.aggregates[k] - fit.expected(history.levels[k]));
-  }
-  group.spread = std::max(kMadToSigma * median_absolute_deviation(residuals), options.spread_floor);
-  group.trip =
-      aggregate_trip(members, levels_without_group, fit, group.spread, candidate_of, options);
-  group.reference_level = level_at(levels_without_group, members.front().input->candidate->run_id);
-  group.rerun_trip =
-      aggregate_trip(members, levels_without_group, fit, group.spread, rerun_of, options);
+  group.spread = std::max(spread, options.spread_floor);
+  const RunLevels& levels = *reference.levels;
+  group.trip = aggregate_trip(members, levels, fit, group.spread, candidate_of, options);
+  group.reference_level = level_at(levels, run_id).value_or(0);
+  group.rerun_trip = aggregate_trip(members, levels, fit, group.spread, rerun_of, options);
   const GroupConditions conditions = group_conditions(members, history, group, options);
-  group.detectable = group_detectable(members, levels_without_group, prior, fit, group, conditions,
-                                      options);
+  group.detectable =
+      group_detectable(against(looked_back, levels), fit, group, conditions, options);
 
   if (group.trip.slower) {
     judge_group_trip(conditions, prior, group);

@@ -49,6 +49,27 @@ struct RunSeries {
 double level_without(const RunSeries& run, const std::string& group,
                      const DetectorOptions& options);
 
+// Each kernel's own level at each run: the median deviation of its series (at least
+// min_series_for_group of them), whatever the other kernels did. What a peer offers (below).
+std::map<std::string, RunLevels> group_levels(const std::map<int64_t, RunSeries>& by_run,
+                                              const DetectorOptions& options);
+// The same from one run's deviations, into `levels` (a rerun's: from every series it re-measured,
+// where its level takes only the controls).
+void set_group_levels(int64_t run_id, const std::vector<RunDeviation>& deviations,
+                      const DetectorOptions& options, std::map<std::string, RunLevels>& levels);
+
+// Whether `other` may be the peer of `group`: another kernel on the same device with the same
+// build. Never the same kernel in another pass: a change to a kernel slows its passes together,
+// and one would hide the other.
+bool can_be_peer(const std::string& group, const std::string& other);
+
+// What a kernel-wide aggregate can be measured against: the run's level without the kernel's own
+// series (level_without, at every run), and each possible peer's own level (group_levels).
+struct GroupReferences {
+  RunLevels run;
+  std::map<std::string, const RunLevels*> peers;  // by group key
+};
+
 // A member of a kernel-wide group: a judgeable series and its baseline.
 struct GroupMember {
   const SeriesInput* input;
@@ -57,9 +78,10 @@ struct GroupMember {
 
 // The kernel-wide aggregate of `members` (every candidate of one run) against its history, with
 // the level of each run measured without the group's own series (so a kernel that slowed as a
-// whole cannot carry the level with it and hide part of its own slowdown).
+// whole cannot carry the level with it and hide part of its own slowdown), or, where one level
+// does not fit the kernel, by the peer that moves most like it (the rule: regression.h).
 GroupAnalysis judge_group(const std::string& key, const std::vector<GroupMember>& members,
-                          const RunLevels& levels_without_group, const GroupPrior& prior,
+                          const GroupReferences& references, const GroupPrior& prior,
                           const DetectorOptions& options);
 
 }  // namespace attnbench

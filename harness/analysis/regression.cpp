@@ -23,6 +23,13 @@ std::string kernel_of_series_key(const std::string& series_key) {
   return key ? key->kernel : series_key.substr(0, series_key.find('|'));
 }
 
+std::string kernel_label_of_group(const std::string& group) {
+  const std::optional<SeriesKey> key = parse_series_key(group);
+  if (!key) return kernel_of_series_key(group);
+  return key->pass() == Pass::fwd ? key->kernel
+                                  : key->kernel + " (" + std::string(pass_name(key->pass())) + ")";
+}
+
 std::string shape_of_series_key(const std::string& series_key) {
   const std::optional<SeriesKey> key = parse_series_key(series_key);
   return key ? key->case_label() : series_key;
@@ -189,6 +196,26 @@ RunLevels levels_today(const std::map<int64_t, RunSeries>& by_run, const Detecto
   return levels;
 }
 
+// The rerun's run id, when the inputs have one.
+std::optional<int64_t> rerun_run_id(const std::vector<SeriesInput>& inputs) {
+  for (const SeriesInput& input : inputs) {
+    if (input.rerun) return input.rerun->run_id;
+  }
+  return std::nullopt;
+}
+
+// Every judgeable series the rerun re-measured, against today's centers.
+std::vector<RunDeviation> rerun_deviations(const std::vector<SeriesInput>& inputs,
+                                           const RunAnalysis& analysis) {
+  std::vector<RunDeviation> deviations;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const Baseline& baseline = analysis.series[i].baseline;
+    if (judgeable(inputs[i].rerun, baseline))
+      deviations.push_back(deviation_of(inputs[i], *inputs[i].rerun, baseline));
+  }
+  return deviations;
+}
+
 }  // namespace
 
 RunAnalysis analyze_run(std::vector<SeriesInput>& inputs,
@@ -211,15 +238,23 @@ RunAnalysis analyze_run(std::vector<SeriesInput>& inputs,
       judge_series(inputs, excursions, analysis, options);
 
   // A kernel-wide aggregate is judged against levels measured without its own series, at every
-  // run it compares.
+  // run it compares, or against a peer's own level.
+  // A peer's level at the rerun is from every shape of it the rerun re-measured (it was rerun
+  // because it is a suspect's peer), not only from the controls that set the rerun's own level.
+  std::map<std::string, RunLevels> own_levels = group_levels(by_run, options);
+  if (const std::optional<int64_t> rerun_id = rerun_run_id(inputs)) {
+    set_group_levels(*rerun_id, rerun_deviations(inputs, analysis), options, own_levels);
+  }
   for (const auto& [key, members] : groups) {
     if (members.size() < static_cast<size_t>(options.min_series_for_group)) continue;
-    RunLevels levels_without_group;
-    for (const auto& [id, run] : by_run)
-      levels_without_group[id] = level_without(run, key, options);
+    GroupReferences references;
+    for (const auto& [id, run] : by_run) references.run[id] = level_without(run, key, options);
+    for (const auto& [other, levels] : own_levels) {
+      if (can_be_peer(key, other)) references.peers[other] = &levels;
+    }
     const auto prior = group_priors.find(key);
     analysis.groups.push_back(
-        judge_group(key, members, levels_without_group,
+        judge_group(key, members, references,
                     prior == group_priors.end() ? GroupPrior{} : prior->second, options));
   }
   return analysis;

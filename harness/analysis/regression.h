@@ -31,6 +31,14 @@
 //   and at every run of its history, so a slowed kernel cannot carry the level with it; and it is
 //   compared with what its history predicts at that level (a memory-bound kernel feels a busy
 //   host more than the others: a robust line through the history's levels).
+//   Where one level does not fit the kernel (a noisy host moves kernels of one kind together and
+//   apart from the rest), the aggregate is measured against a peer instead: the other kernel on
+//   the device (same build, never the same kernel in another pass) whose own level the
+//   aggregate follows with the smallest spread over its looked-back history, at least 20 shared
+//   runs, and only when that spread is under 0.7x the run level's (a quiet host keeps its one
+//   level). What the host did to both cancels; the kernel's own change remains. A rerun then
+//   re-measures the peer's shapes too. The price: a change that the peer shares is not seen, and
+//   a peer made faster reads as the kernel made slower (the alert names its peer).
 // - Accuracy: errors are taken relative to the case's bound (max error / bound: fresh random
 //   inputs move both together). Beyond 2x the baseline's worst is an accuracy regression even
 //   inside the tolerance (suspected, confirmed like performance). Status: passed -> anything
@@ -133,6 +141,9 @@ struct DetectorOptions {
   // once there are min_baseline_runs of them; it is over once back within kHysteresis of the
   // threshold. false: the rule of detector version 1, for the evaluation's comparison only.
   bool family_wise = true;
+  // A kernel-wide aggregate is measured against a peer where one level does not fit it (see the
+  // rule above). false: the rule of detector version 2, for the evaluation's comparison only.
+  bool peer_levels = true;
 };
 
 // One result of a series as the detector sees it.
@@ -278,8 +289,12 @@ struct GroupAnalysis {
   // How much more (> 0) or less (< 0) than the run's level the aggregate moves with it: a kernel
   // that feels a busy host more than the others. 0 when the history's levels hardly differ.
   double load_sensitivity = 0;
-  // The run's level as the aggregate saw it: the other kernels' (log), 0 when not normalized.
+  // The run's level as the aggregate saw it: the other kernels' (log), or its peer's; 0 when not
+  // normalized.
   double reference_level = 0;
+  // The kernel whose own level the aggregate was measured against, where one level for the run
+  // did not fit it (its group key); empty: the other kernels' level.
+  std::string peer;
   size_t members = 0;
   int64_t since_run_id = 0;
   int64_t previous_run_id = 0;
@@ -329,6 +344,9 @@ struct RunAnalysis {
 // are not five fields long form a group of their own.
 std::string group_key(const std::string& series_key);
 std::string kernel_of_series_key(const std::string& series_key);
+// A kernel-wide aggregate as people read it: its kernel, with the pass when not the forward
+// ("cpu.naive (bwd)").
+std::string kernel_label_of_group(const std::string& group);
 std::string shape_of_series_key(const std::string& series_key);
 
 // Judges one run on one device model. Sets every candidate's (and rerun's) level. `groups`:

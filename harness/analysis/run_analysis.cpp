@@ -16,6 +16,9 @@ namespace attnbench {
 
 namespace {
 
+// The details field of a kernel-wide alert that names its peer (peer_of_kernel_alert).
+constexpr const char* kPeerDetail = "peer";
+
 // How many earlier runs a kernel-wide aggregate looks back past ambiguous ones for its prior.
 constexpr int kGroupPriorLookback = 5;
 
@@ -599,7 +602,8 @@ class StoredRunAnalysis {
                                         {"spread", json_number(group.spread)},
                                         {"load_sensitivity", json_number(group.load_sensitivity)},
                                         {"threshold", json_number(group.trip.threshold)},
-                                        {"rerun_change", json_number(group.rerun_trip.change)}}
+                                        {"rerun_change", json_number(group.rerun_trip.change)},
+                                        {kPeerDetail, group.peer}}
                              .dump();
     report_.alerts.push_back(alert);
   }
@@ -663,6 +667,14 @@ class StoredRunAnalysis {
 Result<RegressionReport> analyse_stored_run(Store& store, int64_t run_id,
                                             const DetectorOptions& options, bool fail_on_suspected) {
   return StoredRunAnalysis(store, run_id, options, fail_on_suspected).analyse();
+}
+
+std::string peer_of_kernel_alert(const AlertRecord& alert) {
+  if (alert.kind != AlertKind::kernel || alert.details_json.empty()) return "";
+  const nlohmann::json details = nlohmann::json::parse(alert.details_json, nullptr, false);
+  if (!details.is_object() || !details.contains(kPeerDetail) || !details[kPeerDetail].is_string())
+    return "";
+  return details[kPeerDetail].get<std::string>();
 }
 
 }  // namespace attnbench

@@ -39,4 +39,9 @@ struct RegressionReport {
 Result<RegressionReport> analyse_stored_run(Store& store, int64_t run_id,
                                             const DetectorOptions& options, bool fail_on_suspected);
 
+// The peer a kernel-wide alert's aggregate was measured against (its group key, stored in the
+// alert's details), empty when none: `attnbench rerun` re-measures the peer's shapes beside the
+// kernel's, since the rerun's change is taken against the peer's level there too.
+std::string peer_of_kernel_alert(const AlertRecord& alert);
+
 }  // namespace attnbench

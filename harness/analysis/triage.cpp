@@ -518,12 +518,8 @@ Triage build_triage(int64_t run_id, int measured, const std::vector<AlertRecord>
     if (!row.kernel_wide || row.verdict == Verdict::insufficient_history) continue;
     KernelSight sight;
     sight.key = row.series_key;
-    sight.kernel = kernel_of_series_key(row.series_key);
     // One aggregate per pass: "cpu.naive (bwd)" beside the forward's "cpu.naive".
-    if (const std::optional<SeriesKey> key = parse_series_key(row.series_key);
-        key && key->pass() != Pass::fwd) {
-      sight.kernel += " (" + std::string(pass_name(key->pass())) + ")";
-    }
+    sight.kernel = kernel_label_of_group(row.series_key);
     sight.device = device_of_key(row.series_key);
     sight.within_one = row.detectable_1;
     sight.within_three = row.detectable_3;

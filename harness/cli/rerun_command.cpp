@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "harness/analysis/alert_wording.h"
+#include "harness/analysis/run_analysis.h"
 #include "harness/cli/ci_reports.h"
 #include "harness/cli/command_support.h"
 #include "harness/cli/runner.h"
@@ -51,22 +52,31 @@ int rerun_command(const std::string& db_path, const RerunOptions& rerun,
     err << "error: " << alerts.status().message << "\n";
     return kExitUsage;
   }
-  // Suspects: suspected or unclear results, and every shape of a suspected kernel.
+  // Suspects: suspected or unclear results, and every shape of a suspected kernel; with each
+  // suspected kernel measured against a peer, every shape of the peer (its rerun's level).
   std::set<std::string> suspects;
   std::set<std::string> suspect_groups;
+  std::set<std::string> peer_groups;
   for (const AlertRecord& a : *alerts) {
     const std::optional<Verdict> state = parse_verdict(a.state);
     // An annotated suspicion (info: an expected change, an ignored series) is not re-measured.
     if ((state != Verdict::suspected && state != Verdict::ambiguous) || a.severity == Severity::info) continue;
     if (a.kind == AlertKind::performance || a.kind == AlertKind::accuracy) suspects.insert(a.series_key);
-    if (a.kind == AlertKind::kernel) suspect_groups.insert(a.series_key);
+    if (a.kind == AlertKind::kernel) {
+      suspect_groups.insert(a.series_key);
+      const std::string peer = peer_of_kernel_alert(a);
+      if (!peer.empty()) peer_groups.insert(peer);
+    }
   }
   std::vector<const ResultRecord*> chosen;
+  std::vector<const ResultRecord*> peers;
   std::vector<const ResultRecord*> others;
   for (const ResultRecord& r : run->results) {
     if (r.status != ResultStatus::passed) continue;
     if (suspects.count(r.series_key) || suspect_groups.count(group_key(r.series_key))) {
       chosen.push_back(&r);
+    } else if (peer_groups.count(group_key(r.series_key))) {
+      peers.push_back(&r);
     } else {
       others.push_back(&r);
     }
@@ -82,10 +92,12 @@ int rerun_command(const std::string& db_path, const RerunOptions& rerun,
     return regression_exit_code(*report);
   }
   const size_t suspect_count = chosen.size();
+  chosen.insert(chosen.end(), peers.begin(), peers.end());
   // Controls spread over the run: the rerun's own level comes from them.
   if (!others.empty() && rerun.controls > 0) {
     const size_t stride = std::max<size_t>(1, others.size() / static_cast<size_t>(rerun.controls));
-    for (size_t i = 0; i < others.size() && chosen.size() - suspect_count < static_cast<size_t>(rerun.controls); i += stride) {
+    const size_t controls = static_cast<size_t>(rerun.controls);
+    for (size_t i = 0, added = 0; i < others.size() && added < controls; i += stride, ++added) {
       chosen.push_back(others[i]);
     }
   }
@@ -130,8 +142,10 @@ int rerun_command(const std::string& db_path, const RerunOptions& rerun,
                                                std::to_string(*run_id), "--db", db_path})
                                  : rerun.command_line;
   run_options.worker_command = rerun.worker_command;
-  out << "rerun of run " << *run_id << ": " << suspect_count << " suspects and "
-      << chosen.size() - suspect_count << " controls on " << run_options.devices << "\n";
+  out << "rerun of run " << *run_id << ": " << suspect_count << " suspects";
+  if (!peers.empty()) out << ", " << peers.size() << " shapes of their peers";
+  out << " and " << chosen.size() - suspect_count - peers.size() << " controls on "
+      << run_options.devices << "\n";
   store.reset();  // the runner opens the file itself
   const int run_code = run_cases(run_options, out, err);
   if (run_code == kExitUsage) return kExitUsage;

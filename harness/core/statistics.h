@@ -13,5 +13,8 @@ double median_absolute_deviation(const std::vector<double>& values);
 constexpr double kMadToSigma = 1.4826;
 // Linear-interpolated quantile, q in [0, 1].
 double quantile(std::vector<double> values, double q);
+// Spearman's rank correlation of two equally long samples (ties get their mean rank); NaN for
+// fewer than 3 pairs or a constant sample.
+double rank_correlation(const std::vector<double>& x, const std::vector<double>& y);
 
 }  // namespace attnbench

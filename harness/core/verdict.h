@@ -42,6 +42,6 @@ constexpr std::string_view kAnnotationKinds[] = {kExpectedChange, kBaselineReset
 
 // What the detector's rule is, as stored with every analysis row: bump it when a change to
 // harness/analysis/ can change a verdict, so stored rows say which rule wrote them.
-constexpr int kDetectorVersion = 2;
+constexpr int kDetectorVersion = 3;  // 3: kernel-wide peers (issue 41)
 
 }  // namespace attnbench

@@ -18,6 +18,8 @@
 #include <thread>
 #include <vector>
 
+#include "harness/analysis/alert_wording.h"
+#include "harness/analysis/kernel_wide.h"
 #include "harness/analysis/regression.h"
 #include "harness/core/statistics.h"
 #include "tests/support/fresh_seed.h"
@@ -232,8 +234,10 @@ struct SuiteTimes {
   std::function<double(int kernel)> rerun;
 };
 
-// Kernels "cpu.k0".. x 8 shapes, one series each, timed as `times` says.
-std::vector<SeriesInput> kernel_suite(int kernels, bool host_timed, const SuiteTimes& times) {
+// Kernels "cpu.k0".. x 8 shapes, one series each, timed as `times` says (runs 1..history_runs,
+// the run history_runs + 1, its rerun history_runs + 2).
+std::vector<SeriesInput> kernel_suite(int kernels, bool host_timed, const SuiteTimes& times,
+                                      int history_runs = 12) {
   std::vector<SeriesInput> inputs;
   for (int kernel = 0; kernel < kernels; ++kernel) {
     for (int shape = 0; shape < 8; ++shape) {
@@ -243,10 +247,10 @@ std::vector<SeriesInput> kernel_suite(int kernels, bool host_timed, const SuiteT
       input.group = group_key(input.key);
       input.host_timed = host_timed;
       const double base = kBase * (1 + shape);
-      for (int run = 1; run <= 12; ++run)
+      for (int run = 1; run <= history_runs; ++run)
         input.history.push_back(point(run, base * times.history(kernel, run)));
-      input.candidate = point(13, base * times.run(kernel));
-      if (times.rerun) input.rerun = point(14, base * times.rerun(kernel));
+      input.candidate = point(history_runs + 1, base * times.run(kernel));
+      if (times.rerun) input.rerun = point(history_runs + 2, base * times.rerun(kernel));
       inputs.push_back(input);
     }
   }
@@ -594,6 +598,94 @@ TEST(Detector, AHostTimedKernelNeedsItsRerunAndTheNextRun) {
   EXPECT_EQ(back.groups[2].state, Verdict::outlier) << back.groups[2].reason;
 }
 
+// Issue 41: a host that moves kernels of one kind together and apart from the rest. No level for
+// the whole run fits them; each kernel-wide aggregate is measured against the peer that feels the
+// host most like it, and a slowdown the run's level hid is seen.
+TEST(Detector, OnAHostThatMovesKernelsInKindsAKernelIsMeasuredAgainstItsPeer) {
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  Rng rng(seed);
+  std::normal_distribution<double> normal(0, 1);
+  // 5 CPU kernels x 8 shapes over 30 runs whose level swings with sd 7 %; k0 and k1 feel each run
+  // alike, as do k2, k3 and k4, each kind unevenly (50 % sd per run). The run (31): level +6 %,
+  // felt 1.5x by k0 and k1 and 0.5x by the others; k0 is 8 % slower.
+  constexpr int kRuns = 30;
+  std::vector<double> level(kRuns + 1), kind_a(kRuns + 1), kind_b(kRuns + 1);
+  for (int run = 1; run <= kRuns; ++run) {
+    level[run] = 0.07 * normal(rng);
+    kind_a[run] = 1 + 0.5 * normal(rng);
+    kind_b[run] = 1 + 0.5 * normal(rng);
+  }
+  auto make_inputs = [&]() {
+    return kernel_suite(
+        5, true,
+        {[&](int kernel, int run) {
+           return std::exp(level[run] * (kernel < 2 ? kind_a[run] : kind_b[run]) +
+                           0.003 * normal(rng));
+         },
+         [&](int kernel) {
+           return (kernel == 0 ? 1.08 : 1.0) *
+                  std::exp(0.06 * (kernel < 2 ? 1.5 : 0.5) + 0.003 * normal(rng));
+         },
+         {}},
+        kRuns);
+  };
+  const std::string k0 = "cpu.k0|*|*|dev|Release", k1 = "cpu.k1|*|*|dev|Release";
+  std::vector<SeriesInput> inputs = make_inputs();
+  const RunAnalysis analysis = analyze_run(inputs, {}, DetectorOptions{});
+  ASSERT_EQ(analysis.groups.size(), 5u);
+  const GroupAnalysis& slowed = analysis.groups[0];
+  ASSERT_EQ(slowed.group, k0);
+  EXPECT_EQ(slowed.peer, k1);
+  EXPECT_EQ(analysis.groups[1].peer, k0);
+  // The other kind is most of the run: its level fits them (or a peer of their own kind does).
+  for (size_t k = 2; k < 5; ++k) {
+    EXPECT_NE(analysis.groups[k].peer, k0);
+    EXPECT_NE(analysis.groups[k].peer, k1);
+  }
+  EXPECT_NEAR(slowed.trip.change, 0.08, 0.02);
+  EXPECT_NEAR(slowed.trip.threshold, 0.03, 1e-9);  // against its peer, at the floor
+  // Suspected, or unclear when the kinds' split scattered the run's series far from its level.
+  EXPECT_TRUE(slowed.state == Verdict::suspected || slowed.state == Verdict::ambiguous)
+      << slowed.reason;
+  EXPECT_NE(kernel_message(slowed, 31).find("with its peer cpu.k1"), std::string::npos)
+      << kernel_message(slowed, 31);
+  // The peer reads the slowdown as its own speed-up; the other kind is untouched.
+  EXPECT_EQ(analysis.groups[1].state, Verdict::improved);
+  for (size_t k = 2; k < 5; ++k) EXPECT_EQ(analysis.groups[k].state, Verdict::ok);
+
+  // Detector version 2 measures every kernel against the run's level (it read k0 at 10-17 % over
+  // seeds instead of 8 %: what its kind felt beyond the others that night).
+  DetectorOptions one_level;
+  one_level.peer_levels = false;
+  std::vector<SeriesInput> again = make_inputs();
+  for (const GroupAnalysis& group : analyze_run(again, {}, one_level).groups)
+    EXPECT_TRUE(group.peer.empty()) << group.group;
+}
+
+// On a quiet host every kernel fits the run's level: no peer is chosen, and a kernel is never the
+// peer of another pass of itself.
+TEST(Detector, OnAQuietHostTheRunsLevelStaysAndAPassIsNeverItsOwnPeer) {
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  Rng rng(seed);
+  std::normal_distribution<double> normal(0, 1);
+  std::vector<double> level(31);
+  for (double& l : level) l = 0.01 * normal(rng);
+  std::vector<SeriesInput> inputs = kernel_suite(
+      3, true,
+      {[&](int, int run) { return std::exp(level[run] + 0.003 * normal(rng)); },
+       [&](int) { return std::exp(0.003 * normal(rng)); }, {}},
+      30);
+  const RunAnalysis analysis = analyze_run(inputs, {}, DetectorOptions{});
+  for (const GroupAnalysis& group : analysis.groups) EXPECT_TRUE(group.peer.empty()) << group.group;
+
+  EXPECT_TRUE(can_be_peer("cpu.naive|*|*|dev|Release", "cpu.masked_fused|*|*|dev|Release"));
+  EXPECT_FALSE(can_be_peer("cpu.naive|*|*|dev|Release", "cpu.naive|*,pass=bwd|*|dev|Release"));
+  EXPECT_FALSE(can_be_peer("cpu.naive|*|*|dev|Release", "cpu.flash|*|*|other|Release"));
+  EXPECT_FALSE(can_be_peer("cpu.naive|*|*|dev|Release", "cpu.flash|*|*|dev|Debug"));
+}
+
 TEST(Detector, ARunWhoseSeriesScatterFarMoreThanUsualIsUnclear) {
   const uint64_t seed = fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
@@ -753,6 +845,10 @@ struct NoiseModel {
   // the sensitivity times 1 + this sd x a normal draw (a rerun shares the run's draw when it
   // shares its busy level).
   double kernel_response_sd = 0;
+  // Kernels of one kind (per kernel; empty: each its own) share that unevenness: the run's draw
+  // is the kind's, plus each kernel's own of this sd.
+  std::vector<int> kernel_kind;
+  double kernel_own_response_sd = 0;
   // Two speeds (cpu.naive on the CI host: 1.9 or 2.6 ms, for minutes at a time): a fraction of
   // the series has a slower second speed, entered with some probability per run and kept with
   // another; most second speeds are a few percent, some a third slower.
@@ -838,6 +934,19 @@ NoiseModel noisy_host_model() {
   model.device = "Intel Xeon";
   model.run_effect_sd = 0.07;
   model.kernel_response_sd = 0.3;
+  return model;
+}
+
+// The noisy host's model with kinds: the kernels that hold the score matrix (0 and 2, as cpu.naive
+// and the masked kernels) feel the host's unevenness alike, and so do the streaming ones (1, 3
+// and 4, as cpu.flash and its FP8 variants), each kernel with a small unevenness of its own (5 %
+// sd). The run levels and the scatter are the same as above; what the issue's host measured
+// does not say whether its kernels' unevenness came in kinds (these numbers are an assumption).
+NoiseModel noisy_host_with_kinds_model() {
+  NoiseModel model = noisy_host_model();
+  model.name = "noisy CPU host, kernels in kinds";
+  model.kernel_kind = {0, 1, 0, 1, 1};
+  model.kernel_own_response_sd = 0.05;
   return model;
 }
 
@@ -986,12 +1095,20 @@ SyntheticSuite make_suite(Rng& rng, int runs, double step_probability, const Noi
     }
     conditions.busy = busy_level();
     RunConditions rerun_conditions = conditions;
-    std::vector<double> response(model.kernels), rerun_response(model.kernels);
-    for (double& r : response) r = 1 + model.kernel_response_sd * normal(rng);
-    rerun_response = response;
+    auto draw_responses = [&]() {
+      std::vector<double> by_kind(model.kernels), response(model.kernels);
+      for (double& r : by_kind) r = model.kernel_response_sd * normal(rng);
+      for (int k = 0; k < model.kernels; ++k) {
+        const int kind = model.kernel_kind.empty() ? k : model.kernel_kind[k];
+        response[k] = 1 + by_kind[kind] + model.kernel_own_response_sd * normal(rng);
+      }
+      return response;
+    };
+    const std::vector<double> response = draw_responses();
+    std::vector<double> rerun_response = response;
     if (uniform(rng) >= model.rerun_shares_busy) {
       rerun_conditions.busy = busy_level();
-      for (double& r : rerun_response) r = 1 + model.kernel_response_sd * normal(rng);
+      rerun_response = draw_responses();
     }
     const double persistence = model.series_noise_persistence;
     const double rerun_correlation = model.rerun_noise_correlation;
@@ -1131,10 +1248,12 @@ Replay replay(const SyntheticSuite& suite, const DetectorOptions& options) {
         const Verdict state = analysis.series[s].performance.state;
         if (state == Verdict::suspected || state == Verdict::ambiguous) rerun_this[s] = any = true;
       }
+      // A suspected kernel's shapes, and its peer's (attnbench rerun --suspects).
       for (const GroupAnalysis& group : analysis.groups) {
         if (group.state != Verdict::suspected && group.state != Verdict::ambiguous) continue;
         for (size_t s = 0; s < series; ++s) {
-          if (inputs[s].group == group.group) rerun_this[s] = any = true;
+          if (inputs[s].group == group.group || inputs[s].group == group.peer)
+            rerun_this[s] = any = true;
         }
       }
       if (any) {
@@ -1492,6 +1611,27 @@ TEST(DetectorEvaluation, OnANoisyHostTheGateSaysWhatItCannotSee) {
   // 8 % (of the 54-69 times it said so, it caught 19-31: its reading takes a rerun as noisy as a
   // run and the next nightlies' thresholds as tonight's; on this host both are optimistic).
   EXPECT_LE(missed_unannounced, missed / 3) << "the gate claimed to see what it missed";
+}
+
+// Issue 41, where the host's unevenness comes in kinds of kernels: each kernel-wide aggregate
+// measured against the peer that feels the host most like it (kernel_wide.cpp). At most one
+// unchanged nightly in 100 raises a confirmed alert; an 8 % slowdown of one kernel is confirmed
+// within three nightlies, naming that kernel alone, in 86-88 % of the injections (two seeds;
+// against the run's level alone, detector version 2, 24-30 %): short of the issue's 9 in 10, so
+// the bound is 8 in 10. What is left: the kernels of the larger kind (the run's level nearly
+// fits them, so no peer is chosen, and a busy run is unclear for them) and the host-timed rule's
+// rerun and next run.
+TEST(DetectorEvaluation, OnANoisyHostWithKernelsInKindsPeersCancelTheNoise) {
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed) + " (ATTNBENCH_TEST_SEED replays it)");
+  const ModelFigures figures =
+      evaluate_model(noisy_host_with_kinds_model(), seed, false, 300, Injection{0.08, 3});
+  print_figures("noisy CPU host, kernels in kinds: nightly job, rerun of suspects + next run",
+                figures, seed);
+  const Figures& n = figures.nights;
+  EXPECT_LE(ratio(n.false_nights, n.nights), 0.01);
+  EXPECT_GE(ratio(n.injections_caught, n.injections), 0.8);
+  EXPECT_LE(n.injections_with_false_alerts, n.injections / 10);
 }
 
 }  // namespace

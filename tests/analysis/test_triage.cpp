@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "harness/analysis/alert_wording.h"
+#include "harness/analysis/run_analysis.h"
 #include "harness/analysis/triage.h"
 #include "harness/core/series_key.h"
 #include "tests/support/fresh_seed.h"
@@ -315,6 +316,26 @@ TEST(Triage, AFailedGateAlwaysSaysWhichAlertGates) {
   }
   // The suspected shape is said by its kernel's suspicion; it is no shape slower alone.
   EXPECT_EQ(triage.verdict.find("alone"), std::string::npos) << triage.verdict;
+}
+
+// `attnbench rerun` re-measures a suspected kernel's peer: the alert's details name it, and
+// anything else there (an older alert without the field, text that is not JSON) names none.
+TEST(Triage, AKernelAlertNamesThePeerItWasMeasuredAgainst) {
+  AlertRecord alert;
+  alert.kind = AlertKind::kernel;
+  alert.details_json = R"({"members": 8, "peer": "cpu.masked_fused|*|*|dev|Release"})";
+  EXPECT_EQ(peer_of_kernel_alert(alert), "cpu.masked_fused|*|*|dev|Release");
+  alert.details_json = R"({"members": 8, "peer": ""})";
+  EXPECT_EQ(peer_of_kernel_alert(alert), "");
+  alert.details_json = R"({"members": 8})";
+  EXPECT_EQ(peer_of_kernel_alert(alert), "");
+  alert.details_json = "not json";
+  EXPECT_EQ(peer_of_kernel_alert(alert), "");
+  alert.details_json = R"({"peer": 3})";
+  EXPECT_EQ(peer_of_kernel_alert(alert), "");
+  alert.kind = AlertKind::performance;
+  alert.details_json = R"({"peer": "cpu.flash|*|*|dev|Release"})";
+  EXPECT_EQ(peer_of_kernel_alert(alert), "") << "only a kernel-wide alert has a peer";
 }
 
 }  // namespace

@@ -39,5 +39,21 @@ TEST(Statistics, RobustSpreadMatchesNormalSigma) {
   EXPECT_NEAR(median(values), 100.0, 0.1);
 }
 
+// Spearman's rho: ranks, ties at their mean rank; monotone transforms do not change it.
+TEST(Statistics, RankCorrelationByHand) {
+  EXPECT_DOUBLE_EQ(rank_correlation({1, 2, 3, 4}, {10, 20, 30, 40}), 1);
+  EXPECT_DOUBLE_EQ(rank_correlation({1, 2, 3, 4}, {1, 8, 27, 1000}), 1);
+  EXPECT_DOUBLE_EQ(rank_correlation({1, 2, 3, 4}, {4, 3, 2, 1}), -1);
+  // Ranks 1,2,3,4,5 against 2,1,4,3,5: d^2 sums to 4, rho = 1 - 6 * 4 / (5 * 24) = 0.8.
+  EXPECT_NEAR(rank_correlation({1, 2, 3, 4, 5}, {2, 1, 4, 3, 5}), 0.8, 1e-12);
+  // Ties: x ranks 1.5,1.5,3,4 against 1,2,3,4: Pearson of the ranks.
+  const double sxy = (-1) * (-1.5) + (-1) * (-0.5) + 0.5 * 0.5 + 1.5 * 1.5;
+  const double sxx = 1 + 1 + 0.25 + 2.25, syy = 2.25 + 0.25 + 0.25 + 2.25;
+  EXPECT_NEAR(rank_correlation({5, 5, 6, 7}, {1, 2, 3, 4}), sxy / std::sqrt(sxx * syy), 1e-12);
+  EXPECT_TRUE(std::isnan(rank_correlation({1, 2}, {1, 2})));
+  EXPECT_TRUE(std::isnan(rank_correlation({3, 3, 3}, {1, 2, 3})));
+  EXPECT_TRUE(std::isnan(rank_correlation({1, 2, 3}, {1, 2})));
+}
+
 }  // namespace
 }  // namespace attnbench
