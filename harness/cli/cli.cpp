@@ -381,6 +381,7 @@ constexpr const char* kPassHelp =
 struct RunFlags {
   RunOptions options;
   bool no_isolation = false;
+  bool no_interleave = false;
   std::string kernels;
   std::string seed;
 };
@@ -416,6 +417,9 @@ void add_selection_options(CLI::App* sub, RunFlags& flags, CommonOptions& common
                   "on every runner)");
   sub->add_option("--junit", o.junit_path, "Write JUnit XML here (one test case per kernel x shape)");
   sub->add_option("--summary-md", o.summary_md_path, "Write a Markdown summary here");
+  sub->add_flag("--no-interleave", flags.no_interleave,
+                "On the CPU, time each case's repetitions back to back instead of round-robin "
+                "with the other kernels of its problem");
   sub->add_flag("--no-isolation", flags.no_isolation,
                 "Run cases in this process, not in worker processes (for debuggers; a crash "
                 "then ends the run)");
@@ -427,6 +431,7 @@ Status complete_run_options(RunFlags& flags, const CommonOptions& common, bool c
   RunOptions& o = flags.options;
   o.check_only = check_only;
   o.isolate = !flags.no_isolation;
+  o.interleave = !flags.no_interleave;
   o.db_path = common.db_path;
   o.command_line = common.command_line;
   o.interactive = isatty(STDERR_FILENO) != 0;

@@ -13,11 +13,13 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <random>
 #include <regex>
+#include <set>
 #include <string>
 #include <thread>
 #include <utility>
@@ -170,6 +172,7 @@ json run_protocol(const RunOptions& options, const RunRecord& run, size_t case_c
           {"full_check_work", kFullCheckWork},
           {"case_timeout_seconds", options.case_timeout_seconds},
           {"breaker", options.breaker},
+          {"interleaved", options.interleave && !options.check_only},
           {"cases", case_count},
           {"timers", json::object()}};
 }
@@ -313,59 +316,175 @@ class DeviceQueue {
       : options_(options), selection_(selection), run_(run), shared_(shared),
         device_index_(device_index), device_(selection.devices[device_index]) {}
 
+  // Problem by problem: the cases that share one (the kernels of a shape, pass and distribution,
+  // consecutive within their input group) are measured together where the device interleaves.
+  // A kernel joins its problem's group once one of its cases has run without crashing or timing
+  // out: until then it runs alone, so a kernel that crashes or hangs costs its own case (and
+  // watchdog) only, never a group's.
   void run(const std::vector<size_t>& case_indices) {
-    for (size_t case_index : case_indices) run_case(case_index);
+    for (const std::vector<size_t>& problem : by_problem(case_indices)) {
+      std::vector<size_t> together;
+      for (size_t case_index : problem) {
+        if (record_if_skipped(case_index)) continue;
+        if (interleaves() && ran_before_.count(selection_.cases[case_index].kernel->name)) {
+          together.push_back(case_index);
+        } else {
+          measure_alone(case_index);
+        }
+      }
+      if (together.size() > 1) {
+        measure_together(together);
+      } else {
+        for (size_t case_index : together) measure_alone(case_index);
+      }
+    }
   }
 
  private:
-  void run_case(size_t case_index) {
+  bool interleaves() const {
+    return options_.interleave && !options_.check_only && device_.backend == Backend::cpu;
+  }
+
+  // The queue's cases as problems: each input group's cases (back to back in the queue) split
+  // by problem, in the order each problem first appears.
+  std::vector<std::vector<size_t>> by_problem(const std::vector<size_t>& case_indices) const {
+    std::vector<std::vector<size_t>> problems;
+    std::map<std::string, size_t> index_of;  // problem -> its position in problems
+    std::string group;
+    for (size_t case_index : case_indices) {
+      const CaseSpec& spec = selection_.cases[case_index];
+      if (spec.group != group) index_of.clear();
+      group = spec.group;
+      const auto [found, added] = index_of.emplace(shape_string(spec.problem), problems.size());
+      if (added) problems.emplace_back();
+      problems[found->second].push_back(case_index);
+    }
+    return problems;
+  }
+
+  ResultRecord identity(size_t case_index) const {
+    return result_identity(selection_.cases[case_index], device_, run_.device_ids[device_index_],
+                           run_);
+  }
+
+  // A case the kernel cannot run, or whose kernel's breaker is open, is recorded skipped at once.
+  bool record_if_skipped(size_t case_index) {
     const CaseSpec& spec = selection_.cases[case_index];
-    const std::string label = case_label(spec);
     std::optional<std::string> broken;
     {
       std::lock_guard<std::mutex> lock(shared_.mutex);
-      shared_.progress.start_case(label);
       if (options_.breaker) broken = shared_.breaker.open_reason(spec.kernel->name);
     }
-    ResultRecord result = result_identity(spec, device_, run_.device_ids[device_index_], run_);
-    if (std::string reason = skip_reason(*spec.kernel, spec.problem); !reason.empty()) {
-      result.status = ResultStatus::skipped;
-      result.message = reason;
-    } else if (broken) {
-      result.status = ResultStatus::skipped;
-      result.message = *broken;
-    } else {
-      const CaseOutcome outcome = measure(case_request(spec, result, options_, selection_, run_));
-      take_outcome(outcome, spec, run_.calibrations[device_index_], result);
+    std::string reason = skip_reason(*spec.kernel, spec.problem);
+    if (reason.empty() && !broken) return false;
+    ResultRecord result = identity(case_index);
+    result.status = ResultStatus::skipped;
+    result.message = reason.empty() ? *broken : reason;
+    finish(case_index, result, nullptr);
+    return true;
+  }
+
+  void measure_alone(size_t case_index) {
+    const CaseSpec& spec = selection_.cases[case_index];
+    {
+      std::lock_guard<std::mutex> lock(shared_.mutex);
+      shared_.progress.start_case(case_label(spec));
+    }
+    ResultRecord result = identity(case_index);
+    const CaseOutcome outcome = measure(case_request(spec, result, options_, selection_, run_));
+    finish(case_index, result, &outcome);
+  }
+
+  // The problem's cases timed together. A crash, a timeout or a device made unusable in the
+  // group says nothing of which case caused it: then each case runs alone, as without
+  // interleaving, and the failure lands on its own case.
+  void measure_together(const std::vector<size_t>& case_indices) {
+    std::vector<ResultRecord> results;
+    std::vector<CaseRequest> requests;
+    {
+      std::lock_guard<std::mutex> lock(shared_.mutex);
+      for (size_t case_index : case_indices)
+        shared_.progress.start_case(case_label(selection_.cases[case_index]));
+    }
+    for (size_t case_index : case_indices) {
+      results.push_back(identity(case_index));
+      requests.push_back(
+          case_request(selection_.cases[case_index], results.back(), options_, selection_, run_));
+    }
+    const std::vector<CaseOutcome> outcomes = measure(requests);
+    const bool group_failed =
+        std::any_of(outcomes.begin(), outcomes.end(), [](const CaseOutcome& o) {
+          return o.status == ResultStatus::crashed || o.status == ResultStatus::timeout ||
+                 o.device_unusable;
+        });
+    if (group_failed) {
+      for (size_t case_index : case_indices) measure_alone(case_index);
+      return;
+    }
+    for (size_t i = 0; i < case_indices.size(); ++i) finish(case_indices[i], results[i], &outcomes[i]);
+  }
+
+  // The result as stored: the device's outcome (none for a skipped case) and the expectations.
+  void finish(size_t case_index, ResultRecord& result, const CaseOutcome* outcome) {
+    const CaseSpec& spec = selection_.cases[case_index];
+    if (outcome != nullptr) {
+      take_outcome(*outcome, spec, run_.calibrations[device_index_], result);
       result.details_json =
           with_expectation(json_object_column(result.details_json), *spec.kernel, spec.problem);
-      if (!outcome.timer.empty()) {
+      if (!outcome->timer.empty()) {
         std::lock_guard<std::mutex> lock(shared_.mutex);
-        run_.protocol["timers"][device_.label()] = outcome.timer;
+        run_.protocol["timers"][device_.label()] = outcome->timer;
       }
     }
     result.details_json = with_origin(json_object_column(result.details_json), *spec.kernel);
-    record(case_index, label, std::move(result));
+    if (outcome != nullptr && result.status != ResultStatus::crashed &&
+        result.status != ResultStatus::timeout) {
+      ran_before_.insert(spec.kernel->name);
+    }
+    record(case_index, case_label(spec), std::move(result));
   }
 
-  CaseOutcome measure(const CaseRequest& request) {
+  std::vector<CaseOutcome> measure(const std::vector<CaseRequest>& requests) {
     if (options_.isolate) {
-      std::vector<std::string> command = options_.worker_command;
-      if (command.empty()) command = {"/proc/self/exe"};
-      if (!worker_) worker_ = std::make_unique<WorkerProcess>(command, device_.label());
-      return worker_->run(request, std::chrono::seconds(options_.case_timeout_seconds));
+      if (!worker_) worker_ = std::make_unique<WorkerProcess>(worker_command(), device_.label());
+      const auto timeout = std::chrono::seconds(options_.case_timeout_seconds);
+      return worker_->run_group(requests, timeout * static_cast<int64_t>(requests.size()));
     }
-    if (!in_process_runner_) {
+    if (CaseRunner* runner = in_process_runner()) return runner->run_group(requests);
+    std::vector<CaseOutcome> outcomes(requests.size());
+    for (CaseOutcome& outcome : outcomes) outcome.message = in_process_error_;
+    return outcomes;
+  }
+
+  std::vector<std::string> worker_command() const {
+    return options_.worker_command.empty() ? std::vector<std::string>{"/proc/self/exe"}
+                                           : options_.worker_command;
+  }
+
+  // The executor and runner of --no-isolation, made once; nullptr (and in_process_error_) when
+  // the device has none.
+  CaseRunner* in_process_runner() {
+    if (!in_process_runner_ && in_process_error_.empty()) {
       Result<std::unique_ptr<DeviceExecutor>> executor = make_device_executor(device_.label());
       if (!executor) {
-        CaseOutcome outcome;
-        outcome.message = executor.status().message;
-        return outcome;
+        in_process_error_ = executor.status().message;
+        return nullptr;
       }
       in_process_executor_ = std::move(*executor);
       in_process_runner_ = std::make_unique<CaseRunner>(*in_process_executor_);
     }
-    return in_process_runner_->run(request);
+    return in_process_runner_.get();
+  }
+
+  CaseOutcome measure(const CaseRequest& request) {
+    if (options_.isolate) {
+      if (!worker_) worker_ = std::make_unique<WorkerProcess>(worker_command(), device_.label());
+      return worker_->run(request, std::chrono::seconds(options_.case_timeout_seconds));
+    }
+    if (CaseRunner* runner = in_process_runner()) return runner->run(request);
+    CaseOutcome outcome;
+    outcome.message = in_process_error_;
+    return outcome;
   }
 
   // Stored at once (one transaction per result), so a killed run keeps what it finished.
@@ -389,6 +508,8 @@ class DeviceQueue {
   std::unique_ptr<WorkerProcess> worker_;
   std::unique_ptr<DeviceExecutor> in_process_executor_;
   std::unique_ptr<CaseRunner> in_process_runner_;
+  std::string in_process_error_;
+  std::set<std::string> ran_before_;  // kernels with a case that neither crashed nor timed out
 };
 
 // One queue per device. GPUs run in parallel, one worker each; the CPU's cases run after them,

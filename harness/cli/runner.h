@@ -53,6 +53,11 @@ struct RunOptions {
   // (default: this executable); --no-isolation runs them in this process (for debuggers).
   bool isolate = true;
   std::vector<std::string> worker_command;
+  // On a device timed by the host's clock (the CPU), the kernels of one problem are timed
+  // together, round-robin (CaseRunner::run_group), so the host's drift reaches them alike;
+  // --no-interleave times each case's repetitions back to back. GPUs time each case alone: their
+  // timer and clocks are the device's, and a group's plans would hold its memory together.
+  bool interleave = true;
   int case_timeout_seconds = kDefaultCaseTimeoutSeconds;  // the watchdog
   // --breaker: after a kernel's first crash or timeout its remaining cases are not run
   // (recorded skipped, "not run: breaker", with the first failure and its reproducing command),

@@ -276,8 +276,7 @@ Status CaseRunner::prepare_inputs(const CaseRequest& request) {
   }
   // The passes of one shape share their inputs (dO drawn once a pass needs it) and the forward's
   // reference.
-  const std::string key = inputs_shape(request.problem) + "|" + request.distribution + "|" +
-                          std::to_string(request.seed);
+  const std::string key = inputs_key(request);
   if (inputs_ && key == inputs_key_) {
     // A dO of another distribution has gradients of its own.
     if (request.problem.has_backward() && inputs_->dout_drawn != request.problem.dout) {
@@ -330,24 +329,23 @@ KernelOutputs CaseRunner::outputs_for_steps(const Kernel& kernel, Plan& plan) {
   return outputs;
 }
 
-void CaseRunner::measure_performance(const Kernel& kernel, Plan& plan, const CaseRequest& request,
-                                     CaseOutcome& outcome) {
-  KernelOutputs scratch_outputs = outputs_for_steps(kernel, plan);
+void CaseRunner::prepare_timing(CaseInFlight& c) {
+  c.scratch_outputs = outputs_for_steps(*c.kernel, *c.plan);
   Status launches_status;
-  outcome.launches = executor_.count_launches(plan, scratch_outputs, launches_status);
-  if (!launches_status.ok) note_unmeasured(outcome, "launches", launches_status.message);
-  TimedForward forward = executor_.timed_forward(plan, scratch_outputs);
+  c.outcome.launches = executor_.count_launches(*c.plan, c.scratch_outputs, launches_status);
+  if (!launches_status.ok) note_unmeasured(c.outcome, "launches", launches_status.message);
+  TimedForward forward = executor_.timed_forward(*c.plan, c.scratch_outputs);
   std::string error;
   const double warmup_seconds = forward(error);  // untimed: caches, clocks, lazy loading
   if (warmup_seconds < 0) throw std::runtime_error("warm-up: " + error);
-  const ForwardCost cost{warmup_seconds, timed_forward_overhead(scratch_outputs)};
-  const TimingPlan timing_plan = plan_timing(cost, request.repetitions, request.max_case_seconds);
-  TimingResult timing;
-  {
-    NvtxRange range("timing");
-    timing = time_case(request.name, forward, timing_plan,
-                       [this](Sample& sample) { executor_.annotate_sample(sample); });
-  }
+  const ForwardCost cost{warmup_seconds, timed_forward_overhead(c.scratch_outputs)};
+  c.timed = TimedCase{c.request.name, std::move(forward),
+                      plan_timing(cost, c.request.repetitions, c.request.max_case_seconds),
+                      [this](Sample& sample) { executor_.annotate_sample(sample); }};
+}
+
+void CaseRunner::finish_timing(CaseInFlight& c, const TimingResult& timing) {
+  CaseOutcome& outcome = c.outcome;
   if (!timing.status.ok) {
     outcome.status = executor_.healthy() ? ResultStatus::error : ResultStatus::crashed;
     outcome.device_unusable = !executor_.healthy();
@@ -356,10 +354,10 @@ void CaseRunner::measure_performance(const Kernel& kernel, Plan& plan, const Cas
   }
   outcome.samples = timing.samples;
   outcome.timing = timing.summary;
-  if (!request.measure_energy) return;
+  if (!c.request.measure_energy) return;
   NvtxRange range("energy");
   Status energy_status;
-  outcome.energy_j = executor_.energy_per_forward(plan, scratch_outputs, energy_status);
+  outcome.energy_j = executor_.energy_per_forward(*c.plan, c.scratch_outputs, energy_status);
   if (!energy_status.ok) {
     note_unmeasured(outcome, "energy", energy_status.message);
   } else if (!std::isfinite(outcome.energy_j)) {
@@ -394,19 +392,23 @@ void CaseRunner::record_profile(const Kernel& kernel, Plan& plan, const CaseRequ
   outcome.profile->median_s = plain.empty() ? -1 : plain[plain.size() / 2];
 }
 
-CaseOutcome CaseRunner::run(const CaseRequest& request) {
-  NvtxRange case_range(request.name);
-  CaseOutcome outcome;
+std::string CaseRunner::inputs_key(const CaseRequest& request) {
+  return inputs_shape(request.problem) + "|" + request.distribution + "|" +
+         std::to_string(request.seed);
+}
+
+void CaseRunner::check_case(CaseInFlight& c) {
+  NvtxRange case_range(c.request.name);
+  const CaseRequest& request = c.request;
+  CaseOutcome& outcome = c.outcome;
   outcome.timer = executor_.timer_name();
   const PlanContext context = executor_.plan_context();
-  const Kernel* kernel =
-      find_kernel(request.kernel, executor_.backend());
-  if (kernel == nullptr) {
+  c.kernel = find_kernel(request.kernel, executor_.backend());
+  if (c.kernel == nullptr) {
     outcome.message = "unknown kernel '" + request.kernel + "'";
-    return outcome;
+    return;
   }
-  KernelOutputs outputs;
-  bool checked_output_kept = false;
+  const Kernel& kernel = *c.kernel;
   try {
     if (Status s = prepare_inputs(request); !s.ok) throw std::runtime_error("inputs: " + s.message);
     if (Status s = executor_.load_inputs(*inputs_); !s.ok) {
@@ -414,25 +416,24 @@ CaseOutcome CaseRunner::run(const CaseRequest& request) {
       throw std::runtime_error("loading inputs: " + s.message);
     }
     executor_.reset_scratch_peak();
-    std::unique_ptr<Plan> plan;
     {
       NvtxRange range("plan");
-      Result<std::unique_ptr<Plan>> made =
-          kernel->make_plan(request.problem, context);
+      Result<std::unique_ptr<Plan>> made = kernel.make_plan(request.problem, context);
       if (!made || *made == nullptr) {
         const std::string why = made ? "the kernel made no plan" : made.status().message;
         outcome.status = plan_failure_is_skip(why) ? ResultStatus::skipped : ResultStatus::error;
         outcome.message = why;
         outcome.device_unusable = !executor_.healthy();
-        return outcome;
+        c.out_of_memory = why.rfind("out of memory", 0) == 0;
+        return;
       }
-      plan = std::move(*made);
+      c.plan = std::move(*made);
     }
     if (!reference_) {
       NvtxRange range("reference");
       reference_ = std::make_unique<ReferenceRows>(compute_reference(*inputs_, request.seed, 1.0f));
     }
-    const ReferenceRows& reference = reference_for(*kernel);
+    const ReferenceRows& reference = reference_for(kernel);
     if (request.problem.has_backward() && !gradient_reference_) {
       NvtxRange range("reference (gradients)");
       gradient_reference_ =
@@ -440,19 +441,19 @@ CaseOutcome CaseRunner::run(const CaseRequest& request) {
     }
     std::string failure;
     Status run_status;
-    nlohmann::json check_details = nlohmann::json::object();
     {
       NvtxRange range("check");
       outcome.check =
           request.problem.has_backward()
-              ? check_backward(*kernel, *plan, executor_, *inputs_, reference,
-                               *gradient_reference_, outputs, failure, run_status, check_details)
-              : check_kernel(*kernel, *plan, executor_, *inputs_, reference, outputs, failure,
+              ? check_backward(kernel, *c.plan, executor_, *inputs_, reference,
+                               *gradient_reference_, c.outputs, failure, run_status,
+                               c.check_details)
+              : check_kernel(kernel, *c.plan, executor_, *inputs_, reference, c.outputs, failure,
                              run_status);
     }
-    checked_output_kept = true;
+    c.checked_output_kept = true;
     // A kernel whose memory bypasses the tracking allocator reports its own (or -1: unknown).
-    outcome.extra_memory_bytes = plan->own_extra_memory_bytes().value_or(
+    outcome.extra_memory_bytes = c.plan->own_extra_memory_bytes().value_or(
         static_cast<int64_t>(executor_.scratch_peak_bytes()));
     if (!executor_.healthy()) {
       outcome.status = ResultStatus::crashed;
@@ -466,24 +467,31 @@ CaseOutcome CaseRunner::run(const CaseRequest& request) {
       // A device that times nothing runs no forward of its own for the count: the checked
       // forward's launches (emu) are the count.
       Status launches_status;
-      outcome.launches = executor_.count_launches(*plan, outputs, launches_status);
+      outcome.launches = executor_.count_launches(*c.plan, c.outputs, launches_status);
       if (!launches_status.ok) note_unmeasured(outcome, "launches", launches_status.message);
     }
     if (outcome.status == ResultStatus::passed && request.profile_forwards > 0) {
-      record_profile(*kernel, *plan, request, outcome);
+      record_profile(kernel, *c.plan, request, outcome);
     } else if (outcome.status == ResultStatus::passed && !request.check_only &&
                executor_.measures_time()) {
-      measure_performance(*kernel, *plan, request, outcome);
+      prepare_timing(c);
     }
-    outcome.details_json = merged_details(
-        merged_details(plan->details(), check_details.empty() ? "" : check_details.dump()),
-        executor_.run_details());
   } catch (const std::exception& e) {
+    c.timed.reset();
     outcome.status = executor_.healthy() ? ResultStatus::error : ResultStatus::crashed;
     outcome.device_unusable = !executor_.healthy();
     set_failure(outcome, e.what());
   }
+}
 
+CaseOutcome CaseRunner::finish_case(CaseInFlight& c) {
+  CaseOutcome& outcome = c.outcome;
+  if (c.plan) {
+    outcome.details_json = merged_details(
+        merged_details(c.plan->details(), c.check_details.empty() ? "" : c.check_details.dump()),
+        executor_.run_details());
+  }
+  const CaseRequest& request = c.request;
   const bool failed = outcome.status == ResultStatus::failed;
   if (inputs_ && (failed || !request.dump_dir.empty())) {
     const std::string base = request.dump_dir.empty() ? request.failure_dump_dir : request.dump_dir;
@@ -491,12 +499,74 @@ CaseOutcome CaseRunner::run(const CaseRequest& request) {
         (std::filesystem::path(base.empty() ? "." : base) /
          sanitize(request.kernel + "__" + shape_string(request.problem) + "__" + request.distribution))
             .string();
-    const Status dumped = dump_case(directory, *inputs_, checked_output_kept ? &outputs : nullptr,
+    const Status dumped = dump_case(directory, *inputs_, c.checked_output_kept ? &c.outputs : nullptr,
                                     reference_.get(), gradient_reference_.get(), request, outcome);
     if (!dumped.ok) outcome.message += " [dump failed: " + dumped.message + "]";
     else if (failed) outcome.message += " [dumped to " + directory + "]";
   }
-  return outcome;
+  return std::move(outcome);
 }
+
+void CaseRunner::time_and_finish(std::vector<std::unique_ptr<CaseInFlight>>& in_flight,
+                                 std::vector<CaseOutcome>& outcomes) {
+  std::vector<TimedCase> timed;
+  std::vector<CaseInFlight*> timed_cases;
+  for (const auto& c : in_flight) {
+    if (!c->timed) continue;
+    timed.push_back(*c->timed);
+    timed_cases.push_back(c.get());
+  }
+  std::vector<TimingResult> timings;
+  {
+    NvtxRange range("timing");
+    timings = time_interleaved(timed);
+  }
+  for (size_t t = 0; t < timed_cases.size(); ++t) {
+    CaseInFlight& c = *timed_cases[t];
+    try {
+      finish_timing(c, timings[t]);
+    } catch (const std::exception& e) {
+      c.outcome.status = executor_.healthy() ? ResultStatus::error : ResultStatus::crashed;
+      c.outcome.device_unusable = !executor_.healthy();
+      set_failure(c.outcome, e.what());
+    }
+  }
+  for (auto& c : in_flight) outcomes[c->index] = finish_case(*c);
+  in_flight.clear();  // the plans and their scratch go
+}
+
+std::vector<CaseOutcome> CaseRunner::run_group(const std::vector<CaseRequest>& requests) {
+  std::vector<CaseOutcome> outcomes(requests.size());
+  std::vector<std::unique_ptr<CaseInFlight>> in_flight;
+  for (size_t i = 0; i < requests.size(); ++i) {
+    // Inputs are shared by the cases in flight: another problem's wait for them to finish.
+    if (!in_flight.empty() && inputs_key(requests[i]) != inputs_key_)
+      time_and_finish(in_flight, outcomes);
+    auto c = std::make_unique<CaseInFlight>(requests[i], i);
+    check_case(*c);
+    // Out of memory beside the plans in flight: time and free those, then try it alone.
+    if (c->out_of_memory && !in_flight.empty()) {
+      time_and_finish(in_flight, outcomes);
+      c = std::make_unique<CaseInFlight>(requests[i], i);
+      check_case(*c);
+    }
+    const bool unusable = c->outcome.device_unusable;
+    in_flight.push_back(std::move(c));
+    // A device that can no longer run anything times nothing more; the rest are not started.
+    if (unusable) {
+      time_and_finish(in_flight, outcomes);
+      for (size_t rest = i + 1; rest < requests.size(); ++rest) {
+        outcomes[rest].status = ResultStatus::crashed;
+        outcomes[rest].message = "not run: the device became unusable in an earlier case of its group";
+        outcomes[rest].device_unusable = true;
+      }
+      return outcomes;
+    }
+  }
+  time_and_finish(in_flight, outcomes);
+  return outcomes;
+}
+
+CaseOutcome CaseRunner::run(const CaseRequest& request) { return run_group({request}).front(); }
 
 }  // namespace attnbench

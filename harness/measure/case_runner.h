@@ -16,6 +16,7 @@
 #include "harness/measure/gradient_checker.h"
 #include "harness/measure/executor.h"
 #include "harness/measure/inputs.h"
+#include "harness/measure/timing.h"
 #include "harness/core/records.h"
 
 namespace attnbench {
@@ -71,17 +72,48 @@ CheckSummary check_backward(const Kernel& kernel, Plan& plan, DeviceExecutor& ex
                             const GradientReference& gradients, KernelOutputs& outputs,
                             std::string& failure, Status& run_status, nlohmann::json& details);
 
+// A case between its check and its timing: what its timed steps need kept alive.
+struct CaseInFlight {
+  CaseInFlight(CaseRequest r, size_t i) : request(std::move(r)), index(i) {}
+  CaseRequest request;
+  size_t index = 0;  // in its group
+  const Kernel* kernel = nullptr;
+  std::unique_ptr<Plan> plan;
+  KernelOutputs outputs;  // the checked run's, kept for dumps
+  bool checked_output_kept = false;
+  bool out_of_memory = false;  // its plan could not be made for lack of memory
+  nlohmann::json check_details = nlohmann::json::object();
+  CaseOutcome outcome;
+  KernelOutputs scratch_outputs;   // what the timed forwards write
+  std::optional<TimedCase> timed;  // after its warm-up: what time_interleaved runs
+};
+
 class CaseRunner {
  public:
   explicit CaseRunner(DeviceExecutor& executor) : executor_(executor) {}
   CaseOutcome run(const CaseRequest& request);
+  // The cases of one problem (the kernels of one shape, pass and distribution), each checked as
+  // run() checks it, their plans kept, then all timed together, round-robin (time_interleaved),
+  // so what the host does meanwhile reaches every kernel alike; then energy and dumps case by
+  // case. One outcome per request, in order. A plan out of memory beside the others first lets
+  // those be timed and freed; a case that makes the device unusable ends the group (the rest:
+  // crashed, "not run").
+  std::vector<CaseOutcome> run_group(const std::vector<CaseRequest>& requests);
 
  private:
+  static std::string inputs_key(const CaseRequest& request);
   Status prepare_inputs(const CaseRequest& request);
-  // Launches, timing and energy of a case that passed its check (outcome.message says what
-  // could not be measured, and why).
-  void measure_performance(const Kernel& kernel, Plan& plan, const CaseRequest& request,
-                           CaseOutcome& outcome);
+  // Inputs, plan, reference, check; for a passed case to be timed, its launches and warm-up
+  // (prepare_timing); a profile request is recorded here. Never throws: the outcome says.
+  void check_case(CaseInFlight& c);
+  void prepare_timing(CaseInFlight& c);
+  // The case's samples and energy (outcome.message says what could not be measured, and why).
+  void finish_timing(CaseInFlight& c, const TimingResult& timing);
+  // Details and dumps: the outcome as sent back.
+  CaseOutcome finish_case(CaseInFlight& c);
+  // Times the cases in flight together, finishes each into outcomes[its index], frees them.
+  void time_and_finish(std::vector<std::unique_ptr<CaseInFlight>>& in_flight,
+                       std::vector<CaseOutcome>& outcomes);
   // Wall time of one timed forward beyond the forward itself (the L2 flush, events and
   // synchronize on a GPU), measured once per worker with an empty plan: the median of
   // kOverheadProbeForwards.

@@ -28,7 +28,8 @@ class DeviceExecutor {
   virtual Status load_inputs(const ProblemInputs& inputs) = 0;
 
   // Scratch for plans: a tracking allocator (host or device memory). The peak is reset before
-  // each plan is built and read after its checked runs: the measured extra memory per forward.
+  // each plan is built and read after its checked runs: the measured extra memory per forward
+  // (above what other plans still alive hold: an interleaved group keeps its plans together).
   virtual ScratchAllocator& scratch() = 0;
   virtual void reset_scratch_peak() = 0;
   virtual size_t scratch_peak_bytes() const = 0;

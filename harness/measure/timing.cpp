@@ -113,39 +113,55 @@ bool samples_are_stable(const std::vector<Sample>& samples) {
 
 }  // namespace
 
+std::vector<TimingResult> time_interleaved(const std::vector<TimedCase>& cases) {
+  using Clock = std::chrono::steady_clock;
+  std::vector<TimingResult> results(cases.size());
+  std::vector<double> elapsed(cases.size(), 0.0);  // each case's own repetitions' wall time
+  std::vector<bool> timing(cases.size(), true);
+  for (bool any = !cases.empty(); any;) {
+    any = false;
+    for (size_t c = 0; c < cases.size(); ++c) {
+      if (!timing[c]) continue;
+      const TimedCase& timed = cases[c];
+      TimingResult& result = results[c];
+      const Clock::time_point repetition_start = Clock::now();
+      Sample sample;
+      sample.repetition = static_cast<int>(result.samples.size());
+      if (Status s = time_one_repetition(timed.name, timed.forward, timed.plan.iterations, sample);
+          !s.ok) {
+        result.status = s;
+        timing[c] = false;
+        continue;
+      }
+      if (timed.after_repetition) timed.after_repetition(sample);
+      result.samples.push_back(sample);
+      const double last =
+          std::chrono::duration<double>(Clock::now() - repetition_start).count();
+      elapsed[c] += last;
+      const int done = static_cast<int>(result.samples.size());
+      std::optional<TimingStop> stop;
+      if (done >= kMinStableRepetitions && samples_are_stable(result.samples))
+        stop = TimingStop::stable;
+      else if (done >= timed.plan.max_repetitions)
+        stop = TimingStop::repetitions;
+      else if (done >= timed.plan.min_repetitions && elapsed[c] + last > timed.plan.budget_s)
+        stop = TimingStop::budget;
+      if (!stop) {
+        any = true;
+        continue;
+      }
+      timing[c] = false;
+      result.summary = summarize_samples(result.samples);
+      result.summary.wall_s = elapsed[c];
+      result.summary.stop = stop;
+    }
+  }
+  return results;
+}
+
 TimingResult time_case(const std::string& name, const TimedForward& forward, const TimingPlan& plan,
                        const RepetitionHook& after_repetition) {
-  using Clock = std::chrono::steady_clock;
-  TimingResult result;
-  const Clock::time_point start = Clock::now();
-  std::optional<TimingStop> stop;
-  while (!stop) {
-    const Clock::time_point repetition_start = Clock::now();
-    Sample sample;
-    sample.repetition = static_cast<int>(result.samples.size());
-    if (Status s = time_one_repetition(name, forward, plan.iterations, sample); !s.ok) {
-      result.status = s;
-      return result;
-    }
-    if (after_repetition) after_repetition(sample);
-    result.samples.push_back(sample);
-
-    const Clock::time_point now = Clock::now();
-    const double elapsed = std::chrono::duration<double>(now - start).count();
-    const double last = std::chrono::duration<double>(now - repetition_start).count();
-    const int done = static_cast<int>(result.samples.size());
-    const bool enough = done >= plan.min_repetitions;
-    if (done >= kMinStableRepetitions && samples_are_stable(result.samples))
-      stop = TimingStop::stable;
-    else if (done >= plan.max_repetitions)
-      stop = TimingStop::repetitions;
-    else if (enough && elapsed + last > plan.budget_s)
-      stop = TimingStop::budget;
-  }
-  result.summary = summarize_samples(result.samples);
-  result.summary.wall_s = std::chrono::duration<double>(Clock::now() - start).count();
-  result.summary.stop = stop;
-  return result;
+  return time_interleaved({{name, forward, plan, after_repetition}}).front();
 }
 
 std::vector<benchmark::BenchmarkReporter::Run> gbench_runs_from_samples(

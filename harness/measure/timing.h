@@ -72,6 +72,22 @@ struct TimingResult {
 TimingResult time_case(const std::string& name, const TimedForward& forward, const TimingPlan& plan,
                        const RepetitionHook& after_repetition = {});
 
+// One case of an interleaved group: what time_case takes.
+struct TimedCase {
+  std::string name;
+  TimedForward forward;
+  TimingPlan plan;
+  RepetitionHook after_repetition;
+};
+
+// Several cases timed round-robin (issue 41): each round runs one repetition of every case
+// still timing, so what the host does meanwhile (a neighbour's burst, a clock that drifts)
+// reaches all of them alike instead of whichever case it found. Each case keeps its own plan
+// and stops by its own rule, its budget counted over its own repetitions. One result per case,
+// in order; a case whose forward fails stops with the error and the others go on. time_case is
+// this with one case.
+std::vector<TimingResult> time_interleaved(const std::vector<TimedCase>& cases);
+
 TimingSummary summarize_samples(const std::vector<Sample>& samples);
 
 // Google Benchmark's own records of one case's repetitions, rebuilt from stored samples, so the

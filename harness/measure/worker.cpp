@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -93,8 +94,10 @@ bool write_all(int fd, const std::string& text) {
 
 }  // namespace
 
-std::string encode_request(const CaseRequest& r) {
-  return dump_line({{"name", r.name},
+namespace {
+
+json request_json(const CaseRequest& r) {
+  return json({{"name", r.name},
               {"kernel", r.kernel},
               {"shape", shape_string(r.problem)},
               {"distribution", r.distribution},
@@ -109,29 +112,60 @@ std::string encode_request(const CaseRequest& r) {
               {"profile_forwards", r.profile_forwards}});
 }
 
-Result<CaseRequest> decode_request(const std::string& line) {
+// Throws on a missing field or one of the wrong type (decode_requests says so).
+Result<CaseRequest> request_from_json(const json& j) {
   CaseRequest r;
+  r.name = j.at("name").get<std::string>();
+  r.kernel = j.at("kernel").get<std::string>();
+  if (Status s = parse_shape(j.at("shape").get<std::string>(), r.problem); !s.ok) {
+    return Status::Error("bad case request: " + s.message);
+  }
+  r.distribution = j.at("distribution").get<std::string>();
+  r.seed = j.at("seed").get<uint64_t>();
+  r.check_only = j.at("check_only").get<bool>();
+  r.repetitions = j.at("repetitions").get<int>();
+  r.max_case_seconds = j.at("max_case_seconds").get<double>();
+  r.measure_energy = j.at("measure_energy").get<bool>();
+  r.dump_dir = j.at("dump_dir").get<std::string>();
+  r.failure_dump_dir = j.at("failure_dump_dir").get<std::string>();
+  r.repro = j.at("repro").get<std::string>();
+  r.profile_forwards = j.at("profile_forwards").get<int>();
+  return r;
+}
+
+}  // namespace
+
+std::string encode_request(const CaseRequest& r) { return dump_line(request_json(r)); }
+
+Result<CaseRequest> decode_request(const std::string& line) {
+  Result<std::vector<CaseRequest>> requests = decode_requests(line);
+  if (!requests) return requests.status();
+  if (requests->size() != 1) return Status::Error("bad case request: a group where one case was expected");
+  return std::move(requests->front());
+}
+
+std::string encode_group_request(const std::vector<CaseRequest>& requests) {
+  json group = json::array();
+  for (const CaseRequest& r : requests) group.push_back(request_json(r));
+  return dump_line({{"group", group}});
+}
+
+Result<std::vector<CaseRequest>> decode_requests(const std::string& line) {
+  std::vector<CaseRequest> requests;
   try {
     const json j = json::parse(line);
-    r.name = j.at("name").get<std::string>();
-    r.kernel = j.at("kernel").get<std::string>();
-    if (Status s = parse_shape(j.at("shape").get<std::string>(), r.problem); !s.ok) {
-      return Status::Error("bad case request: " + s.message);
+    const bool group = j.is_object() && j.contains("group");
+    if (group && (!j["group"].is_array() || j["group"].empty()))
+      return Status::Error("bad case request: \"group\" must be a non-empty array of cases");
+    for (const json& one : group ? j["group"] : json::array({j})) {
+      Result<CaseRequest> request = request_from_json(one);
+      if (!request) return request.status();
+      requests.push_back(std::move(*request));
     }
-    r.distribution = j.at("distribution").get<std::string>();
-    r.seed = j.at("seed").get<uint64_t>();
-    r.check_only = j.at("check_only").get<bool>();
-    r.repetitions = j.at("repetitions").get<int>();
-    r.max_case_seconds = j.at("max_case_seconds").get<double>();
-    r.measure_energy = j.at("measure_energy").get<bool>();
-    r.dump_dir = j.at("dump_dir").get<std::string>();
-    r.failure_dump_dir = j.at("failure_dump_dir").get<std::string>();
-    r.repro = j.at("repro").get<std::string>();
-    r.profile_forwards = j.at("profile_forwards").get<int>();
   } catch (const std::exception& e) {
     return Status::Error(std::string("bad case request: ") + e.what());
   }
-  return r;
+  return requests;
 }
 
 std::string encode_outcome(const CaseOutcome& o) {
@@ -248,14 +282,18 @@ int worker_main(const std::string& device, const std::vector<std::string>& plugi
   CaseRunner runner(**executor);
   std::string line;
   while (std::getline(std::cin, line)) {
-    CaseOutcome outcome;
-    if (const Result<CaseRequest> request = decode_request(line); !request) {
-      outcome.message = request.status().message;
+    std::vector<CaseOutcome> outcomes(1);
+    if (const Result<std::vector<CaseRequest>> requests = decode_requests(line); !requests) {
+      outcomes.front().message = requests.status().message;
     } else {
-      outcome = runner.run(*request);
+      outcomes = runner.run_group(*requests);
     }
-    if (!write_all(protocol_fd, encode_outcome(outcome) + "\n")) return 2;
-    if (outcome.device_unusable) return 3;  // the parent starts a fresh worker
+    bool unusable = false;
+    for (const CaseOutcome& outcome : outcomes) {
+      if (!write_all(protocol_fd, encode_outcome(outcome) + "\n")) return 2;
+      unusable = unusable || outcome.device_unusable;
+    }
+    if (unusable) return 3;  // the parent starts a fresh worker
   }
   return 0;
 }
@@ -341,46 +379,60 @@ std::string WorkerProcess::stderr_tail() const {
 }
 
 CaseOutcome WorkerProcess::run(const CaseRequest& request, std::chrono::seconds timeout) {
-  CaseOutcome outcome;
-  if (pid_ < 0) {
-    if (Status s = start(); !s.ok) {
-      outcome.message = s.message;
-      return outcome;
+  return exchange(encode_request(request), 1, timeout).front();
+}
+
+std::vector<CaseOutcome> WorkerProcess::run_group(const std::vector<CaseRequest>& requests,
+                                                  std::chrono::seconds timeout) {
+  return exchange(encode_group_request(requests), requests.size(), timeout);
+}
+
+std::vector<CaseOutcome> WorkerProcess::exchange(const std::string& request_line, size_t count,
+                                                 std::chrono::seconds timeout) {
+  std::vector<CaseOutcome> outcomes;
+  // What every case without an outcome gets when the exchange fails.
+  auto fail_rest = [&](ResultStatus status, const std::string& message) {
+    while (outcomes.size() < count) {
+      CaseOutcome outcome;
+      outcome.status = status;
+      outcome.message = message;
+      outcomes.push_back(outcome);
     }
+    return outcomes;
+  };
+  if (pid_ < 0) {
+    if (Status s = start(); !s.ok) return fail_rest(ResultStatus::error, s.message);
   }
   signal(SIGPIPE, SIG_IGN);  // a dead worker must not kill the parent through a write
-  if (!write_all(to_worker_, encode_request(request) + "\n")) {
+  if (!write_all(to_worker_, request_line + "\n")) {
     drain_stderr();  // what it said before it went: the reason
-    outcome.status = ResultStatus::crashed;
-    outcome.message = "worker gone before the case started: " + stderr_tail();
     stop(true);
-    return outcome;
+    return fail_rest(ResultStatus::crashed, "worker gone before the case started: " + stderr_tail());
   }
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   char buffer[65536];
   for (;;) {
-    const size_t newline = pending_.find('\n');
-    if (newline != std::string::npos) {
+    for (size_t newline = pending_.find('\n'); newline != std::string::npos;
+         newline = pending_.find('\n')) {
       const std::string line = pending_.substr(0, newline);
       pending_.erase(0, newline + 1);
       if (Result<CaseOutcome> decoded = decode_outcome(line); decoded) {
-        outcome = std::move(*decoded);
+        outcomes.push_back(std::move(*decoded));
       } else {
-        outcome = CaseOutcome{};
-        outcome.message = decoded.status().message;
+        outcomes.emplace_back().message = decoded.status().message;
       }
+      if (outcomes.size() < count) continue;
       drain_stderr();
-      if (outcome.device_unusable) stop(false);  // it exits by itself; reap it
-      return outcome;
+      const bool unusable = std::any_of(outcomes.begin(), outcomes.end(),
+                                        [](const CaseOutcome& o) { return o.device_unusable; });
+      if (unusable) stop(false);  // it exits by itself; reap it
+      return outcomes;
     }
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) {
       stop(true);
-      outcome = CaseOutcome{};
-      outcome.status = ResultStatus::timeout;
-      outcome.message = "no result after " + std::to_string(timeout.count()) +
-                        " s (watchdog); the worker was killed";
-      return outcome;
+      return fail_rest(ResultStatus::timeout, "no result after " + std::to_string(timeout.count()) +
+                                                  " s (watchdog); the worker was killed");
     }
     pollfd fds[2] = {{from_worker_, POLLIN, 0}, {worker_stderr_, POLLIN, 0}};
     const int ready = poll(fds, 2, static_cast<int>(std::min<int64_t>(left.count(), 1000)));
@@ -407,13 +459,10 @@ CaseOutcome WorkerProcess::run(const CaseRequest& request, std::chrono::seconds 
     if (*fd >= 0) close(*fd);
     *fd = -1;
   }
-  outcome = CaseOutcome{};
-  outcome.status = ResultStatus::crashed;
   std::string how = WIFSIGNALED(status) ? "worker killed by " + signal_description(WTERMSIG(status))
                                         : "worker exited with code " + std::to_string(WEXITSTATUS(status));
   const std::string tail = stderr_tail();
-  outcome.message = how + (tail.empty() ? "" : ": " + tail);
-  return outcome;
+  return fail_rest(ResultStatus::crashed, how + (tail.empty() ? "" : ": " + tail));
 }
 
 }  // namespace attnbench

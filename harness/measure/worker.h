@@ -1,7 +1,8 @@
 // Process isolation. Cases run in worker processes (`attnbench __worker --device D`), one per
-// device, fed one case at a time over a pipe (one JSON line each way). A kernel that segfaults,
-// aborts, leaves a sticky CUDA error or hangs takes only its worker down: the parent records
-// the case as crashed or timeout with the message, starts a fresh worker and goes on.
+// device, fed one case (or the cases of one problem, timed together) at a time over a pipe (one
+// JSON line each way per case). A kernel that segfaults, aborts, leaves a sticky CUDA error or
+// hangs takes only its worker down: the parent records the case as crashed or timeout with the
+// message, starts a fresh worker and goes on.
 #pragma once
 
 #include <sys/types.h>
@@ -37,8 +38,16 @@ class WorkerProcess {
   // Sends the case and waits for its outcome up to `timeout`. On a crash or a timeout the
   // worker is gone (the next call starts a new one) and the outcome says crashed or timeout.
   CaseOutcome run(const CaseRequest& request, std::chrono::seconds timeout);
+  // The cases of one problem, timed together (CaseRunner::run_group), up to `timeout` for all of
+  // them: one outcome per request, in order. On a crash or a timeout every case without an
+  // outcome gets that status and message.
+  std::vector<CaseOutcome> run_group(const std::vector<CaseRequest>& requests,
+                                     std::chrono::seconds timeout);
 
  private:
+  // Sends one request line and reads `count` outcome lines (run, run_group).
+  std::vector<CaseOutcome> exchange(const std::string& request_line, size_t count,
+                                    std::chrono::seconds timeout);
   Status start();
   void stop(bool force);
   void drain_stderr();
@@ -60,6 +69,10 @@ class WorkerProcess {
 // garbled, a field missing or of the wrong type) is an error status, never an exception.
 std::string encode_request(const CaseRequest& request);
 Result<CaseRequest> decode_request(const std::string& line);
+// A group (run_group): {"group": [request, ...]}; the worker answers one outcome line per case.
+// decode_requests takes either form (a single request is a group of one).
+std::string encode_group_request(const std::vector<CaseRequest>& requests);
+Result<std::vector<CaseRequest>> decode_requests(const std::string& line);
 std::string encode_outcome(const CaseOutcome& outcome);
 Result<CaseOutcome> decode_outcome(const std::string& line);
 

@@ -432,5 +432,28 @@ TEST_F(Cli, TheStoredProtocolNamesTheExecutorsTimer) {
   }
 }
 
+// Issue 41: on the CPU the kernels of one problem are timed together (round-robin), which the
+// protocol records; --no-interleave times each alone. Either way every case is measured.
+TEST_F(Cli, TheProtocolSaysWhetherTheCpuCasesWereInterleaved) {
+  for (const bool interleave : {true, false}) {
+    SCOPED_TRACE(interleave ? "interleaved" : "--no-interleave");
+    CommandResult run = run_command(
+        std::string("run --kernels cpu.naive,cpu.flash,cpu.masked_fused") +
+        " --shape b=1,hq=2,s=33,d=16 --shape b=1,hq=2,s=20,d=16 --devices cpu "
+        "--max-case-seconds 0.05 --repetitions 3 --db " + db() +
+        (interleave ? "" : " --no-interleave"));
+    ASSERT_EQ(run.exit_code, 0) << run.output;
+    const Result<StoredRun> stored = load_latest_run(db());
+    ASSERT_TRUE(stored) << stored.status().message;
+    const nlohmann::json protocol = nlohmann::json::parse(stored->info.protocol_json);
+    EXPECT_EQ(protocol.at("interleaved").get<bool>(), interleave);
+    ASSERT_EQ(stored->results.size(), 6u);
+    for (const ResultRecord& r : stored->results) {
+      EXPECT_EQ(r.status, ResultStatus::passed) << r.kernel << " " << r.message;
+      EXPECT_GE(r.samples.size(), 1u) << r.kernel;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace attnbench

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "harness/measure/case_runner.h"
 #include "harness/measure/executor.h"
@@ -121,6 +122,60 @@ TEST(CaseRunner, ATimingFailureKeepsTheLaunchesReason) {
   EXPECT_NE(outcome.message.find("the timer broke"), std::string::npos) << outcome.message;
   EXPECT_NE(outcome.message.find("; launches not measured: stream capture refused"), std::string::npos)
       << outcome.message;
+}
+
+CaseRequest case_of(const std::string& kernel, const std::string& shape) {
+  CaseRequest request = small_case(false);
+  request.kernel = kernel;
+  request.problem = parsed_shape(shape);
+  request.name = kernel + "/" + shape + "/normal";
+  return request;
+}
+
+// Issue 41: the kernels of one problem, checked one by one and timed together; each outcome is
+// what the case alone gives, its extra memory its own although the others' plans are alive.
+TEST(CaseRunner, AGroupIsCheckedCaseByCaseAndTimedTogether) {
+  const std::string shape = "b=1,hq=2,s=40,d=16";
+  const std::unique_ptr<DeviceExecutor> cpu = make_cpu_executor(kScratchBytes);
+  CaseRunner runner(*cpu);
+  const CaseOutcome naive_alone = runner.run(case_of("cpu.naive", shape));
+  ASSERT_EQ(naive_alone.status, ResultStatus::passed) << naive_alone.message;
+  ASSERT_GT(naive_alone.extra_memory_bytes, 0);
+
+  const std::vector<CaseOutcome> group =
+      runner.run_group({case_of("cpu.masked_outofplace", shape), case_of("cpu.naive", shape),
+                        case_of("cpu.nonexistent", shape), case_of("cpu.flash", shape)});
+  ASSERT_EQ(group.size(), 4u);
+  for (size_t i : {0, 1, 3}) {
+    EXPECT_EQ(group[i].status, ResultStatus::passed) << i << ": " << group[i].message;
+    EXPECT_TRUE(group[i].timing.timed) << i;
+    EXPECT_GE(group[i].samples.size(), 2u) << i;
+  }
+  EXPECT_EQ(group[1].extra_memory_bytes, naive_alone.extra_memory_bytes);
+  EXPECT_EQ(group[2].status, ResultStatus::error);
+  EXPECT_EQ(group[2].message, "unknown kernel 'cpu.nonexistent'");
+}
+
+// A plan that does not fit beside the plans in flight lets those be timed and freed first, then
+// runs: never "out of memory" for what fits alone. Another problem in the same request waits for
+// the cases in flight too (they share the inputs).
+TEST(CaseRunner, AGroupThatDoesNotFitTogetherIsTimedInTurns) {
+  const std::string shape = "b=1,hq=2,s=64,d=16";
+  const std::unique_ptr<DeviceExecutor> probe = make_cpu_executor(kScratchBytes);
+  const CaseOutcome alone = CaseRunner(*probe).run(case_of("cpu.naive", shape));
+  ASSERT_EQ(alone.status, ResultStatus::passed) << alone.message;
+  const size_t one_plan = static_cast<size_t>(alone.extra_memory_bytes);
+  const std::unique_ptr<DeviceExecutor> tight = make_cpu_executor(one_plan + one_plan / 2);
+  CaseRunner runner(*tight);
+  const std::vector<CaseOutcome> outcomes = runner.run_group(
+      {case_of("cpu.naive", shape), case_of("cpu.naive", shape),
+       case_of("cpu.naive", "b=1,hq=2,s=33,d=16"), case_of("cpu.flash", shape)});
+  ASSERT_EQ(outcomes.size(), 4u);
+  for (size_t i = 0; i < outcomes.size(); ++i) {
+    EXPECT_EQ(outcomes[i].status, ResultStatus::passed) << i << ": " << outcomes[i].message;
+    EXPECT_TRUE(outcomes[i].timing.timed) << i;
+  }
+  EXPECT_EQ(outcomes[1].extra_memory_bytes, alone.extra_memory_bytes);
 }
 
 }  // namespace

@@ -4,6 +4,8 @@
 
 #include <chrono>
 #include <random>
+#include <string>
+#include <vector>
 
 #include "harness/measure/timing.h"
 
@@ -118,6 +120,64 @@ TEST(TimeCase, AFailingForwardStopsWithItsError) {
       plan);
   EXPECT_FALSE(result.status.ok);
   EXPECT_NE(result.status.message.find("illegal address"), std::string::npos);
+}
+
+// Issue 41: three cases timed together run one repetition each per round, in order, so a drift
+// that starts mid-way reaches all of them alike; each stops by its own rule and one failing
+// forward stops only its own case.
+TEST(TimeInterleaved, RoundRobinOverTheCasesEachStoppingByItsOwnRule) {
+  std::mt19937_64 rng(std::random_device{}());
+  std::uniform_real_distribution<double> noisy(1e-5, 2e-5);  // never stable
+  std::vector<std::string> order;  // which case each repetition's first forward belonged to
+  auto forward = [&](const std::string& name) -> TimedForward {
+    return [&, name](std::string&) {
+      if (order.empty() || order.back() != name) order.push_back(name);
+      return noisy(rng);
+    };
+  };
+  TimingPlan plan;
+  plan.iterations = 3;
+  plan.budget_s = 10;
+  plan.max_repetitions = 4;
+  TimingPlan shorter = plan;
+  shorter.max_repetitions = 2;
+  int failing_calls = 0;
+  const TimedForward failing = [&](std::string& error) {
+    order.push_back("c");
+    if (++failing_calls < 2) return noisy(rng);  // its first repetition's first forward passes
+    error = "illegal address";
+    return -1.0;
+  };
+  const std::vector<TimingResult> results = time_interleaved(
+      {{"a", forward("a"), plan, {}}, {"b", forward("b"), shorter, {}}, {"c", failing, plan, {}}});
+  ASSERT_EQ(results.size(), 3u);
+  ASSERT_TRUE(results[0].status.ok) << results[0].status.message;
+  ASSERT_TRUE(results[1].status.ok) << results[1].status.message;
+  EXPECT_EQ(results[0].samples.size(), 4u);
+  EXPECT_EQ(results[0].summary.stop, TimingStop::repetitions);
+  EXPECT_EQ(results[1].samples.size(), 2u);
+  EXPECT_EQ(results[1].summary.forwards_timed, 6);
+  EXPECT_FALSE(results[2].status.ok);
+  EXPECT_NE(results[2].status.message.find("illegal address"), std::string::npos);
+  // Round 1: a, b, c (c fails in it); round 2: a, b; rounds 3 and 4: a alone.
+  const std::vector<std::string> expected = {"a", "b", "c", "c", "a", "b", "a"};
+  EXPECT_EQ(order, expected);
+  // Each case's budget is its own repetitions' wall time, not the group's.
+  EXPECT_LT(results[1].summary.wall_s, results[0].summary.wall_s);
+}
+
+TEST(TimeInterleaved, OneCaseIsTimeCase) {
+  TimingPlan plan;
+  plan.iterations = 2;
+  plan.max_repetitions = 3;
+  plan.budget_s = 10;
+  int calls = 0;
+  const std::vector<TimingResult> results = time_interleaved(
+      {{"one", [&](std::string&) { return 1e-5 * (1 + (++calls % 3)); }, plan, {}}});
+  ASSERT_EQ(results.size(), 1u);
+  EXPECT_EQ(results[0].samples.size(), 3u);
+  EXPECT_EQ(calls, 6);
+  EXPECT_TRUE(time_interleaved({}).empty());
 }
 
 }  // namespace

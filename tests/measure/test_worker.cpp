@@ -380,6 +380,43 @@ TEST(WorkerProcessSide, AWorkerThatCannotStartIsACrashThatSaysWhy) {
       << outcome.message;
 }
 
+// The cases of one problem travel as one line and come back as one outcome line each; a worker
+// that dies after the first gives every case left without one the crash.
+TEST(WorkerProtocol, AGroupRoundTripsAndASingleRequestIsAGroupOfOne) {
+  CaseRequest second = full_request();
+  second.kernel = "cpu.flash";
+  second.name = "cpu.flash/" + shape_string(second.problem) + "/normal";
+  const std::string line = encode_group_request({full_request(), second});
+  EXPECT_EQ(line.find('\n'), std::string::npos);
+  const std::vector<CaseRequest> group = value_of(decode_requests(line));
+  ASSERT_EQ(group.size(), 2u);
+  EXPECT_EQ(group[0].kernel, full_request().kernel);
+  EXPECT_EQ(group[1].name, second.name);
+  EXPECT_EQ(value_of(decode_requests(encode_request(second))).size(), 1u);
+  EXPECT_FALSE(decode_request(line)) << "a group is not one case";
+  expect_error([](const std::string& text) -> Status {
+    const Result<std::vector<CaseRequest>> r = decode_requests(text);
+    return r ? Status::Ok() : r.status();
+  }, R"({"group": []})", "bad case request: ");
+}
+
+TEST(WorkerProcessSide, AGroupGetsOneOutcomePerCaseAndACrashForTheRest) {
+  CaseOutcome first = full_outcome();
+  WorkerProcess worker({"/bin/sh", "-c",
+                        "read request; printf '%s\\n' " + shell_quote(encode_outcome(first)) +
+                            "; echo 'died in the second' >&2; exit 5",
+                        "fake-worker"},
+                       "cpu");
+  const std::vector<CaseOutcome> outcomes =
+      worker.run_group({full_request(), full_request(), full_request()}, std::chrono::seconds(20));
+  ASSERT_EQ(outcomes.size(), 3u);
+  expect_same_outcome(first, outcomes[0]);
+  for (size_t i = 1; i < 3; ++i) {
+    EXPECT_EQ(outcomes[i].status, ResultStatus::crashed);
+    EXPECT_EQ(outcomes[i].message, "worker exited with code 5: died in the second");
+  }
+}
+
 TEST(WorkerExecutor, MadeForCpuAndRefusedForUnknownDevices) {
   const Result<std::unique_ptr<DeviceExecutor>> cpu = make_device_executor("cpu");
   ASSERT_TRUE(cpu) << cpu.status().message;

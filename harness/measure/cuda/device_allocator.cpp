@@ -42,12 +42,12 @@ size_t DeviceAllocator::live_bytes() const {
 
 size_t DeviceAllocator::peak_bytes() const {
   std::lock_guard<std::mutex> lock(mutex_);
-  return peak_bytes_;
+  return peak_bytes_ - live_at_reset_;
 }
 
 void DeviceAllocator::reset_peak() {
   std::lock_guard<std::mutex> lock(mutex_);
-  peak_bytes_ = live_bytes_;
+  peak_bytes_ = live_at_reset_ = live_bytes_;
 }
 
 }  // namespace attnbench

@@ -25,9 +25,10 @@ class DeviceAllocator final : public ScratchAllocator {
   void deallocate(void* pointer) override;
 
   size_t live_bytes() const;
+  // The peak since reset_peak above what was live then: the next plan's extra memory, measured
+  // alone even while other plans hold theirs.
   size_t peak_bytes() const;
   size_t limit_bytes() const { return limit_bytes_; }
-  // The peak restarts from what is live now: the next plan's extra memory is measured alone.
   void reset_peak();
 
  private:
@@ -35,6 +36,7 @@ class DeviceAllocator final : public ScratchAllocator {
   std::unordered_map<void*, size_t> live_;
   size_t live_bytes_ = 0;
   size_t peak_bytes_ = 0;
+  size_t live_at_reset_ = 0;
   size_t limit_bytes_;
 };
 
