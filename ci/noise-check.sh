@@ -40,7 +40,9 @@ stop_neighbour() { [ -z "$neighbour_pid" ] || kill "$neighbour_pid" 2>/dev/null 
 trap stop_neighbour EXIT
 if (( neighbour )); then
   python3 - <<'EOF' &
-import multiprocessing, random, time
+import multiprocessing, random, signal, sys, time
+# Killed, the parent exits normally, and multiprocessing ends its daemonic busy processes with it.
+signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
 def busy(seed):
     rng = random.Random(seed)
     while True:
