@@ -34,11 +34,13 @@
 //   Where one level does not fit the kernel (a noisy host moves kernels of one kind together and
 //   apart from the rest), the aggregate is measured against a peer instead: the other kernel on
 //   the device (same build, never the same kernel in another pass) whose own level the
-//   aggregate follows with the smallest spread over its looked-back history, at least 20 shared
-//   runs, and only when that spread is under 0.7x the run level's (a quiet host keeps its one
-//   level). What the host did to both cancels; the kernel's own change remains. A rerun then
-//   re-measures the peer's shapes too. The price: a change that the peer shares is not seen, and
-//   a peer made faster reads as the kernel made slower (the alert names its peer).
+//   aggregate follows with the smallest spread over its looked-back history (at least 20 shared
+//   runs), when that spread is smaller than the run level's (a quiet host keeps its one level)
+//   and the two kernels' moves beyond the run's level are rank-correlated by at least 0.5. What
+//   the host did to both cancels; the kernel's own change remains. Its fit and spread then come
+//   from that history, a busy run is not unclear for it, and a rerun re-measures the peer's
+//   shapes too. The price: a change that the peer shares is not seen, and a peer made faster
+//   reads as the kernel made slower (the alert names its peer).
 // - Accuracy: errors are taken relative to the case's bound (max error / bound: fresh random
 //   inputs move both together). Beyond 2x the baseline's worst is an accuracy regression even
 //   inside the tolerance (suspected, confirmed like performance). Status: passed -> anything
