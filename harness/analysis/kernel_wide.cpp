@@ -193,6 +193,16 @@ AggregateHistory aggregate_history(const std::vector<GroupMember>& members, cons
   return history;
 }
 
+// The newest `runs` runs of a history (what aggregate_history with `runs` gives).
+AggregateHistory newest(const AggregateHistory& history, int runs) {
+  AggregateHistory kept = history;
+  const size_t size = std::min(kept.aggregates.size(), static_cast<size_t>(runs));
+  kept.aggregates.resize(size);
+  kept.run_ids.resize(size);
+  kept.clear.resize(size);
+  return kept;
+}
+
 // A kernel-wide aggregate against its runs' levels: aggregate = center + slope x level. The slope
 // is Theil and Sen's (the median of the slopes between pairs of runs), over the pairs whose
 // levels differ by at least load_level_gap (closer ones measure only noise); 0 when fewer than
@@ -246,15 +256,20 @@ LevelledHistory against(const AggregateHistory& history, const RunLevels& levels
   return levelled;
 }
 
-// The residuals of a history around its fit, as a relative sigma (no floor).
-double residual_spread(const LevelledHistory& history, const LoadFit& fit) {
+// Each run's aggregate less what the fit expects at its level.
+std::vector<double> residuals_of(const LevelledHistory& history, const LoadFit& fit) {
   std::vector<double> residuals;
   for (size_t k = 0; k < history.aggregates.size(); ++k) {
     residuals.push_back(history.aggregates[k] - fit.expected(history.levels[k]));
   }
-  return residuals.empty() ? kNotMeasured : kMadToSigma * median_absolute_deviation(residuals);
+  return residuals;
 }
 
+// The residuals of a history around its fit, as a relative sigma (no floor).
+double residual_spread(const LevelledHistory& history, const LoadFit& fit) {
+  const std::vector<double> residuals = residuals_of(history, fit);
+  return residuals.empty() ? kNotMeasured : kMadToSigma * median_absolute_deviation(residuals);
+}
 
 // The level an aggregate is measured against: the run's without the kernel, or one peer's.
 struct Reference {
@@ -302,11 +317,7 @@ double peer_correlation(const AggregateHistory& looked_back, const RunLevels& ru
     peer.levels.push_back(*run);
   }
   auto residuals = [&](const LevelledHistory& history) {
-    const LoadFit fit = fit_load(history.levels, history.aggregates, options);
-    std::vector<double> out;
-    for (size_t k = 0; k < history.aggregates.size(); ++k)
-      out.push_back(history.aggregates[k] - fit.expected(history.levels[k]));
-    return out;
+    return residuals_of(history, fit_load(history.levels, history.aggregates, options));
   };
   return rank_correlation(residuals(kernel), residuals(peer));
 }
@@ -329,11 +340,9 @@ Reference choose_reference(const AggregateHistory& looked_back, const GroupRefer
     if (!level_at(*levels, run_id)) continue;
     const LevelledHistory by_peer = against(looked_back, *levels);
     if (by_peer.aggregates.size() < kMinPeerRuns) continue;
+    // Better than the best so far, which is at least as good as the run's level.
     Reference candidate = fitted(peer, *levels, by_peer, options);
-    if (!(candidate.spread < run_level.spread) ||
-        !(candidate.spread < best.spread)) {
-      continue;
-    }
+    if (!(candidate.spread < best.spread)) continue;
     if (peer_correlation(looked_back, references.run, *levels, options) >= kMinPeerCorrelation)
       best = std::move(candidate);
   }
@@ -509,14 +518,18 @@ GroupAnalysis judge_group(const std::string& key, const std::vector<GroupMember>
   GroupAnalysis group;
   group.group = key;
   group.members = members.size();
-  const AggregateHistory history = aggregate_history(members, prior, options, options.window);
-  group.previous_run_id = history.previous_run_id;
   // Which level fits the kernel is read over the longer look back, less the runs set aside as
-  // a regression (a step of its own is no part of how it feels the host); the noise of what the
-  // gate can detect keeps every passed, timed point (aggregate_history's `as_noise`).
+  // a regression (a step of its own is no part of how it feels the host); the baseline is its
+  // newest K runs; the noise of what the gate can detect keeps every passed, timed point
+  // (aggregate_history's `as_noise`).
+  // One pass over the members' histories serves both (`--window` may exceed max_history).
+  const AggregateHistory longest = aggregate_history(
+      members, prior, options, std::max(options.window, options.max_history));
+  const AggregateHistory history = newest(longest, options.window);
+  group.previous_run_id = history.previous_run_id;
   const int64_t run_id = members.front().input->candidate->run_id;
-  const Reference reference = choose_reference(
-      aggregate_history(members, prior, options, options.max_history), references, run_id, options);
+  const Reference reference =
+      choose_reference(newest(longest, options.max_history), references, run_id, options);
   const AggregateHistory looked_back =
       aggregate_history(members, prior, options, options.max_history, /*as_noise=*/true);
   group.peer = reference.peer;

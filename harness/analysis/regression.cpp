@@ -151,6 +151,14 @@ std::map<std::string, std::vector<GroupMember>> judge_series(std::vector<SeriesI
   return groups;
 }
 
+// The rerun's run id, when the inputs have one.
+std::optional<int64_t> rerun_run_id(const std::vector<SeriesInput>& inputs) {
+  for (const SeriesInput& input : inputs) {
+    if (input.rerun) return input.rerun->run_id;
+  }
+  return std::nullopt;
+}
+
 // Every run a kernel-wide aggregate compares, as deviations of each series against today's
 // centers (so the aggregate's history does not depend on what an earlier analysis could see):
 // its earlier runs from the histories of every series, the run (`candidates`) and its rerun
@@ -161,10 +169,10 @@ std::map<int64_t, RunSeries> runs_seen(const std::vector<SeriesInput>& inputs,
                                        std::vector<RunDeviation> controls,
                                        const DetectorOptions& options) {
   std::map<int64_t, RunSeries> by_run;
-  std::optional<int64_t> run_id, rerun_id;
+  std::optional<int64_t> run_id;
+  const std::optional<int64_t> rerun_id = rerun_run_id(inputs);
   for (size_t i = 0; i < inputs.size(); ++i) {
     if (inputs[i].candidate && !run_id) run_id = inputs[i].candidate->run_id;
-    if (inputs[i].rerun && !rerun_id) rerun_id = inputs[i].rerun->run_id;
     const Baseline& baseline = analysis.series[i].baseline;
     if (!baseline.usable) continue;
     for (const SeriesPoint& point : inputs[i].history) {
@@ -196,13 +204,6 @@ RunLevels levels_today(const std::map<int64_t, RunSeries>& by_run, const Detecto
   return levels;
 }
 
-// The rerun's run id, when the inputs have one.
-std::optional<int64_t> rerun_run_id(const std::vector<SeriesInput>& inputs) {
-  for (const SeriesInput& input : inputs) {
-    if (input.rerun) return input.rerun->run_id;
-  }
-  return std::nullopt;
-}
 
 // Every judgeable series the rerun re-measured, against today's centers.
 std::vector<RunDeviation> rerun_deviations(const std::vector<SeriesInput>& inputs,

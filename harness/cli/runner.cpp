@@ -391,7 +391,8 @@ class DeviceQueue {
       shared_.progress.start_case(case_label(spec));
     }
     ResultRecord result = identity(case_index);
-    const CaseOutcome outcome = measure(case_request(spec, result, options_, selection_, run_));
+    const CaseOutcome outcome =
+        measure({case_request(spec, result, options_, selection_, run_)}).front();
     finish(case_index, result, &outcome);
   }
 
@@ -444,6 +445,7 @@ class DeviceQueue {
     record(case_index, case_label(spec), std::move(result));
   }
 
+  // One case, or a problem's cases timed together; the watchdog allows each its own timeout.
   std::vector<CaseOutcome> measure(const std::vector<CaseRequest>& requests) {
     if (options_.isolate) {
       if (!worker_) worker_ = std::make_unique<WorkerProcess>(worker_command(), device_.label());
@@ -474,17 +476,6 @@ class DeviceQueue {
       in_process_runner_ = std::make_unique<CaseRunner>(*in_process_executor_);
     }
     return in_process_runner_.get();
-  }
-
-  CaseOutcome measure(const CaseRequest& request) {
-    if (options_.isolate) {
-      if (!worker_) worker_ = std::make_unique<WorkerProcess>(worker_command(), device_.label());
-      return worker_->run(request, std::chrono::seconds(options_.case_timeout_seconds));
-    }
-    if (CaseRunner* runner = in_process_runner()) return runner->run(request);
-    CaseOutcome outcome;
-    outcome.message = in_process_error_;
-    return outcome;
   }
 
   // Stored at once (one transaction per result), so a killed run keeps what it finished.

@@ -185,8 +185,12 @@ const ReferenceRows& CaseRunner::reference_for(const Kernel& kernel) {
   return recipe_references_.back().second;
 }
 
+bool plan_failure_is_out_of_memory(const std::string& message) {
+  return message.rfind("out of memory", 0) == 0;
+}
+
 bool plan_failure_is_skip(const std::string& message) {
-  return message.rfind("out of memory", 0) == 0 || message.rfind("unsupported", 0) == 0 ||
+  return plan_failure_is_out_of_memory(message) || message.rfind("unsupported", 0) == 0 ||
          message.rfind("cudnn:", 0) == 0;
 }
 
@@ -424,7 +428,7 @@ void CaseRunner::check_case(CaseInFlight& c) {
         outcome.status = plan_failure_is_skip(why) ? ResultStatus::skipped : ResultStatus::error;
         outcome.message = why;
         outcome.device_unusable = !executor_.healthy();
-        c.out_of_memory = why.rfind("out of memory", 0) == 0;
+        c.out_of_memory = plan_failure_is_out_of_memory(why);
         return;
       }
       c.plan = std::move(*made);

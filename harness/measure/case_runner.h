@@ -145,5 +145,7 @@ class CaseRunner {
 // Whether a failed make_plan means "outside what the kernel can do here" (skipped) rather than
 // an error: out of memory, or the library's own refusal ("unsupported: ...", "cudnn: ...").
 bool plan_failure_is_skip(const std::string& message);
+// Of those, the lack of memory (run_group then frees the plans in flight and tries again).
+bool plan_failure_is_out_of_memory(const std::string& message);
 
 }  // namespace attnbench
