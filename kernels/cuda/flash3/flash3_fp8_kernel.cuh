@@ -32,12 +32,12 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "kernels/cuda/common/convert.cuh"
 #include "kernels/cuda/common/cuda_api.h"
 #include "kernels/cuda/common/cuda_check.h"
-#include "kernels/cuda/common/convert.cuh"
-#include "kernels/cuda/common/row_stats.cuh"
 #include "kernels/cuda/common/launch.cuh"
 #include "kernels/cuda/common/ptx.cuh"
+#include "kernels/cuda/common/row_stats.cuh"
 #include "kernels/cuda/common/shared.cuh"
 #include "kernels/cuda/common/visible_tiles.h"
 #include "kernels/cuda/common/wgmma_descriptor.h"
@@ -294,12 +294,24 @@ __global__ void __launch_bounds__(kPassThreads)
 // The layout pass: V (batch, key, head_kv, d) into V^T (batch, head_kv, d, keys_padded) in e4m3,
 // each 32 keys in v_key_of_column's order, zeros past seqlen_k; e4m3 V copied, 16-bit V
 // quantized with its descale: per tensor found here from the amax partials (and stored by block
-// 0), per block the inverse fp8_quantize_blocks stored (32 keys lie in one group). One thread per
-// 32 bytes of a V^T row.
+// 0), per block the inverse fp8_quantize_blocks stored (32 keys lie in one group). A tiled
+// transpose through shared memory: block (x, y, z) takes keys 32 x .. 32 x + 31 of head_kv y of
+// batch z, reads their rows of V whole (consecutive threads, consecutive elements of a row),
+// quantizes each value once into the tile, then writes V^T's HeadDim rows of 32 bytes a 4-byte
+// word per thread (consecutive threads, consecutive words). Each thread used to gather its 32
+// bytes of a V^T row one element at a time from 32 rows of V, a whole row stride apart (issue 38).
+constexpr int kLayoutKeys = 32;
+template <int HeadDim>
+constexpr int kLayoutRowBytes = HeadDim + 4;  // a key's row, padded: the write phase's column
+                                              // reads (4 keys a word) spread over the banks
+
 template <int HeadDim, typename Element>
 __global__ void __launch_bounds__(kPassThreads)
     fp8_v_layout(const AttentionParams p, const Fp8PassArgs args) {
   constexpr bool kQuantizes = !std::is_same_v<Element, uint8_t>;
+  constexpr int kRowBytes = kLayoutRowBytes<HeadDim>;
+  using Tile = uint8_t[kLayoutKeys * kRowBytes];
+  ATTNBENCH_SHARED(Tile, tile, 16);
   // A copy in registers: a member function's `this` into the parameter would put it on the stack.
   const Fp8ScaleGroups groups = args.groups;
   const bool per_block = groups.block_rows > 0;
@@ -309,40 +321,45 @@ __global__ void __launch_bounds__(kPassThreads)
     if (blockIdx.x == 0 && threadIdx.x == 0) args.descales[kTensorV] = descale;
     tensor_inverse = 1.0f / descale;
   }
-  const int64_t chunks = static_cast<int64_t>(args.keys_padded) / 32;
-  const int64_t rows = static_cast<int64_t>(p.batch) * p.heads_kv * HeadDim;
+  const int64_t first_key = static_cast<int64_t>(blockIdx.x) * kLayoutKeys;
+  const int64_t head = blockIdx.y;
+  const int64_t batch = blockIdx.z;
   const auto* v = static_cast<const Element*>(p.v);
-  for (int64_t item = static_cast<int64_t>(blockIdx.x) * kPassThreads + threadIdx.x;
-       item < rows * chunks; item += static_cast<int64_t>(gridDim.x) * kPassThreads) {
-    const int64_t row = item / chunks;  // (batch, head_kv, d)
-    const int64_t first_key = item % chunks * 32;
-    const int64_t d = row % HeadDim;
-    const int64_t head = row / HeadDim % p.heads_kv;
-    const int64_t batch = row / HeadDim / p.heads_kv;
-    uint8_t* out = args.vt + row * args.keys_padded + first_key;
-    if (first_key >= p.seqlen_k) {  // a tile's padding: no group, no value
-      for (int a = 0; a < 32; ++a) out[a] = 0;
-      continue;
-    }
-    const float inverse = kQuantizes && per_block
-                              ? args.v_inverses[groups.index(kTensorV, batch, first_key, head) -
-                                                groups.first(kTensorV)]
-                              : tensor_inverse;
-    for (int a = 0; a < 32; ++a) {
-      const int64_t key = first_key + v_key_of_column(a);
-      if (key >= p.seqlen_k) {
-        out[a] = 0;
-        continue;
-      }
+  // A tile of padding (first_key >= seqlen_k) has no group: only zeros are written.
+  const float inverse =
+      kQuantizes && per_block && first_key < p.seqlen_k
+          ? args.v_inverses[groups.index(kTensorV, batch, first_key, head) - groups.first(kTensorV)]
+          : tensor_inverse;
+  for (int i = static_cast<int>(threadIdx.x); i < kLayoutKeys * HeadDim; i += kPassThreads) {
+    const int key_in_tile = i / HeadDim;
+    const int d = i % HeadDim;
+    const int64_t key = first_key + key_in_tile;
+    uint8_t byte = 0;
+    if (key < p.seqlen_k) {
       const Element value =
           v[batch * p.v_batch_stride + key * p.v_row_stride + head * p.v_head_stride + d];
       if constexpr (kQuantizes) {
-        out[a] = static_cast<uint8_t>(
+        byte = static_cast<uint8_t>(
             ptx::pack_e4m3x4(gpu::to_float(value) * inverse, 0.0f, 0.0f, 0.0f) & 0xffu);
       } else {
-        out[a] = value;
+        byte = value;
       }
     }
+    tile[key_in_tile * kRowBytes + d] = byte;
+  }
+  __syncthreads();
+  constexpr int kWordsPerRow = kLayoutKeys / 4;
+  uint8_t* vt = args.vt + (batch * p.heads_kv + head) * HeadDim * args.keys_padded + first_key;
+  for (int w = static_cast<int>(threadIdx.x); w < HeadDim * kWordsPerRow; w += kPassThreads) {
+    const int d = w / kWordsPerRow;
+    const int word = w % kWordsPerRow;
+    uint32_t packed = 0;
+#pragma unroll
+    for (int b = 0; b < 4; ++b) {
+      packed |= static_cast<uint32_t>(tile[v_key_of_column(4 * word + b) * kRowBytes + d])
+                << (8 * b);
+    }
+    *reinterpret_cast<uint32_t*>(vt + d * args.keys_padded + 4 * word) = packed;
   }
 }
 
@@ -712,10 +729,14 @@ Status launch_fp8_passes(const AttentionParams& p, const Fp8PassArgs& args, cuda
       return status;
     }
   }
-  const int64_t chunks =
-      static_cast<int64_t>(p.batch) * p.heads_kv * HeadDim * (args.keys_padded / 32);
-  launch_kernel(fp8_v_layout<HeadDim, Element>, blocks_for(chunks), kPassThreads, 0, stream, p,
-                args);
+  if (p.heads_kv > 65535 || p.batch > 65535) {  // the layout pass's grid: y and z
+    return Status::Error(
+        "cuda.flash3_fp8: the V^T layout pass takes at most 65535 batches and "
+        "key/value heads");
+  }
+  const dim3 tiles(static_cast<unsigned>(args.keys_padded / kLayoutKeys),
+                   static_cast<unsigned>(p.heads_kv), static_cast<unsigned>(p.batch));
+  launch_kernel(fp8_v_layout<HeadDim, Element>, tiles, kPassThreads, 0, stream, p, args);
   ATTNBENCH_CUDA_TRY_LAUNCH();
   return Status::Ok();
 }
