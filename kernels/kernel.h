@@ -137,6 +137,15 @@ struct Kernel {
   // scratch could not be had).
   std::function<Result<std::unique_ptr<Plan>>(const Problem& problem, const PlanContext& context)>
       make_plan;
+  // A configuration of another kernel, published so a team can name and time it (`attnbench
+  // tune`): the family's name ("cpu.flash" for "cpu.flash[block_q=128,block_k=256]", the spelling
+  // variant_name gives); empty for the family's own kernel. A variant runs only where named: no
+  // glob but its exact name or "<family>[*]" selects it (kernel_selected, registry.h).
+  std::string variant_of;
+  // The family kernel's own choice for `problem`, spelled as a variant's parameters
+  // ("block_q=256,block_k=512"): the table it owns and its plan follows. Empty where the kernel
+  // has no variants.
+  std::function<std::string(const Problem& problem)> default_variant;
   // Where a kernel from outside the build comes from ("plugin /abs/libx.so, version 1.2",
   // "python /abs/mylib.py, sha256 ..."), stored with each of its results; empty when built in.
   std::string origin;
@@ -144,6 +153,15 @@ struct Kernel {
   // `list kernels` shows it and its cases are skipped with it.
   std::string unavailable_reason;
 };
+
+// A variant's name: its family and parameters, "cpu.flash[block_q=128,block_k=256]".
+inline std::string variant_name(const std::string& family, const std::string& parameters) {
+  return family + "[" + parameters + "]";
+}
+// The family a kernel belongs to: its variant_of, or its own name.
+inline const std::string& family_name(const Kernel& kernel) {
+  return kernel.variant_of.empty() ? kernel.name : kernel.variant_of;
+}
 
 // The parameters of `problem` without buffers: shapes, strides of its layout, scales, mask and
 // dtypes; every pointer null, descales 1. The harness adds the buffers (make_params); a plugin's

@@ -9,9 +9,9 @@
 
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/emu/emu_kernels.h"
-#include "tests/test_kernels/planted/planted_kernels.h"
 #include "kernels/plugin/plugin_kernels.h"
 #include "kernels/python/python_kernels.h"
+#include "tests/test_kernels/planted/planted_kernels.h"
 #include "tests/test_kernels/test_kernels.h"
 #if defined(ATTNBENCH_HAVE_CUDA)
 #include "kernels/cuda/cuda_kernels.h"
@@ -34,6 +34,7 @@ std::vector<Kernel> registered_kernels() {
       cpu_flash_fp8_incoherent_kernel(),
       cpu_flash_fp8_block_incoherent_kernel(),
   };
+  for (Kernel& variant : cpu_flash_variant_kernels()) kernels.push_back(std::move(variant));
 #if defined(ATTNBENCH_HAVE_CUDA)
   // ---- CUDA and cuDNN: cuBLAS's eager attention, the in-house kernels (cuda_kernels.h's one
   // list, which the emulated device builds too), cuDNN ----------------------------------------
@@ -141,6 +142,22 @@ bool glob_match(const std::string& pattern, const std::string& text) {
   return fnmatch(pattern.c_str(), text.c_str(), 0) == 0;
 }
 
+bool kernel_selected(const std::string& glob, const Kernel& kernel) {
+  if (glob == kernel.name) return true;
+  if (kernel.variant_of.empty()) return glob_match(glob, kernel.name);
+  constexpr std::string_view kEveryVariant = "[*]";
+  return glob.size() > kEveryVariant.size() && glob.ends_with(kEveryVariant) &&
+         glob_match(glob.substr(0, glob.size() - kEveryVariant.size()), kernel.variant_of);
+}
+
+std::vector<const Kernel*> variants_of(const std::string& family) {
+  std::vector<const Kernel*> variants;
+  for (const Kernel& kernel : all_kernels()) {
+    if (kernel.variant_of == family) variants.push_back(&kernel);
+  }
+  return variants;
+}
+
 bool is_python_kernel_spec(std::string_view name) { return name.rfind("py:", 0) == 0; }
 
 Status add_requested_kernels(const std::vector<std::string>& plugins,
@@ -150,7 +167,8 @@ Status add_requested_kernels(const std::vector<std::string>& plugins,
     if (contains(added.plugins, path)) continue;
     Result<std::vector<Kernel>> kernels = load_plugin_kernels(path);
     if (!kernels) return kernels.status();
-    if (Status s = add_kernels(std::move(*kernels)); !s.ok) return Status::Error("--plugin " + path + ": " + s.message);
+    if (Status s = add_kernels(std::move(*kernels)); !s.ok)
+      return Status::Error("--plugin " + path + ": " + s.message);
     added.plugins.push_back(path);
   }
   for (const std::string& glob : kernel_globs) {

@@ -37,6 +37,15 @@ const ExternalKernelSources& external_kernel_sources();
 // fnmatch(3) globs without flags: `*`, `?` and `[...]`; the one glob rule of attnbench.
 bool glob_match(const std::string& pattern, const std::string& text);
 
+// Whether a --kernels glob selects `kernel`: its exact name always; a variant otherwise only
+// through "<family glob>[*]" ("cpu.flash[*]": every variant of cpu.flash); any other glob
+// (fnmatch, so "cpu.*" or "*") selects kernels that are not variants. Suite entries name
+// families (a variant is a case of every entry whose globs match its family), so a suite runs
+// variants only when --kernels names them.
+bool kernel_selected(const std::string& glob, const Kernel& kernel);
+// The variants of `family`, in registry order.
+std::vector<const Kernel*> variants_of(const std::string& family);
+
 // A "py:..." kernel name: a Python kernel given by module and function.
 bool is_python_kernel_spec(std::string_view name);
 

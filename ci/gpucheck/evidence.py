@@ -49,10 +49,11 @@ def _number(value) -> float | None:
 def in_house_kernel_names(kernels: list[dict], correctness_suite: str | None = None) -> list[str]:
     """The in-house CUDA kernels of a registry as `attnbench list kernels --json` states it, in
     its order: those the emulated device runs from their own source (backend emu, not
-    unavailable: the registry builds both from one list, kernels/cuda/cuda_kernels.h); of one
-    correctness suite if given."""
+    unavailable: the registry builds both from one list, kernels/cuda/cuda_kernels.h), not their
+    variants (cuda.flash3[stages=2]: `attnbench tune` runs those); of one correctness suite if
+    given."""
     return [k["name"] for k in kernels
-            if k.get("backend") == "emu" and not k.get("unavailable")
+            if k.get("backend") == "emu" and not k.get("unavailable") and not k.get("variant_of")
             and correctness_suite in (None, k.get("correctness_suite"))]
 
 

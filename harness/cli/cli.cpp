@@ -23,6 +23,7 @@
 #include "harness/cli/profile_command.h"
 #include "harness/cli/runner.h"
 #include "harness/cli/summary_table.h"
+#include "harness/cli/tune_command.h"
 #include "harness/core/progress.h"
 #include "harness/core/shell.h"
 #include "harness/measure/calibrate.h"
@@ -38,15 +39,17 @@
 namespace attnbench {
 namespace {
 
-// ---- the commands ---------------------------------------------------------------------------------
+// ---- the commands
+// ---------------------------------------------------------------------------------
 
 // `attnbench report`: the HTML report is Python (reports/, reading the database only); this
 // wrapper runs `python3 -m reports build` with the package found in this checkout.
 int report_command(const std::string& db_path, const std::string& out_dir, const std::string& run,
                    const std::string& compare_to) {
-  std::vector<std::string> arguments = {"python3", "-m", "reports", "build", "--db", db_path,
-                                        "--out", out_dir};
-  for (const auto& [flag, value] : {std::pair{"--run", run}, std::pair{"--compare-to", compare_to}}) {
+  std::vector<std::string> arguments = {"python3", "-m",    "reports", "build",
+                                        "--db",    db_path, "--out",   out_dir};
+  for (const auto& [flag, value] :
+       {std::pair{"--run", run}, std::pair{"--compare-to", compare_to}}) {
     if (value.empty() || (value == "latest" && std::string(flag) == "--run")) continue;
     if (value.find_first_not_of("0123456789") != std::string::npos) {
       std::cerr << "error: " << flag << " '" << value << "': accepted: a run id"
@@ -56,8 +59,8 @@ int report_command(const std::string& db_path, const std::string& out_dir, const
     arguments.insert(arguments.end(), {flag, value});
   }
   const char* old_path = std::getenv("PYTHONPATH");
-  const std::string python_path =
-      std::string(ATTNBENCH_SOURCE_DIR) + (old_path && *old_path ? ":" + std::string(old_path) : "");
+  const std::string python_path = std::string(ATTNBENCH_SOURCE_DIR) +
+                                  (old_path && *old_path ? ":" + std::string(old_path) : "");
   setenv("PYTHONPATH", python_path.c_str(), 1);
   std::vector<char*> argv;
   for (std::string& a : arguments) argv.push_back(a.data());
@@ -87,7 +90,8 @@ void print_kernels_json(std::ostream& out) {
                        {"passes", passes},
                        {"backward_deterministic", kernel.backward_deterministic},
                        {"unavailable", kernel.unavailable_reason},
-                       {"origin", kernel.origin}});
+                       {"origin", kernel.origin},
+                       {"variant_of", kernel.variant_of}});
   }
   out << kernels.dump(1) << "\n";
 }
@@ -205,7 +209,8 @@ int show_command(const std::string& run_text, const std::string& db_path) {
   }
   std::cout << "command " << run->info.command << "\n";
   if (const Result<std::optional<int64_t>> rerun = store.latest_rerun_of(run_id); rerun && *rerun) {
-    std::cout << "rerun of its suspects: run " << **rerun << " (attnbench show " << **rerun << ")\n";
+    std::cout << "rerun of its suspects: run " << **rerun << " (attnbench show " << **rerun
+              << ")\n";
   }
   std::cout << "\n";
   print_summary_table(run->results, std::cout);
@@ -248,8 +253,6 @@ int calibrate_command(const std::string& devices_spec, const std::string& db_pat
   std::cout << "stored in " << db_path << "\n";
   return kExitClean;
 }
-
-
 
 // ---- Google Benchmark's flags ------------------------------------------------------------------
 
@@ -338,12 +341,25 @@ struct CommonOptions {
   BenchmarkFlags gbench;
 };
 
+int usage_error(const std::string& message) {
+  std::cerr << "error: " << message << "\n";
+  return kExitUsage;
+}
+
 std::vector<std::string> split_commas(const std::string& text) {
   std::vector<std::string> items;
-  std::stringstream stream(text);
-  for (std::string item; std::getline(stream, item, ',');) {
-    if (!item.empty()) items.push_back(item);
+  std::string item;
+  int depth = 0;  // inside a variant's brackets, "cpu.flash[block_q=128,block_k=256]"
+  for (const char c : text) {
+    depth += c == '[' ? 1 : c == ']' ? -1 : 0;
+    if (c == ',' && depth == 0) {
+      if (!item.empty()) items.push_back(item);
+      item.clear();
+    } else {
+      item += c;
+    }
   }
+  if (!item.empty()) items.push_back(item);
   return items;
 }
 
@@ -364,7 +380,8 @@ Subcommand add_list_command(CLI::App& app, CommonOptions& common) {
                  "JSON: with `list kernels` (name, backend, summary, correctness_suite, passes, "
                  "unavailable, origin); with `list devices` (label, backend, name, threads, "
                  "memory_bytes, l2_bytes, device_model)");
-  list->add_option("--plugin", options->plugins, "With `list kernels`: also this plugin's kernels (repeatable)");
+  list->add_option("--plugin", options->plugins,
+                   "With `list kernels`: also this plugin's kernels (repeatable)");
   return {list, [options, &common] {
             return list_command(options->what, options->support, options->json, options->plugins,
                                 common.db_path);
@@ -388,7 +405,8 @@ struct RunFlags {
 
 void add_selection_options(CLI::App* sub, RunFlags& flags, CommonOptions& common) {
   RunOptions& o = flags.options;
-  sub->add_option("--suite,-s", o.suite, "Suite name (see `attnbench list suites`) or path to a .toml file");
+  sub->add_option("--suite,-s", o.suite,
+                  "Suite name (see `attnbench list suites`) or path to a .toml file");
   sub->add_option("--shape", o.shapes,
                   "Ad-hoc problem, e.g. "
                   "b=2,hq=8,hkv=2,sq=113,sk=203,d=64,dtype=bf16,mask=causal_br (repeatable)");
@@ -398,14 +416,18 @@ void add_selection_options(CLI::App* sub, RunFlags& flags, CommonOptions& common
                   "Shared library of kernels built against kernels/plugin/attnbench_plugin.h "
                   "(repeatable)");
   sub->add_option("--filter", o.filter, "Regex on case names kernel/shape/distribution");
-  sub->add_option("--devices", o.devices, "all | cpu | emu | gpu | GPU ordinals 0,1 (default all; emu: the emulated device, never in all)");
+  sub->add_option("--devices", o.devices,
+                  "all | cpu | emu | gpu | GPU ordinals 0,1 (default all; emu: the emulated "
+                  "device, never in all)");
   sub->add_option("--dist", o.distribution,
                   "Input distribution for --shape: " + accepted_distribution_names());
   sub->add_option("--pass", o.pass, kPassHelp);
-  sub->add_option("--dump", o.dump_dir, "Write q, k, v, out, ref (.npy) and repro.txt of every case here");
+  sub->add_option("--dump", o.dump_dir,
+                  "Write q, k, v, out, ref (.npy) and repro.txt of every case here");
   sub->add_option("--db", common.db_path, "SQLite database (default results/attnbench.sqlite)");
   sub->add_option("--seed", flags.seed, "Run seed (default: fresh random, stored with the run)");
-  sub->add_flag("--require-gpu", o.require_gpu, "A missing GPU is an error (also ATTNBENCH_REQUIRE_GPU=1)");
+  sub->add_flag("--require-gpu", o.require_gpu,
+                "A missing GPU is an error (also ATTNBENCH_REQUIRE_GPU=1)");
   sub->add_option("--case-timeout", o.case_timeout_seconds,
                   "Watchdog: seconds a case may take before its worker is killed (default 60)")
       ->check(CLI::Range(1, 86400));
@@ -415,7 +437,8 @@ void add_selection_options(CLI::App* sub, RunFlags& flags, CommonOptions& common
   sub->add_option("--shard", o.shard,
                   "i/n: run this runner's share of the suite (whole shapes, split the same way "
                   "on every runner)");
-  sub->add_option("--junit", o.junit_path, "Write JUnit XML here (one test case per kernel x shape)");
+  sub->add_option("--junit", o.junit_path,
+                  "Write JUnit XML here (one test case per kernel x shape)");
   sub->add_option("--summary-md", o.summary_md_path, "Write a Markdown summary here");
   sub->add_flag("--no-interleave", flags.no_interleave,
                 "On the CPU, time each case's repetitions back to back instead of round-robin "
@@ -458,14 +481,18 @@ Status complete_run_options(RunFlags& flags, const CommonOptions& common, bool c
 // `run` and `check`: the same selection; run also times.
 std::pair<Subcommand, Subcommand> add_run_commands(CLI::App& app, CommonOptions& common) {
   auto flags = std::make_shared<RunFlags>();
-  CLI::App* run = app.add_subcommand("run", "Check and time a suite or ad-hoc shapes; store the results");
+  CLI::App* run =
+      app.add_subcommand("run", "Check and time a suite or ad-hoc shapes; store the results");
   add_selection_options(run, *flags, common);
-  run->add_option("--repetitions", flags->options.repetitions, "Timed repetitions per case (samples)")
+  run->add_option("--repetitions", flags->options.repetitions,
+                  "Timed repetitions per case (samples)")
       ->check(CLI::Range(1, 10000));
   run->add_option("--max-case-seconds", flags->options.max_case_seconds, "Time cap per case")
       ->check(CLI::Range(0.001, 3600.0));
-  run->add_flag("--energy", flags->options.measure_energy, "Energy per forward from a >= 1 s hot loop (GPU)");
-  CLI::App* check = app.add_subcommand("check", "Correctness only (no timing), same selection flags as run");
+  run->add_flag("--energy", flags->options.measure_energy,
+                "Energy per forward from a >= 1 s hot loop (GPU)");
+  CLI::App* check =
+      app.add_subcommand("check", "Correctness only (no timing), same selection flags as run");
   add_selection_options(check, *flags, common);
   const auto action = [flags, &common](bool check_only) {
     if (Status s = complete_run_options(*flags, common, check_only); !s.ok) {
@@ -477,6 +504,36 @@ std::pair<Subcommand, Subcommand> add_run_commands(CLI::App& app, CommonOptions&
   return {{run, [action] { return action(false); }}, {check, [action] { return action(true); }}};
 }
 
+// `tune`: `run`'s selection and measurement over one kernel and its variants.
+Subcommand add_tune_command(CLI::App& app, CommonOptions& common) {
+  struct Options {
+    RunFlags flags;
+    std::string kernel;
+  };
+  auto options = std::make_shared<Options>();
+  CLI::App* tune = app.add_subcommand(
+      "tune", "Check and time a kernel's variants beside it, per shape; print the fastest");
+  tune->add_option("--kernel", options->kernel, "The kernel whose variants to time, e.g. cpu.flash")
+      ->required();
+  add_selection_options(tune, options->flags, common);
+  tune->add_option("--repetitions", options->flags.options.repetitions, "As `run --repetitions`")
+      ->check(CLI::Range(1, 10000));
+  tune->add_option("--max-case-seconds", options->flags.options.max_case_seconds,
+                   "As `run --max-case-seconds`")
+      ->check(CLI::Range(0.001, 3600.0));
+  return {tune, [options, &common] {
+            if (!options->flags.kernels.empty()) {
+              return usage_error(
+                  "tune selects its kernels itself (--kernel and its variants): "
+                  "drop --kernels");
+            }
+            if (Status s = complete_run_options(options->flags, common, false); !s.ok) {
+              return usage_error(s.message);
+            }
+            return tune_command({options->kernel, options->flags.options}, std::cout, std::cerr);
+          }};
+}
+
 Subcommand add_plan_command(CLI::App& app) {
   struct Options {
     PlanOptions plan;
@@ -484,8 +541,8 @@ Subcommand add_plan_command(CLI::App& app) {
   };
   auto options = std::make_shared<Options>();
   PlanOptions& o = options->plan;
-  CLI::App* plan =
-      app.add_subcommand("plan", "Predict what a selection costs on a modeled GPU, without running it");
+  CLI::App* plan = app.add_subcommand(
+      "plan", "Predict what a selection costs on a modeled GPU, without running it");
   plan->add_option("--suite,-s", o.suite, "Suite name or path to a .toml file");
   plan->add_option("--shape", o.shapes, "Ad-hoc problem (repeatable)");
   plan->add_option("--pass", o.pass, kPassHelp);
@@ -495,7 +552,8 @@ Subcommand add_plan_command(CLI::App& app) {
   plan->add_option("--device-model", o.device_model,
                    "The modeled GPU: h100 or h200 (default: the GPU present, else h200)");
   plan->add_flag("--check", o.check_only, "Correctness only, as `attnbench check`");
-  plan->add_option("--repetitions", o.repetitions, "As `run --repetitions`")->check(CLI::Range(1, 10000));
+  plan->add_option("--repetitions", o.repetitions, "As `run --repetitions`")
+      ->check(CLI::Range(1, 10000));
   plan->add_option("--max-case-seconds", o.max_case_seconds, "As `run --max-case-seconds`")
       ->check(CLI::Range(0.001, 3600.0));
   plan->add_flag("--energy", o.measure_energy, "As `run --energy`");
@@ -561,10 +619,13 @@ Subcommand add_profile_command(CLI::App& app, CommonOptions& common) {
   profile->add_option("--devices", o.devices,
                       "all (CPU and GPUs), cpu, gpu, emu (the in-house CUDA kernels emulated), "
                       "GPU ordinals, or a mix like cpu,0");
-  profile->add_option("--case-timeout", o.case_timeout_seconds,
-                      "Seconds a case may take in its worker before it is stopped")
+  profile
+      ->add_option("--case-timeout", o.case_timeout_seconds,
+                   "Seconds a case may take in its worker before it is stopped")
       ->check(CLI::Range(1, 86400));
-  profile->add_option("--timed", o.timed_forwards, "Pairs of a plain and a recorded forward (median of each)")
+  profile
+      ->add_option("--timed", o.timed_forwards,
+                   "Pairs of a plain and a recorded forward (median of each)")
       ->check(CLI::Range(1, 1000));
   profile->add_option("--db", common.db_path, "SQLite database (default results/attnbench.sqlite)");
   return {profile, [options, &common] {
@@ -587,7 +648,8 @@ Subcommand add_calibrate_command(CLI::App& app, CommonOptions& common) {
   CLI::App* calibrate = app.add_subcommand(
       "calibrate", "Measure and store the devices' ceilings (GEMM FLOP/s, copy bandwidth)");
   calibrate->add_option("--devices", *devices, "all | cpu | gpu | GPU ordinals");
-  calibrate->add_option("--db", common.db_path, "SQLite database (default results/attnbench.sqlite)");
+  calibrate->add_option("--db", common.db_path,
+                        "SQLite database (default results/attnbench.sqlite)");
   return {calibrate, [devices, &common] { return calibrate_command(*devices, common.db_path); }};
 }
 
@@ -621,12 +683,9 @@ Subcommand add_worker_command(CLI::App& app) {
   worker->add_option("--device", options->device)->required();
   worker->add_option("--plugin", options->plugins);
   worker->add_option("--kernels", options->kernel_globs);
-  return {worker, [options] { return worker_main(options->device, options->plugins, options->kernel_globs); }};
-}
-
-int usage_error(const std::string& message) {
-  std::cerr << "error: " << message << "\n";
-  return kExitUsage;
+  return {worker, [options] {
+            return worker_main(options->device, options->plugins, options->kernel_globs);
+          }};
 }
 
 }  // namespace
@@ -635,19 +694,23 @@ int run_cli(int argc, char** argv) {
   CommonOptions common;
   common.command_line = shell_join(std::vector<std::string>(argv, argv + argc));
   std::vector<std::string> arguments;
-  if (Status s = take_benchmark_flags(argc, argv, common.gbench, arguments); !s.ok) return usage_error(s.message);
-  if (Status s = initialize_google_benchmark(argv[0], common.gbench); !s.ok) return usage_error(s.message);
+  if (Status s = take_benchmark_flags(argc, argv, common.gbench, arguments); !s.ok)
+    return usage_error(s.message);
+  if (Status s = initialize_google_benchmark(argv[0], common.gbench); !s.ok)
+    return usage_error(s.message);
 
   CLI::App app{"attnbench: benchmark and regression suite for attention kernels"};
   app.require_subcommand(1);
   std::vector<Subcommand> subcommands = {add_list_command(app, common)};
   const auto [run, check] = add_run_commands(app, common);
-  subcommands.insert(subcommands.end(),
-                     {run, check, add_plan_command(app), add_describe_command(app),
-                      add_profile_command(app, common), add_show_command(app, common),
-                      add_calibrate_command(app, common), add_report_command(app, common)});
+  subcommands.insert(
+      subcommands.end(),
+      {run, check, add_tune_command(app, common), add_plan_command(app), add_describe_command(app),
+       add_profile_command(app, common), add_show_command(app, common),
+       add_calibrate_command(app, common), add_report_command(app, common)});
   // The history and regression commands (harness/cli/history_cli.cpp).
-  const std::function<std::optional<int>()> history_dispatch = add_history_commands(app, common.db_path);
+  const std::function<std::optional<int>()> history_dispatch =
+      add_history_commands(app, common.db_path);
   subcommands.push_back(add_worker_command(app));
 
   std::vector<std::string> reversed(arguments.rbegin(), arguments.rend());

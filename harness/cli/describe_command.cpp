@@ -28,7 +28,7 @@ std::vector<const Kernel*> named_kernels(const std::vector<std::string>& globs) 
   for (const Kernel& kernel : all_kernels()) {
     if (seen.count(kernel.name)) continue;
     for (const std::string& glob : globs) {
-      if (glob_match(glob, kernel.name)) {
+      if (kernel_selected(glob, kernel)) {
         seen.insert(kernel.name);
         kernels.push_back(&kernel);
         break;

@@ -89,7 +89,8 @@ Result<std::vector<Pass>> parse_pass_option(const std::string& text) {
   std::vector<Pass> passes;
   for (size_t start = 0; start <= text.size();) {
     const size_t comma = std::min(text.find(',', start), text.size());
-    const std::optional<Pass> pass = parse_pass(std::string_view(text).substr(start, comma - start));
+    const std::optional<Pass> pass =
+        parse_pass(std::string_view(text).substr(start, comma - start));
     if (!pass) {
       return Status::Error("--pass '" + text + "': accepted: " + accepted_pass_names() +
                            ", all, or a comma-separated list of passes");
@@ -121,7 +122,7 @@ Status check_kernel_globs(const std::vector<std::string>& globs) {
   for (const std::string& glob : globs) {
     const auto& kernels = all_kernels();
     if (std::none_of(kernels.begin(), kernels.end(),
-                     [&](const Kernel& k) { return glob_match(glob, k.name); })) {
+                     [&](const Kernel& k) { return kernel_selected(glob, k); })) {
       return Status::Error("--kernels: unknown kernel '" + glob + "'; accepted: " + kernel_names() +
                            " (globs allowed)");
     }
@@ -177,6 +178,15 @@ bool matches_any(const std::vector<std::string>& globs, const std::string& name)
                      [&](const std::string& glob) { return glob_match(glob, name); });
 }
 
+// A suite entry names families; --kernels (kernel_selected) names kernels, variants only by name.
+bool selected(const SuiteEntry& entry, const std::vector<std::string>& kernel_globs,
+              const Kernel& kernel) {
+  if (!matches_any(entry.kernel_globs, family_name(kernel))) return false;
+  if (kernel_globs.empty()) return kernel.variant_of.empty();
+  return std::any_of(kernel_globs.begin(), kernel_globs.end(),
+                     [&](const std::string& glob) { return kernel_selected(glob, kernel); });
+}
+
 }  // namespace
 
 std::vector<CaseSpec> expand_matrix(const Suite& suite,
@@ -191,8 +201,7 @@ std::vector<CaseSpec> expand_matrix(const Suite& suite,
     const std::string inputs =
         inputs_shape(entry.problem) + "|" + std::string(distribution_name(distribution));
     for (const Kernel& kernel : all_kernels()) {
-      if (!matches_any(entry.kernel_globs, kernel.name)) continue;
-      if (!kernel_globs.empty() && !matches_any(kernel_globs, kernel.name)) continue;
+      if (!selected(entry, kernel_globs, kernel)) continue;
       for (size_t d = 0; d < devices.size(); ++d) {
         if (devices[d].backend != kernel.backend) continue;
         CaseSpec spec;

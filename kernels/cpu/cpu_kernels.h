@@ -18,6 +18,9 @@ Kernel cpu_flash_kernel();
 // cpu.flash with a planted backward bug (the test kernels test.cpu_flash_bwd_*; the name is set
 // by the caller): none gives cpu.flash itself.
 Kernel cpu_flash_kernel_with_backward_bug(cpu::FlashBackwardBug bug);
+// cpu.flash's variants: its tile sizes fixed ("cpu.flash[block_q=128,block_k=256]", ...), the
+// points of its tile sweep beside the default it picks (`attnbench tune`).
+std::vector<Kernel> cpu_flash_variant_kernels();
 // cpu.flash_fp8*: FlashAttention-3's FP8 recipe (reference/fp8_recipe.h) on fp16/bf16 inputs,
 // quantized inside the forward: per-tensor scales, per-block, incoherent processing, both.
 Kernel cpu_flash_fp8_kernel();

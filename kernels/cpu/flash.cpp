@@ -32,6 +32,8 @@
 
 #include <algorithm>
 #include <memory>
+#include <optional>
+#include <string>
 
 #include "kernels/cpu/cpu_common.h"
 #include "kernels/cpu/cpu_kernels.h"
@@ -52,9 +54,19 @@ using cpu::kNegInf;
 // host. Swept on the CI host (b=1, hq=16, s=2048, d=128, fp32, both cores, GFLOP/s):
 // 64x256 176, 128x128 201, 128x256 205, 128x512 214, 256x256 227, 192x384 223, 256x512 234-245,
 // 256x1024 238, 512x512 248 (but causal drops from 184 to 162: more of each diagonal tile is
-// masked). 256x512 is the best all-rounder.
-constexpr int64_t kBlockQ = 256;
-constexpr int64_t kBlockK = 512;
+// masked). 256x512 is the best all-rounder: the one row of the table cpu.flash owns
+// (default_tiles), the sweep's other points its variants, for `attnbench tune` to time on the
+// host at hand.
+struct Tiles {
+  int64_t block_q;
+  int64_t block_k;
+};
+Tiles default_tiles(const Problem&) { return {256, 512}; }
+constexpr Tiles kVariantTiles[] = {{128, 256}, {256, 256}, {512, 512}, {256, 1024}};
+
+std::string tile_parameters(const Tiles& tiles) {
+  return "block_q=" + std::to_string(tiles.block_q) + ",block_k=" + std::to_string(tiles.block_k);
+}
 
 // 3e11 FLOP (counted over every query-key pair): cpu.flash runs at 160-260 GFLOP/s on the
 // 2-core CI host for d=32..256 with enough (batch, head, query block) items to share, so a case
@@ -63,11 +75,11 @@ constexpr double kMaxFlops = 3e11;
 
 class FlashPlan final : public Plan {
  public:
-  FlashPlan(const Problem& problem, cpu::FlashBackwardBug bug)
+  FlashPlan(const Problem& problem, const Tiles& tiles, cpu::FlashBackwardBug bug)
       : problem_(problem),
         backward_(problem, bug),
-        block_q_(std::min<int64_t>(kBlockQ, problem.seqlen_q)),
-        block_k_(std::min<int64_t>(kBlockK, problem.seqlen_k)),
+        block_q_(std::min<int64_t>(tiles.block_q, problem.seqlen_q)),
+        block_k_(std::min<int64_t>(tiles.block_k, problem.seqlen_k)),
         query_blocks_((problem.seqlen_q + block_q_ - 1) / block_q_),
         threads_(cpu::plan_threads(problem.batch * problem.heads_q * query_blocks_)) {}
 
@@ -234,11 +246,8 @@ class FlashPlan final : public Plan {
   ScratchBuffer staging_;  // per thread: fp32 tiles of q, k, v (staging_floats()); fp16/bf16 only
 };
 
-}  // namespace
-
-Kernel cpu_flash_kernel() { return cpu_flash_kernel_with_backward_bug(cpu::FlashBackwardBug::none); }
-
-Kernel cpu_flash_kernel_with_backward_bug(cpu::FlashBackwardBug bug) {
+// cpu.flash with its tiles from default_tiles, or fixed (a variant, named by the caller).
+Kernel flash_kernel(cpu::FlashBackwardBug bug, std::optional<Tiles> fixed_tiles) {
   Kernel kernel;
   kernel.name = "cpu.flash";
   kernel.summary =
@@ -249,18 +258,47 @@ Kernel cpu_flash_kernel_with_backward_bug(cpu::FlashBackwardBug bug) {
   kernel.backward_deterministic = true;
   kernel.returns_lse = true;
   kernel.support = cpu::cpu_support_table(
-      kMaxFlops, "scratch per thread is a few tiles, independent of the sequence lengths; the "
-                 "backward adds an fp32 dQ accumulator per thread");
+      kMaxFlops,
+      "scratch per thread is a few tiles, independent of the sequence lengths; the "
+      "backward adds an fp32 dQ accumulator per thread");
   kernel.support.passes = {Pass::fwd, Pass::bwd, Pass::fwd_bwd};
-  kernel.make_plan = [table = kernel.support, bug](
+  if (fixed_tiles) {
+    kernel.variant_of = kernel.name;
+    kernel.name = variant_name(kernel.name, tile_parameters(*fixed_tiles));
+    kernel.summary = "cpu.flash with " + tile_parameters(*fixed_tiles) + " tiles";
+  } else {
+    kernel.default_variant = [](const Problem& problem) {
+      return tile_parameters(default_tiles(problem));
+    };
+  }
+  kernel.make_plan = [table = kernel.support, bug, fixed_tiles](
                          const Problem& problem,
                          const PlanContext& context) -> Result<std::unique_ptr<Plan>> {
     if (Status status = cpu::check_problem_for_plan(table, problem); !status) return status;
-    auto plan = std::make_unique<FlashPlan>(problem, bug);
+    auto plan = std::make_unique<FlashPlan>(
+        problem, fixed_tiles ? *fixed_tiles : default_tiles(problem), bug);
     if (Status status = plan->allocate(context.scratch); !status) return status;
     return plan;
   };
   return kernel;
+}
+
+}  // namespace
+
+Kernel cpu_flash_kernel() {
+  return cpu_flash_kernel_with_backward_bug(cpu::FlashBackwardBug::none);
+}
+
+Kernel cpu_flash_kernel_with_backward_bug(cpu::FlashBackwardBug bug) {
+  return flash_kernel(bug, std::nullopt);
+}
+
+std::vector<Kernel> cpu_flash_variant_kernels() {
+  std::vector<Kernel> variants;
+  for (const Tiles& tiles : kVariantTiles) {
+    variants.push_back(flash_kernel(cpu::FlashBackwardBug::none, tiles));
+  }
+  return variants;
 }
 
 }  // namespace attnbench

@@ -42,12 +42,14 @@ Kernel cuda_flash3_pingpong_kernel();
 // cuda.flash3: all of it (ping-pong and the softmax overlapped with P V), head dims 64/128/256,
 // fp16 and bf16.
 Kernel cuda_flash3_kernel();
+// cuda.flash3[stages=2]: its variant on rings of 2 stages (d 128, bf16), for `attnbench tune`.
+Kernel cuda_flash3_stages2_kernel();
 // cuda.flash3_fp8: FlashAttention-3's FP8 forward (e4m3 in and out with per-tensor descales, or
 // fp16/bf16 quantized by its own passes; V^T by a layout pass), its first stage: one warpgroup,
 // d 128 (issue 16). Its variants on fp16/bf16: _incoherent rotates Q and K first, _block scales
 // per block of 128 tokens, _block_incoherent does both.
 Kernel cuda_flash3_fp8_kernel();
-Kernel cuda_flash3_fp8_ws_kernel();  // its warp-specialized stage
+Kernel cuda_flash3_fp8_ws_kernel();            // its warp-specialized stage
 Kernel cuda_flash3_fp8_ws_transpose_kernel();  // the same, V transposed in the kernel
 Kernel cuda_flash3_fp8_incoherent_kernel();
 Kernel cuda_flash3_fp8_block_kernel();
@@ -70,6 +72,7 @@ inline std::vector<Kernel> in_house_cuda_kernels() {
       cuda_flash3_ws_kernel(),
       cuda_flash3_pingpong_kernel(),
       cuda_flash3_kernel(),
+      cuda_flash3_stages2_kernel(),
       cuda_flash3_fp8_kernel(),
       cuda_flash3_fp8_ws_kernel(),
       cuda_flash3_fp8_ws_transpose_kernel(),

@@ -1,10 +1,10 @@
 // Planted bugs (issue 14, "Must show"; issues 15, 16): each a test-only variant of cuda.flash2,
 // cuda.flash3_wg1, cuda.flash3_ws, cuda.flash3_fp8 or its _incoherent, _block, _ws and
 // _ws_transpose made from the real kernel source with one edit
-// (tests/test_kernels/planted/planted_bugs.cmake, which refuses an edit that does not match), run on the
-// emulated device through `attnbench check` as a user runs it. Each must fail with its named reason
-// on a case its real kernel passes, so none can pass vacuously; the order-dependent one is caught
-// under several schedule seeds, and two seeds record different schedules.
+// (tests/test_kernels/planted/planted_bugs.cmake, which refuses an edit that does not match), run
+// on the emulated device through `attnbench check` as a user runs it. Each must fail with its named
+// reason on a case its real kernel passes, so none can pass vacuously; the order-dependent one is
+// caught under several schedule seeds, and two seeds record different schedules.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -23,8 +23,9 @@ namespace {
 // (the pipeline refills stages), one kv head (the row past seqlen_k is past the end of k).
 constexpr const char* kShape = "b=1,hq=2,hkv=1,sq=130,sk=511,d=64,dtype=bf16";
 
-// The flash3 stages': two query blocks (of 64 for flash3_wg1, 128 for flash3_ws; the second
-// holds 2 rows), 4 key tiles of 128 on a ring of 2 stages (each stage refilled), at their one
+// The flash3 stages': two query blocks (of 64 for flash3_wg1, 128 for flash3_ws and flash3; the
+// second holds 2 rows), 4 key tiles of 128 on a ring of 2 stages for flash3_wg1 (each stage
+// refilled) and of 3 for the warp-specialized K and V rings (stage 0 refilled), at their one
 // instantiation.
 constexpr const char* kFlash3Shape = "b=1,hq=2,hkv=1,sq=130,sk=511,d=128,dtype=bf16";
 
@@ -88,29 +89,57 @@ INSTANTIATE_TEST_SUITE_P(
 
 // The flash3 pipelines: a stage refilled before the consumers' wgmma wait gives NaN under every
 // seed (the TMA's box is NaN from issue, and the product is computed at the wait). In
-// cuda.flash3_wg1 the thread that waits issues the refill itself; in cuda.flash3_ws the producer
-// warpgroup does, once every consumer thread has released the stage, and runs while the
-// consumers' tensor cores work (the emulated wait lets other warps run first).
-class PlantedFlash3Bug : public ::testing::TestWithParam<const char*> {};
+// cuda.flash3_wg1 the thread that waits issues the refill itself; in cuda.flash3_ws and
+// cuda.flash3 the producer warpgroup does, once every consumer thread has released the stage (V's
+// in their rings of their own), and runs while the consumers' tensor cores work (the emulated
+// wait lets other warps run first).
+struct PlantedRelease {
+  const char* stage;  // the kernel: cuda.<stage>
+  const char* bug;    // the variant: test.<stage>_<bug>
+};
+void PrintTo(const PlantedRelease& p, std::ostream* out) { *out << p.stage << "_" << p.bug; }
+
+class PlantedFlash3Bug : public ::testing::TestWithParam<PlantedRelease> {};
 
 TEST_P(PlantedFlash3Bug, AStageReleasedBeforeTheWgmmaWaitFails) {
-  const std::string stage = GetParam();
+  const PlantedRelease planted = GetParam();
+  const std::string stage = planted.stage;
   const ScratchDirectory dir("attnbench_planted_flash3");
   expect_passed(check_once("cuda." + stage, dir, "", kFlash3Shape), /*deterministic=*/true);
-  const std::string variant = "test." + stage + "_release_before_wait";
+  const std::string variant = "test." + stage + "_" + planted.bug;
   for (const char* seed : {"1", "2", "3"}) {
     SCOPED_TRACE(std::string("seed ") + seed);
-    const ResultRecord planted = check_once(variant, dir, seed, kFlash3Shape);
-    EXPECT_EQ(planted.kernel, variant);
-    EXPECT_EQ(planted.status, ResultStatus::failed) << planted.message;
-    EXPECT_NE(planted.message.find("NaN"), std::string::npos) << planted.message;
+    const ResultRecord planted_result = check_once(variant, dir, seed, kFlash3Shape);
+    EXPECT_EQ(planted_result.kernel, variant);
+    EXPECT_EQ(planted_result.status, ResultStatus::failed) << planted_result.message;
+    EXPECT_NE(planted_result.message.find("NaN"), std::string::npos) << planted_result.message;
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Emu, PlantedFlash3Bug, ::testing::Values("flash3_wg1", "flash3_ws"),
-                         [](const ::testing::TestParamInfo<const char*>& param_info) {
-                           return std::string(param_info.param);
+INSTANTIATE_TEST_SUITE_P(Emu, PlantedFlash3Bug,
+                         ::testing::Values(PlantedRelease{"flash3_wg1", "release_before_wait"},
+                                           PlantedRelease{"flash3_ws", "release_before_wait"},
+                                           PlantedRelease{"flash3", "v_released_before_wait"}),
+                         [](const ::testing::TestParamInfo<PlantedRelease>& param_info) {
+                           return std::string(param_info.param.stage);
                          });
+
+// cuda.flash3's producer refilling a K stage before both consumers have released it re-arms the
+// stage's "full" barrier while they have yet to wait on it: the emulator stops the launch at the
+// arrival that exceeds the barrier's count, naming it (what a GPU would do instead is a race).
+// Four key tiles on a ring of three stages: stage 0 is refilled once.
+TEST(PlantedFlash3KRingBug, RefillWithoutEmptyWaitIsStoppedByTheEmulator) {
+  const ScratchDirectory dir("attnbench_planted_flash3_k_refill");
+  expect_passed(check_once("cuda.flash3", dir, "", kFlash3Shape), /*deterministic=*/true);
+  const std::string variant = "test.flash3_k_refill_without_empty_wait";
+  const ResultRecord planted = check_once(variant, dir, "", kFlash3Shape);
+  EXPECT_EQ(planted.kernel, variant);
+  EXPECT_EQ(planted.status, ResultStatus::failed) << planted.message;
+  EXPECT_EQ(planted.message.rfind("kernel error:", 0), 0u) << planted.message;
+  EXPECT_NE(planted.message.find("mbarrier.arrive"), std::string::npos) << planted.message;
+  EXPECT_NE(planted.message.find("arrives once more than the barrier's count"), std::string::npos)
+      << planted.message;
+}
 
 // The planted variant fails its check with a wrong value (the output past its bound, or the LSE
 // past its allowance; which one trips first depends on the fresh inputs) on `shape` where
@@ -121,8 +150,8 @@ void expect_fails_where_the_kernel_passes(const std::string& kernel, const std::
   const ResultRecord planted = check_once(variant, dir, "", shape);
   EXPECT_EQ(planted.kernel, variant);
   EXPECT_EQ(planted.status, ResultStatus::failed) << planted.message;
-  const bool wrong_value = planted.message.rfind("max|out-ref|", 0) == 0 ||
-                           planted.message.rfind("LSE error", 0) == 0;
+  const bool wrong_value =
+      planted.message.rfind("max|out-ref|", 0) == 0 || planted.message.rfind("LSE error", 0) == 0;
   EXPECT_TRUE(wrong_value) << planted.message;
 }
 
@@ -232,9 +261,9 @@ TEST(PlantedFlash3Fp8BlockBug, FailsItsCheckWhereTheKernelPasses) {
     expect_passed(check_once("cuda.flash3_fp8_block", dir, "", shape), /*deterministic=*/true);
     const ResultRecord planted = check_once(variant, dir, "", shape);
     EXPECT_EQ(planted.kernel, variant);
-    const bool wrong_value = planted.status == ResultStatus::failed &&
-                             (planted.message.rfind("max|out-ref|", 0) == 0 ||
-                              planted.message.rfind("LSE error", 0) == 0);
+    const bool wrong_value =
+        planted.status == ResultStatus::failed && (planted.message.rfind("max|out-ref|", 0) == 0 ||
+                                                   planted.message.rfind("LSE error", 0) == 0);
     caught += wrong_value;
     messages += "draw " + std::to_string(draw + 1) + ": " +
                 std::string(result_status_name(planted.status)) + " " + planted.message + "\n";
@@ -276,13 +305,12 @@ TEST_P(PlantedNaiveBackwardBug, FailsNamingTheGradientWhereTheKernelPasses) {
   EXPECT_EQ(planted.message.rfind(reason, 0), 0u) << planted.message;
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Emu, PlantedNaiveBackwardBug,
-    ::testing::Values(BackwardBug{"no_softmax_scale", "dq: max|dq-ref|"},
-                      BackwardBug{"delta_from_dout", "dq: max|dq-ref|"},
-                      // dQ reads no group sum: dK is the first to fail.
-                      BackwardBug{"gqa_not_summed", "dk: max|dk-ref|"}),
-    backward_bug_test_name);
+INSTANTIATE_TEST_SUITE_P(Emu, PlantedNaiveBackwardBug,
+                         ::testing::Values(BackwardBug{"no_softmax_scale", "dq: max|dq-ref|"},
+                                           BackwardBug{"delta_from_dout", "dq: max|dq-ref|"},
+                                           // dQ reads no group sum: dK is the first to fail.
+                                           BackwardBug{"gqa_not_summed", "dk: max|dk-ref|"}),
+                         backward_bug_test_name);
 
 // cuda.flash2's backward (issue 37) at its planted instantiation (d 64, bf16): GQA 2:1, tails,
 // a bottom-right causal mask whose first query tile sees no key of the last key block; each
@@ -303,13 +331,12 @@ TEST_P(PlantedFlash2BackwardBug, FailsNamingTheGradientWhereTheKernelPasses) {
   EXPECT_EQ(planted.message.rfind(reason, 0), 0u) << planted.message;
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Emu, PlantedFlash2BackwardBug,
-    ::testing::Values(BackwardBug{"delta_from_dout", "dq: max|dq-ref|"},
-                      // dQ's convert keeps the scale: dK is the first to fail.
-                      BackwardBug{"no_softmax_scale", "dk: max|dk-ref|"},
-                      BackwardBug{"masked_tile_unmasked", "dq: max|dq-ref|"}),
-    backward_bug_test_name);
+INSTANTIATE_TEST_SUITE_P(Emu, PlantedFlash2BackwardBug,
+                         ::testing::Values(BackwardBug{"delta_from_dout", "dq: max|dq-ref|"},
+                                           // dQ's convert keeps the scale: dK is the first to fail.
+                                           BackwardBug{"no_softmax_scale", "dk: max|dk-ref|"},
+                                           BackwardBug{"masked_tile_unmasked", "dq: max|dq-ref|"}),
+                         backward_bug_test_name);
 
 TEST(PlantedFlash2Bug, TheOrderDependentBugIsFoundUnderEightSeedsWithDifferentSchedules) {
   const ScratchDirectory dir("attnbench_planted_seeds");

@@ -38,11 +38,11 @@
 #include "harness/measure/inputs.h"
 #include "harness/store/store.h"
 #include "kernels/registry.h"
-#include "tests/test_kernels/test_kernels.h"
 #include "tests/support/command.h"
 #include "tests/support/kernel_names.h"
 #include "tests/support/scratch_directory.h"
 #include "tests/support/stored_runs.h"
+#include "tests/test_kernels/test_kernels.h"
 
 namespace attnbench {
 namespace {
@@ -173,6 +173,7 @@ std::vector<KernelShard> gpu_kernel_shards() {
   std::vector<KernelShard> shards;
   for (const Kernel& kernel : all_kernels()) {
     if (kernel.backend != Backend::cuda || kernel.name.rfind("test.", 0) == 0) continue;
+    if (!kernel.variant_of.empty()) continue;  // `attnbench tune` and the experiment run them
     // The forward's suite: a kernel of backward passes only (cudnn.sdpa_deterministic) has none.
     const auto& passes = kernel.support.passes;
     if (std::find(passes.begin(), passes.end(), Pass::fwd) == passes.end()) continue;

@@ -19,6 +19,8 @@
 #include <cctype>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <set>
@@ -30,6 +32,7 @@
 #include "kernels/cuda/flash3/flash3_time_model.h"
 #include "kernels/cuda/flash3/flash3_traits.h"
 #include "tests/support/command.h"
+#include "tests/support/scratch_directory.h"
 
 namespace attnbench {
 namespace {
@@ -216,8 +219,9 @@ using OpcodeCounts = std::map<std::string, int>;
 using SassCode = std::map<std::pair<std::string, std::string>,   // (member, function)
                           std::map<std::string, OpcodeCounts>>;  // arch -> counts
 
-// The instruction (opcode and modifiers) of one cuobjdump --dump-sass instruction line,
-// "        /*0150*/   @!P0 HMMA.16816.F32.BF16 R84, R20, R16, RZ ;   /* 0x... */", or "" for
+// The instruction of one cuobjdump --dump-sass instruction line, its operands included and its
+// predicate guard and ';' left out ("HMMA.16816.F32.BF16 R84, R20, R16, RZ" of
+// "        /*0150*/   @!P0 HMMA.16816.F32.BF16 R84, R20, R16, RZ ;   /* 0x... */"), or "" for
 // anything else (headers, and the second line of each instruction: "/* 0x000fe2... */").
 std::string sass_instruction(const std::string& line) {
   const size_t open = line.find_first_not_of(" \t");
@@ -227,24 +231,30 @@ std::string sass_instruction(const std::string& line) {
   for (size_t i = open + 2; i < close; ++i) {
     if (!std::isxdigit(static_cast<unsigned char>(line[i]))) return {};  // an encoding line
   }
-  std::istringstream instruction(line.substr(close + 2));
-  std::string token;
-  instruction >> token;
-  if (!token.empty() && token[0] == '@') instruction >> token;  // a predicate guard
-  return token.substr(0, token.find_first_of(" ;"));
+  std::string text = line.substr(close + 2, line.find(';', close) - close - 2);
+  text = text.substr(std::min(text.size(), text.find_first_not_of(" \t")));
+  if (!text.empty() && text[0] == '@') text = text.substr(text.find(' ') + 1);  // the guard
+  return text.substr(0, text.find_last_not_of(" \t") + 1);
 }
 
+// "HMMA.16816.F32.BF16" of "HMMA.16816.F32.BF16 R84, R20, R16, RZ".
+std::string opcode_of(const std::string& instruction) {
+  return instruction.substr(0, instruction.find(' '));
+}
 // "HMMA" of "HMMA.16816.F32.BF16", and "MUFU.EX2" of "MUFU.EX2" (empty for other opcodes).
-std::string base_opcode(const std::string& instruction) {
-  return instruction.substr(0, instruction.find('.'));
+std::string base_opcode(const std::string& opcode) { return opcode.substr(0, opcode.find('.')); }
+std::string mufu_operation(const std::string& opcode) {
+  if (base_opcode(opcode) != "MUFU") return {};
+  return opcode.substr(0, opcode.find('.', 5));
 }
-std::string mufu_operation(const std::string& instruction) {
-  if (base_opcode(instruction) != "MUFU") return {};
-  return instruction.substr(0, instruction.find('.', 5));
-}
+
+// The instructions of each function in listing order, per SASS arch.
+using SassListing = std::map<std::pair<std::string, std::string>,  // (member, function)
+                             std::map<std::string, std::vector<std::string>>>;  // arch -> code
 
 // cuobjdump --dump-sass: "member" lines, "arch = sm_XX", "Function : NAME", then instructions.
-void parse_sass(const std::string& text, SassCode& code) {
+SassListing parse_sass_listing(const std::string& text) {
+  SassListing listing;
   std::istringstream lines(text);
   std::string line, member = "(object)", arch, function;
   while (std::getline(lines, line)) {
@@ -260,16 +270,27 @@ void parse_sass(const std::string& text, SassCode& code) {
     if (at != std::string::npos) {
       function = line.substr(at + 11);
       function = function.substr(0, function.find_first_of(" \t"));
-      code[{member, function}][arch];  // listed even if it had no instruction
+      listing[{member, function}][arch];  // listed even if it had no instruction
       continue;
     }
     if (function.empty()) continue;
     const std::string instruction = sass_instruction(line);
-    if (instruction.empty()) continue;
-    OpcodeCounts& counts = code[{member, function}][arch];
-    ++counts[base_opcode(instruction)];
-    if (const std::string operation = mufu_operation(instruction); !operation.empty()) {
-      ++counts[operation];
+    if (!instruction.empty()) listing[{member, function}][arch].push_back(instruction);
+  }
+  return listing;
+}
+
+void parse_sass(const std::string& text, SassCode& code) {
+  for (const auto& [key, per_arch] : parse_sass_listing(text)) {
+    for (const auto& [arch, instructions] : per_arch) {
+      OpcodeCounts& counts = code[key][arch];
+      for (const std::string& instruction : instructions) {
+        const std::string opcode = opcode_of(instruction);
+        ++counts[base_opcode(opcode)];
+        if (const std::string operation = mufu_operation(opcode); !operation.empty()) {
+          ++counts[operation];
+        }
+      }
     }
   }
 }
@@ -340,8 +361,18 @@ class StaticCuda : public ::testing::Test {
     return code;
   }
 
-  // cuobjdump --dump-sass runs nvdisasm, found through NVDISASM_PATH (its folder).
   SassCode read_sass(const std::string& library) {
+    SassCode code;
+    parse_sass(dump_sass(library), code);
+    return code;
+  }
+  SassListing read_sass_listing(const std::string& library) {
+    return parse_sass_listing(dump_sass(library));
+  }
+
+  // cuobjdump --dump-sass of a library or an object file; it runs nvdisasm, found through
+  // NVDISASM_PATH (its folder).
+  std::string dump_sass(const std::string& library) {
 #if defined(ATTNBENCH_NVDISASM)
     const std::string nvdisasm = ATTNBENCH_NVDISASM;
 #else
@@ -358,9 +389,7 @@ class StaticCuda : public ::testing::Test {
         run_shell("NVDISASM_PATH='" + folder + "' PATH='" + folder + "':\"$PATH\" '" + cuobjdump_ +
                   "' --dump-sass '" + library + "'");
     EXPECT_EQ(result.exit_code, 0) << "cuobjdump --dump-sass " << library << ": " << result.output;
-    SassCode code;
-    if (result.exit_code == 0) parse_sass(result.output, code);
-    return code;
+    return result.exit_code == 0 ? result.output : std::string();
   }
 
   std::string cuobjdump_;
@@ -615,23 +644,26 @@ struct Flash3Kernel {
 const std::vector<Flash3Kernel> kFlash3Kernels = {
     {"flash3::on_gpu::flash3_wg1_forward<128, __nv_bfloat16>", flash3::Stage::wg1, 128, 1},
     {"flash3::on_gpu::flash3_ws_forward<128, __nv_bfloat16, "
-     "(attnbench::flash3::on_gpu::Schedule)0>",
+     "(attnbench::flash3::on_gpu::Schedule)0, 3>",
      flash3::Stage::ws, 128, 1},
     {"flash3::on_gpu::flash3_ws_forward<128, __nv_bfloat16, "
-     "(attnbench::flash3::on_gpu::Schedule)1>",
+     "(attnbench::flash3::on_gpu::Schedule)1, 3>",
      flash3::Stage::pingpong, 128, 1},
-    {"flash3_ws_forward<64, __half, (attnbench::flash3::on_gpu::Schedule)2>",
+    {"flash3_ws_forward<64, __half, (attnbench::flash3::on_gpu::Schedule)2, 6>",
      flash3::Stage::overlapped, 64, 2},
-    {"flash3_ws_forward<64, __nv_bfloat16, (attnbench::flash3::on_gpu::Schedule)2>",
+    {"flash3_ws_forward<64, __nv_bfloat16, (attnbench::flash3::on_gpu::Schedule)2, 6>",
      flash3::Stage::overlapped, 64, 2},
-    {"flash3_ws_forward<128, __half, (attnbench::flash3::on_gpu::Schedule)2>",
+    {"flash3_ws_forward<128, __half, (attnbench::flash3::on_gpu::Schedule)2, 3>",
      flash3::Stage::overlapped, 128, 2},
-    {"flash3_ws_forward<128, __nv_bfloat16, (attnbench::flash3::on_gpu::Schedule)2>",
+    {"flash3_ws_forward<128, __nv_bfloat16, (attnbench::flash3::on_gpu::Schedule)2, 3>",
      flash3::Stage::overlapped, 128, 2},
-    {"flash3_ws_forward<256, __half, (attnbench::flash3::on_gpu::Schedule)2>",
+    {"flash3_ws_forward<256, __half, (attnbench::flash3::on_gpu::Schedule)2, 2>",
      flash3::Stage::overlapped, 256, 2},
-    {"flash3_ws_forward<256, __nv_bfloat16, (attnbench::flash3::on_gpu::Schedule)2>",
+    {"flash3_ws_forward<256, __nv_bfloat16, (attnbench::flash3::on_gpu::Schedule)2, 2>",
      flash3::Stage::overlapped, 256, 2},
+    // cuda.flash3[stages=2], its variant on 2-stage rings
+    {"flash3_ws_forward<128, __nv_bfloat16, (attnbench::flash3::on_gpu::Schedule)2, 2>",
+     flash3::Stage::overlapped, 128, 2},
 };
 
 HopperExpectation expectation_of(const Flash3Kernel& kernel) {
@@ -671,9 +703,148 @@ TEST_F(StaticCuda, Flash3StagesUseWgmmaTmaAndMbarriersWithoutSpills) {
     ASSERT_NE(registers, function.registers.end()) << key.second;
     EXPECT_EQ(registers->second, flash3::WsTraits<128>::kLaunchRegisters) << key.second;
   }
-  EXPECT_EQ(warp_specialized, 8);  // ws, pingpong, and cuda.flash3's six
+  EXPECT_EQ(warp_specialized, 9);  // ws, pingpong, cuda.flash3's six and its stages=2 variant
   const std::vector<std::string> frames = stack_frames(resources);
   EXPECT_TRUE(frames.empty()) << "register spills or local arrays:\n" << join_lines(frames);
+}
+
+// ---- cuda.flash3's softmax under its own P V ---------------------------------------------------
+// cuda.flash3 claims intra-warpgroup overlap: in a full turn the exponentials of S(j) run while the
+// tensor cores compute O += P(j-1) V(j-1). Whether they do is ptxas's choice, read off the SASS:
+// the MUFU.EX2 between a P V batch's last HGMMA (A from registers: "HGMMA... R24, R164, gdesc..")
+// and the wait that completes it ("WARPGROUP.DEPBAR.LE gsb0, 0x0"), in turns where S was waited
+// for alone in between ("gsb0, 0x1": a full turn). The listing is followed in order: a loop's back
+// edge falls through to the wait after the loop, which is where the first wait of the next turn
+// stands too. One count per full turn in the listing.
+bool is_output_product(const std::string& instruction) {  // an HGMMA whose A is a register
+  if (base_opcode(opcode_of(instruction)) != "HGMMA") return false;
+  std::istringstream operands(instruction.substr(instruction.find(' ') + 1));
+  std::string accumulator, a;
+  operands >> accumulator >> a;
+  return a.size() > 1 && a[0] == 'R' && std::isdigit(static_cast<unsigned char>(a[1]));
+}
+
+std::vector<int> exp2_under_output_product(const std::vector<std::string>& instructions) {
+  std::vector<int> full_turns;
+  bool in_flight = false, scores_waited = false;
+  int exp2 = 0;
+  for (const std::string& instruction : instructions) {
+    if (is_output_product(instruction) && instruction.find("gsb0") != std::string::npos) {
+      in_flight = true;  // the batch's last HGMMA
+      scores_waited = false;
+      exp2 = 0;
+    } else if (in_flight && instruction.rfind("WARPGROUP.DEPBAR.LE gsb0, 0x0", 0) == 0) {
+      if (scores_waited) full_turns.push_back(exp2);
+      in_flight = false;
+    } else if (in_flight && instruction.rfind("WARPGROUP.DEPBAR.LE gsb0, 0x1", 0) == 0) {
+      scores_waited = true;
+    } else if (in_flight && opcode_of(instruction) == "MUFU.EX2") {
+      ++exp2;
+    }
+  }
+  return full_turns;
+}
+
+// The threshold is the whole tile: a thread's exponentials of one turn (flash3::tile_cost: 64 of
+// scores and 2 of rescale factors at 128 keys a tile, 34 at 64). A turn's exponentials take the
+// multi-function unit about as long as its P V takes the tensor cores (d 128: 128 threads x 66
+// MUFU.EX2 at 16 a clock, 528 clocks, against 2 x 64 x 128 x 128 FLOPs at about 4096 a clock,
+// 512), so every one left outside the overlap adds its time to the turn. One line per finding.
+std::vector<std::string> overlap_findings(const SassListing& listing, const Flash3Kernel& kernel,
+                                          int& matched) {
+  std::vector<std::string> findings;
+  matched = 0;
+  const int required = flash3::tile_cost(kernel.stage, kernel.head_dim).exp2_per_thread;
+  for (const auto& [key, per_arch] : listing) {
+    const std::string name = demangle(key.second);
+    if (name.find(kernel.kernel) == std::string::npos) continue;
+    ++matched;
+    const auto code = per_arch.find("sm_90a");
+    if (code == per_arch.end()) {
+      findings.push_back(name + ": no sm_90a SASS");
+      continue;
+    }
+    const std::vector<int> turns = exp2_under_output_product(code->second);
+    if (turns.empty()) findings.push_back(name + ": no full turn (S waited for under a P V)");
+    for (const int exp2 : turns) {
+      std::printf("[ overlap ] %-64s MUFU.EX2 under P V: %3d of %d\n", kernel.kernel.c_str(), exp2,
+                  required);
+      if (exp2 < required) {
+        findings.push_back(name + ": " + std::to_string(exp2) + " MUFU.EX2 under its P V, " +
+                           "expected the tile's " + std::to_string(required));
+      }
+    }
+  }
+  return findings;
+}
+
+// The negative control in the same listing: cuda.flash3_pingpong (no overlap claimed: it waits
+// for S and P V together) has no full turn.
+TEST_F(StaticCuda, Flash3SoftmaxRunsUnderItsOwnOutputProduct) {
+  const SassListing listing = read_sass_listing(kHopperLibrary);
+  int overlapping = 0;
+  for (const Flash3Kernel& kernel : kFlash3Kernels) {
+    if (kernel.stage != flash3::Stage::overlapped) continue;
+    ++overlapping;
+    int matched = 0;
+    const std::vector<std::string> findings = overlap_findings(listing, kernel, matched);
+    EXPECT_EQ(matched, 1) << kernel.kernel << " not found in the SASS of " << kHopperLibrary;
+    EXPECT_TRUE(findings.empty()) << join_lines(findings);
+  }
+  EXPECT_EQ(overlapping, 7);  // cuda.flash3 at d 64, 128, 256 x fp16, bf16; its stages=2 variant
+
+  const Flash3Kernel pingpong = kFlash3Kernels[2];
+  ASSERT_EQ(pingpong.stage, flash3::Stage::pingpong);
+  int matched = 0;
+  const std::vector<std::string> findings = overlap_findings(listing, pingpong, matched);
+  EXPECT_EQ(matched, 1);
+  ASSERT_EQ(findings.size(), 1u) << join_lines(findings);
+  EXPECT_NE(findings[0].find("no full turn"), std::string::npos) << findings[0];
+}
+
+// The negative control that matters: cuda.flash3 with its P V wait moved from the top of the next
+// turn back to the end of this one, in the softmax's basic block (the code before the check
+// existed), compiled here for sm_90a and never run: ptxas hoists the wait above the exponentials.
+TEST_F(StaticCuda, NegativeControlFlash3WithItsWaitInTheSoftmaxBlockFailsTheOverlapCheck) {
+#if !defined(ATTNBENCH_NVCC)
+  GTEST_SKIP() << "the CUDA backend is not built: no nvcc to compile the control";
+#else
+  const std::string root = ATTNBENCH_SOURCE_DIR;
+  std::ifstream source(root + "/kernels/cuda/flash3/flash3_ws_kernel.cuh");
+  std::string kernel_text((std::istreambuf_iterator<char>(source)), {});
+  const std::pair<std::string, std::string> edits[] = {
+      {"    finish_output(turn);\n    k_of.wait_full(turn);", "    k_of.wait_full(turn);"},
+      {"    scores_to_probabilities(turn);\n  }",
+       "    scores_to_probabilities(turn);\n    finish_output(turn + 1);\n  }"}};
+  for (const auto& [from, to] : edits) {
+    const size_t at = kernel_text.find(from);
+    ASSERT_NE(at, std::string::npos) << "the control's edit no longer matches:\n" << from;
+    ASSERT_EQ(kernel_text.find(from, at + 1), std::string::npos) << "matches twice:\n" << from;
+    kernel_text.replace(at, from.size(), to);
+  }
+  const ScratchDirectory dir("attnbench_overlap_control");
+  dir.write("flash3_ws_kernel.cuh", kernel_text);
+  const std::string control = dir.write(
+      "control.cu", "#include \"" + dir.file("flash3_ws_kernel.cuh") +
+                        "\"\nnamespace attnbench::flash3 {\ninline namespace ATTNBENCH_TARGET {\n"
+                        "template Status launch_flash3<128, DType::bf16>(const Flash3Params&, "
+                        "cudaStream_t);\n}\n}\n");
+  const std::string object = dir.file("control.o");  // a fatbinary, listed as the library's are
+  const CommandResult compiled = run_shell("'" + std::string(ATTNBENCH_NVCC) +
+                                           "' -std=c++20 -gencode "
+                                           "arch=compute_90a,code=sm_90a -c -I'" +
+                                           root + "' -o '" + object + "' '" + control + "' 2>&1");
+  ASSERT_EQ(compiled.exit_code, 0) << compiled.output;
+  const Flash3Kernel overlapped = kFlash3Kernels[6];  // d 128, bf16
+  ASSERT_EQ(overlapped.stage, flash3::Stage::overlapped);
+  int matched = 0;
+  const std::vector<std::string> findings =
+      overlap_findings(read_sass_listing(object), overlapped, matched);
+  EXPECT_EQ(matched, 1);
+  ASSERT_EQ(findings.size(), 1u) << join_lines(findings);
+  EXPECT_NE(findings[0].find("MUFU.EX2 under its P V, expected the tile's 66"), std::string::npos)
+      << findings[0];
+#endif
 }
 
 // cuda.flash3_fp8 and its warp-specialized stage cuda.flash3_fp8_ws (issue 16): e4m3 wgmma is

@@ -39,7 +39,7 @@ Suite suite_of(std::vector<SuiteEntry> entries) {
 std::vector<std::string> cpu_kernels(const std::string& glob) {
   std::vector<std::string> names;
   for (const Kernel& kernel : all_kernels()) {
-    if (kernel.backend == Backend::cpu && glob_match(glob, kernel.name)) names.push_back(kernel.name);
+    if (kernel.backend == Backend::cpu && kernel_selected(glob, kernel)) names.push_back(kernel.name);
   }
   return names;
 }
@@ -140,6 +140,34 @@ TEST(CaseMatrixExpand, KernelFlagIntersectsTheEntryGlobs) {
   EXPECT_EQ(expand_matrix(suite, {}, kCpu).size(), cpu_kernels("cpu.masked_*").size() + 1);
 }
 
+// Variants (cpu.flash[...]) run only where --kernels names them: by name or through their
+// family's "[*]"; a suite entry naming the family admits them, no glob of kernels does.
+TEST(CaseMatrixExpand, AVariantIsACaseOnlyWhereNamed) {
+  const Suite suite = suite_of({entry({"cpu.flash"}, "b=1,hq=2,s=16,d=16")});
+  const auto kernels_of = [&](const std::vector<std::string>& globs) {
+    std::vector<std::string> kernels;
+    for (const CaseSpec& spec : expand_matrix(suite, globs, kCpu)) {
+      kernels.push_back(spec.kernel->name);
+    }
+    return kernels;
+  };
+  const std::vector<const Kernel*> variants = variants_of("cpu.flash");
+  ASSERT_FALSE(variants.empty());
+  EXPECT_EQ(kernels_of({}), std::vector<std::string>{"cpu.flash"});
+  EXPECT_EQ(kernels_of({"cpu.*", "*"}), std::vector<std::string>{"cpu.flash"});
+  EXPECT_EQ(kernels_of({variants[0]->name}), std::vector<std::string>{variants[0]->name});
+  EXPECT_EQ(kernels_of({"cpu.flash[*]"}).size(), variants.size());
+  EXPECT_EQ(kernels_of({"cpu.fla*[*]", "cpu.flash"}).size(), variants.size() + 1);
+  // An entry for another family admits none of them, named or not.
+  const Suite naive = suite_of({entry({"cpu.naive"}, "b=1,hq=2,s=16,d=16")});
+  EXPECT_TRUE(expand_matrix(naive, {variants[0]->name}, kCpu).empty());
+  for (const Kernel* variant : variants) {
+    EXPECT_EQ(variant->variant_of, "cpu.flash");
+    EXPECT_EQ(variant->name.rfind("cpu.flash[", 0), 0u) << variant->name;
+    EXPECT_EQ(family_name(*variant), "cpu.flash");
+  }
+}
+
 TEST(CaseMatrixExpand, KernelsOnlyOnDevicesOfTheirBackend) {
   const Suite suite = suite_of({entry({"*"}, "b=1,hq=2,s=16,d=16")});
   const std::vector<MatrixDevice> devices = {{Backend::cuda, "cuda:0"}, {Backend::cpu, "cpu"}};
@@ -149,7 +177,7 @@ TEST(CaseMatrixExpand, KernelsOnlyOnDevicesOfTheirBackend) {
     EXPECT_EQ(spec.kernel->backend, devices[spec.device_index].backend) << spec.name;
     on_cpu += spec.device_index == 1;
   }
-  EXPECT_EQ(on_cpu, cpu_kernels("*").size());
+  EXPECT_EQ(on_cpu, cpu_kernels("*").size());  // "*" selects no variant
   EXPECT_TRUE(expand_matrix(suite, {}, {}).empty());
   EXPECT_TRUE(expand_matrix(Suite{}, {}, kCpu).empty());
 }

@@ -10,11 +10,12 @@
 
 namespace attnbench {
 
-// The registry's CPU kernels, in its order.
+// The registry's CPU kernels, in its order; variants (cpu.flash[...]) are their family's
+// configurations, checked where `attnbench tune` runs them (tests/e2e/test_tune.cpp).
 inline std::vector<std::string> cpu_kernel_names() {
   std::vector<std::string> names;
   for (const Kernel& kernel : all_kernels()) {
-    if (kernel.backend == Backend::cpu) names.push_back(kernel.name);
+    if (kernel.backend == Backend::cpu && kernel.variant_of.empty()) names.push_back(kernel.name);
   }
   return names;
 }
@@ -24,7 +25,9 @@ inline std::vector<std::string> cpu_kernel_names() {
 inline std::vector<std::string> exact_cpu_kernel_names() {
   std::vector<std::string> names;
   for (const Kernel& kernel : all_kernels()) {
-    if (kernel.backend == Backend::cpu && !kernel.fp8_recipe) names.push_back(kernel.name);
+    if (kernel.backend == Backend::cpu && !kernel.fp8_recipe && kernel.variant_of.empty()) {
+      names.push_back(kernel.name);
+    }
   }
   return names;
 }
@@ -38,11 +41,13 @@ inline std::vector<std::string> fp8_recipe_cpu_kernel_names() {
   return names;
 }
 
-// The in-house CUDA kernels the emulated device runs (backend emu, not listed as unavailable).
+// The in-house CUDA kernels the emulated device runs (backend emu, not listed as unavailable);
+// their variants (cuda.flash3[stages=2]) are checked where `attnbench tune` runs them.
 inline std::vector<std::string> emulated_kernel_names() {
   std::vector<std::string> names;
   for (const Kernel& kernel : all_kernels()) {
-    if (kernel.backend == Backend::emu && kernel.unavailable_reason.empty()) {
+    if (kernel.backend == Backend::emu && kernel.unavailable_reason.empty() &&
+        kernel.variant_of.empty()) {
       names.push_back(kernel.name);
     }
   }

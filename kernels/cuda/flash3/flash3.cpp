@@ -222,7 +222,7 @@ Kernel cuda_flash3_pingpong_kernel() {
 Kernel cuda_flash3_kernel() {
   using flash3::instantiate;
   using flash3::WsTraits;
-  return flash3::flash3_kernel_entry(
+  Kernel kernel = flash3::flash3_kernel_entry(
       "cuda.flash3",
       "FlashAttention-3 forward on Hopper: TMA producer warpgroup, two wgmma consumer "
       "warpgroups in ping-pong, softmax overlapped with the warpgroup's own P V, setmaxnreg",
@@ -235,6 +235,27 @@ Kernel cuda_flash3_kernel() {
           instantiate<WsTraits<256>>(DType::f16, &flash3::launch_flash3<256, DType::f16>),
           instantiate<WsTraits<256>>(DType::bf16, &flash3::launch_flash3<256, DType::bf16>),
       });
+  // The table it owns: K and V rings as deep as shared memory allows at the head dim.
+  kernel.default_variant = [](const Problem& problem) {
+    const int d = static_cast<int>(problem.head_dim_qk);
+    using flash3::kWgmmaM;
+    return "stages=" +
+           std::to_string(flash3::stages_that_fit(d, 2 * kWgmmaM, flash3::ws_block_k(d)));
+  };
+  return kernel;
+}
+
+Kernel cuda_flash3_stages2_kernel() {
+  using flash3::instantiate;
+  Kernel kernel = flash3::flash3_kernel_entry(
+      variant_name("cuda.flash3", "stages=2"),
+      "cuda.flash3 with K and V rings of 2 stages (3 fit at d 128): what the third stage buys",
+      flash3::Stage::overlapped,
+      {instantiate<flash3::WsTraits<128, 2>>(DType::bf16,
+                                             &flash3::launch_flash3_stages<128, DType::bf16, 2>)});
+  kernel.variant_of = "cuda.flash3";
+  kernel.correctness_suite = "hopper-stages";  // d 128, bf16, as the stages
+  return kernel;
 }
 
 }  // namespace ATTNBENCH_TARGET

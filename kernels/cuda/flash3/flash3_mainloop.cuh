@@ -109,11 +109,11 @@ __device__ __forceinline__ void issue_output(float (&o)[HeadDim / 2],
   ptx::wgmma_commit();
 }
 
-// The K/V ring of the warp-specialized kernels (cuda.flash3_ws and its schedules,
-// cuda.flash3_fp8_ws) as the consumers see it: tile i's stage and phase, and its release.
+// A ring of the warp-specialized kernels (cuda.flash3_ws and its schedules, cuda.flash3_fp8_ws) as
+// the consumers see it: tile i's stage and phase, and its release.
 template <int kStages>
 struct StageRing {
-  const uint64_t* full;   // [kStages]: the stage's K and V have landed
+  const uint64_t* full;   // [kStages]: the stage's tile has landed
   const uint64_t* empty;  // [kStages]: every consumer thread is done with the stage
   __device__ __forceinline__ int stage(int tile) const { return tile % kStages; }
   __device__ __forceinline__ void wait_full(int tile) const {
@@ -127,37 +127,74 @@ struct StageRing {
   }
 };
 
-// The mbarriers of a warp-specialized kernel's CTA (a static __shared__ object): Q's, and per stage
-// of the K/V ring "full" (the TMA's bytes have landed) and "empty" (every consumer thread is done
-// with the stage). The producer's side is here; the consumers see the ring through ring().
+// The mbarriers of one ring of kStages stages, the producer's side: per stage "full" (the TMA's
+// bytes have landed: the producer's one expect_tx arrival) and "empty" (every consumer thread is
+// done with the stage). The consumers see it through consumers().
+template <int kStages>
+struct TileRing {
+  uint64_t full_barrier[kStages];
+  uint64_t empty_barrier[kStages];
+
+  // Thread 0, before the barriers' init fence.
+  __device__ __forceinline__ void init(int consumer_threads) {
+    for (int stage = 0; stage < kStages; ++stage) {
+      ptx::mbarrier_init(ptx::shared_address(&full_barrier[stage]), 1);
+      ptx::mbarrier_init(ptx::shared_address(&empty_barrier[stage]), consumer_threads);
+    }
+  }
+  __device__ __forceinline__ int stage(int tile) const { return tile % kStages; }
+  __device__ __forceinline__ uint32_t full(int stage) const {
+    return ptx::shared_address(&full_barrier[stage]);
+  }
+  // Before loading tile `tile` into its stage: the stage's previous tile released by every
+  // consumer thread (nothing to wait for on the ring's first pass).
+  __device__ __forceinline__ void wait_empty(int tile) const {
+    if (tile < kStages) return;
+    ptx::mbarrier_wait(ptx::shared_address(&empty_barrier[stage(tile)]),
+                       static_cast<unsigned>(tile / kStages - 1) % 2);
+  }
+  __device__ __forceinline__ StageRing<kStages> consumers() const {
+    return {full_barrier, empty_barrier};
+  }
+};
+
+// The mbarriers of a warp-specialized kernel's CTA whose K and V tiles share one ring (a static
+// __shared__ object; cuda.flash3_fp8_ws): Q's, and per stage one for both tiles.
 template <int kStages>
 struct RingBarriers {
   uint64_t q_full;
-  uint64_t kv_full[kStages];
-  uint64_t kv_empty[kStages];
+  TileRing<kStages> kv;
 
   // Thread 0, before the CTA's first __syncthreads: the producer's one expect_tx arrival fills Q
   // and a stage, `consumer_threads` arrivals empty a stage.
   __device__ __forceinline__ void init(int consumer_threads) {
     ptx::mbarrier_init(q(), 1);
-    for (int stage = 0; stage < kStages; ++stage) {
-      ptx::mbarrier_init(full(stage), 1);
-      ptx::mbarrier_init(ptx::shared_address(&kv_empty[stage]), consumer_threads);
-    }
+    kv.init(consumer_threads);
     ptx::fence_mbarrier_init();
   }
   __device__ __forceinline__ uint32_t q() const { return ptx::shared_address(&q_full); }
-  __device__ __forceinline__ uint32_t full(int stage) const {
-    return ptx::shared_address(&kv_full[stage]);
+  __device__ __forceinline__ uint32_t full(int stage) const { return kv.full(stage); }
+  __device__ __forceinline__ void wait_empty(int tile) const { kv.wait_empty(tile); }
+  __device__ __forceinline__ StageRing<kStages> ring() const { return kv.consumers(); }
+};
+
+// K and V in rings of their own (FlashAttention-3's two pipelines; cuda.flash3_ws and its
+// schedules): a consumer releases K(j) once S(j) is waited for and V(j) once P(j) V(j) is, and the
+// producer loads K(j + 1) before V(j), so a schedule that needs K(j) beside V(j - 1) (ping-pong)
+// finds the next K in flight while it still holds the previous V.
+template <int kStages>
+struct SplitRingBarriers {
+  uint64_t q_full;
+  TileRing<kStages> k;
+  TileRing<kStages> v;
+
+  __device__ __forceinline__ void init(int consumer_threads) {
+    ptx::mbarrier_init(q(), 1);
+    k.init(consumer_threads);
+    v.init(consumer_threads);
+    ptx::fence_mbarrier_init();
   }
-  // The producer, before loading tile `tile` into its stage: the stage's previous tile released
-  // by every consumer thread (nothing to wait for on the ring's first pass).
-  __device__ __forceinline__ void wait_empty(int tile) const {
-    if (tile < kStages) return;
-    ptx::mbarrier_wait(ptx::shared_address(&kv_empty[tile % kStages]),
-                       static_cast<unsigned>(tile / kStages - 1) % 2);
-  }
-  __device__ __forceinline__ StageRing<kStages> ring() const { return {kv_full, kv_empty}; }
+  __device__ __forceinline__ uint32_t q() const { return ptx::shared_address(&q_full); }
 };
 
 }  // namespace ATTNBENCH_TARGET

@@ -23,6 +23,7 @@ constexpr int kSwizzleBytes = 128;  // every tile: TMA's and wgmma's 128-byte sw
 constexpr int kBoxColumns = kSwizzleBytes / kElementBytes;  // 64 elements per swizzled row
 constexpr int kSwizzleAtomBytes = 8 * kSwizzleBytes;        // 8 rows: one swizzle pattern
 constexpr size_t kTileAlignment = 1024;  // a 128-byte swizzle pattern starts 1024-aligned
+constexpr size_t kSharedBytesPerBlock = 227 * 1024;  // an H100's or H200's most for one block
 
 // A shared-memory address as the 128-byte swizzle places it (TMA's and wgmma's): its 16-byte chunk
 // within a 128-byte row XORed with the row's index within its 8-row pattern.
@@ -47,8 +48,15 @@ struct TileShape {
   static_assert(kHeadDim % kBoxColumns == 0, "d is a whole number of 128-byte swizzled rows");
   static_assert(kHeadDim == 64 || kHeadDim == 128 || kHeadDim == 256, "wgmma N = 64, 128 or 256");
   static_assert(kBlockK == 64 || kBlockK == 128, "S = Q K^T is one wgmma of N = kBlockK");
-  static_assert(kSharedBytes <= 227 * 1024, "the tiles fit an H100/H200's 227 KiB per block");
+  static_assert(kSharedBytes <= kSharedBytesPerBlock, "the tiles fit an H100/H200's 227 KiB");
 };
+
+// The most stages of (one K and one V tile of kBlockK keys) that fit beside Q's tile.
+constexpr int stages_that_fit(int head_dim, int block_q, int block_k) {
+  const size_t row_bytes = static_cast<size_t>(head_dim / kBoxColumns) * kSwizzleBytes;
+  return static_cast<int>((kSharedBytesPerBlock - kTileAlignment - block_q * row_bytes) /
+                          (2 * block_k * row_bytes));
+}
 
 // cuda.flash3_wg1: one warpgroup, 64 query rows; Q, K and V arrive by TMA (K and V through a ring
 // of 2 stages), S = Q K^T and O += P V are wgmma (Q and K from shared memory, P from registers,
@@ -60,13 +68,16 @@ struct Wg1Traits : TileShape<HeadDim, kWgmmaM, 128, 2> {
 
 // cuda.flash3_ws: warp specialization. A producer warpgroup (one elected thread of its first warp
 // issues every TMA load; its registers given up with setmaxnreg) and two consumer warpgroups of
-// 64 query rows each (registers taken); K and V through a ring of 2 stages, each with a "full"
-// mbarrier (the TMA's bytes) and an "empty" one (every consumer thread's arrival once its P V
-// wgmma on the stage has been waited for).
+// 64 query rows each (registers taken); K and V each through a ring of as many stages as shared
+// memory holds (3 at d 128, 6 at d 64, 2 at d 256), each stage with a "full" mbarrier (the TMA's
+// bytes) and an "empty" one (every consumer thread's arrival once its wgmma reading the stage
+// has been waited for).
 // cuda.flash3 (every head dim) shares the shape: 128 keys per tile up to d = 128, 64 at d = 256
-// (its O takes 128 registers per thread; the tiles 192 KiB of shared memory).
-template <int HeadDim>
-struct WsTraits : TileShape<HeadDim, 2 * kWgmmaM, HeadDim <= 128 ? 128 : 64, 2> {
+// (its O takes 128 registers per thread).
+// Stages: the ring's depth, as many as fit unless a variant fixes fewer (cuda.flash3[stages=2]).
+constexpr int ws_block_k(int head_dim) { return head_dim <= 128 ? 128 : 64; }
+template <int HeadDim, int Stages = stages_that_fit(HeadDim, 2 * kWgmmaM, ws_block_k(HeadDim))>
+struct WsTraits : TileShape<HeadDim, 2 * kWgmmaM, ws_block_k(HeadDim), Stages> {
   static constexpr int kConsumers = 2;
   static constexpr int kConsumerThreads = kConsumers * kWarpgroupThreads;
   static constexpr int kThreads = kWarpgroupThreads + kConsumerThreads;

@@ -4,12 +4,13 @@
 //
 // What changes against cuda.flash3_wg1: the CTA is three warpgroups. The producer warpgroup
 // gives most of its registers away (setmaxnreg.dec) and one elected thread of its first warp
-// issues every TMA load: Q once, then K and V tile by tile into a ring of kStages stages, waiting
-// on a stage's "empty" mbarrier before refilling it. The two consumer warpgroups take the
-// registers (setmaxnreg.inc), own 64 query rows each (128 per CTA), wait on a stage's "full"
-// mbarrier, compute as flash3_wg1 does (S = Q K^T from shared memory, online softmax, O += P V
-// with P in registers), and arrive on the stage's "empty" barrier once their P V wgmma has been
-// waited for. No __syncthreads in the loop: loads and math run in different warps, and the
+// issues every TMA load: Q once, then K and V tile by tile, each into a ring of its own of
+// kStages stages (SplitRingBarriers), K(j) before V(j - 1), waiting on a stage's "empty" mbarrier
+// before refilling it. The two consumer warpgroups take the registers (setmaxnreg.inc), own 64
+// query rows each (128 per CTA), wait on a stage's "full" mbarrier, compute as flash3_wg1 does
+// (S = Q K^T from shared memory, online softmax, O += P V with P in registers), and arrive on a
+// K stage's "empty" barrier once their S wgmma has been waited for, on a V stage's once their
+// P V wgmma has. No __syncthreads in the loop: loads and math run in different warps, and the
 // producer runs kStages tiles ahead. Masks, tails and empty rows as in flash3_wg1.
 //   Schedule::independent (cuda.flash3_ws): each consumer on its own.
 //   Schedule::pingpong (cuda.flash3_pingpong): the consumers take turns on the tensor cores.
@@ -25,12 +26,12 @@
 #include <cstring>
 #include <string>
 
+#include "kernels/cuda/common/convert.cuh"
 #include "kernels/cuda/common/cuda_api.h"
 #include "kernels/cuda/common/cuda_check.h"
-#include "kernels/cuda/common/convert.cuh"
-#include "kernels/cuda/common/row_stats.cuh"
 #include "kernels/cuda/common/launch.cuh"
 #include "kernels/cuda/common/ptx.cuh"
+#include "kernels/cuda/common/row_stats.cuh"
 #include "kernels/cuda/common/shared.cuh"
 #include "kernels/cuda/common/visible_tiles.h"
 #include "kernels/cuda/flash3/flash3_epilogue.cuh"
@@ -69,21 +70,27 @@ constexpr unsigned kEpilogueBarrier = 3;
 
 // Ping-pong, consumer `consumer` (0 or 1) over the block's key tiles (T = keys.count): turn j
 // issues O += P(j-1) V(j-1) and S(j) (T + 1 turns: the first has no P V, the last no S), passes the
-// tensor cores on, waits for both, releases stage j-1, and computes the softmax of S(j) while the
-// other consumer has its turn. Consumer 1 lets consumer 0 begin; it skips the arrival after its
+// tensor cores on, waits for both, releases V(j-1) and K(j), and computes the softmax of S(j) while
+// the other consumer has its turn. Consumer 1 lets consumer 0 begin; it skips the arrival after its
 // last turn, so every barrier phase has 128 waiting and 128 arriving threads. The overlapped
 // schedule, consumer `consumer`: turns as consume_pingpong's. A full turn issues S(j), rescales O
 // to the running max of tile j-1 (the fence before the next batch makes that visible to the tensor
 // cores), issues P(j-1) V(j-1), passes the turn on, and waits for S(j) alone (wait_group 1): the
 // exponentials of S(j) then run under the P V, writing only S's registers; P(j) is converted once
 // the P V has been waited for, so no register a wgmma in flight reads is written (ptxas serializes
-// the pipeline otherwise, and ci/ptxas-guard.sh fails the build). First turn, full turns and last
-// turn are written out, with no branch around a wgmma: ptxas serializes wgmma on a divergent path
-// too.
+// the pipeline otherwise, and ci/ptxas-guard.sh fails the build). That wait opens the next turn
+// rather than closing this one: within one basic block ptxas hoists a wgmma wait up to where its
+// latency table says the batch is done, a few dozen instructions after the issue, and the wait
+// then landed before the row max, with none of the exponentials under the P V (nvcc 13.0; the
+// PTX order was right). A loop's back edge is a block boundary it does not hoist across;
+// StaticCuda.Flash3SoftmaxRunsUnderItsOwnOutputProduct holds the overlap. First turn, full turns
+// and last turn are written out, with no branch around a wgmma: ptxas serializes wgmma on a
+// divergent path too.
 template <int HeadDim, typename Element, typename Traits>
 __device__ __forceinline__ void consume_overlapped(
     int consumer, const KeyTiles& keys, uint32_t q_rows, const SharedTiles<Traits>& tiles_in,
-    const StageRing<Traits::kStages>& stage_of, OnlineSoftmax& softmax, float (&o)[HeadDim / 2]) {
+    const StageRing<Traits::kStages>& k_of, const StageRing<Traits::kStages>& v_of,
+    OnlineSoftmax& softmax, float (&o)[HeadDim / 2]) {
   using T = Traits;
   const unsigned my_turn = kTurnBarrier + static_cast<unsigned>(consumer);
   const unsigned other_turn = kTurnBarrier + static_cast<unsigned>(1 - consumer);
@@ -98,51 +105,62 @@ __device__ __forceinline__ void consume_overlapped(
 
   // The first turn: S(0) alone (O is still zero: its factor changes nothing).
   if (consumer == 1) ptx::named_barrier_arrive(kTurnBarrier, kTurnThreads);
-  stage_of.wait_full(0);
+  k_of.wait_full(0);
   ptx::named_barrier_sync(my_turn, kTurnThreads);
   issue_scores<HeadDim, T::kBlockK, Element>(s, q_rows, T::kBlockQ,
-                                             tiles_in.k_stage(stage_of.stage(0)));
+                                             tiles_in.k_stage(k_of.stage(0)));
   ptx::named_barrier_arrive(other_turn, kTurnThreads);
   ptx::wgmma_wait<0>();
   ptx::wgmma_fence_operand(s);
+  k_of.release(0);
   scores_to_probabilities(0);
-  probabilities_as_a<Element>(s, p_fragments);
+
+  // What opens turn `turn` (and the last turn, turn T): the previous turn's P V waited for (none
+  // before turn 2), its V released, and P(turn - 1) converted from S's registers.
+  const auto finish_output = [&](int turn) {
+    ptx::wgmma_wait<0>();
+    ptx::wgmma_fence_operand(o);
+    if (turn >= 2) v_of.release(turn - 2);
+    probabilities_as_a<Element>(s, p_fragments);
+  };
 
   // Full turns: S(j) and P(j-1) V(j-1); the softmax of S(j) under the P V.
   for (int turn = 1; turn < keys.count; ++turn) {
-    stage_of.wait_full(turn);
+    finish_output(turn);
+    k_of.wait_full(turn);
     ptx::named_barrier_sync(my_turn, kTurnThreads);
     issue_scores<HeadDim, T::kBlockK, Element>(s, q_rows, T::kBlockQ,
-                                               tiles_in.k_stage(stage_of.stage(turn)));
+                                               tiles_in.k_stage(k_of.stage(turn)));
     softmax.rescale_output(o, rescale);
+    v_of.wait_full(turn - 1);
     issue_output<HeadDim, T::kBlockK, Element>(o, p_fragments,
-                                               tiles_in.v_stage(stage_of.stage(turn - 1)));
+                                               tiles_in.v_stage(v_of.stage(turn - 1)));
     ptx::named_barrier_arrive(other_turn, kTurnThreads);
     ptx::wgmma_wait<1>();  // S(j); the P V keeps running
     ptx::wgmma_fence_operand(s);
+    k_of.release(turn);
     scores_to_probabilities(turn);
-    ptx::wgmma_wait<0>();
-    ptx::wgmma_fence_operand(o);
-    stage_of.release(turn - 1);
-    probabilities_as_a<Element>(s, p_fragments);
   }
 
   // The last turn: P(T-1) V(T-1) alone; consumer 1 has no one left to pass the turn to.
+  finish_output(keys.count);
+  v_of.wait_full(keys.count - 1);
   ptx::named_barrier_sync(my_turn, kTurnThreads);
   softmax.rescale_output(o, rescale);
   issue_output<HeadDim, T::kBlockK, Element>(o, p_fragments,
-                                             tiles_in.v_stage(stage_of.stage(keys.count - 1)));
+                                             tiles_in.v_stage(v_of.stage(keys.count - 1)));
   if (consumer == 0) ptx::named_barrier_arrive(other_turn, kTurnThreads);
   ptx::wgmma_wait<0>();
   ptx::wgmma_fence_operand(o);
-  stage_of.release(keys.count - 1);
+  v_of.release(keys.count - 1);
 }
 
 template <int HeadDim, typename Element, typename Traits>
 __device__ __forceinline__ void consume_pingpong(int consumer, const KeyTiles& keys,
                                                  uint32_t q_rows,
                                                  const SharedTiles<Traits>& tiles_in,
-                                                 const StageRing<Traits::kStages>& stage_of,
+                                                 const StageRing<Traits::kStages>& k_of,
+                                                 const StageRing<Traits::kStages>& v_of,
                                                  OnlineSoftmax& softmax, float (&o)[HeadDim / 2]) {
   using T = Traits;
   const unsigned my_turn = kTurnBarrier + static_cast<unsigned>(consumer);
@@ -153,15 +171,16 @@ __device__ __forceinline__ void consume_pingpong(int consumer, const KeyTiles& k
   for (int turn = 0; turn <= keys.count; ++turn) {
     const bool scores = turn < keys.count;
     const bool output = turn > 0;
-    if (scores) stage_of.wait_full(turn);
+    if (scores) k_of.wait_full(turn);
+    if (output) v_of.wait_full(turn - 1);
     ptx::named_barrier_sync(my_turn, kTurnThreads);
     if (output) {
       issue_output<HeadDim, T::kBlockK, Element>(o, p_fragments,
-                                                 tiles_in.v_stage(stage_of.stage(turn - 1)));
+                                                 tiles_in.v_stage(v_of.stage(turn - 1)));
     }
     if (scores) {
       issue_scores<HeadDim, T::kBlockK, Element>(s, q_rows, T::kBlockQ,
-                                                 tiles_in.k_stage(stage_of.stage(turn)));
+                                                 tiles_in.k_stage(k_of.stage(turn)));
     }
     if (consumer == 0 || turn < keys.count) {
       ptx::named_barrier_arrive(other_turn, kTurnThreads);
@@ -169,8 +188,9 @@ __device__ __forceinline__ void consume_pingpong(int consumer, const KeyTiles& k
     ptx::wgmma_wait<0>();
     ptx::wgmma_fence_operand(o);
     ptx::wgmma_fence_operand(s);
-    if (output) stage_of.release(turn - 1);
+    if (output) v_of.release(turn - 1);
     if (scores) {
+      k_of.release(turn);
       const int first_key = keys.key_of(turn, T::kBlockK);
       if (keys.visible.needs_mask(first_key, T::kBlockK)) softmax.mask(s, first_key);
       softmax.update(s, o);
@@ -179,12 +199,12 @@ __device__ __forceinline__ void consume_pingpong(int consumer, const KeyTiles& k
   }
 }
 
-template <int HeadDim, typename Element, Schedule kSchedule>
+template <int HeadDim, typename Element, Schedule kSchedule, int kStages>
 __global__ void __launch_bounds__(WsTraits<HeadDim>::kThreads, 1)
     flash3_ws_forward(const __grid_constant__ Flash3Params params) {
-  using T = WsTraits<HeadDim>;
+  using T = WsTraits<HeadDim, kStages>;
   const AttentionParams& p = params.attention;
-  using Barriers = RingBarriers<T::kStages>;
+  using Barriers = SplitRingBarriers<T::kStages>;
   ATTNBENCH_SHARED(Barriers, barriers, 8);
   ATTNBENCH_DYNAMIC_SHARED(shared_bytes, 16);
   const SharedTiles<T> tiles_in(shared_bytes);
@@ -198,22 +218,27 @@ __global__ void __launch_bounds__(WsTraits<HeadDim>::kThreads, 1)
 
   const int warpgroup = static_cast<int>(threadIdx.x) / kWarpgroupThreads;
   if (warpgroup == 0) {
-    // ---- the producer: one elected thread loads Q, then K and V into the ring
-    // --------------------
+    // ---- the producer: one elected thread loads Q, then K(j) before V(j - 1) ------------------
     ptx::setmaxnreg_dec<T::kProducerRegisters>();
     if (threadIdx.x / 32 != 0 || !ptx::elect_one() || tile_count == 0) return;
     ptx::mbarrier_arrive_expect_tx(barriers.q(), T::kQBytes);
     load_tile<HeadDim>(tiles_in.q, &params.q_map, barriers.q(), T::kBlockQ, block.first_row,
                        block.head, block.batch);
-    for (int iteration = 0; iteration < tile_count; ++iteration) {
-      const int stage = iteration % T::kStages;
-      const int key = keys.key_of(iteration, T::kBlockK);
-      barriers.wait_empty(iteration);
-      ptx::mbarrier_arrive_expect_tx(barriers.full(stage), 2 * T::kKvBytes);
-      load_tile<HeadDim>(tiles_in.k_stage(stage), &params.k_map, barriers.full(stage), T::kBlockK,
-                         key, block.head_kv, block.batch);
-      load_tile<HeadDim>(tiles_in.v_stage(stage), &params.v_map, barriers.full(stage), T::kBlockK,
-                         key, block.head_kv, block.batch);
+    const auto load = [&](const TileRing<T::kStages>& ring, uint32_t tile_in_stage,
+                          const CUtensorMap* map, int tile) {
+      ring.wait_empty(tile);
+      const uint32_t full = ring.full(ring.stage(tile));
+      ptx::mbarrier_arrive_expect_tx(full, T::kKvBytes);
+      load_tile<HeadDim>(tile_in_stage, map, full, T::kBlockK, keys.key_of(tile, T::kBlockK),
+                         block.head_kv, block.batch);
+    };
+    for (int tile = 0; tile <= tile_count; ++tile) {
+      if (tile < tile_count) {
+        load(barriers.k, tiles_in.k_stage(barriers.k.stage(tile)), &params.k_map, tile);
+      }
+      if (tile > 0) {
+        load(barriers.v, tiles_in.v_stage(barriers.v.stage(tile - 1)), &params.v_map, tile - 1);
+      }
     }
     return;
   }
@@ -224,33 +249,37 @@ __global__ void __launch_bounds__(WsTraits<HeadDim>::kThreads, 1)
   const uint32_t q_rows = tiles_in.q + static_cast<uint32_t>(rows_before * kSwizzleBytes);
   OnlineSoftmax softmax(p, block, rows_before);
   float o[HeadDim / 2] = {};
-  const StageRing<T::kStages> stage_of = barriers.ring();
+  const StageRing<T::kStages> k_of = barriers.k.consumers();
+  const StageRing<T::kStages> v_of = barriers.v.consumers();
   if (tile_count > 0) ptx::mbarrier_wait(barriers.q(), 0);
   if constexpr (kSchedule == Schedule::overlapped) {
     if (tile_count > 0) {
-      consume_overlapped<HeadDim, Element, T>(warpgroup - 1, keys, q_rows, tiles_in, stage_of,
+      consume_overlapped<HeadDim, Element, T>(warpgroup - 1, keys, q_rows, tiles_in, k_of, v_of,
                                               softmax, o);
     }
   } else if constexpr (kSchedule == Schedule::pingpong) {
     if (tile_count > 0) {
-      consume_pingpong<HeadDim, Element, T>(warpgroup - 1, keys, q_rows, tiles_in, stage_of,
+      consume_pingpong<HeadDim, Element, T>(warpgroup - 1, keys, q_rows, tiles_in, k_of, v_of,
                                             softmax, o);
     }
   } else {
-    for (int iteration = 0; iteration < tile_count; ++iteration) {
-      const int stage = stage_of.stage(iteration);
-      const int first_key = keys.key_of(iteration, T::kBlockK);
-      stage_of.wait_full(iteration);
+    for (int tile = 0; tile < tile_count; ++tile) {
+      const int first_key = keys.key_of(tile, T::kBlockK);
+      k_of.wait_full(tile);
       float s[T::kBlockK / 2];
-      compute_scores<HeadDim, T::kBlockK, Element>(s, q_rows, T::kBlockQ, tiles_in.k_stage(stage));
+      compute_scores<HeadDim, T::kBlockK, Element>(s, q_rows, T::kBlockQ,
+                                                   tiles_in.k_stage(k_of.stage(tile)));
+      k_of.release(tile);
       if (keys.visible.needs_mask(first_key, T::kBlockK)) softmax.mask(s, first_key);
       softmax.update(s, o);
       uint32_t p_fragments[T::kBlockK / kWgmmaK][4];
       probabilities_as_a<Element>(s, p_fragments);
-      issue_output<HeadDim, T::kBlockK, Element>(o, p_fragments, tiles_in.v_stage(stage));
+      v_of.wait_full(tile);
+      issue_output<HeadDim, T::kBlockK, Element>(o, p_fragments,
+                                                 tiles_in.v_stage(v_of.stage(tile)));
       ptx::wgmma_wait<0>();
       ptx::wgmma_fence_operand(o);
-      stage_of.release(iteration);
+      v_of.release(tile);
     }
   }
   if constexpr (kSchedule == Schedule::overlapped) {
@@ -264,11 +293,11 @@ __global__ void __launch_bounds__(WsTraits<HeadDim>::kThreads, 1)
 
 // ---- launch -------------------------------------------------------------------------------------
 
-template <int HeadDim, DType kDtype, Schedule kSchedule>
+template <int HeadDim, DType kDtype, Schedule kSchedule, int kStages = WsTraits<HeadDim>::kStages>
 Status launch_warp_specialized(const char* name, const Flash3Params& params, cudaStream_t stream) {
   using Element = typename gpu::ElementOf<kDtype>::type;
-  return launch_blocks<WsTraits<HeadDim>>(name, flash3_ws_forward<HeadDim, Element, kSchedule>,
-                                          params, stream);
+  return launch_blocks<WsTraits<HeadDim, kStages>>(
+      name, flash3_ws_forward<HeadDim, Element, kSchedule, kStages>, params, stream);
 }
 
 template <int HeadDim, DType kDtype>
@@ -287,6 +316,13 @@ template <int HeadDim, DType kDtype>
 Status launch_flash3(const Flash3Params& params, cudaStream_t stream) {
   return launch_warp_specialized<HeadDim, kDtype, Schedule::overlapped>("cuda.flash3", params,
                                                                         stream);
+}
+
+// cuda.flash3 on K and V rings of kStages stages: its variant cuda.flash3[stages=N].
+template <int HeadDim, DType kDtype, int kStages>
+Status launch_flash3_stages(const Flash3Params& params, cudaStream_t stream) {
+  return launch_warp_specialized<HeadDim, kDtype, Schedule::overlapped, kStages>(
+      "cuda.flash3[stages]", params, stream);
 }
 
 }  // namespace ATTNBENCH_TARGET

@@ -8,7 +8,8 @@
 # A family is a kernel source and the entry that registers one instantiation of its edited copy
 # (@name@ and @summary@ filled in per bug): flash2 (cuda.flash2 at d=64, bf16), flash3_wg1
 # (cuda.flash3_wg1 at d=128, bf16), flash3_ws (cuda.flash3_ws at d=128, bf16: the
-# warp-specialized kernel, whose pipeline crosses warpgroups), flash3_fp8 (cuda.flash3_fp8 at
+# warp-specialized kernel, whose pipeline crosses warpgroups), flash3 (cuda.flash3 at d=128, bf16:
+# the same source, the overlapped schedule), flash3_fp8 (cuda.flash3_fp8 at
 # d=128, e4m3), flash3_fp8_incoherent (cuda.flash3_fp8_incoherent at d=128, bf16: its passes) and
 # flash3_fp8_block (cuda.flash3_fp8_block at d=128, bf16: per-block descales), flash3_fp8_ws
 # (cuda.flash3_fp8_ws at d=128, e4m3: the warp-specialized FP8 forward) and
@@ -20,7 +21,7 @@ set(ATTNBENCH_PLANTED_DIR "${CMAKE_CURRENT_BINARY_DIR}/planted")
 # the build lists exactly these): the races for ThreadSanitizer, the store past the end for
 # AddressSanitizer. The others, instrumented, would cost the build time and catch nothing there.
 set(ATTNBENCH_PLANTED_UNDER_thread flash2_refill_before_barrier flash2_short_wait
-    flash2_missing_syncwarp flash3_wg1_release_before_wait flash3_ws_release_before_wait
+    flash2_missing_syncwarp flash3_wg1_release_before_wait flash3_v_released_before_wait
     flash2_bwd_dq_plain_add flash2_bwd_ds_read_before_barrier)
 set(ATTNBENCH_PLANTED_UNDER_address flash2_store_guard_off_by_one)
 set(ATTNBENCH_PLANTED_SOURCES "")
@@ -64,8 +65,8 @@ Kernel planted_flash2_bwd_@name@_kernel() {
 }  // namespace attnbench
 ]=])
 
-# The flash3 families share one entry: @family@ (flash3_wg1, flash3_ws) names the stage's launch
-# function and kernel, @traits@ and @stage@ its tile shape and time-model stage.
+# The flash3 families share one entry: @family@ (flash3_wg1, flash3_ws, flash3) names the stage's
+# launch function and kernel, @traits@ and @stage@ its tile shape and time-model stage.
 set(ATTNBENCH_PLANTED_FLASH3_ENTRY [=[
 namespace attnbench::flash3::planted_@name@ {
 template Status launch_@family@<128, DType::bf16>(const Flash3Params&, cudaStream_t);
@@ -91,6 +92,10 @@ set(ATTNBENCH_PLANTED_KERNEL_flash3_ws
 set(ATTNBENCH_PLANTED_ENTRY_flash3_ws "${ATTNBENCH_PLANTED_FLASH3_ENTRY}")
 set(ATTNBENCH_PLANTED_TRAITS_flash3_ws WsTraits)
 set(ATTNBENCH_PLANTED_STAGE_flash3_ws ws)
+set(ATTNBENCH_PLANTED_KERNEL_flash3 "${ATTNBENCH_PLANTED_KERNEL_flash3_ws}")
+set(ATTNBENCH_PLANTED_ENTRY_flash3 "${ATTNBENCH_PLANTED_FLASH3_ENTRY}")
+set(ATTNBENCH_PLANTED_TRAITS_flash3 WsTraits)
+set(ATTNBENCH_PLANTED_STAGE_flash3 overlapped)
 # cuda.flash3_fp8 (issue 16) at d 128: family flash3_fp8 on e4m3 inputs (the forward alone), family
 # flash3_fp8_incoherent on bf16 inputs with incoherent processing (its passes, then the forward),
 # flash3_fp8_block on bf16 inputs with per-block scales.
@@ -294,10 +299,29 @@ attnbench_plant_bug(flash3_ws release_before_wait "stage released to the produce
   [=[
       ptx::wgmma_wait<0>();
       ptx::wgmma_fence_operand(o);
-      stage_of.release(iteration);]=] [=[
-      stage_of.release(iteration);
+      v_of.release(tile);]=] [=[
+      v_of.release(tile);
       ptx::wgmma_wait<0>();
       ptx::wgmma_fence_operand(o);]=])
+
+# flash3 1. cuda.flash3's V released before the P V wait that opens the next turn: the producer
+#    may refill V's stage while the tensor cores still read it (the race build reports the TMA's
+#    write against the wgmma's read; the plain build sees the TMA's NaN fill).
+attnbench_plant_bug(flash3 v_released_before_wait "V's stage released to the producer before the P V wait"
+  [=[
+    ptx::wgmma_wait<0>();
+    ptx::wgmma_fence_operand(o);
+    if (turn >= 2) v_of.release(turn - 2);]=] [=[
+    if (turn >= 2) v_of.release(turn - 2);
+    ptx::wgmma_wait<0>();
+    ptx::wgmma_fence_operand(o);]=])
+# flash3 2. The producer refills a K stage without waiting for its "empty" barrier: with more key
+#    tiles than stages it re-arms the stage's "full" barrier while the consumers have yet to wait
+#    on it, over K they still read (a race on a GPU; the emulator stops the launch at the arrival
+#    that exceeds the barrier's count).
+attnbench_plant_bug(flash3 k_refill_without_empty_wait "the producer refills a K stage before the consumers release it"
+  [=[      ring.wait_empty(tile);]=]
+  [=[      if (&ring != &barriers.k) ring.wait_empty(tile);]=])
 
 # flash3_fp8 1. P packed in S's accumulator order, as a 16-bit kernel's P is: the e4m3 A
 #    fragment then holds other keys (and rows) than V^T's permuted keys are stored for.

@@ -1,0 +1,141 @@
+// `attnbench tune` as a user runs it (issue 38, item 3): a kernel's variants checked and timed
+// beside it in one stored run, the fastest per shape printed with its margin over the default;
+// under emu every CUDA variant checked, none timed. And the naming rule variants live by: a
+// variant runs only where named ("cpu.flash[block_q=128,block_k=256]", "cpu.flash[*]").
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <map>
+#include <string>
+
+#include "harness/store/store.h"
+#include "kernels/registry.h"
+#include "tests/support/command.h"
+#include "tests/support/scratch_directory.h"
+#include "tests/support/stored_runs.h"
+
+namespace attnbench {
+namespace {
+
+CommandResult attnbench(const std::string& arguments) {
+  return run_shell(std::string(ATTNBENCH_CLI) + " " + arguments + " 2>&1");
+}
+
+// 1024 queries and keys: no tile of any variant is clamped to the sequence, so each variant's
+// scratch differs from the default's (256 x 512 tiles).
+constexpr const char* kShape = "b=1,hq=2,s=1024,d=64,dtype=fp32";
+constexpr const char* kSmallVariant = "cpu.flash[block_q=128,block_k=256]";
+
+TEST(Tune, TimesEveryCpuVariantBesideTheDefaultAndNamesTheFastest) {
+  const ScratchDirectory dir("attnbench_tune");
+  const std::string db = dir.file("tune.sqlite");
+  const CommandResult tuned =
+      attnbench("tune --kernel cpu.flash --shape " + std::string(kShape) +
+                " --devices cpu --repetitions 3 --max-case-seconds 0.2 --db " + db);
+  ASSERT_EQ(tuned.exit_code, 0) << tuned.output;
+  const Result<StoredRun> run = load_latest_run(db);
+  ASSERT_TRUE(run) << run.status().message;
+  const size_t variants = variants_of("cpu.flash").size();
+  ASSERT_GE(variants, 2u);
+  ASSERT_EQ(run->results.size(), 1 + variants) << tuned.output;
+  std::map<std::string, const ResultRecord*> by_kernel;
+  for (const ResultRecord& r : run->results) {
+    EXPECT_EQ(r.status, ResultStatus::passed) << r.kernel << ": " << r.message;
+    EXPECT_TRUE(r.timing.timed) << r.kernel;
+    EXPECT_GT(r.timing.median_s, 0) << r.kernel;
+    by_kernel[r.kernel] = &r;
+  }
+  ASSERT_TRUE(by_kernel.count("cpu.flash")) << tuned.output;
+  for (const Kernel* variant : variants_of("cpu.flash")) {
+    ASSERT_TRUE(by_kernel.count(variant->name)) << variant->name << " not run:\n" << tuned.output;
+  }
+  // Each variant really runs its own tiles: the small one's per-thread scratch is smaller.
+  ASSERT_TRUE(by_kernel.count(kSmallVariant));
+  EXPECT_LT(by_kernel[kSmallVariant]->extra_memory_bytes,
+            by_kernel["cpu.flash"]->extra_memory_bytes);
+  // The verdict: how many passed, the fastest, and the default's own choice.
+  EXPECT_NE(tuned.output.find("tune cpu.flash (run " + std::to_string(run->id)), std::string::npos)
+      << tuned.output;
+  const std::string counted = std::to_string(1 + variants) + " of " + std::to_string(1 + variants) +
+                              " passed their check; fastest ";
+  EXPECT_NE(tuned.output.find(counted), std::string::npos) << tuned.output;
+  EXPECT_NE(tuned.output.find("block_q=256,block_k=512"), std::string::npos) << tuned.output;
+}
+
+// Under emu every CUDA variant is checked beside its family (cuda.flash3[stages=2]: the rings of
+// 2 stages, 4 key tiles so each stage is refilled; causal GQA with tails), none timed; a variant's
+// table is its own (d 128 bf16 only: the d 64 shape is skipped for it, not failed).
+TEST(Tune, ChecksEveryCudaVariantOnTheEmulatedDevice) {
+  const ScratchDirectory dir("attnbench_tune_emu");
+  const std::string db = dir.file("tune.sqlite");
+  const CommandResult tuned =
+      attnbench("tune --kernel cuda.flash3 --devices emu --db " + db +
+                " --shape b=1,hq=2,hkv=1,sq=130,sk=400,d=128,dtype=bf16,mask=causal_br"
+                " --shape b=1,hq=2,hkv=1,sq=70,sk=200,d=64,dtype=fp16");
+  ASSERT_EQ(tuned.exit_code, 0) << tuned.output;
+  const Result<StoredRun> run = load_latest_run(db);
+  ASSERT_TRUE(run) << run.status().message;
+  std::map<std::string, int> passed;
+  for (const ResultRecord& r : run->results) {
+    EXPECT_FALSE(r.timing.timed) << r.kernel;
+    if (r.status == ResultStatus::passed) ++passed[r.kernel];
+    if (r.kernel == "cuda.flash3[stages=2]" && r.problem.head_dim_qk == 64) {
+      EXPECT_EQ(r.status, ResultStatus::skipped) << r.message;
+    }
+  }
+  EXPECT_EQ(passed["cuda.flash3"], 2) << tuned.output;
+  EXPECT_EQ(passed["cuda.flash3[stages=2]"], 1) << tuned.output;
+  EXPECT_NE(tuned.output.find("1 variant beside the default"), std::string::npos) << tuned.output;
+  EXPECT_NE(tuned.output.find("2 of 2 passed their check; none timed"), std::string::npos)
+      << tuned.output;
+  EXPECT_NE(tuned.output.find("1 of 1 passed their check (1 skipped: outside their tables)"),
+            std::string::npos)
+      << tuned.output;
+}
+
+TEST(Tune, RefusesWhatHasNoVariantsAndSaysWhatItAccepts) {
+  const ScratchDirectory dir("attnbench_tune_errors");
+  const std::string db =
+      " --shape b=1,hq=1,s=64,d=32,dtype=fp32 --devices cpu --db " + dir.file("tune.sqlite");
+  const std::pair<std::string, std::string> refusals[] = {
+      {"--kernel cpu.naive",
+       "--kernel 'cpu.naive' has no variants; accepted: a kernel with "
+       "variants (cpu.flash"},
+      {std::string("--kernel '") + kSmallVariant + "'",
+       "is a variant of cpu.flash; give its family"},
+      {"--kernel cpu.nothing", "--kernel 'cpu.nothing': unknown kernel"},
+      {"--kernel cpu.flash --kernels cpu.naive", "drop --kernels"},
+  };
+  for (const auto& [arguments, message] : refusals) {
+    const CommandResult refused = attnbench("tune " + arguments + db);
+    EXPECT_EQ(refused.exit_code, 2) << arguments << ":\n" << refused.output;
+    EXPECT_NE(refused.output.find(message), std::string::npos) << refused.output;
+  }
+}
+
+// A variant runs where it is named, by its name or its family's "[*]", never through a glob of
+// kernels ("cpu.*") or a suite's entries alone: nightly suites stay as they were.
+TEST(Tune, AVariantRunsOnlyWhereNamed) {
+  const ScratchDirectory dir("attnbench_tune_naming");
+  const std::string shape = " --shape b=1,hq=1,s=64,d=32,dtype=fp32 --devices cpu --db ";
+  const std::pair<std::string, size_t> selections[] = {
+      {"'cpu.flash*'", 1},  // cpu.flash_fp8* are fp16/bf16 only: cpu.flash alone at fp32
+      {"cpu.flash", 1},
+      {std::string("'") + kSmallVariant + ",cpu.naive'", 2},
+      {"'cpu.flash[*]'", variants_of("cpu.flash").size()},
+  };
+  int index = 0;
+  for (const auto& [kernels, expected] : selections) {
+    const std::string db = dir.file("naming" + std::to_string(index++) + ".sqlite");
+    const CommandResult checked = attnbench("check --kernels " + kernels + shape + db);
+    EXPECT_EQ(checked.exit_code, 0) << kernels << ":\n" << checked.output;
+    const Result<StoredRun> run = load_latest_run(db);
+    ASSERT_TRUE(run) << run.status().message;
+    size_t ran = 0;
+    for (const ResultRecord& r : run->results) ran += r.status == ResultStatus::passed ? 1 : 0;
+    EXPECT_EQ(ran, expected) << kernels << ":\n" << checked.output;
+  }
+}
+
+}  // namespace
+}  // namespace attnbench
