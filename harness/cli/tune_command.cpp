@@ -7,6 +7,7 @@
 #include <tuple>
 #include <vector>
 
+#include "harness/analysis/mann_whitney.h"
 #include "harness/cli/command_support.h"
 #include "harness/core/progress.h"
 #include "harness/store/store.h"
@@ -14,6 +15,10 @@
 
 namespace attnbench {
 namespace {
+
+// A margin counts when a one-sided Mann-Whitney test puts the fastest's repetitions below the
+// default's at this level; otherwise tune says the difference is within the host's noise.
+constexpr double kSignificance = 0.05;
 
 // The kernels that publish variants, for the error that names what --kernel accepts.
 std::string families_with_variants() {
@@ -99,11 +104,20 @@ std::string verdict(const std::string& family, const ShapeResults& shape) {
   const std::string choice =
       kernel && kernel->default_variant ? kernel->default_variant(shape.family->problem) : "";
   if (default_fastest) return choice.empty() ? line : line + " (" + choice + ")";
-  char margin[48];
-  std::snprintf(margin, sizeof margin, ", %.1f %% faster than the default",
-                100.0 * (shape.family->timing.median_s / best->timing.median_s - 1.0));
-  return line + margin + " (" + (choice.empty() ? "" : choice + ", ") +
-         format_seconds(shape.family->timing.median_s) + ")";
+  // Whether the fastest's repetitions tend to be shorter than the default's, or the margin is
+  // what the host's noise gives (two variants that compute the same tiles at a small shape).
+  const std::vector<double> best_times = sample_times(best->samples);
+  const std::vector<double> default_times = sample_times(shape.family->samples);
+  const double p = mann_whitney_u(best_times, default_times).p_less;
+  char margin[256];
+  std::snprintf(margin, sizeof margin,
+                ", %.1f %% faster than the default (%s%s); %s (p %.2g, %zu and %zu repetitions)",
+                100.0 * (shape.family->timing.median_s / best->timing.median_s - 1.0),
+                choice.empty() ? "" : (choice + ", ").c_str(),
+                format_seconds(shape.family->timing.median_s).c_str(),
+                p < kSignificance ? "significant" : "not significant: within the host's noise", p,
+                best_times.size(), default_times.size());
+  return line + margin;
 }
 
 }  // namespace

@@ -60,6 +60,12 @@ TEST(Tune, TimesEveryCpuVariantBesideTheDefaultAndNamesTheFastest) {
                               " passed their check; fastest ";
   EXPECT_NE(tuned.output.find(counted), std::string::npos) << tuned.output;
   EXPECT_NE(tuned.output.find("block_q=256,block_k=512"), std::string::npos) << tuned.output;
+  // A margin comes with whether it stands out of the host's noise (Mann-Whitney over the
+  // repetitions), unless the default itself was the fastest.
+  const bool default_fastest = tuned.output.find("fastest the default") != std::string::npos;
+  const bool judged = tuned.output.find(" repetitions)") != std::string::npos &&
+                      tuned.output.find("significant") != std::string::npos;
+  EXPECT_TRUE(default_fastest || judged) << tuned.output;
 }
 
 // Under emu every CUDA variant is checked beside its family (cuda.flash3[stages=2]: the rings of
