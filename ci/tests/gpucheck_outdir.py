@@ -117,8 +117,11 @@ class Scenario:
     flash2_tflops: float = 470.0
     torch_tflops: float | None = 500.0  # None: no torch.sdpa_flash result (no PyTorch peers)
     torch_cudnn_tflops: float | None = 550.0  # None: no torch.sdpa_cudnn result
-    flash3_tflops: float | None = 600.0  # cuda.flash3 at the figure shape; None: no result
-    flash3_causal_ratio: float = 0.93  # its causal over non-causal rate at seqlen 16k
+    flash3_tflops: float | None = 670.0  # cuda.flash3 at the figure shape; None: no result
+    # At seqlen 16k (batch 1): cuda.flash3 and cudnn.sdpa non-causal at their figure-shape rates,
+    # causal at these fractions of them.
+    flash3_causal_ratio: float = 0.93
+    cudnn_causal_ratio: float | None = 0.93  # None: no cudnn.sdpa results at seqlen 16k
     # The backward at the figure shape (None: no result): cudnn.sdpa's and torch.sdpa_cudnn's;
     # cuda.flash2's and torch.sdpa_flash's, and cuda.flash2_deterministic's.
     cudnn_backward_tflops: float | None = 520.0
@@ -165,6 +168,7 @@ class Built:
     outdir: Path
     evidence: dict
     flops_per_s: dict = field(default_factory=dict)  # figure kernel -> value as stored
+    long_context: dict = field(default_factory=dict)  # (kernel, mask) at seqlen 16k -> as stored
     calibrations: dict = field(default_factory=dict)  # (kind, dtype) -> value as stored
 
 
@@ -262,8 +266,8 @@ class OutdirBuilder:
                    **{k: ("bf16", v) for k, v in FLASH3_STAGE_TFLOPS.items()}}
         describe([Case(k, dtype="bf16", **FIGURE) for k in ("cuda.flash3_fp8",
                                                            "cuda.flash3_fp8_incoherent")]
-                 + [Case("cuda.flash3", dtype="bf16", mask=mask, **LONG_CONTEXT)
-                    for mask in ("none", "causal")]
+                 + [Case(k, dtype="bf16", mask=mask, **LONG_CONTEXT)
+                    for k in ("cuda.flash3", "cudnn.sdpa") for mask in ("none", "causal")]
                  + [Case(k, dtype=d, **FIGURE, **(dict(output_dtype="e4m3",
                                                        fp8_scaling="per_tensor")
                                                   if d == "e4m3" else {}))
@@ -297,13 +301,18 @@ class OutdirBuilder:
                                   tflops, CASE_BUDGETS["figures"],
                                   extra_memory_bytes=BACKWARD_EXTRA_MEMORY.get(kernel, 1 << 20),
                                   **({} if energy is not None else {"energy_j": 1.2}))
+        long_context = []
+        if s.cudnn_causal_ratio is not None:
+            long_context.append(("cudnn.sdpa", s.cudnn_tflops, s.cudnn_causal_ratio))
         if s.flash3_tflops is not None:
-            for mask, tflops in (("none", s.flash3_tflops),
-                                 ("causal", s.flash3_tflops * s.flash3_causal_ratio)):
-                case = Case("cuda.flash3", dtype="bf16", mask=mask, **LONG_CONTEXT)
-                self.timed_result(run_id, gpu, case, tflops, CASE_BUDGETS["figures"],
-                                  extra_memory_bytes=0, **self.flash3_prediction("cuda.flash3", case),
-                                  **({} if energy is not None else {"energy_j": 0.5}))
+            long_context.append(("cuda.flash3", s.flash3_tflops, s.flash3_causal_ratio))
+        for kernel, rate, causal_ratio in long_context:
+            for mask, tflops in (("none", rate), ("causal", rate * causal_ratio)):
+                case = Case(kernel, dtype="bf16", mask=mask, **LONG_CONTEXT)
+                self.built.long_context[(kernel, mask)] = self.timed_result(
+                    run_id, gpu, case, tflops, CASE_BUDGETS["figures"], extra_memory_bytes=0,
+                    **self.flash3_prediction(kernel, case),
+                    **({} if energy is not None else {"energy_j": 0.5}))
         return run_id
 
     def flash3_prediction(self, kernel: str, case: Case) -> dict:

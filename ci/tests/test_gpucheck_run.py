@@ -102,11 +102,14 @@ def test_every_step_has_a_prediction_and_the_figures_only_the_claimed_kernels():
     kernels = {c["kernel"] for c in supported}
     # Only the kernels a figure claim judges (cuda.flash2's claim is relative to
     # torch.sdpa_flash, listed for when the peer exists; the flash3 stages stand beside
-    # cuda.flash3), each at one shape except cuda.flash3 (its seqlen 16k pair too) and
-    # cuda.flash3_fp8 (at bf16 too, beside cuda.flash3_fp8_incoherent: the rotation's cost).
+    # cuda.flash3), each at one shape except cuda.flash3 and cudnn.sdpa (their seqlen 16k pairs
+    # too: cuda.flash3's causal is judged against cudnn.sdpa's) and cuda.flash3_fp8 (at bf16
+    # too, beside cuda.flash3_fp8_incoherent: the rotation's cost).
     assert kernels <= set(FIGURE_DTYPE)
     assert {"cudnn.sdpa", "cudnn.sdpa_fp8", "cuda.flash2", *FLASH3_STAGES} <= kernels
     assert sum(c["kernel"] == "cuda.flash3" for c in supported) == 3
+    long_context = [c["kernel"] for c in supported if ",sq=16384," in c["shape"]]
+    assert sorted(long_context) == ["cuda.flash3", "cuda.flash3", "cudnn.sdpa", "cudnn.sdpa"]
     assert sum(c["kernel"] == "cuda.flash3_fp8" for c in supported) == 2
     # The backward beside its peers at the figure shape: cudnn.sdpa and torch.sdpa_cudnn (issue
     # 36), cuda.flash2 and torch.sdpa_flash, and cuda.flash2_deterministic (issue 37).
@@ -114,7 +117,7 @@ def test_every_step_has_a_prediction_and_the_figures_only_the_claimed_kernels():
     assert sorted(backward) == ["cuda.flash2", "cuda.flash2_deterministic", "cudnn.sdpa",
                                 "torch.sdpa_cudnn", "torch.sdpa_flash"]
     forwards = {c["kernel"] for c in supported if not c["shape"].endswith(",pass=bwd")}
-    assert figures.calls[1].cases == len(forwards) + 3 + len(backward)
+    assert figures.calls[1].cases == len(forwards) + 5 + len(backward)
 
 
 def test_makespan_puts_the_longest_first():
