@@ -39,8 +39,7 @@
 namespace attnbench {
 namespace {
 
-// ---- the commands
-// ---------------------------------------------------------------------------------
+// ---- the commands -------------------------------------------------------------------------------
 
 // `attnbench report`: the HTML report is Python (reports/, reading the database only); this
 // wrapper runs `python3 -m reports build` with the package found in this checkout.

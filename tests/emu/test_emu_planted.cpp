@@ -124,21 +124,27 @@ INSTANTIATE_TEST_SUITE_P(Emu, PlantedFlash3Bug,
                            return std::string(param_info.param.stage);
                          });
 
-// cuda.flash3's producer refilling a K stage before both consumers have released it re-arms the
-// stage's "full" barrier while they have yet to wait on it: the emulator stops the launch at the
-// arrival that exceeds the barrier's count, naming it (what a GPU would do instead is a race).
-// Four key tiles on a ring of three stages: stage 0 is refilled once.
-TEST(PlantedFlash3KRingBug, RefillWithoutEmptyWaitIsStoppedByTheEmulator) {
-  const ScratchDirectory dir("attnbench_planted_flash3_k_refill");
-  expect_passed(check_once("cuda.flash3", dir, "", kFlash3Shape), /*deterministic=*/true);
-  const std::string variant = "test.flash3_k_refill_without_empty_wait";
-  const ResultRecord planted = check_once(variant, dir, "", kFlash3Shape);
+// A producer refilling a stage before both consumers have released it re-arms the stage's "full"
+// barrier while they have yet to wait on it: the emulator stops the launch at the arrival that
+// exceeds the barrier's count, naming it (what a GPU would do instead is a race), on `shape`
+// where `kernel` passes.
+void expect_refill_stopped_by_the_emulator(const std::string& kernel, const std::string& variant,
+                                           const std::string& shape, const ScratchDirectory& dir) {
+  expect_passed(check_once(kernel, dir, "", shape), /*deterministic=*/true);
+  const ResultRecord planted = check_once(variant, dir, "", shape);
   EXPECT_EQ(planted.kernel, variant);
   EXPECT_EQ(planted.status, ResultStatus::failed) << planted.message;
   EXPECT_EQ(planted.message.rfind("kernel error:", 0), 0u) << planted.message;
   EXPECT_NE(planted.message.find("mbarrier.arrive"), std::string::npos) << planted.message;
   EXPECT_NE(planted.message.find("arrives once more than the barrier's count"), std::string::npos)
       << planted.message;
+}
+
+// cuda.flash3's K ring: four key tiles on a ring of three stages, stage 0 refilled once.
+TEST(PlantedFlash3KRingBug, RefillWithoutEmptyWaitIsStoppedByTheEmulator) {
+  const ScratchDirectory dir("attnbench_planted_flash3_k_refill");
+  expect_refill_stopped_by_the_emulator("cuda.flash3", "test.flash3_k_refill_without_empty_wait",
+                                        kFlash3Shape, dir);
 }
 
 // The planted variant fails its check with a wrong value (the output past its bound, or the LSE
@@ -184,20 +190,11 @@ TEST(PlantedFlash3Fp8WsBug, ConsumerRowsNotOffsetFailsItsCheckWhereTheKernelPass
       "cuda.flash3_fp8_ws", "test.flash3_fp8_ws_consumer_rows_not_offset", kFlash3Fp8Shape, dir);
 }
 
-// The producer refilling a stage before both consumers have released it re-arms the stage's
-// "full" barrier while they have yet to wait on it: the emulator stops the launch at the arrival
-// that exceeds the barrier's count, naming it (what a GPU would do instead is a race).
+// cuda.flash3_fp8_ws's joint K and V^T ring.
 TEST(PlantedFlash3Fp8WsBug, RefillWithoutEmptyWaitIsStoppedByTheEmulator) {
   const ScratchDirectory dir("attnbench_planted_flash3_fp8_ws_refill");
-  expect_passed(check_once("cuda.flash3_fp8_ws", dir, "", kFlash3Fp8Shape), /*deterministic=*/true);
-  const std::string variant = "test.flash3_fp8_ws_refill_without_empty_wait";
-  const ResultRecord planted = check_once(variant, dir, "", kFlash3Fp8Shape);
-  EXPECT_EQ(planted.kernel, variant);
-  EXPECT_EQ(planted.status, ResultStatus::failed) << planted.message;
-  EXPECT_EQ(planted.message.rfind("kernel error:", 0), 0u) << planted.message;
-  EXPECT_NE(planted.message.find("mbarrier.arrive"), std::string::npos) << planted.message;
-  EXPECT_NE(planted.message.find("arrives once more than the barrier's count"), std::string::npos)
-      << planted.message;
+  expect_refill_stopped_by_the_emulator(
+      "cuda.flash3_fp8_ws", "test.flash3_fp8_ws_refill_without_empty_wait", kFlash3Fp8Shape, dir);
 }
 
 // cuda.flash3_fp8_ws_transpose (issue 16), whose producer warpgroup writes V^T: in key order, P's

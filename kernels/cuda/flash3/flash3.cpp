@@ -237,10 +237,7 @@ Kernel cuda_flash3_kernel() {
       });
   // The table it owns: K and V rings as deep as shared memory allows at the head dim.
   kernel.default_variant = [](const Problem& problem) {
-    const int d = static_cast<int>(problem.head_dim_qk);
-    using flash3::kWgmmaM;
-    return "stages=" +
-           std::to_string(flash3::stages_that_fit(d, 2 * kWgmmaM, flash3::ws_block_k(d)));
+    return "stages=" + std::to_string(flash3::ws_stages(static_cast<int>(problem.head_dim_qk)));
   };
   return kernel;
 }

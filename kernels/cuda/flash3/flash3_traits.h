@@ -76,7 +76,10 @@ struct Wg1Traits : TileShape<HeadDim, kWgmmaM, 128, 2> {
 // (its O takes 128 registers per thread).
 // Stages: the ring's depth, as many as fit unless a variant fixes fewer (cuda.flash3[stages=2]).
 constexpr int ws_block_k(int head_dim) { return head_dim <= 128 ? 128 : 64; }
-template <int HeadDim, int Stages = stages_that_fit(HeadDim, 2 * kWgmmaM, ws_block_k(HeadDim))>
+constexpr int ws_stages(int head_dim) {
+  return stages_that_fit(head_dim, 2 * kWgmmaM, ws_block_k(head_dim));
+}
+template <int HeadDim, int Stages = ws_stages(HeadDim)>
 struct WsTraits : TileShape<HeadDim, 2 * kWgmmaM, ws_block_k(HeadDim), Stages> {
   static constexpr int kConsumers = 2;
   static constexpr int kConsumerThreads = kConsumers * kWarpgroupThreads;
