@@ -13,12 +13,16 @@
 // third.
 #include <cxxabi.h>
 #include <gtest/gtest.h>
+#include <fcntl.h>
+#include <sys/file.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <map>
@@ -371,8 +375,25 @@ class StaticCuda : public ::testing::Test {
   }
 
   // cuobjdump --dump-sass of a library or an object file; it runs nvdisasm, found through
-  // NVDISASM_PATH (its folder).
+  // NVDISASM_PATH (its folder). A library's listing (34 MB for the kernel library) is written once
+  // beside it, as LIBRARY.sass, and read by every test after the first: three tests read each
+  // library, each in its own process, and the disassembly took 30 s of CPU each on 2 cores. The
+  // listing is remade when the library is newer; a lock keeps two tests that start together from
+  // disassembling twice.
   std::string dump_sass(const std::string& library) {
+    const std::string listing = library + ".sass";
+    const int lock = ::open((listing + ".lock").c_str(), O_CREAT | O_RDWR, 0644);
+    if (lock >= 0) ::flock(lock, LOCK_EX);
+    std::string text = up_to_date(listing, library) ? read_file(listing) : std::string();
+    if (text.empty()) {
+      text = disassemble(library);
+      write_listing(listing, text);
+    }
+    if (lock >= 0) ::close(lock);  // releases the lock
+    return text;
+  }
+
+  std::string disassemble(const std::string& library) {
 #if defined(ATTNBENCH_NVDISASM)
     const std::string nvdisasm = ATTNBENCH_NVDISASM;
 #else
@@ -390,6 +411,28 @@ class StaticCuda : public ::testing::Test {
                   "' --dump-sass '" + library + "'");
     EXPECT_EQ(result.exit_code, 0) << "cuobjdump --dump-sass " << library << ": " << result.output;
     return result.exit_code == 0 ? result.output : std::string();
+  }
+
+  static bool up_to_date(const std::string& listing, const std::string& library) {
+    std::error_code error;
+    const auto listed = std::filesystem::last_write_time(listing, error);
+    if (error) return false;
+    const auto built = std::filesystem::last_write_time(library, error);
+    return !error && listed >= built;
+  }
+
+  static std::string read_file(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+
+  // Written whole under another name, then renamed: a reader never sees half a listing.
+  static void write_listing(const std::string& listing, const std::string& text) {
+    if (text.empty()) return;
+    const std::string partial = listing + ".partial";
+    std::ofstream(partial, std::ios::binary) << text;
+    std::error_code error;
+    std::filesystem::rename(partial, listing, error);
   }
 
   std::string cuobjdump_;
