@@ -394,6 +394,16 @@ class Evidence:
         except (TypeError, ValueError, KeyError, AttributeError):
             return None
 
+    def gpus_interleaved(self, step: str) -> bool | None:
+        """Whether a step's run timed its GPU cases round-robin (the protocol's interleaved_gpus,
+        stored since issue 38); None for a run stored before it or no run."""
+        run = self.db.run(self.run_id(step)) if self.db else None
+        try:
+            value = json.loads(run["protocol_json"]).get("interleaved_gpus")
+        except (TypeError, ValueError, KeyError, AttributeError):
+            return None
+        return value if isinstance(value, bool) else None
+
     def total_seconds(self) -> float:
         """The run's duration: evidence.json's elapsed_s when written, else its steps' sum."""
         for key in ("elapsed_s", "seconds"):

@@ -174,6 +174,18 @@ def micros(r: dict) -> str:
     return "-" if r.get("median_s") is None else f"{r['median_s'] * 1e6:.1f}"
 
 
+def megahertz(r: dict) -> str:
+    """The median SM clock of a result's samples (NVML, once per repetition)."""
+    return "-" if r.get("sm_clock_mhz") is None else f"{r['sm_clock_mhz']:.0f}"
+
+
+def figures_timing(evidence: Evidence) -> str:
+    """How the figures step's run timed its GPU cases: the title of the figures table says it."""
+    interleaved = evidence.gpus_interleaved(FIGURES)
+    return {True: "the kernels of each shape timed round-robin",
+            False: "each case timed alone"}.get(interleaved, "timing order not stored")
+
+
 def measured_or_dash(value) -> str:
     """Launches and extra memory are -1 when not measured."""
     return "-" if value is None or value < 0 else str(value)
@@ -188,7 +200,8 @@ def figure_rows(evidence: Evidence) -> list[list]:
             if any(is_figure_shape(r, dtype, r.get("pass", "fwd")) for dtype in ("bf16", "e4m3")):
                 rows.append([evidence.run_id(step), r["kernel"], r.get("pass", "fwd"),
                              r["input_dtype"], r["status"],
-                             tflops(r), micros(r), measured_or_dash(r.get("launches")),
+                             tflops(r), megahertz(r), micros(r),
+                             measured_or_dash(r.get("launches")),
                              measured_or_dash(r.get("extra_memory_bytes")),
                              r.get("forwards_timed"), r.get("repetitions"),
                              r.get("timing_stop")])
@@ -250,9 +263,11 @@ def render(evidence: Evidence, verdicts: list, claims_error: str | None) -> str:
     md += section("Calibrations", table(["device", "kind", "dtype", "value", "how"], calibrations)
                   if calibrations else "none")
     figures = figure_rows(evidence)
-    md += section("Figures (16k tokens, seqlen 8192, 16 heads of 128, no mask)",
-                  table(["run", "kernel", "pass", "dtype", "status", "TFLOP/s", "median us", "launches",
-                         "extra memory B", "forwards timed", "repetitions", "timing stop"],
+    md += section("Figures (16k tokens, seqlen 8192, 16 heads of 128, no mask; "
+                  f"{figures_timing(evidence)})",
+                  table(["run", "kernel", "pass", "dtype", "status", "TFLOP/s", "median SM MHz",
+                         "median us", "launches", "extra memory B", "forwards timed",
+                         "repetitions", "timing stop"],
                         figures) if figures else "no result at the figure shapes")
     smoke = smoke_rows(evidence)
     md += section(f"gpu-smoke (run {evidence.run_id(SMOKE) or '-'}: "

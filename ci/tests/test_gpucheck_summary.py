@@ -132,6 +132,29 @@ def test_summary_holds_the_run_devices_versions_steps_and_results(tmp_path, rng)
     assert "## Energy" in text and "mJ per forward" in text
 
 
+def test_the_figures_show_each_results_median_clock_and_how_they_were_timed(tmp_path, rng):
+    """Issue 38: kernels compared within a few percent on a chip at its power cap are timed
+    round-robin, and every figure shows the median SM clock of its samples beside its rate."""
+    build_outdir(tmp_path, rng)
+    db = sqlite3.connect(tmp_path / "attnbench.sqlite")
+    stored = {kernel: clock for kernel, clock in db.execute(
+        "SELECT c.kernel, r.sm_clock_mhz FROM results r JOIN cases c ON c.id = r.case_id"
+        " JOIN runs u ON u.id = r.run_id WHERE u.suite = 'gpu-figures' AND c.kernel = 'cudnn.sdpa'"
+        " AND c.input_dtype = 'bf16' AND c.seqlen_k = 8192 AND c.pass = 'fwd'")}
+    write_summary(tmp_path, CLAIMS)
+    text = (tmp_path / "summary.md").read_text()
+    assert "## Figures (16k tokens, seqlen 8192, 16 heads of 128, no mask; the kernels of each " \
+           "shape timed round-robin)" in text
+    figures = text[text.index("## Figures"):text.index("## gpu-smoke")]
+    header = next(line for line in figures.splitlines() if line.startswith("| run "))
+    columns = [c.strip() for c in header.strip("|").split("|")]
+    assert columns[5:8] == ["TFLOP/s", "median SM MHz", "median us"], columns
+    row = next(line for line in figures.splitlines()
+               if re.match(r"\| \d+ +\| cudnn\.sdpa +\| fwd +\| bf16 ", line))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[6] == f"{stored['cudnn.sdpa']:.0f}", (cells, stored)
+
+
 # ---- (b) figures against their thresholds ------------------------------------------------------
 
 

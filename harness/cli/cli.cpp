@@ -442,6 +442,9 @@ void add_selection_options(CLI::App* sub, RunFlags& flags, CommonOptions& common
   sub->add_flag("--no-interleave", flags.no_interleave,
                 "On the CPU, time each case's repetitions back to back instead of round-robin "
                 "with the other kernels of its problem");
+  sub->add_flag("--interleave-gpus", o.interleave_gpus,
+                "On GPUs too, time the kernels of a problem round-robin (a suite's "
+                "interleave_gpus = true does the same)");
   sub->add_flag("--no-isolation", flags.no_isolation,
                 "Run cases in this process, not in worker processes (for debuggers; a crash "
                 "then ends the run)");
@@ -454,6 +457,9 @@ Status complete_run_options(RunFlags& flags, const CommonOptions& common, bool c
   o.check_only = check_only;
   o.isolate = !flags.no_isolation;
   o.interleave = !flags.no_interleave;
+  if (flags.no_interleave && o.interleave_gpus) {
+    return Status::Error("--no-interleave and --interleave-gpus: accepted: one of them");
+  }
   o.db_path = common.db_path;
   o.command_line = common.command_line;
   o.interactive = isatty(STDERR_FILENO) != 0;

@@ -161,7 +161,8 @@ std::string selection_text(const RunOptions& options) {
 }
 
 // The measurement protocol's parameters; "timers" is filled as the devices report theirs.
-json run_protocol(const RunOptions& options, const RunRecord& run, size_t case_count) {
+json run_protocol(const RunOptions& options, const RunSelection& selection, const RunRecord& run,
+                  size_t case_count) {
   return {{"mode", options.check_only ? "check" : "run"},
           {"seed", run.seed},
           {"repetitions", run.repetitions},
@@ -172,7 +173,8 @@ json run_protocol(const RunOptions& options, const RunRecord& run, size_t case_c
           {"full_check_work", kFullCheckWork},
           {"case_timeout_seconds", options.case_timeout_seconds},
           {"breaker", options.breaker},
-          {"interleaved", options.interleave && !options.check_only},
+          {"interleaved", interleaves_on(Backend::cpu, options, selection.suite)},
+          {"interleaved_gpus", interleaves_on(Backend::cuda, options, selection.suite)},
           {"cases", case_count},
           {"timers", json::object()}};
 }
@@ -198,7 +200,7 @@ Result<RunRecord> begin_run(const RunOptions& options, const RunSelection& selec
   run.info.shard = options.shard;
   run.info.rerun_of = options.rerun_of;
   run.info.selection = selection_text(options);
-  run.protocol = run_protocol(options, run, selection.cases.size());
+  run.protocol = run_protocol(options, selection, run, selection.cases.size());
   // What the suite asks the gate to see: the analysis reads it from here (detect_target).
   if (selection.suite.detect_target > 0) {
     run.protocol["detect_target"] = selection.suite.detect_target;
@@ -318,15 +320,19 @@ class DeviceQueue {
 
   // Problem by problem: the cases that share one (the kernels of a shape, pass and distribution,
   // consecutive within their input group) are measured together where the device interleaves.
-  // A kernel joins its problem's group once one of its cases has run without crashing or timing
-  // out: until then it runs alone, so a kernel that crashes or hangs costs its own case (and
-  // watchdog) only, never a group's.
+  // On the CPU a kernel joins its problem's group once one of its cases has run without crashing
+  // or timing out: until then it runs alone, so a kernel that crashes or hangs costs its own case
+  // (and watchdog) only, never a group's. A GPU interleaves only when asked, for kernels compared
+  // at their first shape (gpu-figures, tune): there every kernel joins at once, and a crash or a
+  // hang inside the group still lands on its own case when the group reruns one by one.
   void run(const std::vector<size_t>& case_indices) {
     for (const std::vector<size_t>& problem : by_problem(case_indices)) {
       std::vector<size_t> together;
       for (size_t case_index : problem) {
         if (record_if_skipped(case_index)) continue;
-        if (interleaves() && ran_before_.count(selection_.cases[case_index].kernel->name)) {
+        const bool proven = device_.backend != Backend::cpu ||
+                            ran_before_.count(selection_.cases[case_index].kernel->name) > 0;
+        if (interleaves() && proven) {
           together.push_back(case_index);
         } else {
           measure_alone(case_index);
@@ -341,9 +347,7 @@ class DeviceQueue {
   }
 
  private:
-  bool interleaves() const {
-    return options_.interleave && !options_.check_only && device_.backend == Backend::cpu;
-  }
+  bool interleaves() const { return interleaves_on(device_.backend, options_, selection_.suite); }
 
   // The queue's cases as problems: each input group's cases (back to back in the queue) split
   // by problem, in the order each problem first appears.
@@ -611,6 +615,16 @@ int resolve_repetitions(int asked, const Suite& suite) {
 double resolve_max_case_seconds(double asked, const Suite& suite) {
   if (asked > 0) return asked;
   return suite.max_case_seconds > 0 ? suite.max_case_seconds : kDefaultMaxCaseSeconds;
+}
+
+bool interleaves_on(Backend backend, const RunOptions& options, const Suite& suite) {
+  if (!options.interleave || options.check_only) return false;
+  switch (backend) {
+    case Backend::cpu: return true;
+    case Backend::cuda: return options.interleave_gpus || suite.interleave_gpus;
+    case Backend::emu: return false;
+  }
+  return false;
 }
 
 std::string with_origin(const std::string& details_json, const Kernel& kernel) {

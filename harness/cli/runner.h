@@ -55,9 +55,12 @@ struct RunOptions {
   std::vector<std::string> worker_command;
   // On a device timed by the host's clock (the CPU), the kernels of one problem are timed
   // together, round-robin (CaseRunner::run_group), so the host's drift reaches them alike;
-  // --no-interleave times each case's repetitions back to back. GPUs time each case alone: their
-  // timer and clocks are the device's, and a group's plans would hold its memory together.
+  // --no-interleave times each case's repetitions back to back. GPUs time each case alone unless
+  // asked (--interleave-gpus, or a suite's `interleave_gpus = true`): their timer is the device's,
+  // but a chip at its power cap drifts its clock from case to case, and kernels compared within a
+  // few percent need that drift to reach them alike; the group's plans hold memory together.
   bool interleave = true;
+  bool interleave_gpus = false;
   int case_timeout_seconds = kDefaultCaseTimeoutSeconds;  // the watchdog
   // --breaker: after a kernel's first crash or timeout its remaining cases are not run
   // (recorded skipped, "not run: breaker", with the first failure and its reproducing command),
@@ -89,6 +92,10 @@ class Breaker {
 // What a run uses: the flag's value when given (> 0), else the suite's, else the default.
 int resolve_repetitions(int asked, const Suite& suite);
 double resolve_max_case_seconds(double asked, const Suite& suite);
+// Whether a run times a problem's kernels round-robin on a device of this backend: never when it
+// only checks or under --no-interleave; on the CPU by default; on a GPU when asked
+// (--interleave-gpus or the suite's interleave_gpus). The emulated device times nothing.
+bool interleaves_on(Backend backend, const RunOptions& options, const Suite& suite);
 
 // A JSON column as the run stores it (results.details_json from Plan::details, devices.extra_json
 // from device discovery): the text when it is a JSON object, "{}" when it is empty, else

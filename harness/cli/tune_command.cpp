@@ -129,6 +129,9 @@ int tune_command(const TuneOptions& options, std::ostream& out, std::ostream& er
   }
   RunOptions run = options.run;
   run.kernel_globs = {options.kernel, options.kernel + "[*]"};
+  // Variants compared within a few percent: round-robin on every device that times (a GPU at its
+  // power cap moves its clock between cases), unless --no-interleave says otherwise.
+  run.interleave_gpus = run.interleave;
   std::unique_ptr<Store> store = open_store(run.db_path, err);
   if (!store) return kExitUsage;
   const Result<std::optional<int64_t>> before = store->latest_run_id();

@@ -14,8 +14,9 @@ namespace attnbench {
 struct TuneOptions {
   std::string kernel;  // --kernel: a kernel with variants (not a variant)
   // The selection, devices and measurement as `run` takes them; tune sets the kernels. On the
-  // CPU the variants of a shape are timed round-robin (RunOptions::interleave); under emu each is
-  // checked and none timed, as the emulated device measures no time.
+  // CPU and on GPUs the variants of a shape are timed round-robin (RunOptions::interleave,
+  // interleave_gpus); under emu each is checked and none timed, as the emulated device measures
+  // no time.
   RunOptions run;
 };
 

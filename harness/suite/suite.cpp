@@ -44,7 +44,7 @@ namespace {
 
 constexpr std::string_view kTopLevelFields[] = {"name",   "description",   "repetitions",
                                                 "max_case_seconds", "energy", "detect_target",
-                                                "matrix"};
+                                                "interleave_gpus", "matrix"};
 
 // Also the expansion order of the axes (everything after "kernels"), outermost first.
 constexpr std::string_view kMatrixFields[] = {
@@ -513,6 +513,13 @@ Status read_settings(const toml::table& root, Suite& suite, const ErrorSink& err
       return errors.field(*node, "energy", "expected true or false, got " + describe(*node));
     }
     suite.measure_energy = **node->as_boolean();
+  }
+  if (const toml::node* node = root.get("interleave_gpus")) {
+    if (!node->is_boolean()) {
+      return errors.field(*node, "interleave_gpus",
+                          "expected true or false, got " + describe(*node));
+    }
+    suite.interleave_gpus = **node->as_boolean();
   }
   return Status::Ok();
 }

@@ -5,6 +5,7 @@
 //   repetitions = 5            # optional: timed repetitions per case
 //   max_case_seconds = 2.0     # optional: time cap per case (check + timing)
 //   energy = true              # optional: energy per forward (a >= 1 s loop per case, GPU)
+//   interleave_gpus = true     # optional: time a problem's kernels round-robin on GPUs too
 //   detect_target = 5          # optional: the slowdown (%) the gate should see within three
 //                              # nightlies; the gate names the kernels it cannot (default 5)
 //
@@ -49,6 +50,7 @@ struct Suite {
   int repetitions = 0;              // 0 = the harness's default
   double max_case_seconds = 0;      // 0 = the harness's default
   bool measure_energy = false;      // energy per forward from a >= 1 s hot loop (GPU), per case
+  bool interleave_gpus = false;     // a problem's kernels timed round-robin on GPUs too
   double detect_target = 0;         // relative; 0 = the analysis's default (DetectorOptions)
   std::vector<SuiteEntry> entries;  // expanded, in file order, duplicates removed
 };

@@ -16,6 +16,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "harness/cli/runner.h"
 #include "harness/measure/timing.h"
 #include "harness/store/store.h"
 #include "reference/problem.h"
@@ -447,12 +448,46 @@ TEST_F(Cli, TheProtocolSaysWhetherTheCpuCasesWereInterleaved) {
     ASSERT_TRUE(stored) << stored.status().message;
     const nlohmann::json protocol = nlohmann::json::parse(stored->info.protocol_json);
     EXPECT_EQ(protocol.at("interleaved").get<bool>(), interleave);
+    EXPECT_FALSE(protocol.at("interleaved_gpus").get<bool>()) << "GPUs interleave when asked";
     ASSERT_EQ(stored->results.size(), 6u);
     for (const ResultRecord& r : stored->results) {
       EXPECT_EQ(r.status, ResultStatus::passed) << r.kernel << " " << r.message;
       EXPECT_GE(r.samples.size(), 1u) << r.kernel;
     }
   }
+}
+
+// Where a run times a problem's kernels round-robin: the CPU by default, a GPU when the flag or
+// the suite asks, never the emulated device (it times nothing), never a check, never under
+// --no-interleave.
+TEST(Interleaving, TheCpuByDefaultGpusWhenAskedNeverWhenOnlyChecking) {
+  RunOptions options;
+  Suite suite;
+  EXPECT_TRUE(interleaves_on(Backend::cpu, options, suite));
+  EXPECT_FALSE(interleaves_on(Backend::cuda, options, suite));
+  EXPECT_FALSE(interleaves_on(Backend::emu, options, suite));
+  options.interleave_gpus = true;
+  EXPECT_TRUE(interleaves_on(Backend::cuda, options, suite));
+  EXPECT_FALSE(interleaves_on(Backend::emu, options, suite));
+  options.interleave_gpus = false;
+  suite.interleave_gpus = true;
+  EXPECT_TRUE(interleaves_on(Backend::cuda, options, suite));
+  options.check_only = true;
+  EXPECT_FALSE(interleaves_on(Backend::cuda, options, suite));
+  EXPECT_FALSE(interleaves_on(Backend::cpu, options, suite));
+  options.check_only = false;
+  options.interleave = false;  // --no-interleave wins over the suite
+  EXPECT_FALSE(interleaves_on(Backend::cuda, options, suite));
+  EXPECT_FALSE(interleaves_on(Backend::cpu, options, suite));
+}
+
+TEST_F(Cli, NoInterleaveAndInterleaveGpusTogetherAreRefused) {
+  const CommandResult run = run_command("run --kernels cpu.naive --shape b=1,hq=1,s=8,d=16 "
+                                        "--no-interleave --interleave-gpus --db " + db());
+  EXPECT_EQ(run.exit_code, 2) << run.output;
+  EXPECT_NE(run.output.find("--no-interleave and --interleave-gpus: accepted: one of them"),
+            std::string::npos)
+      << run.output;
 }
 
 }  // namespace

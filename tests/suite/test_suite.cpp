@@ -164,6 +164,15 @@ distribution = "outliers"
   EXPECT_EQ(suite.entries[0].distribution, "outliers");
 }
 
+// A suite asks for its kernels to be timed round-robin on GPUs too (gpu-figures does); by default
+// only the CPU interleaves.
+TEST(SuiteParse, InterleaveGpusIsOffUnlessTheSuiteAsks) {
+  const std::string matrix = "[[matrix]]\nkernels = \"*\"\nseqlen = 8\n";
+  EXPECT_FALSE(parse_ok(matrix).interleave_gpus);
+  EXPECT_TRUE(parse_ok("interleave_gpus = true\n" + matrix).interleave_gpus);
+  EXPECT_FALSE(parse_ok("interleave_gpus = false\n" + matrix).interleave_gpus);
+}
+
 // dout applies to the backward cases only: a block's forward keeps dO normal, so its dout axis
 // makes one forward and a backward per value.
 TEST(SuiteParse, TheUpstreamGradientAxisMultipliesTheBackwardsOnly) {
@@ -407,7 +416,7 @@ TEST(SuiteErrors, UnknownKeysListTheAcceptedKeys) {
   expect_errors({
       {"name = \"x\"\nrepetition = 3\n[[matrix]]\nkernels = \"*\"\nseqlen = 8\n",
        "suites/x.toml:2: unknown field 'repetition'; accepted: name, description, "
-       "repetitions, max_case_seconds, energy, detect_target, matrix"},
+       "repetitions, max_case_seconds, energy, detect_target, interleave_gpus, matrix"},
       {"detect_target = 0\n[[matrix]]\nkernels = \"*\"\nseqlen = 8\n",
        "suites/x.toml:1: field 'detect_target': expected a percentage > 0 and <= 100, got integer 0"},
       {"[[matrix]]\nkernels = \"*\"\nseqlens = 8\n",
@@ -438,6 +447,8 @@ TEST(SuiteErrors, WrongTypesNameTheFieldAndTheValue) {
        "strings), got integer 3"},
       {"name = 5\n[[matrix]]\nkernels = \"*\"\nseqlen = 8\n",
        "suites/x.toml:1: field 'name': expected a string, got integer 5"},
+      {"interleave_gpus = \"yes\"\n[[matrix]]\nkernels = \"*\"\nseqlen = 8\n",
+       "suites/x.toml:1: field 'interleave_gpus': expected true or false, got string 'yes'"},
       {"[matrix]\nkernels = \"*\"\nseqlen = 8\n",
        "suites/x.toml:1: field 'matrix': expected [[matrix]] blocks (an array of tables), got "
        "table"},
