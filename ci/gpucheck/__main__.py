@@ -3,6 +3,8 @@
     gpu-check OUTDIR [--budget S] [--filter REGEX]   the check, on a GPU host
     gpu-check --plan [--device-model h100|h200]      the plan and its predicted seconds
     gpu-check --rehearse OUTDIR                      every step that needs no GPU, here
+    gpu-check OUTDIR --experiment flash3             issue 38's experiment, not the claims
+    gpu-check --plan --experiment flash3             its plan
 """
 
 import argparse
@@ -10,7 +12,7 @@ import os
 import sys
 from pathlib import Path
 
-from gpucheck import plan, run
+from gpucheck import experiment, plan, run
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -32,6 +34,9 @@ def main(argv=None):
                         "present, else attnbench's default, h200)")
     parser.add_argument("--cli", default=None, help="with --plan: the attnbench binary to plan with "
                         "(default $ATTNBENCH_CLI, else build/bin/attnbench)")
+    parser.add_argument("--experiment", choices=experiment.EXPERIMENTS, default=None,
+                        help="run an experiment's steps (gpucheck/experiment.py) in place of the "
+                        "claims' steps")
     parser.add_argument("--rehearse", action="store_true",
                         help="run what needs no GPU (unpack, libraries, plan, summary) here")
     args = parser.parse_args(argv)
@@ -42,13 +47,15 @@ def main(argv=None):
         if not Path(cli).exists():
             parser.error(f"--plan needs an attnbench binary: {cli} does not exist (build it, or "
                          "give --cli)")
-        steps = plan.predict(plan.steps(args.filter, plan.registry_kernels(cli)), cli,
-                             args.device_model)
+        planned = plan.experiment_steps(args.experiment) if args.experiment else \
+            plan.steps(args.filter, plan.registry_kernels(cli))
+        steps = plan.predict(planned, cli, args.device_model)
         print(plan.format_plan(steps, args.budget))
         return 0 if plan.plan_fits(steps) else 1
     if not args.outdir:
         parser.error("OUTDIR is required (or --plan)")
-    return run.main_run(ROOT, args.outdir, args.budget, args.filter, args.rehearse)
+    return run.main_run(ROOT, args.outdir, args.budget, args.filter, args.rehearse,
+                        args.experiment)
 
 
 if __name__ == "__main__":

@@ -23,6 +23,7 @@ DEFAULT_BUDGET_S = 300.0
 # Step names of gpu-check (ci/gpucheck/plan.py), and the keys of evidence.json's "runs" (run
 # ids in the database) of the attnbench runs they make.
 SETUP, FIGURES, CTEST, SANITIZER, SMOKE = "setup", "figures", "ctest", "sanitizer", "gpu-smoke"
+EXPERIMENT = "experiment"  # the run of an experiment's rounds (gpucheck/experiment.py)
 PROFILE = "profile"  # `attnbench profile` of the masking study: rows in the profiles table
 RUN_KEYS = {FIGURES: "figures", SMOKE: "smoke", SANITIZER: "sanitizer", "energy": "energy"}
 # Parts of the check that run inside another step: the figures step calibrates first, measures

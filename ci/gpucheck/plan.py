@@ -16,6 +16,7 @@ import dataclasses
 import json
 import subprocess
 
+from gpucheck import experiment
 from gpucheck.evidence import in_house_kernel_names
 
 # What gpu-check promises (issue 11): the whole check fits 300 s; the plan for either Hopper (H100
@@ -164,9 +165,33 @@ def steps(case_filter="", kernels=()):
                            str(FIGURE_CASE_TIMEOUT_S)],
                           plan_args=["--suite", "masking", "--check", *filter_args],
                           fixed_s=TORCH_IMPORT_S)]
-    return [Step("setup", "the bundle loads; GPU, cuDNN, cuBLAS, NVML, tools present",
-                 needs=[], fixed_s=SETUP_S),
-            figures, ctest, sanitizer, smoke, profile]
+    return [setup_step(), figures, ctest, sanitizer, smoke, profile]
+
+
+def setup_step():
+    return Step("setup", "the bundle loads; GPU, cuDNN, cuBLAS, NVML, tools present", needs=[],
+                fixed_s=SETUP_S)
+
+
+def experiment_steps(name):
+    """The steps of `--experiment NAME` (gpucheck/experiment.py), in the order they run."""
+    if name != "flash3":
+        raise ValueError(f"--experiment {name}: accepted: {', '.join(experiment.EXPERIMENTS)}")
+    rounds = Step("flash3-rounds", "cuda.flash3's variants and cudnn.sdpa round-robin, clocks",
+                  needs=["attnbench"])  # without NVML only the clocks are lost
+    rounds.calls = [Call("flash3 rounds",
+                         ["run", "--suite", experiment.FLASH3_SUITE, "--kernels",
+                          experiment.FLASH3_KERNELS, "--devices", "gpu", "--breaker",
+                          "--case-timeout", str(experiment.ROUNDS_CASE_TIMEOUT_S)],
+                         plan_args=["--suite", experiment.FLASH3_SUITE, "--kernels",
+                                    experiment.FLASH3_KERNELS])]
+    ncu = Step("flash3-ncu", "Nsight Compute on four variants: tensor pipe, L2, stalls",
+               needs=["attnbench", "ncu"])
+    ncu.calls = [Call(kernel, ["run", "--shape", experiment.NCU_SHAPE, "--kernels", kernel,
+                               "--devices", "gpu", "--repetitions", "1", "--max-case-seconds",
+                               "0.05", "--no-isolation"], fixed_s=experiment.NCU_CALL_S)
+                 for kernel in experiment.NCU_KERNELS]
+    return [setup_step(), rounds, ncu]
 
 
 def attnbench_plan(cli, plan_args, device_model=None, environment=None):
@@ -285,15 +310,23 @@ def format_plan(plan_steps, budget_s):
             cases = f", {call.cases} case{'' if call.cases == 1 else 's'}" if call.cases else ""
             lines.append(f"{'':<11} {call.predicted_s:>9.1f}s {'':>9}    {under}{what}{cases}")
             lines += [f"{'':<11} {seconds:>9.2f}s {'':>9}      {row}" for row, seconds in call.rows]
-    figures_end = next(s.ends_at_s for s in plan_steps if s.name == "figures")
+    figures_end = figures_end_s(plan_steps)
     total = plan_steps[-1].ends_at_s
-    lines += ["", f"figures done at {figures_end:.1f} s (limit {FIGURES_BY_S} s): "
-              + ("ok" if figures_end <= FIGURES_BY_S else "TOO LATE"),
-              f"predicted total {total:.1f} s (limit {PLAN_LIMIT_S} s): "
-              + ("ok" if total <= PLAN_LIMIT_S else "OVER")]
+    lines.append("")
+    if figures_end is not None:
+        lines.append(f"figures done at {figures_end:.1f} s (limit {FIGURES_BY_S} s): "
+                     + ("ok" if figures_end <= FIGURES_BY_S else "TOO LATE"))
+    lines.append(f"predicted total {total:.1f} s (limit {PLAN_LIMIT_S} s): "
+                 + ("ok" if total <= PLAN_LIMIT_S else "OVER"))
     return "\n".join(lines)
 
 
+def figures_end_s(plan_steps):
+    """When the figures step ends; None for an experiment's plan, which has none."""
+    return next((s.ends_at_s for s in plan_steps if s.name == "figures"), None)
+
+
 def plan_fits(plan_steps):
-    figures_end = next(s.ends_at_s for s in plan_steps if s.name == "figures")
-    return figures_end <= FIGURES_BY_S and plan_steps[-1].ends_at_s <= PLAN_LIMIT_S
+    figures_end = figures_end_s(plan_steps)
+    return ((figures_end is None or figures_end <= FIGURES_BY_S)
+            and plan_steps[-1].ends_at_s <= PLAN_LIMIT_S)

@@ -24,7 +24,7 @@ import time
 import xml.etree.ElementTree as ElementTree
 from pathlib import Path
 
-from gpucheck import plan, setup
+from gpucheck import experiment, plan, setup
 from gpucheck.summary import write_summary
 
 # Kept back from the budget for the final summary (a few database queries and a file).
@@ -417,8 +417,46 @@ def step_profile(check, step):
     return ("pass" if code == 0 else "fail"), f"exit {code}"
 
 
+def step_flash3_rounds(check, step):
+    code, runs = check.attnbench(step.calls[0].args, "flash3-rounds.log", check.left())
+    if runs:
+        check.evidence["runs"]["experiment"] = runs[0]
+    return ("pass" if code == 0 else "fail"), f"exit {code}"
+
+
+def step_flash3_ncu(check, step):
+    """Nsight Compute over each variant in its own attnbench process; the findings go to
+    evidence.json, the raw CSV to the logs."""
+    ncu = check.setup_tool("ncu")
+    details, failed = [], False
+    found = check.evidence.setdefault("ncu", {})
+    for index, call in enumerate(step.calls):
+        budget = check.call_budget(step.calls, index)
+        if budget is None:
+            found[call.label] = {"error": "not reached: budget"}
+            details.append(f"{call.label} not reached: budget")
+            failed = True
+            continue
+        raw = check.logs / f"ncu-{index}.csv"
+        code = check.run(experiment.ncu_command(ncu, raw, check.attnbench_argv(call.args)),
+                         f"ncu-{index}.log", budget)
+        launches = experiment.parse_ncu_raw(raw.read_text(errors="replace")) \
+            if raw.exists() else []
+        if code != 0 or not launches:
+            found[call.label] = {"error": f"ncu exit {code}, {len(launches)} launches profiled "
+                                          f"(logs/ncu-{index}.log)"}
+            failed = True
+        else:
+            found[call.label] = {"findings": experiment.ncu_findings(launches[0]),
+                                 "raw": f"logs/ncu-{index}.csv"}
+        details.append(f"{call.label} exit {code}")
+        check.save()
+    return ("fail" if failed else "pass"), "; ".join(details)
+
+
 STEP_FUNCTIONS = {"figures": step_figures, "ctest": step_ctest, "sanitizer": step_sanitizer,
-                  "gpu-smoke": step_smoke, "profile": step_profile}
+                  "gpu-smoke": step_smoke, "profile": step_profile,
+                  "flash3-rounds": step_flash3_rounds, "flash3-ncu": step_flash3_ncu}
 
 
 def run_steps(check, plan_steps, functions):
@@ -445,10 +483,11 @@ def run_steps(check, plan_steps, functions):
         check.record(step.name, result, time.monotonic() - start, step.predicted_s, detail)
 
 
-def main_run(root, outdir, budget_s, case_filter, rehearse):
-    """The whole check; returns the exit code (0 all passed, 1 a step or claim failed, 2 no GPU
-    or nothing to run with)."""
+def main_run(root, outdir, budget_s, case_filter, rehearse, experiment_name=None):
+    """The whole check, or an experiment's steps; returns the exit code (0 all passed, 1 a step
+    or claim failed, 2 no GPU or nothing to run with)."""
     check = Check(root, outdir, budget_s, case_filter, rehearse)
+    check.evidence["experiment"] = experiment_name or ""
     signal.signal(signal.SIGTERM, check.on_signal)
     signal.signal(signal.SIGINT, check.on_signal)
     check.current_step = "setup"
@@ -460,8 +499,9 @@ def main_run(root, outdir, budget_s, case_filter, rehearse):
         check.finish()
         return 2
     try:
-        kernels = plan.registry_kernels(check.bundle.cli, check.environment)
-        plan_steps = plan.predict(plan.steps(case_filter, kernels), check.bundle.cli,
+        planned = plan.experiment_steps(experiment_name) if experiment_name else \
+            plan.steps(case_filter, plan.registry_kernels(check.bundle.cli, check.environment))
+        plan_steps = plan.predict(planned, check.bundle.cli,
                                   environment=check.environment)[1:]  # setup is done
     except (RuntimeError, OSError, ValueError) as error:
         check.record("plan", "fail", 0, 0, f"attnbench plan: {error}")

@@ -343,7 +343,7 @@ def run_setup(check):
                                  f"(LD_LIBRARY_PATH={check.environment['LD_LIBRARY_PATH']})")
         except (SetupError, OSError, subprocess.CalledProcessError, tarfile.TarError) as error:
             return "fail", str(error)
-        check.tools = {name: find_tool(name) for name in ("ctest", "compute-sanitizer")}
+        check.tools = {name: find_tool(name) for name in ("ctest", "compute-sanitizer", "ncu")}
         check.prechecks.update({
             "attnbench": guarded(check_attnbench, check, log),
             "python3": f"ok {sys.version.split()[0]}",

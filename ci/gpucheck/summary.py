@@ -19,7 +19,8 @@ from pathlib import Path
 
 from gpucheck.claims import (FAIL, TERA, VERSION_FIELDS, ClaimsError, is_figure_shape,
                              judge_claim, parse_claims, run_environment, shape_text)
-from gpucheck.evidence import ENERGY, FIGURES, SMOKE, Evidence
+from gpucheck import experiment
+from gpucheck.evidence import ENERGY, EXPERIMENT, FIGURES, SMOKE, Evidence
 
 SUMMARY_FILE = "summary.md"
 DEFAULT_CLAIMS = Path(__file__).resolve().parents[2] / "GPU-CLAIMS.md"
@@ -277,7 +278,26 @@ def render(evidence: Evidence, verdicts: list, claims_error: str | None) -> str:
     energy = energy_lines(evidence)
     if energy:
         md += section(f"Energy (run {evidence.run_id(ENERGY)})", energy)
+    if (evidence.data or {}).get("experiment"):
+        md += experiment_sections(evidence)
     return "\n".join(md)
+
+
+def experiment_sections(evidence: Evidence) -> list[str]:
+    """--experiment flash3: the rounds' results with their ratio to cuDNN and their clocks, then
+    what Nsight Compute found per variant."""
+    run_id = evidence.run_id(EXPERIMENT)
+    rounds = experiment.rounds_rows(evidence.results(EXPERIMENT),
+                                    evidence.db.samples(run_id) if evidence.db else [])
+    ncu = experiment.ncu_rows((evidence.data or {}).get("ncu"))
+    timing = {True: "round-robin", False: "each case alone"}.get(
+        evidence.gpus_interleaved(EXPERIMENT), "timing order not stored")
+    return [*section(f"Experiment flash3: rounds (run {run_id or '-'}, {timing})",
+                     table(["kernel", "shape", "status", "TFLOP/s",
+                            f"vs {experiment.FLASH3_BASELINE}", "median SM MHz", "SM MHz range",
+                            "clock reasons", "samples"], rounds) if rounds else "no results"),
+            *section("Experiment flash3: Nsight Compute (--clock-control none)",
+                     table(["kernel", "metric", "value"], ncu) if ncu else "not run")]
 
 
 def render_claims_only(evidence: Evidence, verdicts: list, error: Exception) -> str:

@@ -153,6 +153,8 @@ class Scenario:
     # Parts of the figures step recorded as steps of their own (an older layout): "calibrate",
     # "energy" (then with an energy run of its own).
     own_steps: tuple = ()
+    # --experiment flash3's rounds: kernel -> TFLOP/s at the figure shape, in a run of their own.
+    experiment_tflops: dict = field(default_factory=dict)
 
 
 @functools.cache
@@ -197,7 +199,8 @@ class OutdirBuilder:
     def run(self, suite: str, minutes: int):
         started = STARTED + datetime.timedelta(minutes=minutes)
         # As attnbench stores it: gpu-figures asks for its GPU cases round-robin.
-        protocol = {"interleaved": True, "interleaved_gpus": suite == "gpu-figures"}
+        protocol = {"interleaved": True,
+                    "interleaved_gpus": suite in ("gpu-figures", "gpu-flash3-experiment")}
         run_id = self.fixture.run(started, suite=suite, minutes=1, git_sha="c" * 40,
                                   protocol_json=json.dumps(protocol), **ENVIRONMENT)
         self.fixture.device(run_id, "cpu", "Intel(R) Xeon(R) Platinum", "cpu:h200-host",
@@ -320,6 +323,17 @@ class OutdirBuilder:
                     **({} if energy is not None else {"energy_j": 0.5}))
         return run_id
 
+    def experiment_run(self) -> int:
+        """--experiment flash3's rounds: each kernel at the figure shape, its clocks stored."""
+        run_id, gpu = self.run("gpu-flash3-experiment", 30)
+        cases = {kernel: Case(kernel, dtype="bf16", **FIGURE)
+                 for kernel in self.scenario.experiment_tflops}
+        describe(list(cases.values()), [gpu.name])
+        for kernel, tflops in self.scenario.experiment_tflops.items():
+            self.built.flops_per_s[("experiment", kernel)] = self.timed_result(
+                run_id, gpu, cases[kernel], tflops, 1.0)
+        return run_id
+
     def flash3_prediction(self, kernel: str, case: Case) -> dict:
         """The time model's predicted_s of a flash3 stage (a model 766 TFLOP/s at d 128)."""
         return {"predicted_s": case.flops / (766 * TERA)} if kernel.startswith("cuda.flash3") \
@@ -428,6 +442,7 @@ class OutdirBuilder:
             "sanitizer": {tool: {"errors": 0, "processes": self.rng.randrange(2, 9), "exit": 0}
                           for tool in ("memcheck", "racecheck", "synccheck")},
             "max_case_seconds": dict(CASE_BUDGETS), "rehearsal": False,
+            "experiment": "flash3" if "experiment" in runs else "",
         }
 
     def write_junit(self) -> None:
@@ -484,6 +499,8 @@ class OutdirBuilder:
         runs["energy"] = self.energy_run() if "energy" in self.scenario.own_steps \
             else runs["figures"]
         runs["smoke"] = self.smoke_run()
+        if self.scenario.experiment_tflops:
+            runs["experiment"] = self.experiment_run()
         if self.fixture.version >= 9:
             self.masking_profiles()
         self.fixture.close()

@@ -322,3 +322,89 @@ def test_a_checkout_and_its_copy_without_git_have_the_same_manifest(tmp_path, rn
     for name in built:
         (copy / name).write_bytes((checkout / name).read_bytes())
     assert setup.manifest_difference(built, setup.source_manifest(copy)) == []
+
+
+# ---- --experiment flash3 (issue 38) --------------------------------------------------------------
+
+@needs_cli
+@pytest.mark.parametrize("model", ["h100", "h200"])
+def test_the_flash3_experiment_plans_its_variants_beside_cudnn_inside_its_limit(model):
+    done = subprocess.run([str(ROOT / "ci" / "gpu-check.sh"), "--plan", "--experiment", "flash3",
+                           "--device-model", model],
+                          capture_output=True, text=True, env=dict(os.environ, ATTNBENCH_CLI=CLI))
+    assert done.returncode == 0, done.stdout + done.stderr
+    text = done.stdout
+    order = [m.group(1) for m in re.finditer(r"^(\S+)\s+[\d.]+s\s+[\d.]+s", text, flags=re.M)]
+    assert order == ["setup", "flash3-rounds", "flash3-ncu"], text
+    assert "figures done" not in text
+    assert float(re.search(r"predicted total ([\d.]+) s", text).group(1)) <= plan.PLAN_LIMIT_S
+    # Every stage and the variant at both shapes, cudnn.sdpa beside them; the variant is named.
+    for kernel in ("cudnn.sdpa", "cuda.flash3", "cuda.flash3[stages=2]", "cuda.flash3_ws",
+                   "cuda.flash3_pingpong"):
+        assert re.search(rf"{re.escape(kernel)} b=2,hq=16,hkv=16,sq=8192,sk=8192,d=128", text), kernel
+        assert re.search(rf"{re.escape(kernel)} b=1,hq=4,hkv=4,sq=16384,sk=16384,d=128,"
+                         r"dtype=bf16,mask=causal", text), kernel
+    assert "run --suite gpu-flash3-experiment --kernels *,cuda.flash3[*]" in text
+    refused = subprocess.run([str(ROOT / "ci" / "gpu-check.sh"), "--plan", "--experiment", "fa4"],
+                             capture_output=True, text=True, env=dict(os.environ, ATTNBENCH_CLI=CLI))
+    assert refused.returncode == 2 and "invalid choice: 'fa4'" in refused.stderr, refused.stderr
+
+
+# What `ncu --csv --page raw` writes (Nsight Compute 2025): a header of metric names, a row of
+# units, a row per profiled launch; numbers may carry thousands separators.
+NCU_RAW = textwrap.dedent('''\
+    ==PROF== Connected to process 4242
+    "ID","Process ID","Kernel Name","gpu__time_duration.sum","sm__cycles_elapsed.avg.per_second","sm__throughput.avg.pct_of_peak_sustained_elapsed","lts__throughput.avg.pct_of_peak_sustained_elapsed","sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active","smsp__average_warps_issue_stalled_barrier_per_issue_active.ratio","smsp__average_warps_issue_stalled_long_scoreboard_per_issue_active.ratio","smsp__average_warps_issue_stalled_wait_per_issue_active.ratio","smsp__average_warps_issue_stalled_math_pipe_throttle_per_issue_active.ratio","smsp__average_warps_issue_stalled_sleeping_per_issue_active.ratio"
+    "","","","usecond","Ghz","%","%","%","inst","inst","inst","inst","inst"
+    "0","4242","flash3_forward_kernel","1,412.35","1.74","81.2","43.5","79.9","0.41","0.08","0.95","1.73","0.02"
+    ''')
+
+
+def test_ncu_raw_csv_gives_the_shown_metrics_and_the_largest_stalls():
+    from gpucheck import experiment
+    launches = experiment.parse_ncu_raw(NCU_RAW)
+    assert len(launches) == 1
+    findings = dict(experiment.ncu_findings(launches[0]))
+    assert findings["duration"] == "1,412.35 usecond"
+    assert findings["SM clock"] == "1.74 Ghz"
+    assert findings["tensor pipe %"] == "79.9 %"
+    assert findings["L2 throughput %"] == "43.5 %"
+    stalls = [label for label, _ in experiment.ncu_findings(launches[0]) if label.startswith("stall")]
+    assert stalls == ["stall math_pipe_throttle_per_issue_active.ratio",
+                      "stall wait_per_issue_active.ratio", "stall barrier_per_issue_active.ratio",
+                      "stall long_scoreboard_per_issue_active.ratio"]
+    assert experiment.parse_ncu_raw("==PROF== no kernels were profiled\n") == []
+
+
+def test_the_ncu_step_profiles_each_variant_and_records_what_it_found(tmp_path):
+    """The step with a stand-in ncu (it writes the CSV above to --log-file, or nothing for one
+    variant): findings per variant in evidence.json, the failure named, the summary shows both."""
+    from gpucheck import experiment
+    fake = tmp_path / "ncu"
+    csv_file = tmp_path / "raw.csv"
+    csv_file.write_text(NCU_RAW)
+    fake.write_text(textwrap.dedent(f'''\
+        #!/usr/bin/env bash
+        out=""; prev=""
+        for a in "$@"; do [[ $prev == --log-file ]] && out=$a; prev=$a; done
+        [[ "$*" == *"flash3_ws "* ]] && exit 3
+        cp {csv_file} "$out"
+        '''))
+    fake.chmod(0o755)
+    check = make_check(tmp_path, 300)
+    check.tools["ncu"] = str(fake)
+    check.evidence["experiment"] = "flash3"
+    check.bundle = setup.Bundle(tmp_path, tmp_path, {})  # attnbench itself never starts here
+    step = plan.experiment_steps("flash3")[2]
+    for call in step.calls:
+        call.predicted_s = 1.0
+    result, detail = run.step_flash3_ncu(check, step)
+    assert result == "fail" and "cuda.flash3_ws exit 3" in detail, detail
+    found = check.evidence["ncu"]
+    assert set(found) == set(experiment.NCU_KERNELS)
+    assert dict(found["cuda.flash3[stages=2]"]["findings"])["tensor pipe %"] == "79.9 %"
+    assert found["cuda.flash3_ws"]["error"].startswith("ncu exit 3, 0 launches profiled")
+    check.save()
+    summary = (check.outdir / "summary.md").read_text()
+    assert "## Experiment flash3: Nsight Compute (--clock-control none)" in summary
+    assert re.search(r"\| cuda\.flash3\[stages=2\] +\| tensor pipe % +\| 79\.9 % +\|", summary)

@@ -155,6 +155,35 @@ def test_the_figures_show_each_results_median_clock_and_how_they_were_timed(tmp_
     assert cells[6] == f"{stored['cudnn.sdpa']:.0f}", (cells, stored)
 
 
+def test_the_flash3_experiment_shows_each_variant_against_cudnn_with_its_clocks(tmp_path, rng):
+    """--experiment flash3: every result of the rounds with its ratio to cudnn.sdpa of the same
+    shape, computed from the stored rates, and its samples' clocks and reasons."""
+    rates = {"cudnn.sdpa": rng.uniform(600, 620), "cuda.flash3": rng.uniform(520, 640),
+             "cuda.flash3[stages=2]": rng.uniform(500, 600)}
+    built = build_outdir(tmp_path, rng, Scenario(experiment_tflops=rates))
+    write_summary(tmp_path, CLAIMS)
+    text = (tmp_path / "summary.md").read_text()
+    run_id = built.evidence["runs"]["experiment"]
+    assert f"## Experiment flash3: rounds (run {run_id}, round-robin)" in text
+    rounds = text[text.index("## Experiment flash3: rounds"):]
+    db = sqlite3.connect(tmp_path / "attnbench.sqlite")
+    for kernel in rates:
+        stored = built.flops_per_s[("experiment", kernel)]
+        ratio = stored / built.flops_per_s[("experiment", "cudnn.sdpa")]
+        clocks = [c for (c,) in db.execute(
+            "SELECT s.sm_clock_mhz FROM samples s JOIN results r ON r.id = s.result_id"
+            " JOIN cases c ON c.id = r.case_id WHERE r.run_id = ? AND c.kernel = ?",
+            (run_id, kernel))]
+        row = next(line for line in rounds.splitlines()
+                   if line.startswith(f"| {kernel} ") and "passed" in line)
+        cells = [c.strip() for c in row.strip("|").split("|")]
+        assert cells[3] == f"{stored / 1e12:.1f}", cells
+        assert cells[4] == f"{ratio:.3f}x", cells
+        assert cells[6] == f"{min(clocks):.0f}-{max(clocks):.0f}", cells
+        assert cells[7] == "sw_power_cap" and cells[8] == str(len(clocks)), cells
+    assert "## Experiment flash3: Nsight Compute (--clock-control none)\n\nnot run" in text
+
+
 # ---- (b) figures against their thresholds ------------------------------------------------------
 
 
