@@ -585,9 +585,9 @@ TEST(SuiteLookup, ByNameByPathAndUnknownNames) {
 
   EXPECT_EQ(
       load_suite("smok").status().message,
-      "unknown suite 'smok'; available: cpu, ctest, decode, fp8-accuracy, gpu-figures, gpu-smoke, "
-      "hopper-fp8, hopper-stages, llm, long_context, masking, memory, nightly, quick, smoke, "
-      "training (or a path to a .toml file)");
+      "unknown suite 'smok'; available: cpu, ctest, decode, fp8-accuracy, gpu-figures, "
+      "gpu-flash3-experiment, gpu-smoke, hopper-fp8, hopper-stages, llm, long_context, masking, "
+      "memory, nightly, quick, smoke, training (or a path to a .toml file)");
   // A name ending in .toml is a path (relative to the working directory), not a suite name.
   EXPECT_EQ(load_suite("no_such_suite_here.toml").status().message,
             "cannot read suite file 'no_such_suite_here.toml': no such file");
@@ -659,9 +659,19 @@ TEST(ShippedSuites, AllParseAndValidate) {
     }
   }
   EXPECT_EQ(names, (std::vector<std::string>{"cpu", "ctest", "decode", "fp8-accuracy",
-                                             "gpu-figures", "gpu-smoke", "hopper-fp8",
-                                             "hopper-stages", "llm", "long_context", "masking",
-                                             "memory", "nightly", "quick", "smoke", "training"}));
+                                             "gpu-figures", "gpu-flash3-experiment", "gpu-smoke",
+                                             "hopper-fp8", "hopper-stages", "llm", "long_context",
+                                             "masking", "memory", "nightly", "quick", "smoke",
+                                             "training"}));
+}
+
+// The suites that compare kernels within a few percent on a GPU time them round-robin there.
+TEST(ShippedSuites, TheGpuComparisonsInterleaveAndNothingElseAsksTo) {
+  const ScopedEnvironment unset(kSuitesVariable, std::nullopt);
+  for (const auto& [name, description] : list_suites()) {
+    const bool asked = name == "gpu-figures" || name == "gpu-flash3-experiment";
+    EXPECT_EQ(load_shipped(name).interleave_gpus, asked) << name;
+  }
 }
 
 TEST(ShippedSuites, SmokeCoversEveryMaskKindAndCpuDtypeOnSmallShapes) {

@@ -502,21 +502,51 @@ __device__ __forceinline__ void load_fp8_q(const Flash3Params& params,
   }
 }
 
-// Issued by one thread: the key tile at `key` into `stage`, completing on `barrier`: K, d / 128
-// boxes of kBlockK rows, and V^T, one box of d rows x kBlockK keys.
+// Issued by one thread, the key tile at `key` into `stage`, completing on `barrier` (whose
+// expected bytes the caller has set): K's d / 128 boxes of kBlockK rows, V^T's one box of d rows
+// x kBlockK keys.
 template <typename Traits>
-__device__ __forceinline__ void load_fp8_kv(const Flash3Params& params,
+__device__ __forceinline__ void issue_fp8_k(const Flash3Params& params,
                                             const Fp8SharedTiles<Traits>& tiles, int stage,
                                             uint32_t barrier, int key, const BlockPosition& block) {
-  ptx::mbarrier_arrive_expect_tx(barrier, Traits::kKBytes + Traits::kVtBytes);
 #pragma unroll
   for (int box = 0; box < Traits::kBoxes; ++box) {
     ptx::tma_load_4d(
         tiles.k_stage(stage) + static_cast<uint32_t>(box * Traits::kBlockK * kSwizzleBytes),
         &params.k_map, barrier, box * kSwizzleBytes, key, block.head_kv, block.batch);
   }
+}
+template <typename Traits>
+__device__ __forceinline__ void issue_fp8_vt(const Flash3Params& params,
+                                             const Fp8SharedTiles<Traits>& tiles, int stage,
+                                             uint32_t barrier, int key, const BlockPosition& block) {
   ptx::tma_load_4d(tiles.vt_stage(stage), &params.v_map, barrier, key, 0, block.head_kv,
                    block.batch);
+}
+
+// Issued by one thread: the key tile's K and V^T into `stage`, both completing on `barrier`
+// (cuda.flash3_fp8's ring); or one of them on a barrier of its own (cuda.flash3_fp8_ws's rings).
+template <typename Traits>
+__device__ __forceinline__ void load_fp8_kv(const Flash3Params& params,
+                                            const Fp8SharedTiles<Traits>& tiles, int stage,
+                                            uint32_t barrier, int key, const BlockPosition& block) {
+  ptx::mbarrier_arrive_expect_tx(barrier, Traits::kKBytes + Traits::kVtBytes);
+  issue_fp8_k(params, tiles, stage, barrier, key, block);
+  issue_fp8_vt(params, tiles, stage, barrier, key, block);
+}
+template <typename Traits>
+__device__ __forceinline__ void load_fp8_k(const Flash3Params& params,
+                                           const Fp8SharedTiles<Traits>& tiles, int stage,
+                                           uint32_t barrier, int key, const BlockPosition& block) {
+  ptx::mbarrier_arrive_expect_tx(barrier, Traits::kKBytes);
+  issue_fp8_k(params, tiles, stage, barrier, key, block);
+}
+template <typename Traits>
+__device__ __forceinline__ void load_fp8_vt(const Flash3Params& params,
+                                            const Fp8SharedTiles<Traits>& tiles, int stage,
+                                            uint32_t barrier, int key, const BlockPosition& block) {
+  ptx::mbarrier_arrive_expect_tx(barrier, Traits::kVtBytes);
+  issue_fp8_vt(params, tiles, stage, barrier, key, block);
 }
 
 // The descales a CTA applies once. The scores are products of e4m3 values: Q's descale, and K's

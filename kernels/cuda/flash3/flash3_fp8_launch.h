@@ -25,29 +25,37 @@ constexpr int kFp8PMaxOffset = 8;
 constexpr float kFp8PScale = static_cast<float>(1 << kFp8PMaxOffset);
 
 // The FP8 tiles of a CTA of kBlockQ query rows, 128 keys a tile, kStages stages: Q is d / 128 boxes
-// of kBlockQ rows x 128 bytes, K d / 128 boxes of 128 rows, V^T one box of d rows x 128 keys;
+// of kBlockQ rows x 128 bytes, K d / 128 boxes of 128 rows, V^T one box of d rows x 128 keys, and,
+// for a forward that transposes V itself (TransposesV), V as stored, a key tile of 128 rows x d;
 // each region starts 1024-aligned (their sizes are multiples of 1024).
-template <int HeadDim_, int BlockQ>
+template <int HeadDim_, int BlockQ, int Stages = 2, bool TransposesV = false>
 struct Fp8TileShape {
   static constexpr int kHeadDim = HeadDim_;
   static constexpr int kBlockQ = BlockQ;
   static constexpr int kBlockK = 128;
-  static constexpr int kStages = 2;
+  static constexpr int kStages = Stages;
   static constexpr int kBoxes = kHeadDim / kSwizzleBytes;  // 128-byte boxes across d
   static constexpr uint32_t kQBytes = kBlockQ * kHeadDim;
   static constexpr uint32_t kKBytes = kBlockK * kHeadDim;
   static constexpr uint32_t kVtBytes = kHeadDim * kBlockK;
-  // V as stored, a key tile of kBlockK rows x d, staged for a forward that transposes it itself
-  // (Fp8WsTraits<HeadDim, true>); none otherwise.
-  static constexpr bool kTransposesV = false;
-  static constexpr uint32_t kVBytes = 0;
+  static constexpr bool kTransposesV = TransposesV;
+  static constexpr uint32_t kVBytes = TransposesV ? kBlockK * kHeadDim : 0;
   static constexpr size_t kSharedBytes =
-      kTileAlignment + kQBytes + kStages * (size_t{kKBytes} + kVtBytes);
+      kTileAlignment + kQBytes + kStages * (size_t{kKBytes} + kVtBytes + kVBytes);
 
   static_assert(kHeadDim == 128, "instantiated at d = 128: one 128-byte box across d");
   static_assert(kBlockK * 1 == kSwizzleBytes, "a V^T row of one tile is one 128-byte swizzled row");
-  static_assert(kSharedBytes <= 227 * 1024, "the tiles fit an H200's 227 KiB per block");
+  static_assert(kSharedBytes <= kSharedBytesPerBlock, "the tiles fit an H100/H200's 227 KiB");
 };
+
+// The most FP8 stages (K, V^T, and V as stored where the forward transposes it) that fit beside a
+// Q tile of `block_q` rows: 6 at d 128 for cuda.flash3_fp8_ws, 4 when it transposes V itself.
+constexpr int fp8_stages_that_fit(int head_dim, int block_q, bool transposes_v) {
+  const size_t stage_bytes = static_cast<size_t>(128 * head_dim) * (transposes_v ? 3 : 2);
+  return static_cast<int>((kSharedBytesPerBlock - kTileAlignment -
+                           static_cast<size_t>(block_q * head_dim)) /
+                          stage_bytes);
+}
 
 // cuda.flash3_fp8: one warpgroup, 64 query rows.
 template <int HeadDim>
@@ -57,12 +65,16 @@ struct Fp8Traits : Fp8TileShape<HeadDim, kWgmmaM> {
 
 // cuda.flash3_fp8_ws, warp-specialized as cuda.flash3_ws (flash3_traits.h's WsTraits, whose
 // register split it takes): a producer warpgroup issuing every TMA load, two consumer warpgroups
-// of 64 query rows each (128 per CTA), the K/V^T ring with "full" and "empty" mbarriers.
+// of 64 query rows each (128 per CTA), K and V^T in rings of their own with "full" and "empty"
+// mbarriers, as many stages as shared memory holds.
 // TransposesV (cuda.flash3_fp8_ws_transpose): V comes as stored, a ring stage of its own, and the
 // producer warpgroup writes each tile's V^T itself; no layout pass.
 template <int HeadDim, bool TransposesV = false>
-struct Fp8WsTraits : Fp8TileShape<HeadDim, 2 * kWgmmaM> {
-  using Shape = Fp8TileShape<HeadDim, 2 * kWgmmaM>;
+struct Fp8WsTraits
+    : Fp8TileShape<HeadDim, 2 * kWgmmaM, fp8_stages_that_fit(HeadDim, 2 * kWgmmaM, TransposesV),
+                   TransposesV> {
+  using Shape = Fp8TileShape<HeadDim, 2 * kWgmmaM,
+                             fp8_stages_that_fit(HeadDim, 2 * kWgmmaM, TransposesV), TransposesV>;
   static constexpr int kConsumers = 2;
   static constexpr int kConsumerThreads = kConsumers * kWarpgroupThreads;
   static constexpr int kThreads = kWarpgroupThreads + kConsumerThreads;
@@ -71,11 +83,7 @@ struct Fp8WsTraits : Fp8TileShape<HeadDim, 2 * kWgmmaM> {
   static constexpr int kProducerRegisters =
       TransposesV ? 32 : WsTraits<HeadDim>::kProducerRegisters;
   static constexpr int kConsumerRegisters = WsTraits<HeadDim>::kConsumerRegisters;
-  static constexpr bool kTransposesV = TransposesV;
-  static constexpr uint32_t kVBytes = TransposesV ? Shape::kBlockK * HeadDim : 0;
-  static constexpr size_t kSharedBytes = Shape::kSharedBytes + Shape::kStages * size_t{kVBytes};
   static_assert(kConsumers * kWgmmaM == Fp8WsTraits::kBlockQ, "each consumer owns 64 query rows");
-  static_assert(kSharedBytes <= 227 * 1024, "the tiles fit an H200's 227 KiB per block");
   static_assert(kWarpgroupThreads * kProducerRegisters + kConsumerThreads * kConsumerRegisters <=
                     65536,
                 "the register file holds the rebalanced warpgroups");

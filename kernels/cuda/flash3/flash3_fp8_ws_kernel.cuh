@@ -4,12 +4,13 @@
 // What changes against cuda.flash3_fp8 (flash3_fp8_kernel.cuh, one warpgroup): the CTA is three
 // warpgroups. The producer warpgroup gives most of its registers away (setmaxnreg.dec) and one
 // elected thread of its first warp issues every TMA load: Q (128 rows) once, then K and V^T tile
-// by tile into a ring of kStages stages, waiting on a stage's "empty" mbarrier before refilling
-// it. The two consumer warpgroups take the registers (setmaxnreg.inc), own 64 query rows each,
-// wait on a stage's "full" mbarrier, compute a tile as cuda.flash3_fp8 does (fp8_scores,
-// fp8_tile_output: S by wgmma k32 e4m3, online softmax, P to e4m3 in registers, O += P V^T), and
-// arrive on the stage's "empty" barrier once their P V wgmma has been waited for. No
-// __syncthreads in the loop. Each consumer walks the same 128-key tiles in order, so every row
+// by tile into rings of their own (SplitRingBarriers, as cuda.flash3_ws since issue 38: K(j)
+// before V^T(j - 1), as many stages as shared memory holds: 6 at d 128), waiting on a stage's
+// "empty" mbarrier before refilling it. The two consumer warpgroups take the registers
+// (setmaxnreg.inc), own 64 query rows each, wait on K's "full" mbarrier, release K once S is
+// waited for (fp8_scores), wait on V^T's, compute the tile as cuda.flash3_fp8 does
+// (fp8_tile_output: online softmax, P to e4m3 in registers, O += P V^T) and release V^T once
+// their P V wgmma has been waited for. No __syncthreads in the loop. Each consumer walks the same 128-key tiles in order, so every row
 // follows the recipe of reference/fp8_recipe.h exactly as cuda.flash3_fp8's rows do.
 // Performance: not yet measured on a GPU (GPU-CLAIMS.md, flash3-fp8-figure). At bf16 this schedule
 // (cuda.flash3_ws) measured 552 TFLOP/s against cuda.flash3_wg1's 375 (docs/hopper.md).
@@ -20,7 +21,8 @@
 // it: the TMA brings each key tile of V as stored into a ring stage of its own, and the producer
 // warpgroup's 128 threads write its V^T (transpose_v_tile) into the stage the tensor cores read,
 // as FlashAttention-3 does in its producer. The consumers wait for K's bytes before the scores and
-// for V^T before P V. Three more mbarriers a stage order it (TransposeBarriers).
+// for V^T before P V. Three more mbarriers a stage order it (TransposeBarriers); V^T's ring has
+// no use for its "full" barriers there (V^T written takes their place), only for its "empty" ones.
 #pragma once
 
 #include "kernels/cuda/flash3/flash3_fp8_kernel.cuh"
@@ -123,15 +125,14 @@ __device__ __forceinline__ void load_fp8_k_and_stored_v(const Flash3Params& para
                                                         int stage, uint32_t k_barrier,
                                                         uint32_t v_barrier, int key,
                                                         const BlockPosition& block) {
-  ptx::mbarrier_arrive_expect_tx(k_barrier, Traits::kKBytes);
+  load_fp8_k(params, tiles, stage, k_barrier, key, block);
   ptx::mbarrier_arrive_expect_tx(v_barrier, Traits::kVBytes);
 #pragma unroll
   for (int box = 0; box < Traits::kBoxes; ++box) {
-    const uint32_t offset = static_cast<uint32_t>(box * Traits::kBlockK * kSwizzleBytes);
-    ptx::tma_load_4d(tiles.k_stage(stage) + offset, &params.k_map, k_barrier, box * kSwizzleBytes,
-                     key, block.head_kv, block.batch);
-    ptx::tma_load_4d(tiles.v_stage(stage) + offset, &params.v_map, v_barrier, box * kSwizzleBytes,
-                     key, block.head_kv, block.batch);
+    ptx::tma_load_4d(tiles.v_stage(stage) + static_cast<uint32_t>(box * Traits::kBlockK *
+                                                                   kSwizzleBytes),
+                     &params.v_map, v_barrier, box * kSwizzleBytes, key, block.head_kv,
+                     block.batch);
   }
 }
 
@@ -141,26 +142,27 @@ __device__ __forceinline__ void load_fp8_k_and_stored_v(const Flash3Params& para
 template <typename Traits>
 __device__ __forceinline__ void produce_with_transpose(
     const Flash3Params& params, const Fp8SharedTiles<Traits>& tiles,
-    const RingBarriers<Traits::kStages>& ring, const TransposeBarriers<Traits::kStages>& stored_v,
-    const KeyTiles& keys, const BlockPosition& block, unsigned char* shared_bytes) {
+    const SplitRingBarriers<Traits::kStages>& rings,
+    const TransposeBarriers<Traits::kStages>& stored_v, const KeyTiles& keys,
+    const BlockPosition& block, unsigned char* shared_bytes) {
   if (keys.count == 0) return;
   const int thread = static_cast<int>(threadIdx.x);  // the producer is warpgroup 0
   const uint32_t shared_start = ptx::shared_address(shared_bytes);
   const auto load = [&](int tile) {
     const int stage = tile % Traits::kStages;
-    ring.wait_empty(tile);     // K's stage
+    rings.k.wait_empty(tile);  // K's stage
     stored_v.wait_read(tile);  // V's stage
-    load_fp8_k_and_stored_v(params, tiles, stage, ring.full(stage), stored_v.landed(stage),
+    load_fp8_k_and_stored_v(params, tiles, stage, rings.k.full(stage), stored_v.landed(stage),
                             keys.key_of(tile, Traits::kBlockK), block);
   };
   if (thread == 0) {
-    load_fp8_q(params, tiles, ring.q(), block);
+    load_fp8_q(params, tiles, rings.q(), block);
     load(0);
   }
   for (int tile = 0; tile < keys.count; ++tile) {
     if (thread == 0 && tile + 1 < keys.count) load(tile + 1);
     const int stage = tile % Traits::kStages;
-    ring.wait_empty(tile);  // V^T's stage: the consumers are done with its previous tile
+    rings.v.wait_empty(tile);  // V^T's stage: the consumers are done with its previous tile
     stored_v.wait_landed(tile);
     transpose_v_tile<Traits::kHeadDim, Traits::kBlockK>(
         shared_bytes + (tiles.v_stage(stage) - shared_start), tiles.v_stage(stage),
@@ -181,9 +183,9 @@ __global__ void __launch_bounds__(Fp8WsTraits<HeadDim, kTransposesV>::kThreads, 
   static_assert(kFp8BlockRows % T::kBlockQ == 0, "a CTA's query rows share one Q block descale");
   AttentionParams p = params.attention;
   const BlockPosition block = block_position(p, T::kBlockQ);
-  // A stage holds K and V^T; its "full" barrier counts K's bytes alone when the producer
-  // transposes V (stored_v's barriers order V^T).
-  using Barriers = RingBarriers<T::kStages>;
+  // K and V^T in rings of their own; when the producer transposes V, stored_v's barriers order V^T
+  // and V^T's ring serves only its "empty" barriers.
+  using Barriers = SplitRingBarriers<T::kStages>;
   ATTNBENCH_SHARED(Barriers, barriers, 8);
   using StoredV = TransposeBarriers<T::kStages>;
   ATTNBENCH_SHARED(StoredV, stored_v, 8);
@@ -201,7 +203,7 @@ __global__ void __launch_bounds__(Fp8WsTraits<HeadDim, kTransposesV>::kThreads, 
 
   const int warpgroup = static_cast<int>(threadIdx.x) / kWarpgroupThreads;
   if (warpgroup == 0) {
-    // ---- the producer: one elected thread loads Q, then K and V^T into the ring; or, when it
+    // ---- the producer: one elected thread loads Q, then K(j) before V^T(j - 1); or, when it
     // transposes V, the whole warpgroup loads K and V as stored and writes V^T (its own routine)
     ptx::setmaxnreg_dec<T::kProducerRegisters>();
     if constexpr (kTransposesV) {
@@ -210,11 +212,18 @@ __global__ void __launch_bounds__(Fp8WsTraits<HeadDim, kTransposesV>::kThreads, 
     }
     if (threadIdx.x / 32 != 0 || !ptx::elect_one() || tile_count == 0) return;
     load_fp8_q(params, tiles, barriers.q(), block);
-    for (int iteration = 0; iteration < tile_count; ++iteration) {
-      const int stage = iteration % T::kStages;
-      barriers.wait_empty(iteration);
-      load_fp8_kv(params, tiles, stage, barriers.full(stage), keys.key_of(iteration, T::kBlockK),
-                  block);
+    for (int tile = 0; tile <= tile_count; ++tile) {
+      if (tile < tile_count) {
+        barriers.k.wait_empty(tile);
+        load_fp8_k(params, tiles, barriers.k.stage(tile), barriers.k.full(barriers.k.stage(tile)),
+                   keys.key_of(tile, T::kBlockK), block);
+      }
+      if (tile > 0) {
+        barriers.v.wait_empty(tile - 1);
+        load_fp8_vt(params, tiles, barriers.v.stage(tile - 1),
+                    barriers.v.full(barriers.v.stage(tile - 1)),
+                    keys.key_of(tile - 1, T::kBlockK), block);
+      }
     }
     return;
   }
@@ -226,18 +235,23 @@ __global__ void __launch_bounds__(Fp8WsTraits<HeadDim, kTransposesV>::kThreads, 
   const uint32_t q_rows = tiles.q + static_cast<uint32_t>(rows_before * kSwizzleBytes);
   OnlineSoftmax softmax(p, block, rows_before);
   float o[HeadDim / 2] = {};
-  const StageRing<T::kStages> stage_of = barriers.ring();
+  const StageRing<T::kStages> k_of = barriers.k.consumers();
+  const StageRing<T::kStages> v_of = barriers.v.consumers();
   if (tile_count > 0) ptx::mbarrier_wait(barriers.q(), 0);
-  for (int iteration = 0; iteration < tile_count; ++iteration) {
-    const int stage = stage_of.stage(iteration);
-    stage_of.wait_full(iteration);
+  for (int tile = 0; tile < tile_count; ++tile) {
+    k_of.wait_full(tile);
     float s[T::kBlockK / 2];
-    fp8_scores<HeadDim, T::kBlockK>(s, q_rows, T::kBlockQ, tiles.k_stage(stage));
-    if constexpr (kTransposesV) stored_v.wait_written(iteration);
+    fp8_scores<HeadDim, T::kBlockK>(s, q_rows, T::kBlockQ, tiles.k_stage(k_of.stage(tile)));
+    k_of.release(tile);  // fp8_scores waited for the S wgmma
+    if constexpr (kTransposesV) {
+      stored_v.wait_written(tile);
+    } else {
+      v_of.wait_full(tile);
+    }
     fp8_tile_output<HeadDim, T::kBlockK, kBlockScales>(
-        s, o, softmax, keys, keys.key_of(iteration, T::kBlockK), tiles.vt_stage(stage), block,
-        descales, groups);
-    stage_of.release(iteration);  // fp8_tile_output waited for the P V wgmma
+        s, o, softmax, keys, keys.key_of(tile, T::kBlockK), tiles.vt_stage(v_of.stage(tile)),
+        block, descales, groups);
+    v_of.release(tile);  // fp8_tile_output waited for the P V wgmma
   }
   store_fp8_output<HeadDim, Output>(p, block, softmax, o, fp8_output_factor<Output>(p, v_descale),
                                     rows_before);

@@ -158,28 +158,8 @@ struct TileRing {
   }
 };
 
-// The mbarriers of a warp-specialized kernel's CTA whose K and V tiles share one ring (a static
-// __shared__ object; cuda.flash3_fp8_ws): Q's, and per stage one for both tiles.
-template <int kStages>
-struct RingBarriers {
-  uint64_t q_full;
-  TileRing<kStages> kv;
-
-  // Thread 0, before the CTA's first __syncthreads: the producer's one expect_tx arrival fills Q
-  // and a stage, `consumer_threads` arrivals empty a stage.
-  __device__ __forceinline__ void init(int consumer_threads) {
-    ptx::mbarrier_init(q(), 1);
-    kv.init(consumer_threads);
-    ptx::fence_mbarrier_init();
-  }
-  __device__ __forceinline__ uint32_t q() const { return ptx::shared_address(&q_full); }
-  __device__ __forceinline__ uint32_t full(int stage) const { return kv.full(stage); }
-  __device__ __forceinline__ void wait_empty(int tile) const { kv.wait_empty(tile); }
-  __device__ __forceinline__ StageRing<kStages> ring() const { return kv.consumers(); }
-};
-
 // K and V in rings of their own (FlashAttention-3's two pipelines; cuda.flash3_ws and its
-// schedules): a consumer releases K(j) once S(j) is waited for and V(j) once P(j) V(j) is, and the
+// schedules, cuda.flash3_fp8_ws and its transposing stage, where V's ring holds V^T): a consumer releases K(j) once S(j) is waited for and V(j) once P(j) V(j) is, and the
 // producer loads K(j + 1) before V(j), so a schedule that needs K(j) beside V(j - 1) (ping-pong)
 // finds the next K in flight while it still holds the previous V.
 template <int kStages>

@@ -364,12 +364,13 @@ attnbench_plant_bug(flash3_fp8_block first_k_descale_for_every_tile "every key t
 attnbench_plant_bug(flash3_fp8_ws consumer_rows_not_offset "both consumers read the first 64 rows of Q"
   [=[const uint32_t q_rows = tiles.q + static_cast<uint32_t>(rows_before * kSwizzleBytes);]=]
   [=[const uint32_t q_rows = tiles.q + static_cast<uint32_t>(0 * rows_before * kSwizzleBytes);]=])
-# flash3_fp8_ws 2. The producer refills a stage without waiting for its "empty" barrier: with more
-#    key tiles than stages it overwrites K and V^T the consumers still read (a race; the plain
-#    build sees the next tile's keys or the TMA's NaN fill where a consumer lags).
-attnbench_plant_bug(flash3_fp8_ws refill_without_empty_wait "the producer refills a stage before the consumers release it"
-  [=[      barriers.wait_empty(iteration);]=]
-  [=[      (void)barriers;]=])
+# flash3_fp8_ws 2. The producer refills K's stage without waiting for its "empty" barrier: with
+#    more key tiles than stages it overwrites K the consumers may still read (a race; the emulator
+#    stops the launch at the arrival past the barrier's count, or the plain build sees the next
+#    tile's keys where a consumer lags).
+attnbench_plant_bug(flash3_fp8_ws refill_without_empty_wait "the producer refills K's stage before the consumers release it"
+  [=[        barriers.k.wait_empty(tile);]=]
+  [=[        (void)barriers.k;]=])
 
 # flash3_fp8_ws_transpose 1. The producer's V^T stores left unfenced for the async proxy: the
 #    tensor cores may read the stage's old bytes. The emulator stops the launch at the wgmma that
