@@ -51,6 +51,10 @@ std::string planted_shape(const std::string& family) {
   if (family == "flash2_bwd") return "b=1,hq=2,hkv=1,sq=70,sk=150,d=64,dtype=bf16,pass=bwd";
   // cuda.flash3's K and V rings hold 3 stages: a fourth key tile (16 keys) refills one.
   if (family == "flash3") return "b=1,hq=1,sq=128,sk=400,d=128,dtype=bf16";
+  // cuda.flash3_fp8_ws_transpose's rings hold 4 stages: six key tiles refill two.
+  if (family == "flash3_fp8_ws_transpose") {
+    return "b=1,hq=1,sq=128,sk=700,d=128,dtype=e4m3,out=e4m3,fp8_scaling=per_tensor";
+  }
   return "b=1,hq=1,sq=128,sk=300,d=128,dtype=bf16";
 }
 
@@ -184,6 +188,8 @@ std::vector<PlantedReport> planted_for_this_build() {
       {"flash2", "missing_syncwarp", Sanitizer::thread, "data race: ", kUnordered},
       {"flash3_wg1", "release_before_wait", Sanitizer::thread, "data race: ", kUnordered},
       {"flash3", "v_released_before_wait", Sanitizer::thread, "data race: ", kUnordered},
+      {"flash3_fp8_ws_transpose", "vt_released_before_wait", Sanitizer::thread, "data race: ",
+       kUnordered},
       {"flash2_bwd", "dq_plain_add", Sanitizer::thread, "data race: ", kUnordered},
       {"flash2_bwd", "ds_read_before_barrier", Sanitizer::thread, "data race: ", kUnordered},
       {"flash2", "store_guard_off_by_one", Sanitizer::address, "out-of-bounds write",

@@ -22,7 +22,8 @@ set(ATTNBENCH_PLANTED_DIR "${CMAKE_CURRENT_BINARY_DIR}/planted")
 # AddressSanitizer. The others, instrumented, would cost the build time and catch nothing there.
 set(ATTNBENCH_PLANTED_UNDER_thread flash2_refill_before_barrier flash2_short_wait
     flash2_missing_syncwarp flash3_wg1_release_before_wait flash3_v_released_before_wait
-    flash2_bwd_dq_plain_add flash2_bwd_ds_read_before_barrier)
+    flash2_bwd_dq_plain_add flash2_bwd_ds_read_before_barrier
+    flash3_fp8_ws_transpose_vt_released_before_wait)
 set(ATTNBENCH_PLANTED_UNDER_address flash2_store_guard_off_by_one)
 set(ATTNBENCH_PLANTED_SOURCES "")
 set(ATTNBENCH_PLANTED_FACTORIES "")
@@ -383,6 +384,20 @@ attnbench_plant_bug(flash3_fp8_ws_transpose transpose_without_proxy_fence "V^T s
 attnbench_plant_bug(flash3_fp8_ws_transpose transpose_in_key_order "V^T written in key order, not P's fragment order"
   [=[      const int key = 32 * group + v_key_of_column(4 * column_quad + i);]=]
   [=[      const int key = 32 * group + 4 * column_quad + i;]=])
+
+# flash3_fp8_ws_transpose 3. V^T's stage released before the P V wgmma that reads it is waited
+#    for: the producer's threads, free once V(j + 4) has landed (K(j)'s release let it load),
+#    write V^T(j + 4) into the stage P(j) V(j) still reads.
+attnbench_plant_bug(flash3_fp8_ws_transpose vt_released_before_wait "V^T's stage released before the P V wait"
+  [=[
+    fp8_tile_output<HeadDim, T::kBlockK, kBlockScales>(
+        s, o, softmax, keys, keys.key_of(tile, T::kBlockK), tiles.vt_stage(v_of.stage(tile)),
+        block, descales, groups);
+    v_of.release(tile);  // fp8_tile_output waited for the P V wgmma]=] [=[
+    v_of.release(tile);
+    fp8_tile_output<HeadDim, T::kBlockK, kBlockScales>(
+        s, o, softmax, keys, keys.key_of(tile, T::kBlockK), tiles.vt_stage(v_of.stage(tile)),
+        block, descales, groups);]=])
 
 # flash2_bwd 1. dQ's atomic add replaced by a plain read-modify-write: two key blocks' CTAs add
 #    into the same accumulator element unordered (a race; updates are lost when they overlap).
