@@ -401,11 +401,15 @@ def step_sanitizer(check, step):
     return ("fail" if failed else "pass"), "; ".join(details)
 
 
-def step_smoke(check, step):
-    code, runs = check.attnbench(step.calls[0].args, "smoke.log", check.left())
-    if runs:
-        check.evidence["runs"]["smoke"] = runs[0]
-    return ("pass" if code == 0 else "fail"), f"exit {code}"
+def one_run_step(log, run_key):
+    """A step that is one attnbench run (gpu-smoke, an experiment's rounds): its log, and its run
+    id in evidence.json's runs under `run_key`."""
+    def step(check, planned):
+        code, runs = check.attnbench(planned.calls[0].args, log, check.left())
+        if runs:
+            check.evidence["runs"][run_key] = runs[0]
+        return ("pass" if code == 0 else "fail"), f"exit {code}"
+    return step
 
 
 def step_profile(check, step):
@@ -414,13 +418,6 @@ def step_profile(check, step):
     arguments = [*step.calls[0].args, "--trace", str(check.outdir / plan.PROFILE_TRACE)]
     code, _ = check.attnbench(arguments, "profile.log", check.left())
     check.evidence["profile"] = {"exit": code, "trace": plan.PROFILE_TRACE}
-    return ("pass" if code == 0 else "fail"), f"exit {code}"
-
-
-def step_flash3_rounds(check, step):
-    code, runs = check.attnbench(step.calls[0].args, "flash3-rounds.log", check.left())
-    if runs:
-        check.evidence["runs"]["experiment"] = runs[0]
     return ("pass" if code == 0 else "fail"), f"exit {code}"
 
 
@@ -455,8 +452,9 @@ def step_flash3_ncu(check, step):
 
 
 STEP_FUNCTIONS = {"figures": step_figures, "ctest": step_ctest, "sanitizer": step_sanitizer,
-                  "gpu-smoke": step_smoke, "profile": step_profile,
-                  "flash3-rounds": step_flash3_rounds, "flash3-ncu": step_flash3_ncu}
+                  "gpu-smoke": one_run_step("smoke.log", "smoke"), "profile": step_profile,
+                  "flash3-rounds": one_run_step("flash3-rounds.log", "experiment"),
+                  "flash3-ncu": step_flash3_ncu}
 
 
 def run_steps(check, plan_steps, functions):

@@ -180,11 +180,11 @@ def megahertz(r: dict) -> str:
     return "-" if r.get("sm_clock_mhz") is None else f"{r['sm_clock_mhz']:.0f}"
 
 
-def figures_timing(evidence: Evidence) -> str:
-    """How the figures step's run timed its GPU cases: the title of the figures table says it."""
-    interleaved = evidence.gpus_interleaved(FIGURES)
+def timing_order(evidence: Evidence, step: str) -> str:
+    """How a step's run timed its GPU cases (the figures', the experiment's): their titles say it."""
     return {True: "the kernels of each shape timed round-robin",
-            False: "each case timed alone"}.get(interleaved, "timing order not stored")
+            False: "each case timed alone"}.get(evidence.gpus_interleaved(step),
+                                                "timing order not stored")
 
 
 def measured_or_dash(value) -> str:
@@ -265,7 +265,7 @@ def render(evidence: Evidence, verdicts: list, claims_error: str | None) -> str:
                   if calibrations else "none")
     figures = figure_rows(evidence)
     md += section("Figures (16k tokens, seqlen 8192, 16 heads of 128, no mask; "
-                  f"{figures_timing(evidence)})",
+                  f"{timing_order(evidence, FIGURES)})",
                   table(["run", "kernel", "pass", "dtype", "status", "TFLOP/s", "median SM MHz",
                          "median us", "launches", "extra memory B", "forwards timed",
                          "repetitions", "timing stop"],
@@ -290,9 +290,8 @@ def experiment_sections(evidence: Evidence) -> list[str]:
     rounds = experiment.rounds_rows(evidence.results(EXPERIMENT),
                                     evidence.db.samples(run_id) if evidence.db else [])
     ncu = experiment.ncu_rows((evidence.data or {}).get("ncu"))
-    timing = {True: "round-robin", False: "each case alone"}.get(
-        evidence.gpus_interleaved(EXPERIMENT), "timing order not stored")
-    return [*section(f"Experiment flash3: rounds (run {run_id or '-'}, {timing})",
+    return [*section(f"Experiment flash3: rounds (run {run_id or '-'}; "
+                     f"{timing_order(evidence, EXPERIMENT)})",
                      table(["kernel", "shape", "status", "TFLOP/s",
                             f"vs {experiment.FLASH3_BASELINE}", "median SM MHz", "SM MHz range",
                             "clock reasons", "samples"], rounds) if rounds else "no results"),

@@ -164,7 +164,8 @@ def test_the_flash3_experiment_shows_each_variant_against_cudnn_with_its_clocks(
     write_summary(tmp_path, CLAIMS)
     text = (tmp_path / "summary.md").read_text()
     run_id = built.evidence["runs"]["experiment"]
-    assert f"## Experiment flash3: rounds (run {run_id}, round-robin)" in text
+    assert (f"## Experiment flash3: rounds (run {run_id}; the kernels of each shape timed "
+            "round-robin)") in text
     rounds = text[text.index("## Experiment flash3: rounds"):]
     db = sqlite3.connect(tmp_path / "attnbench.sqlite")
     for kernel in rates:
