@@ -42,8 +42,9 @@ Kernel cuda_flash3_pingpong_kernel();
 // cuda.flash3: all of it (ping-pong and the softmax overlapped with P V), head dims 64/128/256,
 // fp16 and bf16.
 Kernel cuda_flash3_kernel();
-// cuda.flash3[stages=2]: its variant on rings of 2 stages (d 128, bf16), for `attnbench tune`.
-Kernel cuda_flash3_stages2_kernel();
+// cuda.flash3's variants (d 128, bf16), for `attnbench tune`: cuda.flash3[stages=2] on rings of
+// 2 stages, [pingpong=off] without the turns, [rescale=after_pv] with O rescaled after the wait.
+std::vector<Kernel> cuda_flash3_variant_kernels();
 // cuda.flash3_fp8: FlashAttention-3's FP8 forward (e4m3 in and out with per-tensor descales, or
 // fp16/bf16 quantized by its own passes; V^T by a layout pass), its first stage: one warpgroup,
 // d 128 (issue 16). Its variants on fp16/bf16: _incoherent rotates Q and K first, _block scales
@@ -60,7 +61,7 @@ Kernel cuda_flash3_fp8_block_incoherent_kernel();
 // (kernels/emu/emu_kernels.cpp), each in its ATTNBENCH_TARGET namespace. cuda.naive_cublas and
 // the cuDNN kernels are not in it: built on closed libraries, they have no source to emulate.
 inline std::vector<Kernel> in_house_cuda_kernels() {
-  return {
+  std::vector<Kernel> kernels = {
       cuda_naive_kernel(),
       cuda_masked_outofplace_kernel(),
       cuda_masked_inplace_kernel(),
@@ -72,14 +73,18 @@ inline std::vector<Kernel> in_house_cuda_kernels() {
       cuda_flash3_ws_kernel(),
       cuda_flash3_pingpong_kernel(),
       cuda_flash3_kernel(),
-      cuda_flash3_stages2_kernel(),
-      cuda_flash3_fp8_kernel(),
-      cuda_flash3_fp8_ws_kernel(),
-      cuda_flash3_fp8_ws_transpose_kernel(),
-      cuda_flash3_fp8_incoherent_kernel(),
-      cuda_flash3_fp8_block_kernel(),
-      cuda_flash3_fp8_block_incoherent_kernel(),
   };
+  const std::vector<Kernel> variants = cuda_flash3_variant_kernels();  // beside their family
+  kernels.insert(kernels.end(), variants.begin(), variants.end());
+  kernels.insert(kernels.end(), {
+                                    cuda_flash3_fp8_kernel(),
+                                    cuda_flash3_fp8_ws_kernel(),
+                                    cuda_flash3_fp8_ws_transpose_kernel(),
+                                    cuda_flash3_fp8_incoherent_kernel(),
+                                    cuda_flash3_fp8_block_kernel(),
+                                    cuda_flash3_fp8_block_incoherent_kernel(),
+                                });
+  return kernels;
 }
 
 }  // namespace ATTNBENCH_TARGET

@@ -12,8 +12,8 @@
 // tests/gpu/static/no_tensor_core_control.cu (a tile product without mma or ldmatrix) for the
 // third.
 #include <cxxabi.h>
-#include <gtest/gtest.h>
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <sys/file.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -673,10 +673,10 @@ std::vector<std::string> hopper_findings(const SassCode& code, const HopperExpec
 
 // The flash3 kernels as the time model counts them (flash3_time_model.h): one key tile of a
 // consumer warpgroup is hgmma_per_consumer HGMMA (d / 16 for S, block_k / 16 for P V) and
-// exp2_per_thread MUFU.EX2, and the loop body is one copy of it, except cuda.flash3's (Schedule
-// 2): its first turn (S alone) and last (P V alone) are written out beside the full turn, so the
-// function holds the tile twice. _ws and the later stages rebalance their registers; cuda.flash3
-// stores its output with TMA.
+// exp2_per_thread MUFU.EX2, and the loop body is one copy of it, except cuda.flash3's and its
+// variants' (Schedule 2 to 4): its first turn (S alone) and last (P V alone) are written out beside
+// the full turn, so the function holds the tile twice. _ws and the later stages rebalance their
+// registers; cuda.flash3 stores its output with TMA.
 struct Flash3Kernel {
   std::string kernel;
   flash3::Stage stage;
@@ -704,8 +704,12 @@ const std::vector<Flash3Kernel> kFlash3Kernels = {
      flash3::Stage::overlapped, 256, 2},
     {"flash3_ws_forward<256, __nv_bfloat16, (attnbench::flash3::on_gpu::Schedule)2, 2>",
      flash3::Stage::overlapped, 256, 2},
-    // cuda.flash3[stages=2], its variant on 2-stage rings
+    // cuda.flash3's variants: [stages=2] on 2-stage rings, [rescale=after_pv], [pingpong=off]
     {"flash3_ws_forward<128, __nv_bfloat16, (attnbench::flash3::on_gpu::Schedule)2, 2>",
+     flash3::Stage::overlapped, 128, 2},
+    {"flash3_ws_forward<128, __nv_bfloat16, (attnbench::flash3::on_gpu::Schedule)3, 3>",
+     flash3::Stage::overlapped, 128, 2},
+    {"flash3_ws_forward<128, __nv_bfloat16, (attnbench::flash3::on_gpu::Schedule)4, 3>",
      flash3::Stage::overlapped, 128, 2},
 };
 
@@ -746,7 +750,7 @@ TEST_F(StaticCuda, Flash3StagesUseWgmmaTmaAndMbarriersWithoutSpills) {
     ASSERT_NE(registers, function.registers.end()) << key.second;
     EXPECT_EQ(registers->second, flash3::WsTraits<128>::kLaunchRegisters) << key.second;
   }
-  EXPECT_EQ(warp_specialized, 9);  // ws, pingpong, cuda.flash3's six and its stages=2 variant
+  EXPECT_EQ(warp_specialized, 11);  // ws, pingpong, cuda.flash3's six and its three variants
   const std::vector<std::string> frames = stack_frames(resources);
   EXPECT_TRUE(frames.empty()) << "register spills or local arrays:\n" << join_lines(frames);
 }
@@ -834,7 +838,7 @@ TEST_F(StaticCuda, Flash3SoftmaxRunsUnderItsOwnOutputProduct) {
     EXPECT_EQ(matched, 1) << kernel.kernel << " not found in the SASS of " << kHopperLibrary;
     EXPECT_TRUE(findings.empty()) << join_lines(findings);
   }
-  EXPECT_EQ(overlapping, 7);  // cuda.flash3 at d 64, 128, 256 x fp16, bf16; its stages=2 variant
+  EXPECT_EQ(overlapping, 9);  // cuda.flash3 at d 64, 128, 256 x fp16, bf16; its three variants
 
   const Flash3Kernel pingpong = kFlash3Kernels[2];
   ASSERT_EQ(pingpong.stage, flash3::Stage::pingpong);

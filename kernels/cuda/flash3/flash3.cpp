@@ -235,24 +235,63 @@ Kernel cuda_flash3_kernel() {
           instantiate<WsTraits<256>>(DType::f16, &flash3::launch_flash3<256, DType::f16>),
           instantiate<WsTraits<256>>(DType::bf16, &flash3::launch_flash3<256, DType::bf16>),
       });
-  // The table it owns: K and V rings as deep as shared memory allows at the head dim.
+  // The table it owns: K and V rings as deep as shared memory allows at the head dim, the
+  // consumers in ping-pong, O rescaled between the S and P V issues. Every variant changes one.
   kernel.default_variant = [](const Problem& problem) {
-    return "stages=" + std::to_string(flash3::ws_stages(static_cast<int>(problem.head_dim_qk)));
+    return "stages=" + std::to_string(flash3::ws_stages(static_cast<int>(problem.head_dim_qk))) +
+           ",pingpong=on,rescale=before_pv";
   };
   return kernel;
 }
 
-Kernel cuda_flash3_stages2_kernel() {
-  using flash3::instantiate;
-  Kernel kernel = flash3::flash3_kernel_entry(
-      variant_name("cuda.flash3", "stages=2"),
-      "cuda.flash3 with K and V rings of 2 stages (3 fit at d 128): what the third stage buys",
-      flash3::Stage::overlapped,
-      {instantiate<flash3::WsTraits<128, 2>>(DType::bf16,
-                                             &flash3::launch_flash3_stages<128, DType::bf16, 2>)});
+}  // namespace ATTNBENCH_TARGET
+}  // namespace attnbench
+
+namespace attnbench::flash3 {
+inline namespace ATTNBENCH_TARGET {
+namespace {
+
+// A variant of cuda.flash3 at d 128, bf16 (the figure shape's), for `attnbench tune` and the GPU
+// experiment: one parameter of the default changed; its correctness suite is the stages'.
+Kernel flash3_variant(const std::string& parameters, std::string summary,
+                      const Instantiation& instantiation) {
+  Kernel kernel = flash3_kernel_entry(variant_name("cuda.flash3", parameters), std::move(summary),
+                                      Stage::overlapped, {instantiation});
   kernel.variant_of = "cuda.flash3";
   kernel.correctness_suite = "hopper-stages";  // d 128, bf16, as the stages
   return kernel;
+}
+
+}  // namespace
+}  // namespace ATTNBENCH_TARGET
+}  // namespace attnbench::flash3
+
+namespace attnbench {
+inline namespace ATTNBENCH_TARGET {
+
+std::vector<Kernel> cuda_flash3_variant_kernels() {
+  using flash3::instantiate;
+  using flash3::WsTraits;
+  return {
+      flash3::flash3_variant(
+          "stages=2",
+          "cuda.flash3 with K and V rings of 2 stages (3 fit at d 128): what the third stage buys",
+          instantiate<WsTraits<128, 2>>(DType::bf16,
+                                        &flash3::launch_flash3_stages<128, DType::bf16, 2>)),
+      flash3::flash3_variant(
+          "pingpong=off",
+          "cuda.flash3 without the turns: each consumer warpgroup issues its wgmma when ready, its "
+          "softmax still under its own P V: what ping-pong buys on top of the overlap",
+          instantiate<WsTraits<128>>(DType::bf16,
+                                     &flash3::launch_flash3_without_turns<128, DType::bf16>)),
+      flash3::flash3_variant(
+          "rescale=after_pv",
+          "cuda.flash3 with O rescaled after the P V wait, outside the turn, rather than between "
+          "the S and P V issues inside it (FlashAttention-3's RescaleOBeforeGemm off, its choice "
+          "at d <= 128)",
+          instantiate<WsTraits<128>>(DType::bf16,
+                                     &flash3::launch_flash3_rescale_after_pv<128, DType::bf16>)),
+  };
 }
 
 }  // namespace ATTNBENCH_TARGET

@@ -50,10 +50,20 @@ extern template Status launch_flash3<128, DType::f16>(const Flash3Params&, cudaS
 extern template Status launch_flash3<128, DType::bf16>(const Flash3Params&, cudaStream_t);
 extern template Status launch_flash3<256, DType::f16>(const Flash3Params&, cudaStream_t);
 extern template Status launch_flash3<256, DType::bf16>(const Flash3Params&, cudaStream_t);
-// cuda.flash3's variants: its K and V rings of kStages stages.
+// cuda.flash3's variants: its K and V rings of kStages stages ...
 template <int HeadDim, DType kDtype, int kStages>
 Status launch_flash3_stages(const Flash3Params& params, cudaStream_t stream);
 extern template Status launch_flash3_stages<128, DType::bf16, 2>(const Flash3Params&, cudaStream_t);
+// ... O rescaled after the P V wait (rescale=after_pv); no turns between the consumers
+// (pingpong=off).
+template <int HeadDim, DType kDtype>
+Status launch_flash3_rescale_after_pv(const Flash3Params& params, cudaStream_t stream);
+extern template Status launch_flash3_rescale_after_pv<128, DType::bf16>(const Flash3Params&,
+                                                                        cudaStream_t);
+template <int HeadDim, DType kDtype>
+Status launch_flash3_without_turns(const Flash3Params& params, cudaStream_t stream);
+extern template Status launch_flash3_without_turns<128, DType::bf16>(const Flash3Params&,
+                                                                     cudaStream_t);
 
 // One compiled (head dim, dtype) of a stage, as the plan dispatches to it: its tile rows (for the
 // maps' boxes) and shared memory.

@@ -16,6 +16,8 @@
 //   Schedule::pingpong (cuda.flash3_pingpong): the consumers take turns on the tensor cores.
 //   Schedule::overlapped (cuda.flash3): ping-pong, and each consumer's softmax under its own P V;
 //   the output through shared memory (over the consumer's rows of Q) and a TMA store.
+//   Its variants (cuda.flash3[...], `attnbench tune`): fewer stages; O rescaled after the P V
+//   wait (overlapped_rescale_after_pv); the overlap without the turns (overlapped_without_turns).
 // Performance: not yet measured on a GPU (see GPU-CLAIMS.md).
 // Known limits: fp16/bf16 in and out; head_dim_v == head_dim_qk; d 64, 128, 256 for cuda.flash3,
 // d 128 bf16 for the two stages; rows whose strides are multiples of 16 bytes (the TMA's rule).
@@ -58,7 +60,17 @@ enum class Schedule {
   // computes the softmax while the P V runs, then waits for it and rescales O. P is double
   // buffered: the softmax writes P(j) while the tensor cores still read P(j-1).
   overlapped,
+  // cuda.flash3's variants, one choice changed each. O rescaled after the P V wait that opens the
+  // next turn, outside the turn, rather than between the S and P V issues inside it
+  // (cuda.flash3[rescale=after_pv]; FlashAttention-3's RescaleOBeforeGemm off, as it has d 128).
+  overlapped_rescale_after_pv,
+  // The overlap without the turns: each consumer issues its wgmma when it is ready
+  // (cuda.flash3[pingpong=off]), as cuda.flash3_ws does.
+  overlapped_without_turns,
 };
+ATTNBENCH_HOST_DEVICE constexpr bool overlaps_softmax(Schedule schedule) {
+  return schedule >= Schedule::overlapped;
+}
 
 // Named barriers 1 and 2 (0 is __syncthreads): consumer c waits on 1 + c for its turn; the other
 // consumer arrives there when its turn ends. 256 threads: the waiting and the arriving warpgroup.
@@ -86,14 +98,26 @@ constexpr unsigned kEpilogueBarrier = 3;
 // StaticCuda.Flash3SoftmaxRunsUnderItsOwnOutputProduct holds the overlap. First turn, full turns
 // and last turn are written out, with no branch around a wgmma: ptxas serializes wgmma on a
 // divergent path too.
-template <int HeadDim, typename Element, typename Traits>
+// The variants: with kSchedule overlapped_rescale_after_pv, O's rescale moves from inside the turn
+// into finish_output, after the P V wait (O then holds P(j-1) V(j-1) against tile j-1's max, and
+// tile j's factor brings it to tile j's); with overlapped_without_turns the named barriers go and
+// nothing else changes.
+template <int HeadDim, typename Element, typename Traits, Schedule kSchedule>
 __device__ __forceinline__ void consume_overlapped(
     int consumer, const KeyTiles& keys, uint32_t q_rows, const SharedTiles<Traits>& tiles_in,
     const StageRing<Traits::kStages>& k_of, const StageRing<Traits::kStages>& v_of,
     OnlineSoftmax& softmax, float (&o)[HeadDim / 2]) {
   using T = Traits;
+  constexpr bool kTurns = kSchedule != Schedule::overlapped_without_turns;
+  constexpr bool kRescaleAfterWait = kSchedule == Schedule::overlapped_rescale_after_pv;
   const unsigned my_turn = kTurnBarrier + static_cast<unsigned>(consumer);
   const unsigned other_turn = kTurnBarrier + static_cast<unsigned>(1 - consumer);
+  const auto take_turn = [&] {
+    if constexpr (kTurns) ptx::named_barrier_sync(my_turn, kTurnThreads);
+  };
+  const auto pass_turn = [&] {
+    if constexpr (kTurns) ptx::named_barrier_arrive(other_turn, kTurnThreads);
+  };
   float s[T::kBlockK / 2];
   uint32_t p_fragments[T::kBlockK / kWgmmaK][4];
   float rescale[kRowsPerThread];  // O's factor for the latest tile's running max
@@ -104,12 +128,12 @@ __device__ __forceinline__ void consume_overlapped(
   };
 
   // The first turn: S(0) alone (O is still zero: its factor changes nothing).
-  if (consumer == 1) ptx::named_barrier_arrive(kTurnBarrier, kTurnThreads);
+  if (kTurns && consumer == 1) ptx::named_barrier_arrive(kTurnBarrier, kTurnThreads);
   k_of.wait_full(0);
-  ptx::named_barrier_sync(my_turn, kTurnThreads);
+  take_turn();
   issue_scores<HeadDim, T::kBlockK, Element>(s, q_rows, T::kBlockQ,
                                              tiles_in.k_stage(k_of.stage(0)));
-  ptx::named_barrier_arrive(other_turn, kTurnThreads);
+  pass_turn();
   ptx::wgmma_wait<0>();
   ptx::wgmma_fence_operand(s);
   k_of.release(0);
@@ -121,21 +145,25 @@ __device__ __forceinline__ void consume_overlapped(
     ptx::wgmma_wait<0>();
     ptx::wgmma_fence_operand(o);
     if (turn >= 2) v_of.release(turn - 2);
+    if constexpr (kRescaleAfterWait) softmax.rescale_output(o, rescale);
     probabilities_as_a<Element>(s, p_fragments);
+  };
+  const auto rescale_before_output = [&] {
+    if constexpr (!kRescaleAfterWait) softmax.rescale_output(o, rescale);
   };
 
   // Full turns: S(j) and P(j-1) V(j-1); the softmax of S(j) under the P V.
   for (int turn = 1; turn < keys.count; ++turn) {
     finish_output(turn);
     k_of.wait_full(turn);
-    ptx::named_barrier_sync(my_turn, kTurnThreads);
+    take_turn();
     issue_scores<HeadDim, T::kBlockK, Element>(s, q_rows, T::kBlockQ,
                                                tiles_in.k_stage(k_of.stage(turn)));
-    softmax.rescale_output(o, rescale);
+    rescale_before_output();
     v_of.wait_full(turn - 1);
     issue_output<HeadDim, T::kBlockK, Element>(o, p_fragments,
                                                tiles_in.v_stage(v_of.stage(turn - 1)));
-    ptx::named_barrier_arrive(other_turn, kTurnThreads);
+    pass_turn();
     ptx::wgmma_wait<1>();  // S(j); the P V keeps running
     ptx::wgmma_fence_operand(s);
     k_of.release(turn);
@@ -145,11 +173,11 @@ __device__ __forceinline__ void consume_overlapped(
   // The last turn: P(T-1) V(T-1) alone; consumer 1 has no one left to pass the turn to.
   finish_output(keys.count);
   v_of.wait_full(keys.count - 1);
-  ptx::named_barrier_sync(my_turn, kTurnThreads);
-  softmax.rescale_output(o, rescale);
+  take_turn();
+  rescale_before_output();
   issue_output<HeadDim, T::kBlockK, Element>(o, p_fragments,
                                              tiles_in.v_stage(v_of.stage(keys.count - 1)));
-  if (consumer == 0) ptx::named_barrier_arrive(other_turn, kTurnThreads);
+  if (consumer == 0) pass_turn();
   ptx::wgmma_wait<0>();
   ptx::wgmma_fence_operand(o);
   v_of.release(keys.count - 1);
@@ -252,10 +280,10 @@ __global__ void __launch_bounds__(WsTraits<HeadDim>::kThreads, 1)
   const StageRing<T::kStages> k_of = barriers.k.consumers();
   const StageRing<T::kStages> v_of = barriers.v.consumers();
   if (tile_count > 0) ptx::mbarrier_wait(barriers.q(), 0);
-  if constexpr (kSchedule == Schedule::overlapped) {
+  if constexpr (overlaps_softmax(kSchedule)) {
     if (tile_count > 0) {
-      consume_overlapped<HeadDim, Element, T>(warpgroup - 1, keys, q_rows, tiles_in, k_of, v_of,
-                                              softmax, o);
+      consume_overlapped<HeadDim, Element, T, kSchedule>(warpgroup - 1, keys, q_rows, tiles_in,
+                                                         k_of, v_of, softmax, o);
     }
   } else if constexpr (kSchedule == Schedule::pingpong) {
     if (tile_count > 0) {
@@ -282,7 +310,7 @@ __global__ void __launch_bounds__(WsTraits<HeadDim>::kThreads, 1)
       v_of.release(tile);
     }
   }
-  if constexpr (kSchedule == Schedule::overlapped) {
+  if constexpr (overlaps_softmax(kSchedule)) {
     store_output_through_shared<HeadDim, Element>(
         params, block, softmax, o, rows_before, q_rows, T::kBlockQ * kSwizzleBytes, shared_bytes,
         ptx::shared_address(shared_bytes), kEpilogueBarrier + static_cast<unsigned>(warpgroup - 1));
@@ -323,6 +351,20 @@ template <int HeadDim, DType kDtype, int kStages>
 Status launch_flash3_stages(const Flash3Params& params, cudaStream_t stream) {
   return launch_warp_specialized<HeadDim, kDtype, Schedule::overlapped, kStages>(
       "cuda.flash3[stages]", params, stream);
+}
+
+// cuda.flash3[rescale=after_pv]: O rescaled after the P V wait, outside the turn.
+template <int HeadDim, DType kDtype>
+Status launch_flash3_rescale_after_pv(const Flash3Params& params, cudaStream_t stream) {
+  return launch_warp_specialized<HeadDim, kDtype, Schedule::overlapped_rescale_after_pv>(
+      "cuda.flash3[rescale=after_pv]", params, stream);
+}
+
+// cuda.flash3[pingpong=off]: the softmax under its own P V, no turns between the consumers.
+template <int HeadDim, DType kDtype>
+Status launch_flash3_without_turns(const Flash3Params& params, cudaStream_t stream) {
+  return launch_warp_specialized<HeadDim, kDtype, Schedule::overlapped_without_turns>(
+      "cuda.flash3[pingpong=off]", params, stream);
 }
 
 }  // namespace ATTNBENCH_TARGET
