@@ -53,8 +53,10 @@ PTX_CONFORMANCE_S = 30.0
 # cuda.flash3_fp8_ws_transpose joined (61 more FP8 cases; six lanes would put the plan at 244 s);
 # eight since cuda.flash2's backward joined the figures and gpu-smoke (issue 37; seven would put
 # the plan at 245 s), still half the host's 16 cores, and the step has run faster than predicted
-# (63.4 s against 87 at five lanes).
-CTEST_PARALLEL = 8
+# (63.4 s against 87 at five lanes); nine since cuda.flash3's variants [stages=2,block_n=176],
+# [pingpong=off] and [rescale=after_pv] joined (issue 38: 52 hopper-stages cases each; eight
+# would put the plan at 241.6 s).
+CTEST_PARALLEL = 9
 CUDNN_CTEST_SHARDS = 4  # tests/gpu/test_gpu.cpp's kCudnnShards
 
 # The masking study profiled on the GPU (issue 17): every GPU kernel of suites/masking.toml (the

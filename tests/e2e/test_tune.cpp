@@ -68,10 +68,10 @@ TEST(Tune, TimesEveryCpuVariantBesideTheDefaultAndNamesTheFastest) {
   EXPECT_TRUE(default_fastest || judged) << tuned.output;
 }
 
-// Under emu every CUDA variant is checked beside its family (cuda.flash3's three: [stages=2] on
-// rings of 2 stages, [pingpong=off], [rescale=after_pv]; 4 key tiles so each stage is refilled;
-// causal GQA with tails), none timed; a variant's table is its own (d 128 bf16 only: the d 64
-// shape is skipped for it, not failed).
+// Under emu every CUDA variant is checked beside its family (cuda.flash3's four: [stages=2] on
+// rings of 2 stages, [pingpong=off], [rescale=after_pv], [stages=2,block_n=176] on key tiles of
+// 176; 4 key tiles of 128 (3 of 176) so each stage is refilled; causal GQA with tails), none
+// timed; a variant's table is its own (d 128 bf16 only: the d 64 shape is skipped for it).
 TEST(Tune, ChecksEveryCudaVariantOnTheEmulatedDevice) {
   const ScratchDirectory dir("attnbench_tune_emu");
   const std::string db = dir.file("tune.sqlite");
@@ -92,13 +92,14 @@ TEST(Tune, ChecksEveryCudaVariantOnTheEmulatedDevice) {
   }
   EXPECT_EQ(passed["cuda.flash3"], 2) << tuned.output;
   for (const char* variant :
-       {"cuda.flash3[stages=2]", "cuda.flash3[pingpong=off]", "cuda.flash3[rescale=after_pv]"}) {
+       {"cuda.flash3[stages=2]", "cuda.flash3[pingpong=off]", "cuda.flash3[rescale=after_pv]",
+        "cuda.flash3[stages=2,block_n=176]"}) {
     EXPECT_EQ(passed[variant], 1) << variant << "\n" << tuned.output;
   }
-  EXPECT_NE(tuned.output.find("3 variants beside the default"), std::string::npos) << tuned.output;
-  EXPECT_NE(tuned.output.find("4 of 4 passed their check; none timed"), std::string::npos)
+  EXPECT_NE(tuned.output.find("4 variants beside the default"), std::string::npos) << tuned.output;
+  EXPECT_NE(tuned.output.find("5 of 5 passed their check; none timed"), std::string::npos)
       << tuned.output;
-  EXPECT_NE(tuned.output.find("1 of 1 passed their check (3 skipped: outside their tables)"),
+  EXPECT_NE(tuned.output.find("1 of 1 passed their check (4 skipped: outside their tables)"),
             std::string::npos)
       << tuned.output;
 }

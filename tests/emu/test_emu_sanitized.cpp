@@ -142,15 +142,16 @@ TEST(SanitizedEmu, EveryBackwardPassesWithNoReport) {
 }
 
 // cuda.flash3's variants (`attnbench tune`) at the planted bugs' shape, its rings wrapping (four
-// key tiles on three stages; on two for [stages=2]), causal from the bottom right so the last tile
-// is masked: without the turns ([pingpong=off]) the two consumers meet only at the rings.
+// key tiles on three stages; on two for [stages=2]; three of 176 keys on two for
+// [stages=2,block_n=176]), causal from the bottom right so the last tile is masked: without the
+// turns ([pingpong=off]) the two consumers meet only at the rings.
 TEST(SanitizedEmu, EveryFlash3VariantPassesWithNoReport) {
   ASSERT_NE(emu::kSanitizer, Sanitizer::none) << "built only in a sanitizer build";
   const ScratchDirectory dir("attnbench_emu_sanitized_variants");
   const Result<StoredRun> run =
       check("cuda.flash3[*]", "--shape " + planted_shape("flash3") + ",mask=causal_br", dir);
   ASSERT_TRUE(run);
-  ASSERT_EQ(run->results.size(), 3u);
+  ASSERT_EQ(run->results.size(), 4u);
   for (const ResultRecord& r : run->results) {
     SCOPED_TRACE(r.kernel);
     expect_passed(r, /*deterministic=*/true);

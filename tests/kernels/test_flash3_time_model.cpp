@@ -121,6 +121,13 @@ TEST(Flash3TimeModel, IsTheKernelsPrediction) {
     ASSERT_TRUE(kernel->predicted_seconds) << name;
     EXPECT_DOUBLE_EQ(kernel->predicted_seconds(figure), predict(stage, figure).seconds) << name;
   }
+  // A variant on other key tiles is priced at its own (47 tiles of 176 where 64 of 128 were).
+  const Kernel* wide = find_kernel("cuda.flash3[stages=2,block_n=176]");
+  ASSERT_NE(wide, nullptr);
+  const Prediction wide_tiles = predict(Stage::overlapped, figure, 176);
+  EXPECT_EQ(wide_tiles.tile.block_k, 176);
+  EXPECT_DOUBLE_EQ(wide->predicted_seconds(figure), wide_tiles.seconds);
+  EXPECT_NE(wide_tiles.seconds, predict(Stage::overlapped, figure).seconds);
 }
 
 // The table the note and docs/hopper.md quote: a model, not a measurement.

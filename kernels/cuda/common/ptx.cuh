@@ -39,12 +39,16 @@ inline namespace ATTNBENCH_TARGET {
 constexpr int kCopyBytes = 16;
 // The Element of an FP8 wgmma: e4m3 bytes (kernels hold them as uint8_t / packed uint32_t).
 struct E4m3 {};
-// The wgmma.mma_async shapes and inputs wrapped here.
+// The wgmma.mma_async shapes and inputs wrapped here: N = 64, 128, 256 of every input, and N = 176
+// (FlashAttention-3's key tile at d 128) of 16-bit inputs for S = Q K^T (wgmma_ss) only.
+template <typename Element>
+constexpr bool kSixteenBit =
+    std::is_same_v<Element, __half> || std::is_same_v<Element, __nv_bfloat16>;
 template <int kN, typename Element>
-constexpr bool kWgmmaWrapped = (kN == 64 || kN == 128 || kN == 256) &&
-                               (std::is_same_v<Element, __half> ||
-                                std::is_same_v<Element, __nv_bfloat16> ||
-                                std::is_same_v<Element, E4m3>);
+constexpr bool kWgmmaWrapped = ((kN == 64 || kN == 128 || kN == 256) &&
+                                (kSixteenBit<Element> || std::is_same_v<Element, E4m3>)) ||
+                               (kN == 176 && kSixteenBit<Element>);
+constexpr int kWgmmaSsOnlyN = 176;
 // K of one wgmma: 32 bytes of each row, 16 elements of 16 bits or 32 of e4m3.
 template <typename Element>
 constexpr int kWgmmaDepth = std::is_same_v<Element, E4m3> ? 32 : 16;
@@ -266,16 +270,15 @@ __device__ __forceinline__ void setmaxnreg_dec() {
   asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kRegisters));
 }
 
-// wgmma.mma_async m64nNk16 with fp32 accumulators (N = 64, 128, 256; f16 or bf16), or m64nNk32
-// for e4m3 (Element E4m3), issued by the four warps of a warpgroup together: D = A B + D (D = A B
-// when `accumulate` is false). B comes from shared memory through a descriptor
-// (kernels/cuda/common/wgmma_descriptor.h), K-major or, with kTransposeB (16-bit only: FP8 has no
-// transpose), N-major (V stored [key][d]); A from shared memory (K-major) or from registers
-// (mma.sync's A fragment, rows 16 w.. of warp w: m16n8k16's for 16-bit inputs, m16n8k32's for
-// e4m3, four bytes a register). Asynchronous: `d` belongs to the
-// tensor cores from issue to the wgmma_wait that completes its group; wgmma_fence before the
-// first wgmma of a batch, wgmma_fence_operand around issue and wait so the compiler keeps the
-// accumulators in place.
+// wgmma.mma_async m64nNk16 with fp32 accumulators (N = 64, 128, 256, and 176 for wgmma_ss; f16 or
+// bf16), or m64nNk32 for e4m3 (Element E4m3), issued by the four warps of a warpgroup together:
+// D = A B + D (D = A B when `accumulate` is false). B comes from shared memory through a
+// descriptor (kernels/cuda/common/wgmma_descriptor.h), K-major or, with kTransposeB (16-bit only:
+// FP8 has no transpose), N-major (V stored [key][d]); A from shared memory (K-major) or from
+// registers (mma.sync's A fragment, rows 16 w.. of warp w: m16n8k16's for 16-bit inputs,
+// m16n8k32's for e4m3, four bytes a register). Asynchronous: `d` belongs to the tensor cores from
+// issue to the wgmma_wait that completes its group; wgmma_fence before the first wgmma of a batch,
+// wgmma_fence_operand around issue and wait so the compiler keeps the accumulators in place.
 #define ATTNBENCH_R0_9 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, "
 #define ATTNBENCH_R10(p)                                                                 \
   "%" #p "0, %" #p "1, %" #p "2, %" #p "3, %" #p "4, %" #p "5, %" #p "6, %" #p "7, %" #p \
@@ -285,6 +288,9 @@ __device__ __forceinline__ void setmaxnreg_dec() {
 #define ATTNBENCH_REGS_64                                                            \
   ATTNBENCH_R0_9 ATTNBENCH_R10(1) ATTNBENCH_R10(2) ATTNBENCH_R10(3) ATTNBENCH_R10(4) \
       ATTNBENCH_R10(5) "%60, %61, %62, %63"
+#define ATTNBENCH_REGS_88                                                            \
+  ATTNBENCH_R0_9 ATTNBENCH_R10(1) ATTNBENCH_R10(2) ATTNBENCH_R10(3) ATTNBENCH_R10(4) \
+      ATTNBENCH_R10(5) ATTNBENCH_R10(6) ATTNBENCH_R10(7) "%80, %81, %82, %83, %84, %85, %86, %87"
 #define ATTNBENCH_REGS_128                                                                 \
   ATTNBENCH_R0_9 ATTNBENCH_R10(1) ATTNBENCH_R10(2) ATTNBENCH_R10(3) ATTNBENCH_R10(4)       \
       ATTNBENCH_R10(5) ATTNBENCH_R10(6) ATTNBENCH_R10(7) ATTNBENCH_R10(8) ATTNBENCH_R10(9) \
@@ -294,6 +300,7 @@ __device__ __forceinline__ void setmaxnreg_dec() {
   ATTNBENCH_F4(i), ATTNBENCH_F4((i) + 4), ATTNBENCH_F4((i) + 8), ATTNBENCH_F4((i) + 12)
 #define ATTNBENCH_F32(i) ATTNBENCH_F16(i), ATTNBENCH_F16((i) + 16)
 #define ATTNBENCH_F64(i) ATTNBENCH_F32(i), ATTNBENCH_F32((i) + 32)
+#define ATTNBENCH_F88 ATTNBENCH_F64(0), ATTNBENCH_F16(64), ATTNBENCH_F4(80), ATTNBENCH_F4(84)
 #define ATTNBENCH_F128 ATTNBENCH_F64(0), ATTNBENCH_F64(64)
 // One issue: the shape, the input type, the accumulator list, the operand numbers of A, B, the
 // scale-d flag and the transpose immediate, then the accumulator constraints.
@@ -359,7 +366,8 @@ __device__ __forceinline__ void wgmma_rs_e4m3(float (&d)[kN / 2], const uint32_t
 template <int kN, typename Element, bool kTransposeB>
 __device__ __forceinline__ void wgmma_ss(float (&d)[kN / 2], uint64_t a, uint64_t b,
                                          bool accumulate) {
-  static_assert(kWgmmaWrapped<kN, Element>, "wrapped: N = 64, 128, 256; f16, bf16 or e4m3");
+  static_assert(kWgmmaWrapped<kN, Element>,
+                "wrapped: N = 64, 128, 256 (f16, bf16, e4m3) or 176 (f16, bf16)");
   static_assert(!(std::is_same_v<Element, E4m3> && kTransposeB), "FP8 wgmma reads B K-major only");
   constexpr bool kBf16 = std::is_same_v<Element, __nv_bfloat16>;
   if constexpr (std::is_same_v<Element, E4m3>) {
@@ -373,6 +381,10 @@ __device__ __forceinline__ void wgmma_ss(float (&d)[kN / 2], uint64_t a, uint64_
                        ATTNBENCH_F64(0));
   } else if constexpr (kN == 128) {
     ATTNBENCH_WGMMA_SS(128, "f16", ATTNBENCH_REGS_64, "%64", "%65", "%66", "%67", ATTNBENCH_F64(0));
+  } else if constexpr (kN == 176 && kBf16) {
+    ATTNBENCH_WGMMA_SS(176, "bf16", ATTNBENCH_REGS_88, "%88", "%89", "%90", "%91", ATTNBENCH_F88);
+  } else if constexpr (kN == 176) {
+    ATTNBENCH_WGMMA_SS(176, "f16", ATTNBENCH_REGS_88, "%88", "%89", "%90", "%91", ATTNBENCH_F88);
   } else if constexpr (kBf16) {
     ATTNBENCH_WGMMA_SS(256, "bf16", ATTNBENCH_REGS_128, "%128", "%129", "%130", "%131",
                        ATTNBENCH_F128);
@@ -385,7 +397,9 @@ __device__ __forceinline__ void wgmma_ss(float (&d)[kN / 2], uint64_t a, uint64_
 template <int kN, typename Element, bool kTransposeB>
 __device__ __forceinline__ void wgmma_rs(float (&d)[kN / 2], const uint32_t (&a)[4], uint64_t b,
                                          bool accumulate) {
-  static_assert(kWgmmaWrapped<kN, Element>, "wrapped: N = 64, 128, 256; f16, bf16 or e4m3");
+  static_assert(kWgmmaWrapped<kN, Element>,
+                "wrapped: N = 64, 128, 256 (f16, bf16, e4m3) or 176 (f16, bf16)");
+  static_assert(kN != kWgmmaSsOnlyN, "N = 176 is wrapped for wgmma_ss (S = Q K^T) only");
   static_assert(!(std::is_same_v<Element, E4m3> && kTransposeB), "FP8 wgmma reads B K-major only");
   constexpr bool kBf16 = std::is_same_v<Element, __nv_bfloat16>;
   if constexpr (std::is_same_v<Element, E4m3>) {
@@ -573,7 +587,8 @@ inline void setmaxnreg_dec() {}
 
 template <int kN, typename Element>
 constexpr emu::WgmmaOp wgmma_op(float (&d)[kN / 2], bool transpose_b, bool accumulate) {
-  static_assert(kWgmmaWrapped<kN, Element>, "wrapped: N = 64, 128, 256; f16, bf16 or e4m3");
+  static_assert(kWgmmaWrapped<kN, Element>,
+                "wrapped: N = 64, 128, 256 (f16, bf16, e4m3) or 176 (f16, bf16)");
   emu::WgmmaOp op;
   op.input = std::is_same_v<Element, __half>          ? emu::MmaInput::f16
              : std::is_same_v<Element, __nv_bfloat16> ? emu::MmaInput::bf16
@@ -595,6 +610,7 @@ inline void wgmma_ss(float (&d)[kN / 2], uint64_t a, uint64_t b, bool accumulate
 template <int kN, typename Element, bool kTransposeB>
 inline void wgmma_rs(float (&d)[kN / 2], const uint32_t (&a)[4], uint64_t b, bool accumulate,
                      ATTNBENCH_PTX_CALLER) {
+  static_assert(kN != kWgmmaSsOnlyN, "N = 176 is wrapped for wgmma_ss (S = Q K^T) only");
   emu::WgmmaOp op = wgmma_op<kN, Element>(d, kTransposeB, accumulate);
   op.a_registers = a;
   op.b_descriptor = b;

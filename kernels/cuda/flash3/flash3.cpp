@@ -143,8 +143,11 @@ Kernel flash3_kernel_entry(std::string name, std::string summary, Stage stage,
   kernel.support = flash3_support_table(instantiations);
   // cuda.flash3 itself instantiates every head dim; its stages only d 128 bf16.
   kernel.correctness_suite = stage == Stage::overlapped ? "ctest" : "hopper-stages";
-  kernel.predicted_seconds = [stage](const Problem& problem) {
-    return predict(stage, problem).seconds;
+  // Priced at the tile shape of the problem's instantiation (a variant may change its keys).
+  kernel.predicted_seconds = [stage, instantiations](const Problem& problem) {
+    const Instantiation* instantiation =
+        gpu::find_instantiation(instantiations, problem.head_dim_qk, problem.input_dtype);
+    return predict(stage, problem, instantiation != nullptr ? instantiation->block_k : 0).seconds;
   };
   // Every stage keeps its state on chip and launches once (flash3_launch.h's launch_blocks).
   kernel.expected_resources = [](const Problem&) { return ResourceExpectation{0, 1}; };
@@ -238,7 +241,9 @@ Kernel cuda_flash3_kernel() {
   // The table it owns: K and V rings as deep as shared memory allows at the head dim, the
   // consumers in ping-pong, O rescaled between the S and P V issues. Every variant changes one.
   kernel.default_variant = [](const Problem& problem) {
-    return "stages=" + std::to_string(flash3::ws_stages(static_cast<int>(problem.head_dim_qk))) +
+    const int head_dim = static_cast<int>(problem.head_dim_qk);
+    return "stages=" + std::to_string(flash3::ws_stages(head_dim)) +
+           ",block_n=" + std::to_string(flash3::ws_block_k(head_dim)) +
            ",pingpong=on,rescale=before_pv";
   };
   return kernel;
@@ -278,6 +283,12 @@ std::vector<Kernel> cuda_flash3_variant_kernels() {
           "cuda.flash3 with K and V rings of 2 stages (3 fit at d 128): what the third stage buys",
           instantiate<WsTraits<128, 2>>(DType::bf16,
                                         &flash3::launch_flash3_stages<128, DType::bf16, 2>)),
+      flash3::flash3_variant(
+          "stages=2,block_n=176",
+          "cuda.flash3 on key tiles of 176 (FlashAttention-3's at d 128; S = Q K^T one wgmma of "
+          "N = 176) and the 2 stages of K and V that fit",
+          instantiate<WsTraits<128, flash3::ws_stages(128, 176), 176>>(
+              DType::bf16, &flash3::launch_flash3_block_k<128, DType::bf16, 176>)),
       flash3::flash3_variant(
           "pingpong=off",
           "cuda.flash3 without the turns: each consumer warpgroup issues its wgmma when ready, its "

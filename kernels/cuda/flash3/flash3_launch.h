@@ -54,8 +54,12 @@ extern template Status launch_flash3<256, DType::bf16>(const Flash3Params&, cuda
 template <int HeadDim, DType kDtype, int kStages>
 Status launch_flash3_stages(const Flash3Params& params, cudaStream_t stream);
 extern template Status launch_flash3_stages<128, DType::bf16, 2>(const Flash3Params&, cudaStream_t);
-// ... O rescaled after the P V wait (rescale=after_pv); no turns between the consumers
-// (pingpong=off).
+// ... key tiles of kBlockK keys (block_n=176); O rescaled after the P V wait (rescale=after_pv);
+// no turns between the consumers (pingpong=off).
+template <int HeadDim, DType kDtype, int kBlockK>
+Status launch_flash3_block_k(const Flash3Params& params, cudaStream_t stream);
+extern template Status launch_flash3_block_k<128, DType::bf16, 176>(const Flash3Params&,
+                                                                    cudaStream_t);
 template <int HeadDim, DType kDtype>
 Status launch_flash3_rescale_after_pv(const Flash3Params& params, cudaStream_t stream);
 extern template Status launch_flash3_rescale_after_pv<128, DType::bf16>(const Flash3Params&,

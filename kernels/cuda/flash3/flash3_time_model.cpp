@@ -106,15 +106,17 @@ void schedule(Stage stage, TileCost& tile) {
 
 }  // namespace
 
-TileCost tile_cost(Stage stage, int head_dim, const HopperRates& rates) {
-  TileCost tile = count_tile(stage_shape(stage, head_dim), head_dim, rates);
+TileCost tile_cost(Stage stage, int head_dim, int block_k, const HopperRates& rates) {
+  TileShapeOf shape = stage_shape(stage, head_dim);
+  if (block_k != 0) shape.block_k = block_k;
+  TileCost tile = count_tile(shape, head_dim, rates);
   schedule(stage, tile);
   return tile;
 }
 
-Prediction predict(Stage stage, const Problem& problem, const HopperRates& rates) {
+Prediction predict(Stage stage, const Problem& problem, int block_k, const HopperRates& rates) {
   Prediction prediction;
-  prediction.tile = tile_cost(stage, static_cast<int>(problem.head_dim_qk), rates);
+  prediction.tile = tile_cost(stage, static_cast<int>(problem.head_dim_qk), block_k, rates);
   const TileCost& tile = prediction.tile;
   const int64_t m_blocks = gpu::tile_count(problem.seqlen_q, tile.block_q);
   prediction.ctas = m_blocks * problem.heads_q * problem.batch;

@@ -72,7 +72,8 @@ struct TileCost {
   double shared_bytes_per_hgmma() const { return shared_bytes / (consumers * hgmma_per_consumer); }
 };
 
-TileCost tile_cost(Stage stage, int head_dim, const HopperRates& rates = {});
+// `block_k`: keys per tile where a variant changes the stage's own (0: the stage's).
+TileCost tile_cost(Stage stage, int head_dim, int block_k = 0, const HopperRates& rates = {});
 
 struct Prediction {
   double seconds = 0;
@@ -86,6 +87,7 @@ struct Prediction {
 // order, each taken by the SM that frees first (the hardware's block scheduler, one CTA per SM),
 // each costing its visible key tiles at tile_clocks; never below the HBM time of reading Q, K, V
 // and writing O once.
-Prediction predict(Stage stage, const Problem& problem, const HopperRates& rates = {});
+Prediction predict(Stage stage, const Problem& problem, int block_k = 0,
+                   const HopperRates& rates = {});
 
 }  // namespace attnbench::flash3

@@ -47,7 +47,8 @@ struct TileShape {
 
   static_assert(kHeadDim % kBoxColumns == 0, "d is a whole number of 128-byte swizzled rows");
   static_assert(kHeadDim == 64 || kHeadDim == 128 || kHeadDim == 256, "wgmma N = 64, 128 or 256");
-  static_assert(kBlockK == 64 || kBlockK == 128, "S = Q K^T is one wgmma of N = kBlockK");
+  static_assert(kBlockK == 64 || kBlockK == 128 || kBlockK == 176,
+                "S = Q K^T is one wgmma of N = kBlockK (ptx.cuh wraps 64, 128, 176)");
   static_assert(kSharedBytes <= kSharedBytesPerBlock, "the tiles fit an H100/H200's 227 KiB");
 };
 
@@ -75,12 +76,15 @@ struct Wg1Traits : TileShape<HeadDim, kWgmmaM, 128, 2> {
 // cuda.flash3 (every head dim) shares the shape: 128 keys per tile up to d = 128, 64 at d = 256
 // (its O takes 128 registers per thread).
 // Stages: the ring's depth, as many as fit unless a variant fixes fewer (cuda.flash3[stages=2]).
+// BlockK: a variant may take FlashAttention-3's 176 keys at d 128 (cuda.flash3[block_n=176,...]:
+// 2 stages fit).
 constexpr int ws_block_k(int head_dim) { return head_dim <= 128 ? 128 : 64; }
-constexpr int ws_stages(int head_dim) {
-  return stages_that_fit(head_dim, 2 * kWgmmaM, ws_block_k(head_dim));
+constexpr int ws_stages(int head_dim, int block_k) {
+  return stages_that_fit(head_dim, 2 * kWgmmaM, block_k);
 }
-template <int HeadDim, int Stages = ws_stages(HeadDim)>
-struct WsTraits : TileShape<HeadDim, 2 * kWgmmaM, ws_block_k(HeadDim), Stages> {
+constexpr int ws_stages(int head_dim) { return ws_stages(head_dim, ws_block_k(head_dim)); }
+template <int HeadDim, int Stages = ws_stages(HeadDim), int BlockK = ws_block_k(HeadDim)>
+struct WsTraits : TileShape<HeadDim, 2 * kWgmmaM, BlockK, Stages> {
   static constexpr int kConsumers = 2;
   static constexpr int kConsumerThreads = kConsumers * kWarpgroupThreads;
   static constexpr int kThreads = kWarpgroupThreads + kConsumerThreads;

@@ -227,10 +227,10 @@ __device__ __forceinline__ void consume_pingpong(int consumer, const KeyTiles& k
   }
 }
 
-template <int HeadDim, typename Element, Schedule kSchedule, int kStages>
+template <int HeadDim, typename Element, Schedule kSchedule, int kStages, int kBlockK>
 __global__ void __launch_bounds__(WsTraits<HeadDim>::kThreads, 1)
     flash3_ws_forward(const __grid_constant__ Flash3Params params) {
-  using T = WsTraits<HeadDim, kStages>;
+  using T = WsTraits<HeadDim, kStages, kBlockK>;
   const AttentionParams& p = params.attention;
   using Barriers = SplitRingBarriers<T::kStages>;
   ATTNBENCH_SHARED(Barriers, barriers, 8);
@@ -321,11 +321,12 @@ __global__ void __launch_bounds__(WsTraits<HeadDim>::kThreads, 1)
 
 // ---- launch -------------------------------------------------------------------------------------
 
-template <int HeadDim, DType kDtype, Schedule kSchedule, int kStages = WsTraits<HeadDim>::kStages>
+template <int HeadDim, DType kDtype, Schedule kSchedule, int kStages = WsTraits<HeadDim>::kStages,
+          int kBlockK = WsTraits<HeadDim>::kBlockK>
 Status launch_warp_specialized(const char* name, const Flash3Params& params, cudaStream_t stream) {
   using Element = typename gpu::ElementOf<kDtype>::type;
-  return launch_blocks<WsTraits<HeadDim, kStages>>(
-      name, flash3_ws_forward<HeadDim, Element, kSchedule, kStages>, params, stream);
+  return launch_blocks<WsTraits<HeadDim, kStages, kBlockK>>(
+      name, flash3_ws_forward<HeadDim, Element, kSchedule, kStages, kBlockK>, params, stream);
 }
 
 template <int HeadDim, DType kDtype>
@@ -351,6 +352,14 @@ template <int HeadDim, DType kDtype, int kStages>
 Status launch_flash3_stages(const Flash3Params& params, cudaStream_t stream) {
   return launch_warp_specialized<HeadDim, kDtype, Schedule::overlapped, kStages>(
       "cuda.flash3[stages]", params, stream);
+}
+
+// cuda.flash3 on key tiles of kBlockK keys, its rings as deep as fit: cuda.flash3[stages=2,
+// block_n=176] at d 128.
+template <int HeadDim, DType kDtype, int kBlockK>
+Status launch_flash3_block_k(const Flash3Params& params, cudaStream_t stream) {
+  return launch_warp_specialized<HeadDim, kDtype, Schedule::overlapped, ws_stages(HeadDim, kBlockK),
+                                 kBlockK>("cuda.flash3[block_n]", params, stream);
 }
 
 // cuda.flash3[rescale=after_pv]: O rescaled after the P V wait, outside the turn.
