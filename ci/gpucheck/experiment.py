@@ -4,17 +4,20 @@ kernel's open question on a GPU rather than judge GPU-CLAIMS.md. One so far, `fl
   flash3-rounds  cuda.flash3's stages and variants beside cudnn.sdpa at the figure shape and at
                  seqlen 16k causal, timed round-robin (suites/gpu-flash3-experiment.toml); every
                  sample keeps its SM clock and clock-event reasons (NVML, once per repetition).
+                 Among the variants, cuda.flash3[probe=clock64] stores its consumer warpgroups'
+                 clocks per key tile in each wait (the K and V stages, the turn, S, P V).
   flash3-ncu     Nsight Compute on four variants at the figure shape, where ncu exists, with the
                  chip's own clock (--clock-control none): tensor-pipe activity, L2 and SM
                  throughput, the warp stall reasons; the raw CSV travels in the logs.
 
 The summary gives each result's TFLOP/s, its ratio to cudnn.sdpa in the same run and shape, its
-median SM clock and clock range, and the ncu metrics per variant. An experiment has its own plan
+median SM clock and clock range, the probe's waits per key tile, and the ncu metrics per variant. An experiment has its own plan
 (`--plan --experiment flash3`) and budget, separate from the claims' check.
 """
 
 import csv
 import io
+import json
 import statistics
 
 from gpucheck.claims import TERA
@@ -127,6 +130,25 @@ def rounds_rows(results, samples):
         rows.append([r["kernel"], r.get("shape") or "", r["status"],
                      "-" if rate is None else f"{rate / TERA:.1f}", ratio, median,
                      _clock_range(mine), _reasons(mine), len(mine)])
+    return rows
+
+
+def probe_rows(results):
+    """The clock probe's results (cuda.flash3[probe=clock64]: clocks in its details): per shape,
+    each wait's SM clocks per key tile of one consumer warpgroup and its share of the mainloop."""
+    rows = []
+    for r in results:
+        try:
+            probe = json.loads(r.get("details_json") or "{}").get("clock_probe")
+        except (json.JSONDecodeError, AttributeError):
+            probe = None
+        if not probe:
+            continue
+        per_tile = probe.get("per_tile", {})
+        mainloop = per_tile.get("mainloop") or 0
+        for event, clocks in per_tile.items():
+            share = f"{100 * clocks / mainloop:.1f} %" if mainloop else "-"
+            rows.append([r["kernel"], r.get("shape") or "", event, f"{clocks:.0f}", share])
     return rows
 
 

@@ -54,8 +54,8 @@ PTX_CONFORMANCE_S = 30.0
 # eight since cuda.flash2's backward joined the figures and gpu-smoke (issue 37; seven would put
 # the plan at 245 s), still half the host's 16 cores, and the step has run faster than predicted
 # (63.4 s against 87 at five lanes); nine since cuda.flash3's variants [stages=2,block_n=176],
-# [pingpong=off] and [rescale=after_pv] joined (issue 38: 52 hopper-stages cases each; eight
-# would put the plan at 241.6 s).
+# [pingpong=off], [rescale=after_pv] and [probe=clock64] joined (issue 38: 52 hopper-stages cases
+# each; eight would put the plan at 243.2 s).
 CTEST_PARALLEL = 9
 CUDNN_CTEST_SHARDS = 4  # tests/gpu/test_gpu.cpp's kCudnnShards
 

@@ -284,17 +284,22 @@ def render(evidence: Evidence, verdicts: list, claims_error: str | None) -> str:
 
 
 def experiment_sections(evidence: Evidence) -> list[str]:
-    """--experiment flash3: the rounds' results with their ratio to cuDNN and their clocks, then
-    what Nsight Compute found per variant."""
+    """--experiment flash3: the rounds' results with their ratio to cuDNN and their clocks, the
+    clock probe's waits per key tile, then what Nsight Compute found per variant."""
     run_id = evidence.run_id(EXPERIMENT)
     rounds = experiment.rounds_rows(evidence.results(EXPERIMENT),
                                     evidence.db.samples(run_id) if evidence.db else [])
     ncu = experiment.ncu_rows((evidence.data or {}).get("ncu"))
+    probe = experiment.probe_rows(evidence.results(EXPERIMENT))
     return [*section(f"Experiment flash3: rounds (run {run_id or '-'}; "
                      f"{timing_order(evidence, EXPERIMENT)})",
                      table(["kernel", "shape", "status", "TFLOP/s",
                             f"vs {experiment.FLASH3_BASELINE}", "median SM MHz", "SM MHz range",
                             "clock reasons", "samples"], rounds) if rounds else "no results"),
+            *section("Experiment flash3: clock64 probe (SM clocks per key tile of one consumer "
+                     "warpgroup, the last forward of its case; its reads perturb its own time)",
+                     table(["kernel", "shape", "wait", "clocks per key tile", "of the mainloop"],
+                           probe) if probe else "no probe result"),
             *section("Experiment flash3: Nsight Compute (--clock-control none)",
                      table(["kernel", "metric", "value"], ncu) if ncu else "not run")]
 

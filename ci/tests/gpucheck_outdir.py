@@ -155,6 +155,9 @@ class Scenario:
     own_steps: tuple = ()
     # --experiment flash3's rounds: kernel -> TFLOP/s at the figure shape, in a run of their own.
     experiment_tflops: dict = field(default_factory=dict)
+    # cuda.flash3[probe=clock64]'s clocks per key tile by wait, stored in its result's details
+    # when the experiment runs it.
+    experiment_probe: dict = field(default_factory=dict)
 
 
 @functools.cache
@@ -330,8 +333,12 @@ class OutdirBuilder:
                  for kernel in self.scenario.experiment_tflops}
         describe(list(cases.values()), [gpu.name])
         for kernel, tflops in self.scenario.experiment_tflops.items():
+            probe = self.scenario.experiment_probe if "probe=" in kernel else {}
+            details = {"details_json": json.dumps({"clock_probe": {
+                "unit": "SM clocks (clock64) per key tile of one consumer warpgroup",
+                "warpgroups": 512, "key_tiles": 512 * 64, "per_tile": probe}})} if probe else {}
             self.built.flops_per_s[("experiment", kernel)] = self.timed_result(
-                run_id, gpu, cases[kernel], tflops, 1.0)
+                run_id, gpu, cases[kernel], tflops, 1.0, **details)
         return run_id
 
     def flash3_prediction(self, kernel: str, case: Case) -> dict:

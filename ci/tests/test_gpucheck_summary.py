@@ -159,8 +159,12 @@ def test_the_flash3_experiment_shows_each_variant_against_cudnn_with_its_clocks(
     """--experiment flash3: every result of the rounds with its ratio to cudnn.sdpa of the same
     shape, computed from the stored rates, and its samples' clocks and reasons."""
     rates = {"cudnn.sdpa": rng.uniform(600, 620), "cuda.flash3": rng.uniform(520, 640),
-             "cuda.flash3[stages=2]": rng.uniform(500, 600)}
-    built = build_outdir(tmp_path, rng, Scenario(experiment_tflops=rates))
+             "cuda.flash3[stages=2]": rng.uniform(500, 600),
+             "cuda.flash3[probe=clock64]": rng.uniform(450, 600)}
+    waits = ("k_full_wait", "v_full_wait", "turn_wait", "scores_wait", "output_wait")
+    probe = {wait: rng.uniform(0, 400) for wait in waits}
+    probe["mainloop"] = sum(probe.values()) + rng.uniform(500, 1500)
+    built = build_outdir(tmp_path, rng, Scenario(experiment_tflops=rates, experiment_probe=probe))
     write_summary(tmp_path, CLAIMS)
     text = (tmp_path / "summary.md").read_text()
     run_id = built.evidence["runs"]["experiment"]
@@ -182,6 +186,14 @@ def test_the_flash3_experiment_shows_each_variant_against_cudnn_with_its_clocks(
         assert cells[4] == f"{ratio:.3f}x", cells
         assert cells[6] == f"{min(clocks):.0f}-{max(clocks):.0f}", cells
         assert cells[7] == "sw_power_cap" and cells[8] == str(len(clocks)), cells
+    # The probe's waits per key tile, each with its share of the mainloop's clocks.
+    probed = text[text.index("## Experiment flash3: clock64 probe"):]
+    for wait, clocks in probe.items():
+        row = next(line for line in probed.splitlines() if f"| {wait} " in line)
+        cells = [c.strip() for c in row.strip("|").split("|")]
+        assert cells[0] == "cuda.flash3[probe=clock64]", cells
+        assert cells[3] == f"{clocks:.0f}", cells
+        assert cells[4] == f"{100 * clocks / probe['mainloop']:.1f} %", cells
     assert "## Experiment flash3: Nsight Compute (--clock-control none)\n\nnot run" in text
 
 

@@ -44,7 +44,7 @@ Kernel cuda_flash3_pingpong_kernel();
 Kernel cuda_flash3_kernel();
 // cuda.flash3's variants (d 128, bf16), for `attnbench tune`: cuda.flash3[stages=2] on rings of
 // 2 stages, [stages=2,block_n=176] on key tiles of 176, [pingpong=off] without the turns,
-// [rescale=after_pv] with O rescaled after the wait.
+// [probe=clock64] with its waits timed, [rescale=after_pv] with O rescaled after the wait.
 std::vector<Kernel> cuda_flash3_variant_kernels();
 // cuda.flash3_fp8: FlashAttention-3's FP8 forward (e4m3 in and out with per-tensor descales, or
 // fp16/bf16 quantized by its own passes; V^T by a layout pass), its first stage: one warpgroup,

@@ -107,6 +107,14 @@ inline cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attribute, 
   }
   return cudaSuccess;
 }
+// The emulated device's memory is the host's, and a launch runs to completion before it returns:
+// a copy is a memcpy and a stream is always done.
+enum cudaMemcpyKind : int { cudaMemcpyHostToDevice, cudaMemcpyDeviceToHost };
+inline cudaError_t cudaMemcpy(void* to, const void* from, size_t bytes, cudaMemcpyKind /*kind*/) {
+  std::memcpy(to, from, bytes);
+  return cudaSuccess;
+}
+inline cudaError_t cudaStreamSynchronize(cudaStream_t /*stream*/) { return cudaSuccess; }
 template <typename Kernel>
 cudaError_t cudaFuncSetAttribute(Kernel* kernel, cudaFuncAttribute /*attribute*/, int value) {
   if (::attnbench::emu::set_max_dynamic_shared(reinterpret_cast<const void*>(kernel), value)) {

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "harness/store/store.h"
@@ -68,10 +69,10 @@ TEST(Tune, TimesEveryCpuVariantBesideTheDefaultAndNamesTheFastest) {
   EXPECT_TRUE(default_fastest || judged) << tuned.output;
 }
 
-// Under emu every CUDA variant is checked beside its family (cuda.flash3's four: [stages=2] on
+// Under emu every CUDA variant is checked beside its family (cuda.flash3's five: [stages=2] on
 // rings of 2 stages, [pingpong=off], [rescale=after_pv], [stages=2,block_n=176] on key tiles of
-// 176; 4 key tiles of 128 (3 of 176) so each stage is refilled; causal GQA with tails), none
-// timed; a variant's table is its own (d 128 bf16 only: the d 64 shape is skipped for it).
+// 176, [probe=clock64]; 4 key tiles of 128 (3 of 176) so each stage is refilled; causal GQA with
+// tails), none timed; a variant's table is its own (d 128 bf16 only: the d 64 shape is skipped).
 TEST(Tune, ChecksEveryCudaVariantOnTheEmulatedDevice) {
   const ScratchDirectory dir("attnbench_tune_emu");
   const std::string db = dir.file("tune.sqlite");
@@ -93,15 +94,48 @@ TEST(Tune, ChecksEveryCudaVariantOnTheEmulatedDevice) {
   EXPECT_EQ(passed["cuda.flash3"], 2) << tuned.output;
   for (const char* variant :
        {"cuda.flash3[stages=2]", "cuda.flash3[pingpong=off]", "cuda.flash3[rescale=after_pv]",
-        "cuda.flash3[stages=2,block_n=176]"}) {
+        "cuda.flash3[stages=2,block_n=176]", "cuda.flash3[probe=clock64]"}) {
     EXPECT_EQ(passed[variant], 1) << variant << "\n" << tuned.output;
   }
-  EXPECT_NE(tuned.output.find("4 variants beside the default"), std::string::npos) << tuned.output;
-  EXPECT_NE(tuned.output.find("5 of 5 passed their check; none timed"), std::string::npos)
+  EXPECT_NE(tuned.output.find("5 variants beside the default"), std::string::npos) << tuned.output;
+  EXPECT_NE(tuned.output.find("6 of 6 passed their check; none timed"), std::string::npos)
       << tuned.output;
-  EXPECT_NE(tuned.output.find("1 of 1 passed their check (4 skipped: outside their tables)"),
+  EXPECT_NE(tuned.output.find("1 of 1 passed their check (5 skipped: outside their tables)"),
             std::string::npos)
       << tuned.output;
+}
+
+// cuda.flash3[probe=clock64] under emu: its check passes and its details hold each consumer
+// warpgroup's waits per key tile (the emulator's clock is the host's nanoseconds: the structure
+// is checked here, the figures on a GPU). Two query blocks of two heads (4 CTAs, 8 warpgroups),
+// causal from the bottom right: every block visits the 4 key tiles of 128.
+TEST(Tune, TheFlash3ClockProbeReportsEachWaitPerKeyTile) {
+  const ScratchDirectory dir("attnbench_flash3_probe");
+  const std::string db = dir.file("probe.sqlite");
+  const CommandResult checked =
+      attnbench("check --devices emu --kernels 'cuda.flash3[probe=clock64]' --db " + db +
+                " --shape b=1,hq=2,hkv=1,sq=130,sk=400,d=128,dtype=bf16,mask=causal_br");
+  ASSERT_EQ(checked.exit_code, 0) << checked.output;
+  const Result<StoredRun> run = load_latest_run(db);
+  ASSERT_TRUE(run) << run.status().message;
+  ASSERT_EQ(run->results.size(), 1u);
+  const ResultRecord& r = run->results[0];
+  EXPECT_EQ(r.status, ResultStatus::passed) << r.message;
+  const nlohmann::json details = nlohmann::json::parse(r.details_json, nullptr, false);
+  ASSERT_TRUE(details.contains("clock_probe")) << r.details_json;
+  const nlohmann::json& probe = details["clock_probe"];
+  EXPECT_EQ(probe.value("warpgroups", 0), 8) << r.details_json;
+  EXPECT_EQ(probe.value("key_tiles", 0), 8 * 4) << r.details_json;
+  const nlohmann::json& per_tile = probe["per_tile"];
+  double waits = 0;
+  for (const char* wait :
+       {"k_full_wait", "v_full_wait", "turn_wait", "scores_wait", "output_wait"}) {
+    ASSERT_TRUE(per_tile.contains(wait)) << wait << " in " << r.details_json;
+    EXPECT_GE(per_tile[wait].get<double>(), 0.0) << wait;
+    waits += per_tile[wait].get<double>();
+  }
+  EXPECT_GT(per_tile.value("mainloop", 0.0), 0.0) << r.details_json;
+  EXPECT_LE(waits, per_tile.value("mainloop", 0.0)) << r.details_json;
 }
 
 TEST(Tune, RefusesWhatHasNoVariantsAndSaysWhatItAccepts) {

@@ -144,14 +144,15 @@ TEST(SanitizedEmu, EveryBackwardPassesWithNoReport) {
 // cuda.flash3's variants (`attnbench tune`) at the planted bugs' shape, its rings wrapping (four
 // key tiles on three stages; on two for [stages=2]; three of 176 keys on two for
 // [stages=2,block_n=176]), causal from the bottom right so the last tile is masked: without the
-// turns ([pingpong=off]) the two consumers meet only at the rings.
+// turns ([pingpong=off]) the two consumers meet only at the rings; [probe=clock64] writes its
+// records besides.
 TEST(SanitizedEmu, EveryFlash3VariantPassesWithNoReport) {
   ASSERT_NE(emu::kSanitizer, Sanitizer::none) << "built only in a sanitizer build";
   const ScratchDirectory dir("attnbench_emu_sanitized_variants");
   const Result<StoredRun> run =
       check("cuda.flash3[*]", "--shape " + planted_shape("flash3") + ",mask=causal_br", dir);
   ASSERT_TRUE(run);
-  ASSERT_EQ(run->results.size(), 4u);
+  ASSERT_EQ(run->results.size(), 5u);
   for (const ResultRecord& r : run->results) {
     SCOPED_TRACE(r.kernel);
     expect_passed(r, /*deterministic=*/true);
@@ -208,8 +209,8 @@ std::vector<PlantedReport> planted_for_this_build() {
       {"flash2", "missing_syncwarp", Sanitizer::thread, "data race: ", kUnordered},
       {"flash3_wg1", "release_before_wait", Sanitizer::thread, "data race: ", kUnordered},
       {"flash3", "v_released_before_wait", Sanitizer::thread, "data race: ", kUnordered},
-      {"flash3_fp8_ws_transpose", "vt_released_before_wait", Sanitizer::thread, "data race: ",
-       kUnordered},
+      {"flash3_fp8_ws_transpose", "vt_released_before_wait", Sanitizer::thread,
+       "data race: ", kUnordered},
       {"flash2_bwd", "dq_plain_add", Sanitizer::thread, "data race: ", kUnordered},
       {"flash2_bwd", "ds_read_before_barrier", Sanitizer::thread, "data race: ", kUnordered},
       {"flash2", "store_guard_off_by_one", Sanitizer::address, "out-of-bounds write",

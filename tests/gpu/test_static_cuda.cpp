@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "kernels/cuda/flash2/flash2_traits.h"
+#include "kernels/cuda/flash3/flash3_probe.h"
 #include "kernels/cuda/flash3/flash3_time_model.h"
 #include "kernels/cuda/flash3/flash3_traits.h"
 #include "tests/support/command.h"
@@ -715,6 +716,9 @@ const std::vector<Flash3Kernel> kFlash3Kernels = {
      flash3::Stage::overlapped, 128, 2},
     {"flash3_ws_forward<128, __nv_bfloat16, (attnbench::flash3::on_gpu::Schedule)2, 2, 176>",
      flash3::Stage::overlapped, 128, 2, 176},
+    // cuda.flash3[probe=clock64]: the default with its waits timed
+    {"flash3_ws_forward<128, __nv_bfloat16, (attnbench::flash3::on_gpu::Schedule)5, 3, 128>",
+     flash3::Stage::overlapped, 128, 2},
 };
 
 HopperExpectation expectation_of(const Flash3Kernel& kernel) {
@@ -754,7 +758,7 @@ TEST_F(StaticCuda, Flash3StagesUseWgmmaTmaAndMbarriersWithoutSpills) {
     ASSERT_NE(registers, function.registers.end()) << key.second;
     EXPECT_EQ(registers->second, flash3::WsTraits<128>::kLaunchRegisters) << key.second;
   }
-  EXPECT_EQ(warp_specialized, 12);  // ws, pingpong, cuda.flash3's six and its four variants
+  EXPECT_EQ(warp_specialized, 13);  // ws, pingpong, cuda.flash3's six and its five variants
   const std::vector<std::string> frames = stack_frames(resources);
   EXPECT_TRUE(frames.empty()) << "register spills or local arrays:\n" << join_lines(frames);
 }
@@ -843,7 +847,7 @@ TEST_F(StaticCuda, Flash3SoftmaxRunsUnderItsOwnOutputProduct) {
     EXPECT_EQ(matched, 1) << kernel.kernel << " not found in the SASS of " << kHopperLibrary;
     EXPECT_TRUE(findings.empty()) << join_lines(findings);
   }
-  EXPECT_EQ(overlapping, 10);  // cuda.flash3 at d 64, 128, 256 x fp16, bf16; its four variants
+  EXPECT_EQ(overlapping, 11);  // cuda.flash3 at d 64, 128, 256 x fp16, bf16; its five variants
 
   const Flash3Kernel pingpong = kFlash3Kernels[2];
   ASSERT_EQ(pingpong.stage, flash3::Stage::pingpong);
@@ -852,6 +856,32 @@ TEST_F(StaticCuda, Flash3SoftmaxRunsUnderItsOwnOutputProduct) {
   EXPECT_EQ(matched, 1);
   ASSERT_EQ(findings.size(), 1u) << join_lines(findings);
   EXPECT_NE(findings[0].find("no full turn"), std::string::npos) << findings[0];
+}
+
+// cuda.flash3[probe=clock64] (Schedule 5) reads the SM's clock (CS2R from SR_CLOCKLO) around its
+// waits: at least twice for each wait it times and once for its mainloop's start and end. No other
+// Hopper kernel reads it: the probe's reads, which pin the scheduler, cost the measured kernels
+// nothing.
+TEST_F(StaticCuda, OnlyTheFlash3ClockProbeReadsTheClock) {
+  const SassListing listing = read_sass_listing(kHopperLibrary);
+  int probes = 0;
+  for (const auto& [key, per_arch] : listing) {
+    const auto code = per_arch.find("sm_90a");
+    if (code == per_arch.end()) continue;
+    const std::string name = demangle(key.second);
+    const auto reads =
+        std::count_if(code->second.begin(), code->second.end(), [](const std::string& instruction) {
+          return instruction.find("SR_CLOCKLO") != std::string::npos;
+        });
+    if (name.find("(attnbench::flash3::on_gpu::Schedule)5") != std::string::npos) {
+      ++probes;
+      std::printf("[ probe ] %s: %d clock reads\n", name.c_str(), static_cast<int>(reads));
+      EXPECT_GE(reads, 2 * (flash3::kProbeEvents - 1) + 2) << name;
+    } else {
+      EXPECT_EQ(reads, 0) << name << " reads the clock";
+    }
+  }
+  EXPECT_EQ(probes, 1);
 }
 
 // The negative control that matters: cuda.flash3 with its P V wait moved from the top of the next
@@ -865,7 +895,7 @@ TEST_F(StaticCuda, NegativeControlFlash3WithItsWaitInTheSoftmaxBlockFailsTheOver
   std::ifstream source(root + "/kernels/cuda/flash3/flash3_ws_kernel.cuh");
   std::string kernel_text((std::istreambuf_iterator<char>(source)), {});
   const std::pair<std::string, std::string> edits[] = {
-      {"    finish_output(turn);\n    k_of.wait_full(turn);", "    k_of.wait_full(turn);"},
+      {"    finish_output(turn);\n    wait_k(turn);", "    wait_k(turn);"},
       {"    scores_to_probabilities(turn);\n  }",
        "    scores_to_probabilities(turn);\n    finish_output(turn + 1);\n  }"}};
   for (const auto& [from, to] : edits) {

@@ -1,13 +1,19 @@
-// cuda.flash3's time model (kernels/cuda/flash3/flash3_time_model.h): the counts per key tile,
-// what each stage's schedule overlaps, the CTA scheduling, and the table of predictions the note
-// and docs/hopper.md quote (not GPU measurements). The counts are pinned against the SASS in
-// StaticCuda.Flash3TimeModelCountsAreTheSass.
+// cuda.flash3's host-side pieces (the attnbench_flash3_model library). Its time model
+// (kernels/cuda/flash3/flash3_time_model.h): the counts per key tile, what each stage's schedule
+// overlaps, the CTA scheduling, and the table of predictions the note and docs/hopper.md quote
+// (not GPU measurements); the counts are pinned against the SASS in
+// StaticCuda.Flash3TimeModelCountsAreTheSass. Its clock probe's records (flash3_probe.h) turned
+// into clocks per key tile.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cstdio>
+#include <nlohmann/json.hpp>
+#include <random>
 #include <string>
+#include <vector>
 
+#include "kernels/cuda/flash3/flash3_probe.h"
 #include "kernels/cuda/flash3/flash3_time_model.h"
 #include "kernels/registry.h"
 #include "reference/flops.h"
@@ -154,6 +160,34 @@ TEST(Flash3TimeModel, PrintsThePredictedTable) {
                 t.shared_bytes_per_hgmma(), t.tensor_clocks, t.exp2_clocks, t.fp32_clocks,
                 t.tile_clocks, p.flops_per_s / 1e12, t.bound.c_str());
     EXPECT_GT(p.flops_per_s, 0);
+  }
+}
+
+// The probe's details: each wait's clocks summed over the warpgroups that ran a mainloop, divided
+// by their key tiles; a record with no tile (a block whose keys are all masked) counts for nothing.
+TEST(Flash3ClockProbe, DetailsAreClocksPerKeyTileOverTheWarpgroupsThatRan) {
+  std::mt19937_64 rng(std::random_device{}());
+  std::uniform_int_distribution<uint64_t> tiles(1, 64), clocks(0, 1 << 20);
+  std::vector<ProbeRecord> records(6);
+  uint64_t key_tiles = 0;
+  uint64_t sums[kProbeEvents] = {};
+  for (ProbeRecord& record : records) {
+    record.key_tiles = tiles(rng);
+    key_tiles += record.key_tiles;
+    for (int event = 0; event < kProbeEvents; ++event) {
+      record.clocks[event] = clocks(rng);
+      sums[event] += record.clocks[event];
+    }
+  }
+  records.push_back(ProbeRecord{});  // no mainloop
+  const nlohmann::json details = nlohmann::json::parse(probe_details(records));
+  const nlohmann::json& probe = details.at("clock_probe");
+  EXPECT_EQ(probe.at("warpgroups"), 6);
+  EXPECT_EQ(probe.at("key_tiles"), key_tiles);
+  for (int event = 0; event < kProbeEvents; ++event) {
+    EXPECT_DOUBLE_EQ(probe.at("per_tile").at(probe_event_name(event)).get<double>(),
+                     static_cast<double>(sums[event]) / static_cast<double>(key_tiles))
+        << probe_event_name(event);
   }
 }
 

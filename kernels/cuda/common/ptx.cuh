@@ -16,11 +16,14 @@
 //   fence_proxy_async, setmaxnreg_inc / setmaxnreg_dec, wgmma_ss / wgmma_rs (wgmma.mma_async
 //   m64nNk16 for f16/bf16, m64nNk32 for e4m3), wgmma_fence, wgmma_commit, wgmma_wait<N>,
 //   wgmma_fence_operand, pack_e4m3x4 (two cvt.rn.satfinite.e4m3x2.f32)
+//   clock64              mov.u64 %clock64 (the SM's cycle counter; under emu the host's
+//                        nanoseconds: a probe's structure is checked there, not its figures)
 // Conversions with their rounding (__floats2half2_rn, ...) are CUDA's intrinsics on the GPU and
 // bit-exact copies of them under emu (kernels/emu/cuda_subset.h).
 #pragma once
 
 #include <array>
+#include <chrono>
 #include <cstdint>
 #include <type_traits>
 
@@ -457,6 +460,14 @@ __device__ __forceinline__ void wgmma_fence_operand(uint32_t (&registers)[kCount
   for (int i = 0; i < kCount; ++i) asm volatile("" : "+r"(registers[i])::"memory");
 }
 
+// The SM's 64-bit cycle counter (cuda.flash3[probe=clock64]); volatile, so it stays where it is
+// among the other volatile asm (waits, barriers, wgmma).
+__device__ __forceinline__ uint64_t clock64() {
+  uint64_t clocks;
+  asm volatile("mov.u64 %0, %%clock64;\n" : "=l"(clocks)::"memory");
+  return clocks;
+}
+
 #else  // ATTNBENCH_EMU: the same instructions, emulated
 
 inline uint32_t shared_address(const void* pointer, ATTNBENCH_PTX_CALLER) {
@@ -635,6 +646,13 @@ template <int kCount>
 inline void wgmma_fence_operand(float (&)[kCount]) {}  // the compiler's concern only
 template <int kCount>
 inline void wgmma_fence_operand(uint32_t (&)[kCount]) {}
+
+// The host's steady clock in nanoseconds: monotonic per thread, as the SM's counter is.
+inline uint64_t clock64() {
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                   std::chrono::steady_clock::now().time_since_epoch())
+                                   .count());
+}
 
 #endif
 

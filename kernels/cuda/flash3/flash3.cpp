@@ -4,6 +4,7 @@
 // dispatch to the instantiation of the problem's head dim and dtype. The kernels are
 // flash3_<stage>_kernel.cuh.
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <utility>
 #include <vector>
@@ -11,6 +12,7 @@
 #include "kernels/cuda/common/cuda_check.h"
 #include "kernels/cuda/common/plan_helpers.h"
 #include "kernels/cuda/common/tma_map.h"
+#include "kernels/cuda/common/visible_tiles.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/flash3/flash3_launch.h"
 #include "kernels/cuda/flash3/flash3_traits.h"
@@ -68,36 +70,80 @@ Status encode_maps(const AttentionParams& p, const Instantiation& kernel, Stage 
   return Status::Ok();
 }
 
+// cuda.flash3[probe=clock64]'s records of one forward: two per CTA (its consumer warpgroups).
+size_t probe_record_count(const Problem& problem, int block_q) {
+  return static_cast<size_t>(gpu::tile_count(problem.seqlen_q, block_q) * problem.heads_q *
+                             problem.batch * 2);
+}
+
 class Flash3Plan final : public Plan {
  public:
   Flash3Plan(const Problem& problem, const PlanContext& context, const Instantiation& kernel,
              Stage stage, std::string name)
       : problem_(problem),
+        scratch_(context.scratch),
         stream_(static_cast<cudaStream_t>(context.stream)),
         device_(context.device),
         kernel_(kernel),
         stage_(stage),
         name_(std::move(name)) {}
 
-  Status build() { return check_hopper_device(device_, kernel_.shared_bytes, name_); }
+  Status build() {
+    if (Status status = check_hopper_device(device_, kernel_.shared_bytes, name_); !status) {
+      return status;
+    }
+    return kernel_.clock_probe ? allocate_probe_records() : Status::Ok();
+  }
 
   Status run(const AttentionParams& params) override {
     if (Status status = gpu::check_params_match(problem_, params); !status) return status;
     Flash3Params launch{};
     launch.attention = params;
+    launch.probe = probe_records_.as<ProbeRecord>();
     if (Status status = encode_maps(params, kernel_, stage_, launch); !status) {
       return Status::Error(name_ + ": " + status.message);
     }
     return kernel_.launch(launch, stream_);
   }
 
+  // The clock probe's records of the last forward as clocks per key tile (flash3_probe.h).
+  std::string details() const override {
+    if (!kernel_.clock_probe) return {};
+    std::vector<ProbeRecord> records(probe_record_count(problem_, kernel_.block_q));
+    const Status copied = [&]() -> Status {
+      ATTNBENCH_CUDA_TRY(cudaStreamSynchronize(stream_));
+      ATTNBENCH_CUDA_TRY(cudaMemcpy(records.data(), probe_records_.as<ProbeRecord>(),
+                                    records.size() * sizeof(ProbeRecord), cudaMemcpyDeviceToHost));
+      return Status::Ok();
+    }();
+    return copied ? probe_details(records)
+                  : nlohmann::json{{"clock_probe_error", copied.message}}.dump();
+  }
+
  private:
+  // Zeroed once: a block with no visible key writes no record, the same blocks at every launch.
+  Status allocate_probe_records() {
+    const std::vector<ProbeRecord> zeros(probe_record_count(problem_, kernel_.block_q),
+                                         ProbeRecord{});
+    const size_t bytes = zeros.size() * sizeof(ProbeRecord);
+    if (Status status =
+            gpu::allocate_scratch(scratch_, bytes, "clock probe records", probe_records_);
+        !status) {
+      return status;
+    }
+    ATTNBENCH_CUDA_TRY(
+        cudaMemcpy(probe_records_.as<ProbeRecord>(), zeros.data(), bytes, cudaMemcpyHostToDevice));
+    return Status::Ok();
+  }
+
   Problem problem_;
+  ScratchAllocator& scratch_;
   cudaStream_t stream_;
   int device_;
   Instantiation kernel_;
   Stage stage_;
   std::string name_;
+  ScratchBuffer probe_records_;  // cuda.flash3[probe=clock64] only
 };
 
 SupportTable flash3_support_table(const std::vector<Instantiation>& instantiations) {
@@ -267,6 +313,26 @@ Kernel flash3_variant(const std::string& parameters, std::string summary,
   return kernel;
 }
 
+// cuda.flash3[probe=clock64]: the default with its waits timed (flash3_probe.h), for the GPU
+// experiment; its records (64 bytes per consumer warpgroup) are its extra memory.
+Kernel clock_probe_variant() {
+  Instantiation probed =
+      instantiate<WsTraits<128>>(DType::bf16, &launch_flash3_clock_probe<128, DType::bf16>);
+  probed.clock_probe = true;
+  Kernel kernel = flash3_variant(
+      "probe=clock64",
+      "cuda.flash3 with the SM clock read around each wait of its consumer warpgroups (K and V "
+      "stages, the turn, the S and P V wgmma): clocks per key tile in its details; the reads "
+      "perturb its own time",
+      probed);
+  kernel.support.notes += "; the probe's records: 64 bytes of scratch per consumer warpgroup";
+  kernel.expected_resources = [block_q = probed.block_q](const Problem& problem) {
+    return ResourceExpectation{
+        static_cast<int64_t>(probe_record_count(problem, block_q) * sizeof(ProbeRecord)), 1};
+  };
+  return kernel;
+}
+
 }  // namespace
 }  // namespace ATTNBENCH_TARGET
 }  // namespace attnbench::flash3
@@ -295,6 +361,7 @@ std::vector<Kernel> cuda_flash3_variant_kernels() {
           "softmax still under its own P V: what ping-pong buys on top of the overlap",
           instantiate<WsTraits<128>>(DType::bf16,
                                      &flash3::launch_flash3_without_turns<128, DType::bf16>)),
+      flash3::clock_probe_variant(),
       flash3::flash3_variant(
           "rescale=after_pv",
           "cuda.flash3 with O rescaled after the P V wait, outside the turn, rather than between "

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "kernels/cuda/common/cuda_api.h"
+#include "kernels/cuda/flash3/flash3_probe.h"
 #include "kernels/cuda/flash3/flash3_time_model.h"
 #include "kernels/kernel.h"
 #include "kernels/params.h"
@@ -28,6 +29,9 @@ struct Flash3Params {
   CUtensorMap k_map;
   CUtensorMap v_map;
   CUtensorMap out_map;
+  // cuda.flash3[probe=clock64]: one ProbeRecord per consumer warpgroup (flash3_probe.h), two per
+  // CTA; null for every other kernel.
+  ProbeRecord* probe;
 };
 
 // One forward on `stream` with maps already encoded (flash3.cpp).
@@ -55,7 +59,7 @@ template <int HeadDim, DType kDtype, int kStages>
 Status launch_flash3_stages(const Flash3Params& params, cudaStream_t stream);
 extern template Status launch_flash3_stages<128, DType::bf16, 2>(const Flash3Params&, cudaStream_t);
 // ... key tiles of kBlockK keys (block_n=176); O rescaled after the P V wait (rescale=after_pv);
-// no turns between the consumers (pingpong=off).
+// no turns between the consumers (pingpong=off); its waits timed by clock64 (probe=clock64).
 template <int HeadDim, DType kDtype, int kBlockK>
 Status launch_flash3_block_k(const Flash3Params& params, cudaStream_t stream);
 extern template Status launch_flash3_block_k<128, DType::bf16, 176>(const Flash3Params&,
@@ -68,6 +72,10 @@ template <int HeadDim, DType kDtype>
 Status launch_flash3_without_turns(const Flash3Params& params, cudaStream_t stream);
 extern template Status launch_flash3_without_turns<128, DType::bf16>(const Flash3Params&,
                                                                      cudaStream_t);
+template <int HeadDim, DType kDtype>
+Status launch_flash3_clock_probe(const Flash3Params& params, cudaStream_t stream);
+extern template Status launch_flash3_clock_probe<128, DType::bf16>(const Flash3Params&,
+                                                                   cudaStream_t);
 
 // One compiled (head dim, dtype) of a stage, as the plan dispatches to it: its tile rows (for the
 // maps' boxes) and shared memory.
@@ -78,6 +86,7 @@ struct Instantiation {
   size_t shared_bytes;
   int block_q;
   int block_k;
+  bool clock_probe = false;  // its launches write ProbeRecords (cuda.flash3[probe=clock64])
 };
 
 // The gate every flash3 plan passes when built: an sm_90 device (the kernels are sm_90a code)

@@ -39,6 +39,7 @@
 #include "kernels/cuda/flash3/flash3_epilogue.cuh"
 #include "kernels/cuda/flash3/flash3_launch.h"
 #include "kernels/cuda/flash3/flash3_mainloop.cuh"
+#include "kernels/cuda/flash3/flash3_probe.h"
 #include "kernels/cuda/flash3/flash3_scheduler.cuh"
 #include "kernels/cuda/flash3/flash3_softmax.cuh"
 #include "kernels/cuda/flash3/flash3_traits.h"
@@ -67,10 +68,49 @@ enum class Schedule {
   // The overlap without the turns: each consumer issues its wgmma when it is ready
   // (cuda.flash3[pingpong=off]), as cuda.flash3_ws does.
   overlapped_without_turns,
+  // cuda.flash3 with the SM's clock read around each wait of its turns (cuda.flash3[probe=clock64],
+  // flash3_probe.h): a measuring build, not a schedule of its own.
+  overlapped_with_clock_probe,
 };
 ATTNBENCH_HOST_DEVICE constexpr bool overlaps_softmax(Schedule schedule) {
   return schedule >= Schedule::overlapped;
 }
+
+// A consumer warpgroup's clocks in each ProbeEvent, summed over its key tiles, when kEnabled
+// (cuda.flash3[probe=clock64]); otherwise every call is the work it wraps and nothing else. Every
+// thread reads the clock (a wait is warpgroup-wide: no branch may sit around it); the warpgroup's
+// first thread writes the record (a block with no visible key runs no mainloop and writes none:
+// the plan zeroes the records before each launch).
+template <bool kEnabled>
+struct ClockProbe {
+  uint64_t clocks[kProbeEvents] = {};
+  template <typename Work>
+  __device__ __forceinline__ void time(ProbeEvent event, Work&& work) {
+    if constexpr (kEnabled) {
+      const uint64_t start = ptx::clock64();
+      work();
+      clocks[event] += ptx::clock64() - start;
+    } else {
+      work();
+    }
+  }
+  __device__ __forceinline__ uint64_t start() const {
+    if constexpr (kEnabled) return ptx::clock64();
+    return 0;
+  }
+  // The mainloop's whole time since `start`, then the record: consumer `consumer` of this CTA.
+  __device__ __forceinline__ void finish(uint64_t start, ProbeRecord* records, int consumer,
+                                         int key_tiles) {
+    if constexpr (kEnabled) {
+      clocks[kProbeMainloop] = ptx::clock64() - start;
+      if (threadIdx.x % kWarpgroupThreads != 0) return;
+      ProbeRecord& record = records[2 * blockIdx.x + static_cast<unsigned>(consumer)];
+      record.key_tiles = static_cast<uint64_t>(key_tiles);
+      for (int event = 0; event < kProbeEvents; ++event) record.clocks[event] = clocks[event];
+      record.unused = 0;
+    }
+  }
+};
 
 // Named barriers 1 and 2 (0 is __syncthreads): consumer c waits on 1 + c for its turn; the other
 // consumer arrives there when its turn ends. 256 threads: the waiting and the arriving warpgroup.
@@ -101,19 +141,26 @@ constexpr unsigned kEpilogueBarrier = 3;
 // The variants: with kSchedule overlapped_rescale_after_pv, O's rescale moves from inside the turn
 // into finish_output, after the P V wait (O then holds P(j-1) V(j-1) against tile j-1's max, and
 // tile j's factor brings it to tile j's); with overlapped_without_turns the named barriers go and
-// nothing else changes.
+// nothing else changes; with overlapped_with_clock_probe each wait is timed (ClockProbe) and the
+// record written to `records`.
 template <int HeadDim, typename Element, typename Traits, Schedule kSchedule>
 __device__ __forceinline__ void consume_overlapped(
     int consumer, const KeyTiles& keys, uint32_t q_rows, const SharedTiles<Traits>& tiles_in,
     const StageRing<Traits::kStages>& k_of, const StageRing<Traits::kStages>& v_of,
-    OnlineSoftmax& softmax, float (&o)[HeadDim / 2]) {
+    OnlineSoftmax& softmax, float (&o)[HeadDim / 2], ProbeRecord* records) {
   using T = Traits;
   constexpr bool kTurns = kSchedule != Schedule::overlapped_without_turns;
   constexpr bool kRescaleAfterWait = kSchedule == Schedule::overlapped_rescale_after_pv;
+  ClockProbe<kSchedule == Schedule::overlapped_with_clock_probe> probe;
+  const uint64_t mainloop_start = probe.start();
+  const auto wait_k = [&](int tile) { probe.time(kProbeKFull, [&] { k_of.wait_full(tile); }); };
+  const auto wait_v = [&](int tile) { probe.time(kProbeVFull, [&] { v_of.wait_full(tile); }); };
   const unsigned my_turn = kTurnBarrier + static_cast<unsigned>(consumer);
   const unsigned other_turn = kTurnBarrier + static_cast<unsigned>(1 - consumer);
   const auto take_turn = [&] {
-    if constexpr (kTurns) ptx::named_barrier_sync(my_turn, kTurnThreads);
+    if constexpr (kTurns) {
+      probe.time(kProbeTurn, [&] { ptx::named_barrier_sync(my_turn, kTurnThreads); });
+    }
   };
   const auto pass_turn = [&] {
     if constexpr (kTurns) ptx::named_barrier_arrive(other_turn, kTurnThreads);
@@ -129,12 +176,12 @@ __device__ __forceinline__ void consume_overlapped(
 
   // The first turn: S(0) alone (O is still zero: its factor changes nothing).
   if (kTurns && consumer == 1) ptx::named_barrier_arrive(kTurnBarrier, kTurnThreads);
-  k_of.wait_full(0);
+  wait_k(0);
   take_turn();
   issue_scores<HeadDim, T::kBlockK, Element>(s, q_rows, T::kBlockQ,
                                              tiles_in.k_stage(k_of.stage(0)));
   pass_turn();
-  ptx::wgmma_wait<0>();
+  probe.time(kProbeScores, [] { ptx::wgmma_wait<0>(); });
   ptx::wgmma_fence_operand(s);
   k_of.release(0);
   scores_to_probabilities(0);
@@ -142,7 +189,7 @@ __device__ __forceinline__ void consume_overlapped(
   // What opens turn `turn` (and the last turn, turn T): the previous turn's P V waited for (none
   // before turn 2), its V released, and P(turn - 1) converted from S's registers.
   const auto finish_output = [&](int turn) {
-    ptx::wgmma_wait<0>();
+    probe.time(kProbeOutput, [] { ptx::wgmma_wait<0>(); });
     ptx::wgmma_fence_operand(o);
     if (turn >= 2) v_of.release(turn - 2);
     if constexpr (kRescaleAfterWait) softmax.rescale_output(o, rescale);
@@ -155,16 +202,16 @@ __device__ __forceinline__ void consume_overlapped(
   // Full turns: S(j) and P(j-1) V(j-1); the softmax of S(j) under the P V.
   for (int turn = 1; turn < keys.count; ++turn) {
     finish_output(turn);
-    k_of.wait_full(turn);
+    wait_k(turn);
     take_turn();
     issue_scores<HeadDim, T::kBlockK, Element>(s, q_rows, T::kBlockQ,
                                                tiles_in.k_stage(k_of.stage(turn)));
     rescale_before_output();
-    v_of.wait_full(turn - 1);
+    wait_v(turn - 1);
     issue_output<HeadDim, T::kBlockK, Element>(o, p_fragments,
                                                tiles_in.v_stage(v_of.stage(turn - 1)));
     pass_turn();
-    ptx::wgmma_wait<1>();  // S(j); the P V keeps running
+    probe.time(kProbeScores, [] { ptx::wgmma_wait<1>(); });  // S(j); the P V keeps running
     ptx::wgmma_fence_operand(s);
     k_of.release(turn);
     scores_to_probabilities(turn);
@@ -172,15 +219,16 @@ __device__ __forceinline__ void consume_overlapped(
 
   // The last turn: P(T-1) V(T-1) alone; consumer 1 has no one left to pass the turn to.
   finish_output(keys.count);
-  v_of.wait_full(keys.count - 1);
+  wait_v(keys.count - 1);
   take_turn();
   rescale_before_output();
   issue_output<HeadDim, T::kBlockK, Element>(o, p_fragments,
                                              tiles_in.v_stage(v_of.stage(keys.count - 1)));
   if (consumer == 0) pass_turn();
-  ptx::wgmma_wait<0>();
+  probe.time(kProbeOutput, [] { ptx::wgmma_wait<0>(); });
   ptx::wgmma_fence_operand(o);
   v_of.release(keys.count - 1);
+  probe.finish(mainloop_start, records, consumer, keys.count);
 }
 
 template <int HeadDim, typename Element, typename Traits>
@@ -283,7 +331,7 @@ __global__ void __launch_bounds__(WsTraits<HeadDim>::kThreads, 1)
   if constexpr (overlaps_softmax(kSchedule)) {
     if (tile_count > 0) {
       consume_overlapped<HeadDim, Element, T, kSchedule>(warpgroup - 1, keys, q_rows, tiles_in,
-                                                         k_of, v_of, softmax, o);
+                                                         k_of, v_of, softmax, o, params.probe);
     }
   } else if constexpr (kSchedule == Schedule::pingpong) {
     if (tile_count > 0) {
@@ -360,6 +408,13 @@ template <int HeadDim, DType kDtype, int kBlockK>
 Status launch_flash3_block_k(const Flash3Params& params, cudaStream_t stream) {
   return launch_warp_specialized<HeadDim, kDtype, Schedule::overlapped, ws_stages(HeadDim, kBlockK),
                                  kBlockK>("cuda.flash3[block_n]", params, stream);
+}
+
+// cuda.flash3[probe=clock64]: cuda.flash3 with its waits timed into params.probe.
+template <int HeadDim, DType kDtype>
+Status launch_flash3_clock_probe(const Flash3Params& params, cudaStream_t stream) {
+  return launch_warp_specialized<HeadDim, kDtype, Schedule::overlapped_with_clock_probe>(
+      "cuda.flash3[probe=clock64]", params, stream);
 }
 
 // cuda.flash3[rescale=after_pv]: O rescaled after the P V wait, outside the turn.

@@ -310,11 +310,11 @@ attnbench_plant_bug(flash3_ws release_before_wait "stage released to the produce
 #    write against the wgmma's read; the plain build sees the TMA's NaN fill).
 attnbench_plant_bug(flash3 v_released_before_wait "V's stage released to the producer before the P V wait"
   [=[
-    ptx::wgmma_wait<0>();
+    probe.time(kProbeOutput, [] { ptx::wgmma_wait<0>(); });
     ptx::wgmma_fence_operand(o);
     if (turn >= 2) v_of.release(turn - 2);]=] [=[
     if (turn >= 2) v_of.release(turn - 2);
-    ptx::wgmma_wait<0>();
+    probe.time(kProbeOutput, [] { ptx::wgmma_wait<0>(); });
     ptx::wgmma_fence_operand(o);]=])
 # flash3 2. The producer refills a K stage without waiting for its "empty" barrier: with more key
 #    tiles than stages it re-arms the stage's "full" barrier while the consumers have yet to wait
