@@ -30,6 +30,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "kernels/cuda/flash2/flash2_traits.h"
@@ -771,8 +772,10 @@ TEST_F(StaticCuda, Flash3StagesUseWgmmaTmaAndMbarriersWithoutSpills) {
 // for alone in between ("gsb0, 0x1": a full turn). The listing is followed in order: a loop's back
 // edge falls through to the wait after the loop, which is where the first wait of the next turn
 // stands too. One count per full turn in the listing.
-bool is_output_product(const std::string& instruction) {  // an HGMMA whose A is a register
-  if (base_opcode(opcode_of(instruction)) != "HGMMA") return false;
+// An HGMMA (16-bit) or QGMMA (e4m3) whose A is a register.
+bool is_output_product(const std::string& instruction) {
+  const std::string opcode = base_opcode(opcode_of(instruction));
+  if (opcode != "HGMMA" && opcode != "QGMMA") return false;
   std::istringstream operands(instruction.substr(instruction.find(' ') + 1));
   std::string accumulator, a;
   operands >> accumulator >> a;
@@ -848,6 +851,16 @@ TEST_F(StaticCuda, Flash3SoftmaxRunsUnderItsOwnOutputProduct) {
     EXPECT_TRUE(findings.empty()) << join_lines(findings);
   }
   EXPECT_EQ(overlapping, 11);  // cuda.flash3 at d 64, 128, 256 x fp16, bf16; its five variants
+  // The FP8 warp-specialized stages claim it too (QGMMA; 64 exponentials of scores and 2 of
+  // rescale factors a tile, as at 16 bits).
+  for (const char* fp8 : {"flash3_fp8_ws_forward<128, unsigned char, false, false>",
+                          "flash3_fp8_ws_forward<128, unsigned char, false, true>"}) {
+    int matched = 0;
+    const std::vector<std::string> findings =
+        overlap_findings(listing, {fp8, flash3::Stage::overlapped, 128, 2}, matched);
+    EXPECT_EQ(matched, 1) << fp8 << " not found in the SASS of " << kHopperLibrary;
+    EXPECT_TRUE(findings.empty()) << join_lines(findings);
+  }
 
   const Flash3Kernel pingpong = kFlash3Kernels[2];
   ASSERT_EQ(pingpong.stage, flash3::Stage::pingpong);
@@ -943,9 +956,11 @@ constexpr int kRowsPerThreadFp8 = 2;  // a thread's rows of a wgmma m64 accumula
 TEST_F(StaticCuda, Flash3Fp8UsesQgmmaOnE4m3) {
   const SassCode code = read_sass(kHopperLibrary);
   constexpr int kHeadDim = 128, kBlockK = 128, kStep = 32;
-  const std::pair<const char*, int> stages[] = {{"flash3_fp8_forward<128,", 5},
-                                                {"flash3_fp8_ws_forward<128,", 2}};
-  for (const auto& [stage, instantiations] : stages) {
+  // The warp-specialized stages write the tile out twice (first turn S alone, last P V alone,
+  // beside the full turn: their softmax runs under their own P V).
+  const std::tuple<const char*, int, int> stages[] = {{"flash3_fp8_forward<128,", 5, 1},
+                                                      {"flash3_fp8_ws_forward<128,", 2, 2}};
+  for (const auto& [stage, instantiations, copies] : stages) {
     int matched = 0;
     for (const auto& [key, per_arch] : code) {
       const std::string name = demangle(key.second);
@@ -954,8 +969,8 @@ TEST_F(StaticCuda, Flash3Fp8UsesQgmmaOnE4m3) {
       const auto counts = per_arch.find("sm_90a");
       ASSERT_NE(counts, per_arch.end()) << name << ": no sm_90a SASS";
       const OpcodeCounts& c = counts->second;
-      EXPECT_EQ(opcode_count(c, "QGMMA"), kHeadDim / kStep + kBlockK / kStep) << name;
-      EXPECT_EQ(opcode_count(c, "MUFU.EX2"), kBlockK / 2 + kRowsPerThreadFp8) << name;
+      EXPECT_EQ(opcode_count(c, "QGMMA"), copies * (kHeadDim / kStep + kBlockK / kStep)) << name;
+      EXPECT_EQ(opcode_count(c, "MUFU.EX2"), copies * (kBlockK / 2 + kRowsPerThreadFp8)) << name;
       EXPECT_EQ(opcode_count(c, "HGMMA"), 0) << name;
       EXPECT_EQ(opcode_count(c, "HMMA"), 0) << name;
       for (const char* opcode : {"F2FP", "UTMALDG", "SYNCS"}) {

@@ -519,7 +519,8 @@ __device__ __forceinline__ void issue_fp8_k(const Flash3Params& params,
 template <typename Traits>
 __device__ __forceinline__ void issue_fp8_vt(const Flash3Params& params,
                                              const Fp8SharedTiles<Traits>& tiles, int stage,
-                                             uint32_t barrier, int key, const BlockPosition& block) {
+                                             uint32_t barrier, int key,
+                                             const BlockPosition& block) {
   ptx::tma_load_4d(tiles.vt_stage(stage), &params.v_map, barrier, key, 0, block.head_kv,
                    block.batch);
 }
@@ -580,10 +581,10 @@ __device__ __forceinline__ float apply_fp8_descales(AttentionParams& p, const Bl
 
 // S = Q K^T for a warpgroup's 64 query rows (`q_rows`, inside boxes of `q_box_rows` rows) and one
 // key tile of BlockK keys: one wgmma m64n<BlockK>k32 per 32 of d, both operands in shared memory,
-// waited for.
+// issued and committed; fp8_scores also waits for it.
 template <int HeadDim, int BlockK>
-__device__ __forceinline__ void fp8_scores(float (&s)[BlockK / 2], uint32_t q_rows, int q_box_rows,
-                                           uint32_t k_tile) {
+__device__ __forceinline__ void issue_fp8_scores(float (&s)[BlockK / 2], uint32_t q_rows,
+                                                 int q_box_rows, uint32_t k_tile) {
   ptx::wgmma_fence();
 #pragma unroll
   for (int step = 0; step < HeadDim / kFp8StepElements; ++step) {
@@ -591,8 +592,29 @@ __device__ __forceinline__ void fp8_scores(float (&s)[BlockK / 2], uint32_t q_ro
                                             fp8_k_major_step(k_tile, BlockK, step), step > 0);
   }
   ptx::wgmma_commit();
+}
+template <int HeadDim, int BlockK>
+__device__ __forceinline__ void fp8_scores(float (&s)[BlockK / 2], uint32_t q_rows, int q_box_rows,
+                                           uint32_t k_tile) {
+  issue_fp8_scores<HeadDim, BlockK>(s, q_rows, q_box_rows, k_tile);
   ptx::wgmma_wait<0>();
   ptx::wgmma_fence_operand(s);
+}
+
+// O += P V for one key tile, committed and not waited for: one wgmma m64n<d>k32 per 32 keys, P
+// from registers (e4m3 A fragments), V^T K-major at `vt_tile`.
+template <int HeadDim, int BlockK>
+__device__ __forceinline__ void issue_fp8_output(float (&o)[HeadDim / 2],
+                                                 const uint32_t (&p)[BlockK / kFp8StepElements][4],
+                                                 uint32_t vt_tile) {
+  ptx::wgmma_fence();
+  ptx::wgmma_fence_operand(o);
+#pragma unroll
+  for (int step = 0; step < BlockK / kFp8StepElements; ++step) {
+    ptx::wgmma_rs<HeadDim, ptx::E4m3, false>(o, p[step], fp8_k_major_step(vt_tile, HeadDim, step),
+                                             true);
+  }
+  ptx::wgmma_commit();
 }
 
 // One key tile after its scores: per-block K descale, mask, online softmax (O rescaled), P to
@@ -631,14 +653,7 @@ __device__ __forceinline__ void fp8_tile_output(float (&s)[BlockK / 2], float (&
 #pragma unroll
     for (int i = 0; i < HeadDim / 2; ++i) o[i] += v_tile_descale * o_tile[i];
   } else {
-    ptx::wgmma_fence();
-    ptx::wgmma_fence_operand(o);
-#pragma unroll
-    for (int step = 0; step < BlockK / kFp8StepElements; ++step) {
-      ptx::wgmma_rs<HeadDim, ptx::E4m3, false>(o, p_fragments[step],
-                                               fp8_k_major_step(vt_tile, HeadDim, step), true);
-    }
-    ptx::wgmma_commit();
+    issue_fp8_output<HeadDim, BlockK>(o, p_fragments, vt_tile);
     ptx::wgmma_wait<0>();
     ptx::wgmma_fence_operand(o);
   }

@@ -10,12 +10,14 @@
 // (setmaxnreg.inc), own 64 query rows each, wait on K's "full" mbarrier, release K once S is
 // waited for (fp8_scores), wait on V^T's, compute the tile as cuda.flash3_fp8 does
 // (fp8_tile_output: online softmax, P to e4m3 in registers, O += P V^T) and release V^T once
-// their P V wgmma has been waited for. No __syncthreads in the loop. Each consumer walks the same 128-key tiles in order, so every row
-// follows the recipe of reference/fp8_recipe.h exactly as cuda.flash3_fp8's rows do.
-// Performance: not yet measured on a GPU (GPU-CLAIMS.md, flash3-fp8-figure). At bf16 this schedule
-// (cuda.flash3_ws) measured 552 TFLOP/s against cuda.flash3_wg1's 375 (docs/hopper.md).
-// Known limits: as cuda.flash3_fp8 (d = head_dim_v = 128, its scalings, 16-byte row strides), and
-// instantiated for e4m3 inputs only (the template takes 16-bit ones as cuda.flash3_fp8 does).
+// their P V wgmma has been waited for; with per-tensor descales the softmax of a tile runs under
+// the previous tile's P V (consume_fp8_overlapped). No __syncthreads in the loop. Each consumer
+// walks the same 128-key tiles in order, so every row follows the recipe of
+// reference/fp8_recipe.h exactly as cuda.flash3_fp8's rows do.
+// Performance: not yet measured on a GPU (GPU-CLAIMS.md, flash3-fp8-figure). At bf16 this
+// schedule (cuda.flash3_ws) measured 552 TFLOP/s against cuda.flash3_wg1's 375 (docs/hopper.md).
+// Known limits: as cuda.flash3_fp8 (d = head_dim_v = 128, its scalings, 16-byte row strides),
+// and instantiated for e4m3 inputs only (the template takes 16-bit ones as cuda.flash3_fp8 does).
 //
 // cuda.flash3_fp8_ws_transpose (Fp8WsTransposeTraits) is the same forward with no pass before
 // it: the TMA brings each key tile of V as stored into a ring stage of its own, and the producer
@@ -129,10 +131,9 @@ __device__ __forceinline__ void load_fp8_k_and_stored_v(const Flash3Params& para
   ptx::mbarrier_arrive_expect_tx(v_barrier, Traits::kVBytes);
 #pragma unroll
   for (int box = 0; box < Traits::kBoxes; ++box) {
-    ptx::tma_load_4d(tiles.v_stage(stage) + static_cast<uint32_t>(box * Traits::kBlockK *
-                                                                   kSwizzleBytes),
-                     &params.v_map, v_barrier, box * kSwizzleBytes, key, block.head_kv,
-                     block.batch);
+    ptx::tma_load_4d(
+        tiles.v_stage(stage) + static_cast<uint32_t>(box * Traits::kBlockK * kSwizzleBytes),
+        &params.v_map, v_barrier, box * kSwizzleBytes, key, block.head_kv, block.batch);
   }
 }
 
@@ -174,6 +175,74 @@ __device__ __forceinline__ void produce_with_transpose(
 
 // Output, descales, groups and kBlockScales as flash3_fp8_forward's.
 // kTransposesV: Fp8WsTransposeTraits' forward (V as stored in params' v_map).
+// A consumer's key tiles with per-tensor descales, the softmax of S(j) under its own P(j-1) V(j-1)
+// (cuda.flash3's overlap, issue 38; the FP8 stages have no turns): a full turn issues S(j),
+// rescales O to tile j-1's running max, issues P(j-1) V^T(j-1), waits for S(j) alone
+// (wait_group 1), releases K(j) and computes the softmax of S(j) while the P V runs. The P V's
+// wait opens the next turn (then V^T(j-1) is released and P(j) packed to e4m3 from S's registers):
+// after the loop's back edge, where ptxas does not hoist it above the exponentials
+// (flash3_ws_kernel.cuh's consume_overlapped says why; StaticCuda holds the overlap). First and
+// last turns are written out, with no branch around a wgmma. `wait_vt(tile)`: V^T(tile) is in its
+// stage (the TMA's bytes, or the producer's transpose).
+template <int HeadDim, typename Traits, typename WaitVt>
+__device__ __forceinline__ void consume_fp8_overlapped(
+    const KeyTiles& keys, uint32_t q_rows, const Fp8SharedTiles<Traits>& tiles,
+    const StageRing<Traits::kStages>& k_of, const StageRing<Traits::kStages>& v_of,
+    const WaitVt& wait_vt, OnlineSoftmax& softmax, float (&o)[HeadDim / 2]) {
+  using T = Traits;
+  float s[T::kBlockK / 2];
+  uint32_t p_fragments[T::kBlockK / kFp8StepElements][4];
+  float rescale[kRowsPerThread];  // O's factor for the latest tile's running max
+  const auto scores_to_probabilities = [&](int tile) {
+    const int first_key = keys.key_of(tile, T::kBlockK);
+    if (keys.visible.needs_mask(first_key, T::kBlockK)) softmax.mask(s, first_key);
+    softmax.update_scores(s, rescale);
+  };
+  const auto issue_output = [&](int tile) {
+    issue_fp8_output<HeadDim, T::kBlockK>(o, p_fragments, tiles.vt_stage(v_of.stage(tile)));
+  };
+
+  // The first turn: S(0) alone.
+  k_of.wait_full(0);
+  issue_fp8_scores<HeadDim, T::kBlockK>(s, q_rows, T::kBlockQ, tiles.k_stage(k_of.stage(0)));
+  ptx::wgmma_wait<0>();
+  ptx::wgmma_fence_operand(s);
+  k_of.release(0);
+  scores_to_probabilities(0);
+
+  // What opens turn `turn` (and the last turn): the previous P V waited for (none before turn 2),
+  // its V^T released, and P(turn - 1) packed from S's registers.
+  const auto finish_output = [&](int turn) {
+    ptx::wgmma_wait<0>();
+    ptx::wgmma_fence_operand(o);
+    if (turn >= 2) v_of.release(turn - 2);
+    probabilities_as_e4m3(s, p_fragments);
+  };
+
+  // Full turns: S(j) and P(j-1) V(j-1); the softmax of S(j) under the P V.
+  for (int turn = 1; turn < keys.count; ++turn) {
+    finish_output(turn);
+    k_of.wait_full(turn);
+    issue_fp8_scores<HeadDim, T::kBlockK>(s, q_rows, T::kBlockQ, tiles.k_stage(k_of.stage(turn)));
+    softmax.rescale_output(o, rescale);
+    wait_vt(turn - 1);
+    issue_output(turn - 1);
+    ptx::wgmma_wait<1>();  // S(j); the P V keeps running
+    ptx::wgmma_fence_operand(s);
+    k_of.release(turn);
+    scores_to_probabilities(turn);
+  }
+
+  // The last turn: P(T-1) V(T-1) alone.
+  finish_output(keys.count);
+  wait_vt(keys.count - 1);
+  softmax.rescale_output(o, rescale);
+  issue_output(keys.count - 1);
+  ptx::wgmma_wait<0>();
+  ptx::wgmma_fence_operand(o);
+  v_of.release(keys.count - 1);
+}
+
 template <int HeadDim, typename Output, bool kBlockScales, bool kTransposesV = false>
 __global__ void __launch_bounds__(Fp8WsTraits<HeadDim, kTransposesV>::kThreads, 1)
     flash3_fp8_ws_forward(const __grid_constant__ Flash3Params params, const float* descales,
@@ -221,8 +290,8 @@ __global__ void __launch_bounds__(Fp8WsTraits<HeadDim, kTransposesV>::kThreads, 
       if (tile > 0) {
         barriers.v.wait_empty(tile - 1);
         load_fp8_vt(params, tiles, barriers.v.stage(tile - 1),
-                    barriers.v.full(barriers.v.stage(tile - 1)),
-                    keys.key_of(tile - 1, T::kBlockK), block);
+                    barriers.v.full(barriers.v.stage(tile - 1)), keys.key_of(tile - 1, T::kBlockK),
+                    block);
       }
     }
     return;
@@ -238,20 +307,30 @@ __global__ void __launch_bounds__(Fp8WsTraits<HeadDim, kTransposesV>::kThreads, 
   const StageRing<T::kStages> k_of = barriers.k.consumers();
   const StageRing<T::kStages> v_of = barriers.v.consumers();
   if (tile_count > 0) ptx::mbarrier_wait(barriers.q(), 0);
-  for (int tile = 0; tile < tile_count; ++tile) {
-    k_of.wait_full(tile);
-    float s[T::kBlockK / 2];
-    fp8_scores<HeadDim, T::kBlockK>(s, q_rows, T::kBlockQ, tiles.k_stage(k_of.stage(tile)));
-    k_of.release(tile);  // fp8_scores waited for the S wgmma
+  const auto wait_vt = [&](int tile) {
     if constexpr (kTransposesV) {
       stored_v.wait_written(tile);
     } else {
       v_of.wait_full(tile);
     }
-    fp8_tile_output<HeadDim, T::kBlockK, kBlockScales>(
-        s, o, softmax, keys, keys.key_of(tile, T::kBlockK), tiles.vt_stage(v_of.stage(tile)),
-        block, descales, groups);
-    v_of.release(tile);  // fp8_tile_output waited for the P V wgmma
+  };
+  if constexpr (!kBlockScales) {
+    if (tile_count > 0) {
+      consume_fp8_overlapped<HeadDim, T>(keys, q_rows, tiles, k_of, v_of, wait_vt, softmax, o);
+    }
+  } else {
+    // Per-block descales (16-bit inputs): each tile's P V into registers of its own, waited for.
+    for (int tile = 0; tile < tile_count; ++tile) {
+      k_of.wait_full(tile);
+      float s[T::kBlockK / 2];
+      fp8_scores<HeadDim, T::kBlockK>(s, q_rows, T::kBlockQ, tiles.k_stage(k_of.stage(tile)));
+      k_of.release(tile);  // fp8_scores waited for the S wgmma
+      wait_vt(tile);
+      fp8_tile_output<HeadDim, T::kBlockK, kBlockScales>(
+          s, o, softmax, keys, keys.key_of(tile, T::kBlockK), tiles.vt_stage(v_of.stage(tile)),
+          block, descales, groups);
+      v_of.release(tile);  // fp8_tile_output waited for the P V wgmma
+    }
   }
   store_fp8_output<HeadDim, Output>(p, block, softmax, o, fp8_output_factor<Output>(p, v_descale),
                                     rows_before);

@@ -386,18 +386,17 @@ attnbench_plant_bug(flash3_fp8_ws_transpose transpose_in_key_order "V^T written 
   [=[      const int key = 32 * group + 4 * column_quad + i;]=])
 
 # flash3_fp8_ws_transpose 3. V^T's stage released before the P V wgmma that reads it is waited
-#    for: the producer's threads, free once V(j + 4) has landed (K(j)'s release let it load),
-#    write V^T(j + 4) into the stage P(j) V(j) still reads.
+#    for (at the top of the next turn, where the overlap waits): the producer's threads, free once
+#    V(j + 4) has landed (K's release let it load), write V^T(j + 4) into the stage P(j) V(j)
+#    still reads.
 attnbench_plant_bug(flash3_fp8_ws_transpose vt_released_before_wait "V^T's stage released before the P V wait"
   [=[
-    fp8_tile_output<HeadDim, T::kBlockK, kBlockScales>(
-        s, o, softmax, keys, keys.key_of(tile, T::kBlockK), tiles.vt_stage(v_of.stage(tile)),
-        block, descales, groups);
-    v_of.release(tile);  // fp8_tile_output waited for the P V wgmma]=] [=[
-    v_of.release(tile);
-    fp8_tile_output<HeadDim, T::kBlockK, kBlockScales>(
-        s, o, softmax, keys, keys.key_of(tile, T::kBlockK), tiles.vt_stage(v_of.stage(tile)),
-        block, descales, groups);]=])
+    ptx::wgmma_wait<0>();
+    ptx::wgmma_fence_operand(o);
+    if (turn >= 2) v_of.release(turn - 2);]=] [=[
+    if (turn >= 2) v_of.release(turn - 2);
+    ptx::wgmma_wait<0>();
+    ptx::wgmma_fence_operand(o);]=])
 
 # flash2_bwd 1. dQ's atomic add replaced by a plain read-modify-write: two key blocks' CTAs add
 #    into the same accumulator element unordered (a race; updates are lost when they overlap).
