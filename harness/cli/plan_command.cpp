@@ -1,5 +1,6 @@
 #include "harness/cli/plan_command.h"
 
+#include <algorithm>
 #include <iomanip>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -130,9 +131,16 @@ int plan_command(const PlanOptions& options, std::ostream& out, std::ostream& er
         << "\n";
     return kExitClean;
   }
+  // Columns as wide as their longest entry (a variant's name, a serving shape), at least the usual.
+  size_t kernel_width = 24, shape_width = 64;
+  for (const json& row : rows) {
+    kernel_width = std::max(kernel_width, row["kernel"].get<std::string>().size());
+    shape_width = std::max(shape_width, row["shape"].get<std::string>().size());
+  }
   out << std::fixed;
   for (const json& row : rows) {
-    out << std::left << std::setw(24) << row["kernel"].get<std::string>() << " " << std::setw(64)
+    out << std::left << std::setw(static_cast<int>(kernel_width))
+        << row["kernel"].get<std::string>() << " " << std::setw(static_cast<int>(shape_width))
         << row["shape"].get<std::string>() << " ";
     if (!row["supported"].get<bool>()) {
       out << "skip: " << row["reason"].get<std::string>() << "\n";

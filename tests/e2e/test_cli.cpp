@@ -12,6 +12,8 @@
 #include <fstream>
 #include <iterator>
 #include <map>
+#include <set>
+#include <sstream>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -488,6 +490,26 @@ TEST_F(Cli, NoInterleaveAndInterleaveGpusTogetherAreRefused) {
   EXPECT_NE(run.output.find("--no-interleave and --interleave-gpus: accepted: one of them"),
             std::string::npos)
       << run.output;
+}
+
+// `plan`'s table keeps its columns in line when a name is longer than the usual width (a
+// variant's, cuda.flash3[stages=2,block_n=176]): every row's figures start at one column.
+TEST_F(Cli, PlanKeepsItsColumnsInLineForLongVariantNames) {
+  const CommandResult plan =
+      run_command("plan --shape b=1,hq=2,s=256,d=128,dtype=bf16 --kernels 'cuda.flash3,"
+                  "cuda.flash3[*]' --device-model h200");
+  ASSERT_EQ(plan.exit_code, 0) << plan.output;
+  std::istringstream lines(plan.output);
+  std::set<size_t> figure_columns;
+  int rows = 0;
+  for (std::string line; std::getline(lines, line);) {
+    const size_t at = line.find(" us/step");
+    if (at == std::string::npos) continue;
+    ++rows;
+    figure_columns.insert(at);
+  }
+  EXPECT_EQ(rows, 6) << plan.output;  // cuda.flash3 and its five variants
+  EXPECT_EQ(figure_columns.size(), 1u) << plan.output;
 }
 
 }  // namespace

@@ -765,13 +765,14 @@ TEST_F(StaticCuda, Flash3StagesUseWgmmaTmaAndMbarriersWithoutSpills) {
 }
 
 // ---- cuda.flash3's softmax under its own P V ---------------------------------------------------
-// cuda.flash3 claims intra-warpgroup overlap: in a full turn the exponentials of S(j) run while the
-// tensor cores compute O += P(j-1) V(j-1). Whether they do is ptxas's choice, read off the SASS:
-// the MUFU.EX2 between a P V batch's last HGMMA (A from registers: "HGMMA... R24, R164, gdesc..")
-// and the wait that completes it ("WARPGROUP.DEPBAR.LE gsb0, 0x0"), in turns where S was waited
-// for alone in between ("gsb0, 0x1": a full turn). The listing is followed in order: a loop's back
-// edge falls through to the wait after the loop, which is where the first wait of the next turn
-// stands too. One count per full turn in the listing.
+// cuda.flash3 (and its variants, and the FP8 warp-specialized stages) claims intra-warpgroup
+// overlap: in a full turn the exponentials of S(j) run while the tensor cores compute O +=
+// P(j-1) V(j-1). Whether they do is ptxas's choice, read off the SASS: the MUFU.EX2 between a P V
+// batch's last HGMMA or QGMMA (A from registers: "HGMMA... R24, R164, gdesc..") and the wait that
+// completes it ("WARPGROUP.DEPBAR.LE gsb0, 0x0"), in turns where S was waited for alone in
+// between ("gsb0, 0x1": a full turn). The listing is followed in order: a loop's back edge falls
+// through to the wait after the loop, which is where the first wait of the next turn stands too.
+// One count per full turn in the listing.
 // An HGMMA (16-bit) or QGMMA (e4m3) whose A is a register.
 bool is_output_product(const std::string& instruction) {
   const std::string opcode = base_opcode(opcode_of(instruction));

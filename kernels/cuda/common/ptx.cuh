@@ -23,9 +23,11 @@
 #pragma once
 
 #include <array>
-#include <chrono>
 #include <cstdint>
 #include <type_traits>
+#if defined(ATTNBENCH_EMU)
+#include <chrono>  // clock64's host clock; emu only: <chrono> costs an nvcc unit ~1.5 s
+#endif
 
 #include "kernels/cuda/common/cuda_api.h"
 #if defined(ATTNBENCH_EMU)

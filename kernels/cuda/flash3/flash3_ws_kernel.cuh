@@ -16,8 +16,10 @@
 //   Schedule::pingpong (cuda.flash3_pingpong): the consumers take turns on the tensor cores.
 //   Schedule::overlapped (cuda.flash3): ping-pong, and each consumer's softmax under its own P V;
 //   the output through shared memory (over the consumer's rows of Q) and a TMA store.
-//   Its variants (cuda.flash3[...], `attnbench tune`): fewer stages; O rescaled after the P V
-//   wait (overlapped_rescale_after_pv); the overlap without the turns (overlapped_without_turns).
+//   Its variants (cuda.flash3[...], `attnbench tune`): fewer stages; key tiles of 176; O rescaled
+//   after the P V wait (overlapped_rescale_after_pv); the overlap without the turns
+//   (overlapped_without_turns); and its probe build (overlapped_with_clock_probe: its waits timed
+//   by clock64, flash3_probe.h).
 // Performance: not yet measured on a GPU (see GPU-CLAIMS.md).
 // Known limits: fp16/bf16 in and out; head_dim_v == head_dim_qk; d 64, 128, 256 for cuda.flash3,
 // d 128 bf16 for the two stages; rows whose strides are multiples of 16 bytes (the TMA's rule).
@@ -80,7 +82,7 @@ ATTNBENCH_HOST_DEVICE constexpr bool overlaps_softmax(Schedule schedule) {
 // (cuda.flash3[probe=clock64]); otherwise every call is the work it wraps and nothing else. Every
 // thread reads the clock (a wait is warpgroup-wide: no branch may sit around it); the warpgroup's
 // first thread writes the record (a block with no visible key runs no mainloop and writes none:
-// the plan zeroes the records before each launch).
+// the plan zeroed the records when it was built, and the same blocks skip at every launch).
 template <bool kEnabled>
 struct ClockProbe {
   uint64_t clocks[kProbeEvents] = {};
