@@ -75,6 +75,7 @@ enum cudaDeviceAttr : int {
   cudaDevAttrComputeCapabilityMajor,
   cudaDevAttrComputeCapabilityMinor,
   cudaDevAttrMaxSharedMemoryPerBlockOptin,
+  cudaDevAttrMultiProcessorCount,
 };
 enum cudaFuncAttribute : int { cudaFuncAttributeMaxDynamicSharedMemorySize };
 
@@ -103,6 +104,9 @@ inline cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attribute, 
       break;
     case cudaDevAttrMaxSharedMemoryPerBlockOptin:
       *value = ::attnbench::emu::kMaxDynamicSharedBytesOptin;
+      break;
+    case cudaDevAttrMultiProcessorCount:
+      *value = ::attnbench::emu::kMultiProcessors;
       break;
   }
   return cudaSuccess;

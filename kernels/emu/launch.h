@@ -14,12 +14,15 @@
 
 namespace attnbench::emu {
 
-// The device emu presents itself as: an sm_90 with an H100/H200's shared memory per block.
+// The device emu presents itself as: an sm_90 with an H100/H200's shared memory per block, and
+// few SMs (a persistent grid's size), so that each CTA of a persistent kernel runs several blocks
+// of the small problems emu checks.
 inline constexpr int kComputeMajor = 9;
 inline constexpr int kComputeMinor = 0;
 inline constexpr int kDefaultDynamicSharedBytes = 48 * 1024;
 inline constexpr int kMaxDynamicSharedBytesOptin = 227 * 1024;
 inline constexpr unsigned kMaxThreadsPerBlock = 1024;
+inline constexpr int kMultiProcessors = 4;
 
 // One emulated launch as `attnbench profile` shows it: the kernel (its address; symbol_names.h
 // names it), its configuration and its start and end on the host's steady clock.

@@ -69,10 +69,11 @@ TEST(Tune, TimesEveryCpuVariantBesideTheDefaultAndNamesTheFastest) {
   EXPECT_TRUE(default_fastest || judged) << tuned.output;
 }
 
-// Under emu every CUDA variant is checked beside its family (cuda.flash3's five: [stages=2] on
+// Under emu every CUDA variant is checked beside its family (cuda.flash3's six: [stages=2] on
 // rings of 2 stages, [pingpong=off], [rescale=after_pv], [stages=2,block_n=176] on key tiles of
-// 176, [probe=clock64]; 4 key tiles of 128 (3 of 176) so each stage is refilled; causal GQA with
-// tails), none timed; a variant's table is its own (d 128 bf16 only: the d 64 shape is skipped).
+// 176, [probe=clock64], [persistent=on]; 4 key tiles of 128 (3 of 176) so each stage is refilled;
+// causal GQA with tails), none timed; a variant's table is its own (d 128 bf16 only: the d 64
+// shape is skipped).
 TEST(Tune, ChecksEveryCudaVariantOnTheEmulatedDevice) {
   const ScratchDirectory dir("attnbench_tune_emu");
   const std::string db = dir.file("tune.sqlite");
@@ -92,15 +93,15 @@ TEST(Tune, ChecksEveryCudaVariantOnTheEmulatedDevice) {
     }
   }
   EXPECT_EQ(passed["cuda.flash3"], 2) << tuned.output;
-  for (const char* variant :
-       {"cuda.flash3[stages=2]", "cuda.flash3[pingpong=off]", "cuda.flash3[rescale=after_pv]",
-        "cuda.flash3[stages=2,block_n=176]", "cuda.flash3[probe=clock64]"}) {
+  for (const char* variant : {"cuda.flash3[stages=2]", "cuda.flash3[pingpong=off]",
+                              "cuda.flash3[rescale=after_pv]", "cuda.flash3[stages=2,block_n=176]",
+                              "cuda.flash3[probe=clock64]", "cuda.flash3[persistent=on]"}) {
     EXPECT_EQ(passed[variant], 1) << variant << "\n" << tuned.output;
   }
-  EXPECT_NE(tuned.output.find("5 variants beside the default"), std::string::npos) << tuned.output;
-  EXPECT_NE(tuned.output.find("6 of 6 passed their check; none timed"), std::string::npos)
+  EXPECT_NE(tuned.output.find("6 variants beside the default"), std::string::npos) << tuned.output;
+  EXPECT_NE(tuned.output.find("7 of 7 passed their check; none timed"), std::string::npos)
       << tuned.output;
-  EXPECT_NE(tuned.output.find("1 of 1 passed their check (5 skipped: outside their tables)"),
+  EXPECT_NE(tuned.output.find("1 of 1 passed their check (6 skipped: outside their tables)"),
             std::string::npos)
       << tuned.output;
 }
@@ -136,6 +137,31 @@ TEST(Tune, TheFlash3ClockProbeReportsEachWaitPerKeyTile) {
   }
   EXPECT_GT(per_tile.value("mainloop", 0.0), 0.0) << r.details_json;
   EXPECT_LE(waits, per_tile.value("mainloop", 0.0)) << r.details_json;
+}
+
+// cuda.flash3[persistent=on] under emu, whose device has 4 SMs: 4 CTAs run 12 blocks in turn, so
+// each CTA's rings and Q's tile carry on from one block to the next. Causal from the bottom right:
+// blocks of 2 to 4 key tiles (a CTA's rings of 3 stages wrap across its blocks), and with
+// sq > sk + 128 blocks with no visible key between blocks with some (CTA 1: h0's second block, h1's
+// first, empty, h3's last), which load no Q and store from registers.
+TEST(Tune, TheFlash3PersistentGridRunsSeveralBlocksOnEachCta) {
+  const ScratchDirectory dir("attnbench_flash3_persistent");
+  const std::string db = dir.file("persistent.sqlite");
+  const CommandResult checked =
+      attnbench("check --devices emu --kernels 'cuda.flash3[persistent=on]' --db " + db +
+                " --shape b=1,hq=4,hkv=2,sq=300,sk=400,d=128,dtype=bf16,mask=causal_br"
+                " --shape b=1,hq=4,hkv=2,sq=300,sk=100,d=128,dtype=bf16,mask=causal_br");
+  ASSERT_EQ(checked.exit_code, 0) << checked.output;
+  const Result<StoredRun> run = load_latest_run(db);
+  ASSERT_TRUE(run) << run.status().message;
+  ASSERT_EQ(run->results.size(), 2u);
+  for (const ResultRecord& r : run->results) {
+    EXPECT_EQ(r.status, ResultStatus::passed) << r.message;
+    const nlohmann::json details = nlohmann::json::parse(r.details_json, nullptr, false);
+    ASSERT_TRUE(details.contains("persistent_grid")) << r.details_json;
+    EXPECT_EQ(details["persistent_grid"].value("ctas", 0), 4) << r.details_json;
+    EXPECT_EQ(details["persistent_grid"].value("blocks", 0), 12) << r.details_json;
+  }
 }
 
 TEST(Tune, RefusesWhatHasNoVariantsAndSaysWhatItAccepts) {

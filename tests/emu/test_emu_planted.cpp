@@ -147,6 +147,21 @@ TEST(PlantedFlash3KRingBug, RefillWithoutEmptyWaitIsStoppedByTheEmulator) {
                                         kFlash3Shape, dir);
 }
 
+// cuda.flash3[persistent=on] on the emulated device's 4 SMs: 6 blocks of 2 to 4 key tiles, so
+// CTAs 0 and 1 run two blocks each. Loading the next block's Q before the consumers release its
+// tile overwrites Q while they still compute the previous block's scores from it.
+TEST(PlantedFlash3PersistentBug, QReloadedBeforeTheOutputLeftItsTileFails) {
+  const ScratchDirectory dir("attnbench_planted_flash3_persistent");
+  const std::string shape = "b=1,hq=2,hkv=1,sq=300,sk=400,d=128,dtype=bf16,mask=causal_br";
+  expect_passed(check_once("'cuda.flash3[persistent=on]'", dir, "", shape),
+                /*deterministic=*/true);
+  const std::string variant = "test.flash3_persistent_q_reloaded_before_store";
+  const ResultRecord planted = check_once(variant, dir, "", shape);
+  EXPECT_EQ(planted.kernel, variant);
+  EXPECT_EQ(planted.status, ResultStatus::failed) << planted.message;
+  EXPECT_NE(planted.message.find("NaN"), std::string::npos) << planted.message;
+}
+
 // The planted variant fails its check with a wrong value (the output past its bound, or the LSE
 // past its allowance; which one trips first depends on the fresh inputs) on `shape` where
 // `kernel` passes it. Not a crash, a canary or a NaN: those would hide the bug being planted.

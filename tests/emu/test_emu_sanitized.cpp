@@ -51,6 +51,11 @@ std::string planted_shape(const std::string& family) {
   if (family == "flash2_bwd") return "b=1,hq=2,hkv=1,sq=70,sk=150,d=64,dtype=bf16,pass=bwd";
   // cuda.flash3's K and V rings hold 3 stages: a fourth key tile (16 keys) refills one.
   if (family == "flash3") return "b=1,hq=1,sq=128,sk=400,d=128,dtype=bf16";
+  // cuda.flash3[persistent=on] on the emulated device's 4 SMs: 6 blocks of 2 to 4 key tiles, so
+  // CTAs 0 and 1 run two each, their rings wrapping across them.
+  if (family == "flash3_persistent") {
+    return "b=1,hq=2,hkv=1,sq=300,sk=400,d=128,dtype=bf16,mask=causal_br";
+  }
   // cuda.flash3_fp8_ws_transpose's rings hold 4 stages: six key tiles refill two.
   if (family == "flash3_fp8_ws_transpose") {
     return "b=1,hq=1,sq=128,sk=700,d=128,dtype=e4m3,out=e4m3,fp8_scaling=per_tensor";
@@ -145,15 +150,22 @@ TEST(SanitizedEmu, EveryBackwardPassesWithNoReport) {
 // key tiles on three stages; on two for [stages=2]; three of 176 keys on two for
 // [stages=2,block_n=176]), causal from the bottom right so the last tile is masked: without the
 // turns ([pingpong=off]) the two consumers meet only at the rings; [probe=clock64] writes its
-// records besides.
+// records besides; [persistent=on] is checked again where its CTAs run several blocks each.
 TEST(SanitizedEmu, EveryFlash3VariantPassesWithNoReport) {
   ASSERT_NE(emu::kSanitizer, Sanitizer::none) << "built only in a sanitizer build";
   const ScratchDirectory dir("attnbench_emu_sanitized_variants");
   const Result<StoredRun> run =
       check("cuda.flash3[*]", "--shape " + planted_shape("flash3") + ",mask=causal_br", dir);
   ASSERT_TRUE(run);
-  ASSERT_EQ(run->results.size(), 5u);
-  for (const ResultRecord& r : run->results) {
+  ASSERT_EQ(run->results.size(), 6u);
+  // [persistent=on] again where its CTAs run several blocks each.
+  const Result<StoredRun> persistent =
+      check("cuda.flash3[persistent=on]", "--shape " + planted_shape("flash3_persistent"), dir);
+  ASSERT_TRUE(persistent);
+  ASSERT_EQ(persistent->results.size(), 1u);
+  std::vector<ResultRecord> results = run->results;
+  results.push_back(persistent->results[0]);
+  for (const ResultRecord& r : results) {
     SCOPED_TRACE(r.kernel);
     expect_passed(r, /*deterministic=*/true);
     const nlohmann::json details = nlohmann::json::parse(r.details_json, nullptr, false);
@@ -210,6 +222,8 @@ std::vector<PlantedReport> planted_for_this_build() {
       {"flash3_wg1", "release_before_wait", Sanitizer::thread, "data race: ", kUnordered},
       {"flash3", "v_released_before_wait", Sanitizer::thread, "data race: ", kUnordered},
       {"flash3_fp8_ws_transpose", "vt_released_before_wait", Sanitizer::thread,
+       "data race: ", kUnordered},
+      {"flash3_persistent", "q_reloaded_before_store", Sanitizer::thread,
        "data race: ", kUnordered},
       {"flash2_bwd", "dq_plain_add", Sanitizer::thread, "data race: ", kUnordered},
       {"flash2_bwd", "ds_read_before_barrier", Sanitizer::thread, "data race: ", kUnordered},

@@ -687,39 +687,36 @@ struct Flash3Kernel {
   int block_k = 0;  // keys per tile where a variant changes the stage's (0: the stage's own)
 };
 
+// cuda.flash3_ws's kernel as nvcc's demangler spells it: (head dim, element, Schedule, stages,
+// keys per tile, Grid).
+std::string ws_forward(int head_dim, const std::string& element, int schedule, int stages,
+                       int block_k, int grid = 0) {
+  return "flash3_ws_forward<" + std::to_string(head_dim) + ", " + element +
+         ", (attnbench::flash3::on_gpu::Schedule)" + std::to_string(schedule) + ", " +
+         std::to_string(stages) + ", " + std::to_string(block_k) +
+         ", (attnbench::flash3::on_gpu::Grid)" + std::to_string(grid) + ">";
+}
+
 const std::vector<Flash3Kernel> kFlash3Kernels = {
     {"flash3::on_gpu::flash3_wg1_forward<128, __nv_bfloat16>", flash3::Stage::wg1, 128, 1},
-    {"flash3::on_gpu::flash3_ws_forward<128, __nv_bfloat16, "
-     "(attnbench::flash3::on_gpu::Schedule)0, 3, 128>",
-     flash3::Stage::ws, 128, 1},
-    {"flash3::on_gpu::flash3_ws_forward<128, __nv_bfloat16, "
-     "(attnbench::flash3::on_gpu::Schedule)1, 3, 128>",
-     flash3::Stage::pingpong, 128, 1},
-    {"flash3_ws_forward<64, __half, (attnbench::flash3::on_gpu::Schedule)2, 6, 128>",
-     flash3::Stage::overlapped, 64, 2},
-    {"flash3_ws_forward<64, __nv_bfloat16, (attnbench::flash3::on_gpu::Schedule)2, 6, 128>",
-     flash3::Stage::overlapped, 64, 2},
-    {"flash3_ws_forward<128, __half, (attnbench::flash3::on_gpu::Schedule)2, 3, 128>",
-     flash3::Stage::overlapped, 128, 2},
-    {"flash3_ws_forward<128, __nv_bfloat16, (attnbench::flash3::on_gpu::Schedule)2, 3, 128>",
-     flash3::Stage::overlapped, 128, 2},
-    {"flash3_ws_forward<256, __half, (attnbench::flash3::on_gpu::Schedule)2, 2, 64>",
-     flash3::Stage::overlapped, 256, 2},
-    {"flash3_ws_forward<256, __nv_bfloat16, (attnbench::flash3::on_gpu::Schedule)2, 2, 64>",
-     flash3::Stage::overlapped, 256, 2},
+    {ws_forward(128, "__nv_bfloat16", 0, 3, 128), flash3::Stage::ws, 128, 1},
+    {ws_forward(128, "__nv_bfloat16", 1, 3, 128), flash3::Stage::pingpong, 128, 1},
+    {ws_forward(64, "__half", 2, 6, 128), flash3::Stage::overlapped, 64, 2},
+    {ws_forward(64, "__nv_bfloat16", 2, 6, 128), flash3::Stage::overlapped, 64, 2},
+    {ws_forward(128, "__half", 2, 3, 128), flash3::Stage::overlapped, 128, 2},
+    {ws_forward(128, "__nv_bfloat16", 2, 3, 128), flash3::Stage::overlapped, 128, 2},
+    {ws_forward(256, "__half", 2, 2, 64), flash3::Stage::overlapped, 256, 2},
+    {ws_forward(256, "__nv_bfloat16", 2, 2, 64), flash3::Stage::overlapped, 256, 2},
     // cuda.flash3's variants: [stages=2] on 2-stage rings, [rescale=after_pv], [pingpong=off],
     // [stages=2,block_n=176] (its S one HGMMA of N = 176 per 16 of d, its P V 11 of 128)
-    {"flash3_ws_forward<128, __nv_bfloat16, (attnbench::flash3::on_gpu::Schedule)2, 2, 128>",
-     flash3::Stage::overlapped, 128, 2},
-    {"flash3_ws_forward<128, __nv_bfloat16, (attnbench::flash3::on_gpu::Schedule)3, 3, 128>",
-     flash3::Stage::overlapped, 128, 2},
-    {"flash3_ws_forward<128, __nv_bfloat16, (attnbench::flash3::on_gpu::Schedule)4, 3, 128>",
-     flash3::Stage::overlapped, 128, 2},
-    {"flash3_ws_forward<128, __nv_bfloat16, (attnbench::flash3::on_gpu::Schedule)2, 2, 176>",
-     flash3::Stage::overlapped, 128, 2, 176},
+    {ws_forward(128, "__nv_bfloat16", 2, 2, 128), flash3::Stage::overlapped, 128, 2},
+    {ws_forward(128, "__nv_bfloat16", 3, 3, 128), flash3::Stage::overlapped, 128, 2},
+    {ws_forward(128, "__nv_bfloat16", 4, 3, 128), flash3::Stage::overlapped, 128, 2},
+    {ws_forward(128, "__nv_bfloat16", 2, 2, 176), flash3::Stage::overlapped, 128, 2, 176},
     // cuda.flash3[probe=clock64]: the default with its waits timed
-    {"flash3_ws_forward<128, __nv_bfloat16, (attnbench::flash3::on_gpu::Schedule)5, 3, 128>",
-     flash3::Stage::overlapped, 128, 2},
+    {ws_forward(128, "__nv_bfloat16", 5, 3, 128), flash3::Stage::overlapped, 128, 2},
+    // cuda.flash3[persistent=on]: the default on a persistent grid (its blocks in a loop)
+    {ws_forward(128, "__nv_bfloat16", 2, 3, 128, 1), flash3::Stage::overlapped, 128, 2},
 };
 
 HopperExpectation expectation_of(const Flash3Kernel& kernel) {
@@ -759,7 +756,7 @@ TEST_F(StaticCuda, Flash3StagesUseWgmmaTmaAndMbarriersWithoutSpills) {
     ASSERT_NE(registers, function.registers.end()) << key.second;
     EXPECT_EQ(registers->second, flash3::WsTraits<128>::kLaunchRegisters) << key.second;
   }
-  EXPECT_EQ(warp_specialized, 13);  // ws, pingpong, cuda.flash3's six and its five variants
+  EXPECT_EQ(warp_specialized, 14);  // ws, pingpong, cuda.flash3's six and its six variants
   const std::vector<std::string> frames = stack_frames(resources);
   EXPECT_TRUE(frames.empty()) << "register spills or local arrays:\n" << join_lines(frames);
 }
@@ -851,7 +848,7 @@ TEST_F(StaticCuda, Flash3SoftmaxRunsUnderItsOwnOutputProduct) {
     EXPECT_EQ(matched, 1) << kernel.kernel << " not found in the SASS of " << kHopperLibrary;
     EXPECT_TRUE(findings.empty()) << join_lines(findings);
   }
-  EXPECT_EQ(overlapping, 11);  // cuda.flash3 at d 64, 128, 256 x fp16, bf16; its five variants
+  EXPECT_EQ(overlapping, 12);  // cuda.flash3 at d 64, 128, 256 x fp16, bf16; its six variants
   // The FP8 warp-specialized stages claim it too (QGMMA; 64 exponentials of scores and 2 of
   // rescale factors a tile, as at 16 bits).
   for (const char* fp8 : {"flash3_fp8_ws_forward<128, unsigned char, false, false>",

@@ -39,6 +39,11 @@ Status sm_version(int device, int& version) {
   return Status::Ok();
 }
 
+Status sm_count(int device, int& count) {
+  ATTNBENCH_CUDA_TRY(cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device));
+  return Status::Ok();
+}
+
 Status check_params_match(const Problem& planned, const AttentionParams& params) {
   const Problem& p = planned;
   const bool shapes = params.batch == p.batch && params.heads_q == p.heads_q &&

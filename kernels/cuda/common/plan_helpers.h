@@ -26,6 +26,9 @@ Status allocate_scratch(ScratchAllocator& allocator, size_t bytes, std::string_v
 // 80 for sm_80, 90 for sm_90, 100 for sm_100: what arch gates compare against.
 Status sm_version(int device, int& version);
 
+// The device's streaming multiprocessors: a persistent grid's size.
+Status sm_count(int device, int& count);
+
 // run's gate: shapes, dtypes, mask and strides of `params` must be those of the planned problem
 // (the plan's graphs, pointer arrays and scratch were sized for it).
 Status check_params_match(const Problem& planned, const AttentionParams& params);

@@ -70,10 +70,14 @@ Status encode_maps(const AttentionParams& p, const Instantiation& kernel, Stage 
   return Status::Ok();
 }
 
+// A forward's blocks (query block, query head, batch): one CTA each unless the grid is persistent.
+int64_t query_block_count(const Problem& problem, int block_q) {
+  return gpu::tile_count(problem.seqlen_q, block_q) * problem.heads_q * problem.batch;
+}
+
 // cuda.flash3[probe=clock64]'s records of one forward: two per CTA (its consumer warpgroups).
 size_t probe_record_count(const Problem& problem, int block_q) {
-  return static_cast<size_t>(gpu::tile_count(problem.seqlen_q, block_q) * problem.heads_q *
-                             problem.batch * 2);
+  return static_cast<size_t>(query_block_count(problem, block_q) * 2);
 }
 
 class Flash3Plan final : public Plan {
@@ -92,6 +96,7 @@ class Flash3Plan final : public Plan {
     if (Status status = check_hopper_device(device_, kernel_.shared_bytes, name_); !status) {
       return status;
     }
+    if (Status status = gpu::sm_count(device_, sm_count_); !status) return status;
     return kernel_.clock_probe ? allocate_probe_records() : Status::Ok();
   }
 
@@ -100,14 +105,23 @@ class Flash3Plan final : public Plan {
     Flash3Params launch{};
     launch.attention = params;
     launch.probe = probe_records_.as<ProbeRecord>();
+    launch.sm_count = sm_count_;
     if (Status status = encode_maps(params, kernel_, stage_, launch); !status) {
       return Status::Error(name_ + ": " + status.message);
     }
     return kernel_.launch(launch, stream_);
   }
 
-  // The clock probe's records of the last forward as clocks per key tile (flash3_probe.h).
+  // A persistent grid's CTAs beside its blocks; the clock probe's records of the last forward as
+  // clocks per key tile (flash3_probe.h).
   std::string details() const override {
+    if (kernel_.grid == Grid::persistent) {
+      const int64_t blocks = query_block_count(problem_, kernel_.block_q);
+      return nlohmann::json{
+          {"persistent_grid",
+           {{"ctas", grid_ctas(blocks, kernel_.grid, sm_count_)}, {"blocks", blocks}}}}
+          .dump();
+    }
     if (!kernel_.clock_probe) return {};
     std::vector<ProbeRecord> records(probe_record_count(problem_, kernel_.block_q));
     const Status copied = [&]() -> Status {
@@ -140,6 +154,7 @@ class Flash3Plan final : public Plan {
   ScratchAllocator& scratch_;
   cudaStream_t stream_;
   int device_;
+  int sm_count_ = 0;
   Instantiation kernel_;
   Stage stage_;
   std::string name_;
@@ -285,12 +300,13 @@ Kernel cuda_flash3_kernel() {
           instantiate<WsTraits<256>>(DType::bf16, &flash3::launch_flash3<256, DType::bf16>),
       });
   // The table it owns: K and V rings as deep as shared memory allows at the head dim, the
-  // consumers in ping-pong, O rescaled between the S and P V issues. Every variant changes one.
+  // consumers in ping-pong, O rescaled between the S and P V issues, one CTA per block. Every
+  // variant changes one.
   kernel.default_variant = [](const Problem& problem) {
     const int head_dim = static_cast<int>(problem.head_dim_qk);
     return "stages=" + std::to_string(flash3::ws_stages(head_dim)) +
            ",block_n=" + std::to_string(flash3::ws_block_k(head_dim)) +
-           ",pingpong=on,rescale=before_pv";
+           ",pingpong=on,rescale=before_pv,persistent=off";
   };
   return kernel;
 }
@@ -333,6 +349,18 @@ Kernel clock_probe_variant() {
   return kernel;
 }
 
+// cuda.flash3[persistent=on]: the default on a persistent grid; its details give the grid.
+Kernel persistent_variant() {
+  Instantiation persistent =
+      instantiate<WsTraits<128>>(DType::bf16, &launch_flash3_persistent<128, DType::bf16>);
+  persistent.grid = Grid::persistent;
+  return flash3_variant(
+      "persistent=on",
+      "cuda.flash3 on a persistent grid, one CTA per SM running its query blocks in turn: a "
+      "block's first K and Q load while the previous block's output is stored",
+      persistent);
+}
+
 }  // namespace
 }  // namespace ATTNBENCH_TARGET
 }  // namespace attnbench::flash3
@@ -369,6 +397,7 @@ std::vector<Kernel> cuda_flash3_variant_kernels() {
           "at d <= 128)",
           instantiate<WsTraits<128>>(DType::bf16,
                                      &flash3::launch_flash3_rescale_after_pv<128, DType::bf16>)),
+      flash3::persistent_variant(),
   };
 }
 

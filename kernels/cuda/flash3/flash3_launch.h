@@ -3,6 +3,7 @@
 // flash3.cpp) includes this header without any device code.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -18,6 +19,15 @@
 namespace attnbench::flash3 {
 inline namespace ATTNBENCH_TARGET {
 
+// How a kernel's grid covers its blocks (query block, query head, batch): one CTA per block, or a
+// persistent grid of one CTA per SM where there are more blocks, each CTA running its share in
+// turn (flash3_scheduler.cuh), so that a block's first K and Q load while the previous block's
+// output is stored and no CTA pays a launch and a prologue per block.
+enum class Grid { one_cta_per_block, persistent };
+inline int64_t grid_ctas(int64_t blocks, Grid grid, int sm_count) {
+  return grid == Grid::persistent ? std::min<int64_t>(blocks, sm_count) : blocks;
+}
+
 // What a flash3 kernel takes: the problem's params and the TMA maps of Q, K, V and the output,
 // each a 4D view (d, sequence, head, batch) of its tensor with boxes of 64 elements x kBlockQ (Q),
 // kBlockK (K, V) or 64 (the output: one consumer warpgroup's rows) rows and the 128-byte
@@ -32,6 +42,8 @@ struct Flash3Params {
   // cuda.flash3[probe=clock64]: one ProbeRecord per consumer warpgroup (flash3_probe.h), two per
   // CTA; null for every other kernel.
   ProbeRecord* probe;
+  // The device's SMs, read when the plan is built: a persistent grid's size (host side only).
+  int sm_count;
 };
 
 // One forward on `stream` with maps already encoded (flash3.cpp).
@@ -76,6 +88,11 @@ template <int HeadDim, DType kDtype>
 Status launch_flash3_clock_probe(const Flash3Params& params, cudaStream_t stream);
 extern template Status launch_flash3_clock_probe<128, DType::bf16>(const Flash3Params&,
                                                                    cudaStream_t);
+// ... and a persistent grid, one CTA per SM (persistent=on).
+template <int HeadDim, DType kDtype>
+Status launch_flash3_persistent(const Flash3Params& params, cudaStream_t stream);
+extern template Status launch_flash3_persistent<128, DType::bf16>(const Flash3Params&,
+                                                                  cudaStream_t);
 
 // One compiled (head dim, dtype) of a stage, as the plan dispatches to it: its tile rows (for the
 // maps' boxes) and shared memory.
@@ -87,6 +104,7 @@ struct Instantiation {
   int block_q;
   int block_k;
   bool clock_probe = false;  // its launches write ProbeRecords (cuda.flash3[probe=clock64])
+  Grid grid = Grid::one_cta_per_block;
 };
 
 // The gate every flash3 plan passes when built: an sm_90 device (the kernels are sm_90a code)

@@ -111,14 +111,17 @@ __device__ __forceinline__ void issue_output(float (&o)[HeadDim / 2],
 
 // A ring of the warp-specialized kernels (cuda.flash3_ws and its schedules, cuda.flash3_fp8_ws) as
 // the consumers see it: tile i's stage and phase, and its release.
+// Tiles are counted from `first`, the ring's tiles before this block's (a persistent CTA's earlier
+// blocks; 0 where a CTA runs one block).
 template <int kStages>
 struct StageRing {
   const uint64_t* full;   // [kStages]: the stage's tile has landed
   const uint64_t* empty;  // [kStages]: every consumer thread is done with the stage
-  __device__ __forceinline__ int stage(int tile) const { return tile % kStages; }
+  int first = 0;
+  __device__ __forceinline__ int stage(int tile) const { return (first + tile) % kStages; }
   __device__ __forceinline__ void wait_full(int tile) const {
     ptx::mbarrier_wait(ptx::shared_address(&full[stage(tile)]),
-                       static_cast<unsigned>(tile / kStages) % 2);
+                       static_cast<unsigned>((first + tile) / kStages) % 2);
   }
   // This thread's wgmma on the tile's stage are done: the producer may refill it once every
   // consumer thread has said so.
@@ -153,8 +156,8 @@ struct TileRing {
     ptx::mbarrier_wait(ptx::shared_address(&empty_barrier[stage(tile)]),
                        static_cast<unsigned>(tile / kStages - 1) % 2);
   }
-  __device__ __forceinline__ StageRing<kStages> consumers() const {
-    return {full_barrier, empty_barrier};
+  __device__ __forceinline__ StageRing<kStages> consumers(int first = 0) const {
+    return {full_barrier, empty_barrier, first};
   }
 };
 
@@ -175,6 +178,24 @@ struct SplitRingBarriers {
     ptx::fence_mbarrier_init();
   }
   __device__ __forceinline__ uint32_t q() const { return ptx::shared_address(&q_full); }
+};
+
+// A persistent CTA (cuda.flash3[persistent=on]) loads Q once per block it runs, into the tile
+// whose rows the previous block's output passed through: Q's "empty" barrier, on which each
+// consumer warpgroup's storing thread arrives once its output has left shared memory (2 arrivals
+// a phase, one phase per block with a visible key).
+template <int kStages>
+struct PersistentRingBarriers : SplitRingBarriers<kStages> {
+  static constexpr int kQReleases = 2;  // the consumer warpgroups
+  uint64_t q_empty_barrier;
+
+  __device__ __forceinline__ void init(int consumer_threads) {
+    ptx::mbarrier_init(q_empty(), kQReleases);
+    SplitRingBarriers<kStages>::init(consumer_threads);  // its fence covers q_empty too
+  }
+  __device__ __forceinline__ uint32_t q_empty() const {
+    return ptx::shared_address(&q_empty_barrier);
+  }
 };
 
 }  // namespace ATTNBENCH_TARGET

@@ -28,10 +28,16 @@ struct BlockPosition {
   int key_length;  // keys of this batch (the padding mask), else seqlen_k
 };
 
-__device__ __forceinline__ BlockPosition block_position(const AttentionParams& p, int block_q) {
-  const unsigned m_blocks = (static_cast<unsigned>(p.seqlen_q) + block_q - 1) / block_q;
-  const unsigned m_block = m_blocks - 1 - blockIdx.x % m_blocks;
-  const unsigned pair = blockIdx.x / m_blocks;
+__device__ __forceinline__ unsigned query_blocks(const AttentionParams& p, int block_q) {
+  return (static_cast<unsigned>(p.seqlen_q) + block_q - 1) / block_q;
+}
+
+// Block `index` of the grid's order (index < block_count).
+__device__ __forceinline__ BlockPosition block_position(const AttentionParams& p, int block_q,
+                                                        unsigned index) {
+  const unsigned m_blocks = query_blocks(p, block_q);
+  const unsigned m_block = m_blocks - 1 - index % m_blocks;
+  const unsigned pair = index / m_blocks;
   BlockPosition block;
   block.head = static_cast<int>(pair % static_cast<unsigned>(p.heads_q));
   block.batch = static_cast<int>(pair / static_cast<unsigned>(p.heads_q));
@@ -41,6 +47,25 @@ __device__ __forceinline__ BlockPosition block_position(const AttentionParams& p
       p.seqlen_q - block.first_row > block_q ? block.first_row + block_q - 1 : p.seqlen_q - 1;
   block.key_length = p.key_lengths != nullptr ? p.key_lengths[block.batch] : p.seqlen_k;
   return block;
+}
+// This CTA's block where each CTA runs one.
+__device__ __forceinline__ BlockPosition block_position(const AttentionParams& p, int block_q) {
+  return block_position(p, block_q, blockIdx.x);
+}
+
+// The blocks this CTA runs (Grid, flash3_launch.h): its own, or in a persistent grid blocks c,
+// c + gridDim.x, c + 2 gridDim.x, ... of the order above (a static round robin).
+template <Grid kGrid, typename Body>
+__device__ __forceinline__ void for_each_block(const AttentionParams& p, int block_q, Body&& body) {
+  if constexpr (kGrid == Grid::persistent) {
+    const unsigned blocks = query_blocks(p, block_q) * static_cast<unsigned>(p.heads_q) *
+                            static_cast<unsigned>(p.batch);
+    for (unsigned index = blockIdx.x; index < blocks; index += gridDim.x) {
+      body(block_position(p, block_q, index));
+    }
+  } else {
+    body(block_position(p, block_q));
+  }
 }
 
 // The key tiles a block visits (gpu::block_key_tiles: fully masked tiles skipped), counted from
@@ -66,8 +91,10 @@ __device__ __forceinline__ KeyTiles key_tiles(const AttentionParams& p, const Bl
 }
 
 // One forward of `kernel` (a kernel of shape Traits) over the scheduler's grid: one CTA per
-// (query block, query head, batch); the kernel takes params and then `extra`.
-template <typename Traits, typename... KernelParams, typename... Extra>
+// (query block, query head, batch), or with Grid::persistent one per SM (params.sm_count) where
+// there are more blocks; the kernel takes params and then `extra`.
+template <typename Traits, Grid kGrid = Grid::one_cta_per_block, typename... KernelParams,
+          typename... Extra>
 Status launch_blocks(const char* name, void (*kernel)(KernelParams...), const Flash3Params& params,
                      cudaStream_t stream, Extra... extra) {
   const AttentionParams& p = params.attention;
@@ -78,8 +105,9 @@ Status launch_blocks(const char* name, void (*kernel)(KernelParams...), const Fl
     return Status::Error(std::string(name) + ": " + std::to_string(ctas) +
                          " query blocks exceed one launch's grid");
   }
+  const int64_t grid = grid_ctas(ctas, kGrid, params.sm_count);
   ATTNBENCH_CUDA_TRY(allow_dynamic_shared(kernel, static_cast<int>(Traits::kSharedBytes)));
-  launch_kernel(kernel, static_cast<unsigned>(ctas), Traits::kThreads, Traits::kSharedBytes, stream,
+  launch_kernel(kernel, static_cast<unsigned>(grid), Traits::kThreads, Traits::kSharedBytes, stream,
                 params, extra...);
   ATTNBENCH_CUDA_TRY_LAUNCH();
   return Status::Ok();

@@ -29,6 +29,7 @@
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <type_traits>
 
 #include "kernels/cuda/common/convert.cuh"
 #include "kernels/cuda/common/cuda_api.h"
@@ -277,59 +278,70 @@ __device__ __forceinline__ void consume_pingpong(int consumer, const KeyTiles& k
   }
 }
 
-template <int HeadDim, typename Element, Schedule kSchedule, int kStages, int kBlockK>
-__global__ void __launch_bounds__(WsTraits<HeadDim>::kThreads, 1)
-    flash3_ws_forward(const __grid_constant__ Flash3Params params) {
-  using T = WsTraits<HeadDim, kStages, kBlockK>;
+// The producer: one elected thread loads each block's K(0), then its Q, then K(j) before V(j - 1).
+// The rings' positions run on across a persistent CTA's blocks (tiles_before); it loads Q for a
+// block once the consumers' output of its previous block has left Q's tile (q_empty), and K(0)
+// before that wait, so the first key tile lands while that output is stored.
+template <int HeadDim, typename T, Grid kGrid, typename Barriers>
+__device__ __forceinline__ void produce(const Flash3Params& params, const Barriers& barriers,
+                                        const SharedTiles<T>& tiles_in) {
   const AttentionParams& p = params.attention;
-  using Barriers = SplitRingBarriers<T::kStages>;
-  ATTNBENCH_SHARED(Barriers, barriers, 8);
-  ATTNBENCH_DYNAMIC_SHARED(shared_bytes, 16);
-  const SharedTiles<T> tiles_in(shared_bytes);
-
-  const BlockPosition block = block_position(p, T::kBlockQ);
-  const KeyTiles keys = key_tiles(p, block, T::kBlockK);
-  const int tile_count = keys.count;
-
-  if (threadIdx.x == 0) barriers.init(T::kConsumerThreads);
-  __syncthreads();
-
-  const int warpgroup = static_cast<int>(threadIdx.x) / kWarpgroupThreads;
-  if (warpgroup == 0) {
-    // ---- the producer: one elected thread loads Q, then K(j) before V(j - 1) ------------------
-    ptx::setmaxnreg_dec<T::kProducerRegisters>();
-    if (threadIdx.x / 32 != 0 || !ptx::elect_one() || tile_count == 0) return;
-    ptx::mbarrier_arrive_expect_tx(barriers.q(), T::kQBytes);
-    load_tile<HeadDim>(tiles_in.q, &params.q_map, barriers.q(), T::kBlockQ, block.first_row,
-                       block.head, block.batch);
-    const auto load = [&](const TileRing<T::kStages>& ring, uint32_t tile_in_stage,
-                          const CUtensorMap* map, int tile) {
+  int tiles_before = 0;  // key tiles of this CTA's earlier blocks: where its rings stand
+  int q_loads = 0;       // its earlier blocks with a visible key
+  for_each_block<kGrid>(p, T::kBlockQ, [&](const BlockPosition& block) {
+    const KeyTiles keys = key_tiles(p, block, T::kBlockK);
+    if (keys.count == 0) return;
+    const auto load = [&](const TileRing<T::kStages>& ring, uint32_t ring_tiles,
+                          const CUtensorMap* map, int key_tile) {
+      const int tile = tiles_before + key_tile;
       ring.wait_empty(tile);
-      const uint32_t full = ring.full(ring.stage(tile));
+      const int stage = ring.stage(tile);
+      const uint32_t full = ring.full(stage);
       ptx::mbarrier_arrive_expect_tx(full, T::kKvBytes);
-      load_tile<HeadDim>(tile_in_stage, map, full, T::kBlockK, keys.key_of(tile, T::kBlockK),
-                         block.head_kv, block.batch);
+      load_tile<HeadDim>(ring_tiles + static_cast<uint32_t>(stage) * T::kKvBytes, map, full,
+                         T::kBlockK, keys.key_of(key_tile, T::kBlockK), block.head_kv, block.batch);
     };
-    for (int tile = 0; tile <= tile_count; ++tile) {
-      if (tile < tile_count) {
-        load(barriers.k, tiles_in.k_stage(barriers.k.stage(tile)), &params.k_map, tile);
-      }
+    for (int tile = 0; tile <= keys.count; ++tile) {
+      if (tile < keys.count) load(barriers.k, tiles_in.k, &params.k_map, tile);
       if (tile > 0) {
-        load(barriers.v, tiles_in.v_stage(barriers.v.stage(tile - 1)), &params.v_map, tile - 1);
+        load(barriers.v, tiles_in.v, &params.v_map, tile - 1);
+        continue;
       }
+      if constexpr (kGrid == Grid::persistent) {
+        if (q_loads > 0) {
+          ptx::mbarrier_wait(barriers.q_empty(), static_cast<unsigned>(q_loads - 1) % 2);
+        }
+      }
+      ++q_loads;
+      ptx::mbarrier_arrive_expect_tx(barriers.q(), T::kQBytes);
+      load_tile<HeadDim>(tiles_in.q, &params.q_map, barriers.q(), T::kBlockQ, block.first_row,
+                         block.head, block.batch);
     }
-    return;
-  }
+    tiles_before += keys.count;
+  });
+}
 
-  // ---- a consumer: 64 query rows, every key tile ------------------------------------------------
-  ptx::setmaxnreg_inc<T::kConsumerRegisters>();
+// A consumer warpgroup (1 or 2) over one block: its 64 query rows against every key tile of
+// `keys`, the rings' tiles counted from `tiles_before`, Q's tile the q_loads-th loaded; then its
+// output. A persistent CTA's consumers release Q's tile (q_empty) once their output has left it;
+// a block with no visible key stores from registers there, leaving Q's tile to the producer.
+template <int HeadDim, typename Element, typename T, Schedule kSchedule, Grid kGrid,
+          typename Barriers>
+__device__ __forceinline__ void consume_block(const Flash3Params& params,
+                                              const BlockPosition& block, const KeyTiles& keys,
+                                              int warpgroup, const Barriers& barriers,
+                                              const SharedTiles<T>& tiles_in,
+                                              unsigned char* shared_bytes, int tiles_before,
+                                              int q_loads) {
+  const AttentionParams& p = params.attention;
   const int rows_before = (warpgroup - 1) * kWgmmaM;
   const uint32_t q_rows = tiles_in.q + static_cast<uint32_t>(rows_before * kSwizzleBytes);
   OnlineSoftmax softmax(p, block, rows_before);
   float o[HeadDim / 2] = {};
-  const StageRing<T::kStages> k_of = barriers.k.consumers();
-  const StageRing<T::kStages> v_of = barriers.v.consumers();
-  if (tile_count > 0) ptx::mbarrier_wait(barriers.q(), 0);
+  const StageRing<T::kStages> k_of = barriers.k.consumers(tiles_before);
+  const StageRing<T::kStages> v_of = barriers.v.consumers(tiles_before);
+  const int tile_count = keys.count;
+  if (tile_count > 0) ptx::mbarrier_wait(barriers.q(), static_cast<unsigned>(q_loads) % 2);
   if constexpr (overlaps_softmax(kSchedule)) {
     if (tile_count > 0) {
       consume_overlapped<HeadDim, Element, T, kSchedule>(warpgroup - 1, keys, q_rows, tiles_in,
@@ -360,23 +372,71 @@ __global__ void __launch_bounds__(WsTraits<HeadDim>::kThreads, 1)
       v_of.release(tile);
     }
   }
+  constexpr bool kPersistent = kGrid == Grid::persistent;
   if constexpr (overlaps_softmax(kSchedule)) {
+    if (kPersistent && tile_count == 0) {
+      store_output<HeadDim, Element>(p, block, softmax, o, rows_before);
+      return;
+    }
     store_output_through_shared<HeadDim, Element>(
         params, block, softmax, o, rows_before, q_rows, T::kBlockQ * kSwizzleBytes, shared_bytes,
         ptx::shared_address(shared_bytes), kEpilogueBarrier + static_cast<unsigned>(warpgroup - 1));
+    if constexpr (kPersistent) {
+      // The storing thread has waited for the TMA store to read the tile.
+      if (threadIdx.x % kWarpgroupThreads == 0) ptx::mbarrier_arrive(barriers.q_empty());
+    }
   } else {
     store_output<HeadDim, Element>(p, block, softmax, o, rows_before);
   }
 }
 
+template <int HeadDim, typename Element, Schedule kSchedule, int kStages, int kBlockK, Grid kGrid>
+__global__ void __launch_bounds__(WsTraits<HeadDim>::kThreads, 1)
+    flash3_ws_forward(const __grid_constant__ Flash3Params params) {
+  using T = WsTraits<HeadDim, kStages, kBlockK>;
+  static_assert(
+      kGrid == Grid::one_cta_per_block ||
+          (overlaps_softmax(kSchedule) && kSchedule != Schedule::overlapped_with_clock_probe),
+      "a persistent grid: cuda.flash3's schedules (their output leaves through Q's "
+      "tile, which q_empty guards), not the probe (one record per CTA and consumer)");
+  using Barriers = std::conditional_t<kGrid == Grid::persistent, PersistentRingBarriers<kStages>,
+                                      SplitRingBarriers<kStages>>;
+  ATTNBENCH_SHARED(Barriers, barriers, 8);
+  ATTNBENCH_DYNAMIC_SHARED(shared_bytes, 16);
+  const SharedTiles<T> tiles_in(shared_bytes);
+
+  if (threadIdx.x == 0) barriers.init(T::kConsumerThreads);
+  __syncthreads();
+
+  const int warpgroup = static_cast<int>(threadIdx.x) / kWarpgroupThreads;
+  if (warpgroup == 0) {
+    ptx::setmaxnreg_dec<T::kProducerRegisters>();
+    if (threadIdx.x / 32 != 0 || !ptx::elect_one()) return;
+    produce<HeadDim, T, kGrid>(params, barriers, tiles_in);
+    return;
+  }
+
+  ptx::setmaxnreg_inc<T::kConsumerRegisters>();
+  int tiles_before = 0;
+  int q_loads = 0;
+  for_each_block<kGrid>(params.attention, T::kBlockQ, [&](const BlockPosition& block) {
+    const KeyTiles keys = key_tiles(params.attention, block, T::kBlockK);
+    consume_block<HeadDim, Element, T, kSchedule, kGrid>(
+        params, block, keys, warpgroup, barriers, tiles_in, shared_bytes, tiles_before, q_loads);
+    tiles_before += keys.count;
+    q_loads += keys.count > 0 ? 1 : 0;
+  });
+}
+
 // ---- launch -------------------------------------------------------------------------------------
 
 template <int HeadDim, DType kDtype, Schedule kSchedule, int kStages = WsTraits<HeadDim>::kStages,
-          int kBlockK = WsTraits<HeadDim>::kBlockK>
+          int kBlockK = WsTraits<HeadDim>::kBlockK, Grid kGrid = Grid::one_cta_per_block>
 Status launch_warp_specialized(const char* name, const Flash3Params& params, cudaStream_t stream) {
   using Element = typename gpu::ElementOf<kDtype>::type;
-  return launch_blocks<WsTraits<HeadDim, kStages, kBlockK>>(
-      name, flash3_ws_forward<HeadDim, Element, kSchedule, kStages, kBlockK>, params, stream);
+  return launch_blocks<WsTraits<HeadDim, kStages, kBlockK>, kGrid>(
+      name, flash3_ws_forward<HeadDim, Element, kSchedule, kStages, kBlockK, kGrid>, params,
+      stream);
 }
 
 template <int HeadDim, DType kDtype>
@@ -431,6 +491,14 @@ template <int HeadDim, DType kDtype>
 Status launch_flash3_without_turns(const Flash3Params& params, cudaStream_t stream) {
   return launch_warp_specialized<HeadDim, kDtype, Schedule::overlapped_without_turns>(
       "cuda.flash3[pingpong=off]", params, stream);
+}
+
+// cuda.flash3[persistent=on]: one CTA per SM, each running its blocks in turn.
+template <int HeadDim, DType kDtype>
+Status launch_flash3_persistent(const Flash3Params& params, cudaStream_t stream) {
+  return launch_warp_specialized<HeadDim, kDtype, Schedule::overlapped, WsTraits<HeadDim>::kStages,
+                                 WsTraits<HeadDim>::kBlockK, Grid::persistent>(
+      "cuda.flash3[persistent=on]", params, stream);
 }
 
 }  // namespace ATTNBENCH_TARGET

@@ -23,7 +23,7 @@ set(ATTNBENCH_PLANTED_DIR "${CMAKE_CURRENT_BINARY_DIR}/planted")
 set(ATTNBENCH_PLANTED_UNDER_thread flash2_refill_before_barrier flash2_short_wait
     flash2_missing_syncwarp flash3_wg1_release_before_wait flash3_v_released_before_wait
     flash2_bwd_dq_plain_add flash2_bwd_ds_read_before_barrier
-    flash3_fp8_ws_transpose_vt_released_before_wait)
+    flash3_fp8_ws_transpose_vt_released_before_wait flash3_persistent_q_reloaded_before_store)
 set(ATTNBENCH_PLANTED_UNDER_address flash2_store_guard_off_by_one)
 set(ATTNBENCH_PLANTED_SOURCES "")
 set(ATTNBENCH_PLANTED_FACTORIES "")
@@ -97,6 +97,11 @@ set(ATTNBENCH_PLANTED_KERNEL_flash3 "${ATTNBENCH_PLANTED_KERNEL_flash3_ws}")
 set(ATTNBENCH_PLANTED_ENTRY_flash3 "${ATTNBENCH_PLANTED_FLASH3_ENTRY}")
 set(ATTNBENCH_PLANTED_TRAITS_flash3 WsTraits)
 set(ATTNBENCH_PLANTED_STAGE_flash3 overlapped)
+# flash3_persistent: cuda.flash3[persistent=on], the same source on a persistent grid.
+set(ATTNBENCH_PLANTED_KERNEL_flash3_persistent "${ATTNBENCH_PLANTED_KERNEL_flash3_ws}")
+set(ATTNBENCH_PLANTED_ENTRY_flash3_persistent "${ATTNBENCH_PLANTED_FLASH3_ENTRY}")
+set(ATTNBENCH_PLANTED_TRAITS_flash3_persistent WsTraits)
+set(ATTNBENCH_PLANTED_STAGE_flash3_persistent overlapped)
 # cuda.flash3_fp8 (issue 16) at d 128: family flash3_fp8 on e4m3 inputs (the forward alone), family
 # flash3_fp8_incoherent on bf16 inputs with incoherent processing (its passes, then the forward),
 # flash3_fp8_block on bf16 inputs with per-block scales.
@@ -323,6 +328,16 @@ attnbench_plant_bug(flash3 v_released_before_wait "V's stage released to the pro
 attnbench_plant_bug(flash3 k_refill_without_empty_wait "the producer refills a K stage before the consumers release it"
   [=[      ring.wait_empty(tile);]=]
   [=[      if (&ring != &barriers.k) ring.wait_empty(tile);]=])
+
+# flash3_persistent 1. A persistent CTA loads the next block's Q without waiting for the
+#    consumers' release of its tile (q_empty): the TMA overwrites Q while the consumers still read
+#    it for the previous block's S products, or pass their output through it.
+attnbench_plant_bug(flash3_persistent q_reloaded_before_store "the next block's Q loaded before the previous block's output has left its tile"
+  [=[
+        if (q_loads > 0) {
+          ptx::mbarrier_wait(barriers.q_empty(), static_cast<unsigned>(q_loads - 1) % 2);
+        }]=] [=[
+        (void)barriers.q_empty();]=])
 
 # flash3_fp8 1. P packed in S's accumulator order, as a 16-bit kernel's P is: the e4m3 A
 #    fragment then holds other keys (and rows) than V^T's permuted keys are stored for.
