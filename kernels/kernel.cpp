@@ -68,6 +68,10 @@ std::string head_dim_reason(const SupportTable& table, const char* what, int64_t
     return std::string(what) + " " + std::to_string(dim) + " above the maximum " +
            std::to_string(table.max_head_dim);
   }
+  if (dim % table.head_dim_multiple != 0) {
+    return std::string(what) + " " + std::to_string(dim) + " not a multiple of " +
+           std::to_string(table.head_dim_multiple);
+  }
   return {};
 }
 
@@ -220,10 +224,10 @@ std::string describe_support(const SupportTable& table) {
   text << "head dims: ";
   if (!table.head_dims.empty()) {
     text << head_dims_text(table);
-  } else if (table.max_head_dim > 0) {
-    text << "any up to " << table.max_head_dim;
   } else {
     text << "any";
+    if (table.head_dim_multiple > 1) text << " multiple of " << table.head_dim_multiple;
+    if (table.max_head_dim > 0) text << " up to " << table.max_head_dim;
   }
   text << (table.separate_v_dim ? " (head_dim_v may differ)" : " (head_dim_v = head_dim_qk)")
        << "\n";

@@ -28,6 +28,7 @@ struct SupportTable {
   bool outputs_fp32 = false;
   std::vector<int64_t> head_dims;  // exact head dims instantiated; empty = any up to max_head_dim
   int64_t max_head_dim = 0;
+  int64_t head_dim_multiple = 1;  // with head_dims empty: what every head dim is a multiple of
   bool separate_v_dim = false;  // head_dim_v may differ from head_dim_qk
   std::vector<MaskKind> masks;
   std::vector<Layout> layouts;

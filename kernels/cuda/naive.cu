@@ -17,8 +17,9 @@
 // Scratch: one (batch, heads_q, seqlen_q, seqlen_k) fp32 matrix (S, then P over it): it grows with
 // the square of the sequence length.
 // Performance: not yet measured on a GPU.
-// Limits: fp16/bf16 in, the same dtype out; head dims multiples of 64 (the table has 64 and 128);
-// masked scores are computed anyway, as eager code does; every row reads every key in the
+// Limits: fp16/bf16 in, the same dtype out; any even head dim up to 256, head_dim_v its own
+// (element pairs; a tile's columns past the head dim are zeros, never stored); masked scores are
+// computed anyway, as eager code does; every row reads every key in the
 // output product. A row with no visible key gets P = 0, so O = 0 and LSE -inf.
 #include <cstdint>
 #include <limits>
@@ -57,10 +58,8 @@ constexpr int kChunk = 32;
 // One float of padding: a row stride of 33 words puts 16 threads reading 16 rows at one column
 // on 16 different banks.
 constexpr int kChunkStride = kChunk + 1;
-static_assert(kHeadDimGranule % kChunk == 0,
-              "the scores kernel stages whole chunks of the head dim");
-static_assert(kHeadDimGranule % kTile == 0, "the output kernel writes whole tiles of columns");
-static_assert(kChunk % 2 == 0 && kTile % 2 == 0, "inputs are loaded as element pairs");
+static_assert(kChunk % kHeadDimMultiple == 0 && kTile % kHeadDimMultiple == 0,
+              "a pair of head-dim elements lies inside one chunk and one tile");
 
 // Softmax: one block per row. 8 warps keep a 16k-key row at 64 scores per thread and enough
 // loads in flight to stream S; the block reduction is one shuffle tree plus 8 shared values.
@@ -118,15 +117,17 @@ __global__ void __launch_bounds__(kTileThreads)
 
   float acc[kPerThread][kPerThread] = {};
   for (int d0 = 0; d0 < p.head_dim_qk; d0 += kChunk) {
-    // Rows past the end are zeros: their scores are computed and never written.
+    // Rows past the end and columns past the head dim are zeros: they add nothing, and the
+    // rows' scores are computed and never written.
     for (int item = static_cast<int>(threadIdx.x); item < kTile * kChunk / 2;
          item += kTileThreads) {
       const int r = item / (kChunk / 2);
       const int c = (item % (kChunk / 2)) * 2;
+      const bool column = d0 + c < p.head_dim_qk;  // the pair's second element too: d is even
       float2 q_pair = {0.0f, 0.0f};
       float2 k_pair = {0.0f, 0.0f};
-      if (row0 + r < sq) q_pair = load_pair(q + (row0 + r) * p.q_row_stride + d0 + c);
-      if (key0 + r < sk) k_pair = load_pair(k + (key0 + r) * p.k_row_stride + d0 + c);
+      if (column && row0 + r < sq) q_pair = load_pair(q + (row0 + r) * p.q_row_stride + d0 + c);
+      if (column && key0 + r < sk) k_pair = load_pair(k + (key0 + r) * p.k_row_stride + d0 + c);
       q_chunk[r][c] = q_pair.x;
       q_chunk[r][c + 1] = q_pair.y;
       k_chunk[r][c] = k_pair.x;
@@ -221,7 +222,7 @@ __global__ void __launch_bounds__(kTileThreads)
 
   const int64_t sq = p.seqlen_q;
   const int64_t sk = p.seqlen_k;
-  const int column_tiles = p.head_dim_v / kTile;
+  const int column_tiles = static_cast<int>(tile_count(p.head_dim_v, kTile));
   const int query_tiles = static_cast<int>(tile_count(sq, kTile));
   const int block = static_cast<int>(blockIdx.x);
   const int64_t column0 = static_cast<int64_t>(block % column_tiles) * kTile;
@@ -250,7 +251,9 @@ __global__ void __launch_bounds__(kTileThreads)
       const int r = item / (kTile / 2);
       const int c = (item % (kTile / 2)) * 2;
       float2 v_pair = {0.0f, 0.0f};
-      if (key0 + r < sk) v_pair = load_pair(v + (key0 + r) * p.v_row_stride + column0 + c);
+      if (key0 + r < sk && column0 + c < p.head_dim_v) {
+        v_pair = load_pair(v + (key0 + r) * p.v_row_stride + column0 + c);
+      }
       *reinterpret_cast<float2*>(&v_chunk[r][c]) = v_pair;
     }
     __syncthreads();
@@ -279,7 +282,10 @@ __global__ void __launch_bounds__(kTileThreads)
     if (row >= sq) continue;
 #pragma unroll
     for (int c = 0; c < kPerThread; ++c) {
-      out[row * p.out_row_stride + tx + kThreadsPerSide * c] = from_float<Element>(acc[a][c]);
+      const int column = tx + kThreadsPerSide * c;
+      if (column0 + column < p.head_dim_v) {
+        out[row * p.out_row_stride + column] = from_float<Element>(acc[a][c]);
+      }
     }
   }
 }
@@ -323,7 +329,7 @@ __global__ void __launch_bounds__(kTileThreads)
 
   const int64_t sq = t.seqlen_q;
   const int64_t sk = t.seqlen_k;
-  const int column_tiles = t.dim / kTile;
+  const int column_tiles = static_cast<int>(tile_count(t.dim, kTile));
   const int key_tiles = static_cast<int>(tile_count(sk, kTile));
   const int block = static_cast<int>(blockIdx.x);
   const int64_t column0 = static_cast<int64_t>(block % column_tiles) * kTile;
@@ -352,7 +358,7 @@ __global__ void __launch_bounds__(kTileThreads)
         const int r = item / (kTile / 2);
         const int c = (item % (kTile / 2)) * 2;
         float2 pair = {0.0f, 0.0f};
-        if (q0 + r < sq) pair = load_pair(x + (q0 + r) * t.x_row_stride + c);
+        if (q0 + r < sq && column0 + c < t.dim) pair = load_pair(x + (q0 + r) * t.x_row_stride + c);
         *reinterpret_cast<float2*>(&x_chunk[r][c]) = pair;
       }
       __syncthreads();
@@ -382,7 +388,10 @@ __global__ void __launch_bounds__(kTileThreads)
     if (key >= sk) continue;
 #pragma unroll
     for (int c = 0; c < kPerThread; ++c) {
-      out[key * t.out_row_stride + tx + kThreadsPerSide * c] = from_float<Element>(acc[a][c]);
+      const int column = tx + kThreadsPerSide * c;
+      if (column0 + column < t.dim) {
+        out[key * t.out_row_stride + column] = from_float<Element>(acc[a][c]);
+      }
     }
   }
 }
@@ -429,8 +438,8 @@ Status launch_softmax(const AttentionParams& params, bool mask_inside, float* sc
 
 Status launch_output(const AttentionParams& params, const float* probabilities,
                      cudaStream_t stream) {
-  const int64_t blocks =
-      pair_count(params) * tile_count(params.seqlen_q, kTile) * (params.head_dim_v / kTile);
+  const int64_t blocks = pair_count(params) * tile_count(params.seqlen_q, kTile) *
+                         tile_count(params.head_dim_v, kTile);
   if (Status status = check_grid(blocks, "output"); !status) return status;
   const auto grid = static_cast<unsigned>(blocks);
   if (params.input_dtype == DType::bf16) {
@@ -462,7 +471,7 @@ Status launch_softmax_backward(const AttentionParams& params, const float* proba
 Status launch_transposed_product(const TransposedProduct& product, DType dtype,
                                  cudaStream_t stream) {
   const int64_t blocks = static_cast<int64_t>(product.batch) * product.heads_kv *
-                         tile_count(product.seqlen_k, kTile) * (product.dim / kTile);
+                         tile_count(product.seqlen_k, kTile) * tile_count(product.dim, kTile);
   if (Status status = check_grid(blocks, "transposed product"); !status) return status;
   const auto grid = static_cast<unsigned>(blocks);
   if (dtype == DType::bf16) {

@@ -276,6 +276,16 @@ SupportTable tier1_support_table(std::string notes) {
   return table;
 }
 
+// The naive family's: tier 1's, and any even head dim up to 256, head_dim_v its own (naive.cu).
+SupportTable naive_support_table(std::string notes) {
+  SupportTable table = tier1_support_table(std::move(notes));
+  table.head_dims = {};
+  table.max_head_dim = naive_steps::kMaxHeadDim;
+  table.head_dim_multiple = naive_steps::kHeadDimMultiple;
+  table.separate_v_dim = true;
+  return table;
+}
+
 NaiveBytes naive_bytes(const Problem& problem, MaskStep step) {
   const Problem& p = problem;
   const double input_size = static_cast<double>(dtype_size(p.input_dtype));
@@ -362,7 +372,7 @@ Kernel naive_family_kernel(MaskStep step, NaiveBackwardBug bug) {
   kernel.backend = kKernelBackend;
   kernel.deterministic = true;
   kernel.returns_lse = true;
-  kernel.support = tier1_support_table(
+  kernel.support = naive_support_table(
       step == MaskStep::out_of_place
           ? "scratch grows as 2 x batch x heads_q x seqlen_q x seqlen_k fp32 (S and its copy)"
           : "scratch grows as batch x heads_q x seqlen_q x seqlen_k fp32 (S, P written over it)");

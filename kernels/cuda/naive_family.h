@@ -37,6 +37,9 @@ enum class MaskStep : uint8_t {
 // packed QKV (all three are strides); GQA and MQA; any seqlen, seqlen_q != seqlen_k; sm_80 and
 // sm_90 (SASS for both, compute_80 PTX for newer GPUs).
 SupportTable tier1_support_table(std::string notes);
+// The naive family's (cuda.naive, cuda.masked_*): tier 1's with any even head dim up to 256 and
+// head_dim_v its own.
+SupportTable naive_support_table(std::string notes);
 
 // Device-memory bytes one forward moves, term by term (naive_family.cpp says why each term is
 // what it is). Terms in bytes; total() is what Kernel::bytes_moved returns.

@@ -4,7 +4,7 @@
 // chains them into a plan.
 //
 // Every step takes the forward's AttentionParams (device pointers, strides in elements, fp16 or
-// bf16 in and out, head dims multiples of kHeadDimGranule) and a score matrix
+// bf16 in and out, even head dims up to kMaxHeadDim) and a score matrix
 //   scores: (batch, heads_q, seqlen_q, seqlen_k) fp32, row-major, contiguous
 // from the plan's scratch. Each returns the launch error (ATTNBENCH_CUDA_TRY_LAUNCH).
 #pragma once
@@ -18,9 +18,11 @@
 namespace attnbench::gpu::naive_steps {
 inline namespace ATTNBENCH_TARGET {
 
-// The scores kernel stages the head dim in chunks of 32, the output kernel writes 64 output
-// columns per block: head dims must be multiples of 64 (the family's table has 64 and 128).
-inline constexpr int64_t kHeadDimGranule = 64;
+// The kernels load q, k, v and dO as pairs of elements (4-byte loads): head dims are even. The
+// scores kernel stages the head dim in chunks of 32, the output kernels write 64 columns per block,
+// both zero past the head dim. 256: the largest head dim models ship, and the family's table's.
+inline constexpr int64_t kHeadDimMultiple = 2;
+inline constexpr int64_t kMaxHeadDim = 256;
 
 // S = scale * Q K^T over every key; with mask_keys, masked keys (reference/mask.h) get -inf as
 // they are written, else every score is kept (the masked_* variants mask in a later step).
@@ -57,7 +59,7 @@ Status launch_softmax_backward(const AttentionParams& params, const float* proba
 
 // out[b, key, g, :] = sum over the query heads h of kv head g and the queries q of
 // matrix[b, h, q, key] x[b, q, h, :]: dK = dS^T Q and dV = P^T dO, a GQA group's heads summed in
-// a fixed order (deterministic). x and out in `dtype`, `dim` (a multiple of kHeadDimGranule)
+// a fixed order (deterministic). x and out in `dtype`, `dim` (even, up to kMaxHeadDim)
 // columns, rows via the strides (elements).
 struct TransposedProduct {
   const float* matrix;  // (batch, heads_q, seqlen_q, seqlen_k) fp32

@@ -47,8 +47,15 @@ TEST(CudaTier1Tables, AreTheIssuesTable) {
     EXPECT_TRUE(kernel.returns_lse);
     EXPECT_EQ(table.input_dtypes, (std::vector<DType>{DType::f16, DType::bf16}));
     EXPECT_FALSE(table.outputs_fp32);
-    EXPECT_EQ(table.head_dims, (std::vector<int64_t>{64, 128}));
-    EXPECT_FALSE(table.separate_v_dim);
+    if (kernel.name == "cuda.flash1") {  // its instantiations
+      EXPECT_EQ(table.head_dims, (std::vector<int64_t>{64, 128}));
+      EXPECT_FALSE(table.separate_v_dim);
+    } else {  // the naive family: any even head dim up to 256 (issue 39)
+      EXPECT_TRUE(table.head_dims.empty());
+      EXPECT_EQ(table.max_head_dim, 256);
+      EXPECT_EQ(table.head_dim_multiple, 2);
+      EXPECT_TRUE(table.separate_v_dim);
+    }
     EXPECT_EQ(table.masks,
               (std::vector<MaskKind>{MaskKind::none, MaskKind::causal, MaskKind::causal_br,
                                      MaskKind::window, MaskKind::padding}));
@@ -93,15 +100,30 @@ TEST(CudaTier1Tables, RefuseWhatIsOutsideWithAReason) {
     Problem fp32 = base;
     fp32.input_dtype = fp32.output_dtype = fp32.p_dtype = DType::f32;
     EXPECT_NE(unsupported_reason(kernel.support, fp32).find("dtype fp32"), std::string::npos);
-    for (int64_t head_dim : {32, 96, 256}) {
-      Problem other = base;
-      other.head_dim_qk = other.head_dim_v = head_dim;
-      EXPECT_NE(unsupported_reason(kernel.support, other).find("not instantiated"),
-                std::string::npos);
-    }
     Problem split = base;
     split.head_dim_v = 128;
-    EXPECT_NE(unsupported_reason(kernel.support, split), "");
+    if (kernel.name == "cuda.flash1") {
+      for (int64_t head_dim : {32, 96, 256}) {
+        Problem other = base;
+        other.head_dim_qk = other.head_dim_v = head_dim;
+        EXPECT_NE(unsupported_reason(kernel.support, other).find("not instantiated"),
+                  std::string::npos);
+      }
+      EXPECT_NE(unsupported_reason(kernel.support, split), "");
+    } else {
+      for (int64_t head_dim : {2, 32, 80, 96, 192, 256}) {
+        Problem other = base;
+        other.head_dim_qk = other.head_dim_v = head_dim;
+        EXPECT_EQ(unsupported_reason(kernel.support, other), "") << head_dim;
+      }
+      EXPECT_EQ(unsupported_reason(kernel.support, split), "");
+      Problem odd = base;
+      odd.head_dim_qk = odd.head_dim_v = 33;
+      EXPECT_EQ(unsupported_reason(kernel.support, odd), "head_dim 33 not a multiple of 2");
+      Problem wide = base;
+      wide.head_dim_qk = wide.head_dim_v = 258;
+      EXPECT_EQ(unsupported_reason(kernel.support, wide), "head_dim 258 above the maximum 256");
+    }
     Problem fp32_out = base;
     fp32_out.output_dtype = DType::f32;
     EXPECT_NE(unsupported_reason(kernel.support, fp32_out).find("output dtype"), std::string::npos);
