@@ -341,8 +341,8 @@ def test_the_flash3_experiment_plans_its_variants_beside_cudnn_inside_its_limit(
     # Every stage and variant at both shapes, cudnn.sdpa beside them; the variants are named.
     for kernel in ("cudnn.sdpa", "cuda.flash3", "cuda.flash3[stages=2]",
                    "cuda.flash3[pingpong=off]", "cuda.flash3[rescale=after_pv]",
-                   "cuda.flash3[stages=2,block_n=176]", "cuda.flash3_ws",
-                   "cuda.flash3_pingpong"):
+                   "cuda.flash3[stages=2,block_n=176]", "cuda.flash3[persistent=on]",
+                   "cuda.flash3_ws", "cuda.flash3_pingpong"):
         assert re.search(rf"{re.escape(kernel)} b=2,hq=16,hkv=16,sq=8192,sk=8192,d=128", text), kernel
         assert re.search(rf"{re.escape(kernel)} b=1,hq=4,hkv=4,sq=16384,sk=16384,d=128,"
                          r"dtype=bf16,mask=causal", text), kernel
