@@ -54,7 +54,11 @@ double dense_flops(const Problem& problem) {
 }
 
 std::string head_dims_text(const SupportTable& table) {
-  return join(table.head_dims, [](int64_t dim) { return std::to_string(dim); });
+  std::string text = join(table.head_dims, [](int64_t dim) { return std::to_string(dim); });
+  for (const HeadDimPair& pair : table.head_dim_pairs) {
+    text += ", " + std::to_string(pair.qk) + "/" + std::to_string(pair.v);
+  }
+  return text;
 }
 
 // Empty when `dim` is one the table handles.
@@ -115,8 +119,15 @@ std::string unsupported_reason(const SupportTable& table, const Problem& problem
            dtype_text(problem.input_dtype) + " input (" +
            dtype_text(default_p_dtype(problem.input_dtype)) + ")";
   }
+  const bool instantiated_pair =
+      contains(table.head_dim_pairs, HeadDimPair{problem.head_dim_qk, problem.head_dim_v});
+  if (problem.head_dim_v != problem.head_dim_qk && !table.head_dim_pairs.empty() &&
+      !table.separate_v_dim && !instantiated_pair) {
+    return "head dims " + std::to_string(problem.head_dim_qk) + "/" +
+           std::to_string(problem.head_dim_v) + " not instantiated (" + head_dims_text(table) + ")";
+  }
   if (std::string reason = head_dim_reason(table, "head_dim", problem.head_dim_qk);
-      !reason.empty()) {
+      !reason.empty() && !instantiated_pair) {
     return reason;
   }
   if (problem.has_backward() && !table.backward_head_dims.empty() &&
@@ -125,7 +136,7 @@ std::string unsupported_reason(const SupportTable& table, const Problem& problem
            " not instantiated for the backward (" +
            join(table.backward_head_dims, [](int64_t dim) { return std::to_string(dim); }) + ")";
   }
-  if (problem.head_dim_v != problem.head_dim_qk) {
+  if (problem.head_dim_v != problem.head_dim_qk && !instantiated_pair) {
     if (!table.separate_v_dim) return "head_dim_v != head_dim_qk not supported";
     if (std::string reason = head_dim_reason(table, "head_dim_v", problem.head_dim_v);
         !reason.empty()) {
@@ -229,8 +240,13 @@ std::string describe_support(const SupportTable& table) {
     if (table.head_dim_multiple > 1) text << " multiple of " << table.head_dim_multiple;
     if (table.max_head_dim > 0) text << " up to " << table.max_head_dim;
   }
-  text << (table.separate_v_dim ? " (head_dim_v may differ)" : " (head_dim_v = head_dim_qk)")
-       << "\n";
+  if (table.separate_v_dim) {
+    text << " (head_dim_v may differ)";
+  } else {
+    text << (table.head_dim_pairs.empty() ? " (head_dim_v = head_dim_qk)"
+                                          : " (head_dim_v = head_dim_qk but in a pair qk/v)");
+  }
+  text << "\n";
   text << "masks: " << join(table.masks, [](MaskKind kind) {
     return std::string(mask_name(kind));
   }) << "\n";

@@ -22,6 +22,13 @@ namespace attnbench {
 enum class Backend : uint8_t { cpu, cuda, emu };
 std::string_view backend_name(Backend backend);
 
+// A head-dim pair instantiated as such: Q's and K's, then V's and O's (DeepSeek's 192/128).
+struct HeadDimPair {
+  int64_t qk = 0;
+  int64_t v = 0;
+  friend bool operator==(const HeadDimPair&, const HeadDimPair&) = default;
+};
+
 struct SupportTable {
   std::vector<DType> input_dtypes;
   // Output dtype per input: same as the input, or fp32 accepted too when outputs_fp32 is set.
@@ -30,6 +37,9 @@ struct SupportTable {
   int64_t max_head_dim = 0;
   int64_t head_dim_multiple = 1;  // with head_dims empty: what every head dim is a multiple of
   bool separate_v_dim = false;  // head_dim_v may differ from head_dim_qk
+  // Without separate_v_dim, the pairs with head_dim_v != head_dim_qk instantiated besides
+  // head_dims' equal ones (cuda.flash2's 192/128).
+  std::vector<HeadDimPair> head_dim_pairs;
   std::vector<MaskKind> masks;
   std::vector<Layout> layouts;
   bool gqa = true;  // heads_q a multiple of heads_kv (includes MQA)

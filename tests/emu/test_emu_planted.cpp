@@ -87,6 +87,43 @@ INSTANTIATE_TEST_SUITE_P(
       return std::string(param_info.param.name);
     });
 
+// cuda.flash2 at the head dims whose shared rows are wider than their data (d 80 in 128-wide rows;
+// 192/128, whose V rows are narrower than Q's), each bug at the instantiation it breaks: 8 full
+// key tiles of d 80 (the last key's padding chunks lie past the end of K), 4 tiles of 32 keys at
+// 192/128 (every V stage written, one refilled).
+struct PlantedHeadDimBug {
+  const char* name;
+  const char* shape;
+  const char* reason;  // what the result's message must say
+};
+void PrintTo(const PlantedHeadDimBug& bug, std::ostream* out) {
+  *out << "test.flash2_dims_" << bug.name;
+}
+
+class PlantedFlash2HeadDimBug : public ::testing::TestWithParam<PlantedHeadDimBug> {};
+
+TEST_P(PlantedFlash2HeadDimBug, FailsWithItsReasonWhereTheKernelPasses) {
+  const PlantedHeadDimBug bug = GetParam();
+  const ScratchDirectory dir("attnbench_planted_dims");
+  expect_passed(check_once("cuda.flash2", dir, "", bug.shape), /*deterministic=*/true);
+  const ResultRecord planted =
+      check_once(std::string("test.flash2_dims_") + bug.name, dir, "", bug.shape);
+  EXPECT_EQ(planted.status, ResultStatus::failed) << planted.message;
+  EXPECT_NE(planted.message.find(bug.reason), std::string::npos) << planted.message;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Emu, PlantedFlash2HeadDimBug,
+    ::testing::Values(PlantedHeadDimBug{"copies_past_head_dim",
+                                        "b=1,hq=2,hkv=1,sq=130,sk=512,d=80,dtype=bf16",
+                                        "bytes past the end of k)"},
+                      PlantedHeadDimBug{"v_copied_at_qk_width",
+                                        "b=1,hq=2,hkv=1,sq=130,sk=100,dqk=192,dv=128,dtype=bf16",
+                                        "is outside the block's shared memory"}),
+    [](const ::testing::TestParamInfo<PlantedHeadDimBug>& param_info) {
+      return std::string(param_info.param.name);
+    });
+
 // The flash3 pipelines: a stage refilled before the consumers' wgmma wait gives NaN under every
 // seed (the TMA's box is NaN from issue, and the product is computed at the wait). In
 // cuda.flash3_wg1 the thread that waits issues the refill itself; in cuda.flash3_ws and

@@ -174,6 +174,28 @@ TEST(SanitizedEmu, EveryFlash3VariantPassesWithNoReport) {
   }
 }
 
+// cuda.flash2 where its shared rows are wider than their data: d 80 (128-wide rows, their last
+// chunks never copied nor read) and 192/128 (V's rows narrower than Q's, O staged through Q's),
+// each with a refilled stage and a ragged last tile; no report.
+TEST(SanitizedEmu, Flash2AtItsPaddedHeadDimsPassesWithNoReport) {
+  ASSERT_NE(emu::kSanitizer, Sanitizer::none) << "built only in a sanitizer build";
+  const ScratchDirectory dir("attnbench_emu_sanitized_dims");
+  const Result<StoredRun> run =
+      check("cuda.flash2",
+            "--shape b=1,hq=1,sq=130,sk=230,d=80,dtype=bf16,mask=causal_br"
+            " --shape b=1,hq=1,sq=130,sk=100,dqk=192,dv=128,dtype=fp16",
+            dir);
+  ASSERT_TRUE(run);
+  ASSERT_EQ(run->results.size(), 2u);
+  for (const ResultRecord& r : run->results) {
+    SCOPED_TRACE(r.series_key);
+    expect_passed(r, /*deterministic=*/true);
+    const nlohmann::json details = nlohmann::json::parse(r.details_json, nullptr, false);
+    EXPECT_EQ(details.value("emu_build", ""), build_name()) << r.details_json;
+    EXPECT_FALSE(details.contains("emu_sanitizer_report")) << r.details_json;
+  }
+}
+
 struct PlantedReport {
   const char* family;  // flash2, flash2_bwd, flash3_wg1 or flash3 (planted_bugs.cmake)
   const char* bug;

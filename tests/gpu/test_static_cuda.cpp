@@ -31,6 +31,7 @@
 #include <sstream>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "kernels/cuda/flash2/flash2_traits.h"
@@ -450,9 +451,9 @@ constexpr const char* kControlLibrary = "";
 constexpr const char* kNoMmaControlLibrary = "";
 #endif
 
-// cuda.flash2's kernels, by demangled name: head dims 64, 128, 256 x fp16, bf16.
+// cuda.flash2's kernels, by demangled name: head dims 64, 80, 96, 128, 192/128, 256 x fp16, bf16.
 constexpr const char* kFlash2Kernel = "attnbench::flash2::on_gpu::flash2_forward<";
-constexpr int kFlash2Instantiations = 6;
+constexpr int kFlash2Instantiations = 12;
 // cuda.flash1's kernels, by demangled name: head dims 64, 128 x fp16, bf16.
 constexpr const char* kFlash1Kernel = "flash1::on_gpu::detail::flash1_kv_block_kernel<";
 constexpr int kFlash1Instantiations = 4;
@@ -497,7 +498,7 @@ TEST_F(StaticCuda, NegativeControlReportsItsStackFrame) {
 }
 
 // The flash kernels by name, with their register counts: no spills, no stack frame, on every SASS
-// arch; flash1's four and flash2's six instantiations must be among them (so the test cannot
+// arch; flash1's four and flash2's twelve instantiations must be among them (so the test cannot
 // pass on nothing).
 TEST_F(StaticCuda, FlashKernelsHaveNoSpills) {
   const DeviceCode code = read(kKernelLibrary);
@@ -582,6 +583,45 @@ TEST_F(StaticCuda, Flash2BackwardHmmaCountsMatchTheModel) {
   // d 64 and 128, fp16 and bf16, atomic and per-split dQ, on sm_80 and sm_90a.
   EXPECT_EQ(checked, 2 * 2 * 2 * static_cast<int>(kRequiredSass.size()))
       << "cuda.flash2's backward kernels were not found in the SASS of " << kKernelLibrary;
+}
+
+// cuda.flash2's forward: its mma.sync count per key tile, from the model of its two products
+// (flash2_kernel.cuh's loop is unrolled over one tile): S = Q K^T over the head dim's k-steps times
+// the tile's 8-key columns, O += P V over the tile's key k-steps times d_v's 8-wide columns. 64 at
+// d 64, 80 at d 80, 96 at d 96, 128 at d 128 and 256 (32-key tiles), 80 at 192/128: a product
+// that drops d 80's last k-step or runs d 96's padding shows here.
+template <int HeadDim, int HeadDimV>
+int flash2_forward_hmma() {
+  using T = flash2::Traits<HeadDim, HeadDimV>;
+  return T::kDimSteps * T::kKeyTiles + T::kKeySteps * T::kDimTiles;
+}
+
+TEST_F(StaticCuda, Flash2ForwardHmmaCountsMatchTheModel) {
+  const std::vector<std::pair<std::string, int>> expected = {
+      {"flash2_forward<64, 64,", flash2_forward_hmma<64, 64>()},
+      {"flash2_forward<80, 80,", flash2_forward_hmma<80, 80>()},
+      {"flash2_forward<96, 96,", flash2_forward_hmma<96, 96>()},
+      {"flash2_forward<128, 128,", flash2_forward_hmma<128, 128>()},
+      {"flash2_forward<192, 128,", flash2_forward_hmma<192, 128>()},
+      {"flash2_forward<256, 256,", flash2_forward_hmma<256, 256>()},
+  };
+  const SassCode code = read_sass(kKernelLibrary);
+  int checked = 0;
+  for (const auto& [key, per_arch] : code) {
+    const std::string name = demangle(key.second);
+    if (name.find(kFlash2Kernel) == std::string::npos) continue;
+    const auto model = std::find_if(expected.begin(), expected.end(), [&](const auto& entry) {
+      return name.find(entry.first) != std::string::npos;
+    });
+    ASSERT_NE(model, expected.end()) << name << ": no model for its head dims";
+    for (const std::string& arch : kRequiredSass) {
+      ASSERT_TRUE(per_arch.count(arch)) << name << ": no " << arch << " SASS";
+      EXPECT_EQ(opcode_count(per_arch.at(arch), "HMMA"), model->second) << name << " on " << arch;
+      ++checked;
+    }
+  }
+  EXPECT_EQ(checked, kFlash2Instantiations * static_cast<int>(kRequiredSass.size()))
+      << "cuda.flash2's kernels were not found in the SASS of " << kKernelLibrary;
 }
 
 // The control's tile product is plain FMA work on shared memory: the same check must report it on

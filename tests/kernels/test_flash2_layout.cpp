@@ -38,25 +38,37 @@ std::vector<float> random_matrix(int rows, int columns, std::mt19937& rng) {
   return matrix;
 }
 
-// A (rows, HeadDim) row-major matrix copied into a swizzled shared tile by `threads` threads the
-// way TileCopy does it; every slot must be written exactly once.
-template <int HeadDim>
-std::vector<float> copy_to_tile(const std::vector<float>& matrix, int rows, int threads) {
-  std::vector<float> tile(matrix.size(), NAN);
-  std::vector<int> writes(matrix.size(), 0);
-  const int step = copy_row_step<HeadDim>(threads);
-  for (int thread = 0; thread < threads; ++thread) {
-    for (int row = copy_first_row<HeadDim>(thread); row < rows; row += step) {
-      const int chunk = copy_chunk<HeadDim>(thread);
-      for (int e = 0; e < kChunkElements; ++e) {
-        const int slot = swizzled_offset<HeadDim>(row, chunk) + e;
-        tile[slot] = matrix[static_cast<size_t>(row) * HeadDim + chunk * kChunkElements + e];
-        ++writes[slot];
+// A (rows, Columns) row-major matrix copied into a swizzled shared tile of row_width(Columns)
+// wide rows by Threads threads the way TileCopy does it: every slot of a column inside the matrix
+// written exactly once, the padding past it (d 80 and 96 in 128-wide rows) never; it stays NaN,
+// so a product that reads it fails.
+template <int Columns, int Threads>
+std::vector<float> copy_to_tile(const std::vector<float>& matrix, int rows) {
+  using Pattern = CopyPattern<Columns, Threads>;
+  constexpr int kWidth = Pattern::kWidth;
+  std::vector<float> tile(static_cast<size_t>(rows) * kWidth, NAN);
+  std::vector<int> writes(tile.size(), 0);
+  for (int thread = 0; thread < Threads; ++thread) {
+    for (int row = Pattern::first_row(thread); row < rows; row += Pattern::kRowStep) {
+      for (int round = 0; round < Pattern::kRounds; ++round) {
+        if (!Pattern::copies(thread, round)) continue;
+        const int chunk = Pattern::chunk(thread, round);
+        for (int e = 0; e < kChunkElements; ++e) {
+          const int slot = swizzled_offset<kWidth>(row, chunk) + e;
+          tile[slot] = matrix[static_cast<size_t>(row) * Columns + chunk * kChunkElements + e];
+          ++writes[slot];
+        }
       }
     }
   }
-  for (size_t slot = 0; slot < writes.size(); ++slot) {
-    EXPECT_EQ(writes[slot], 1) << "shared slot " << slot << " written " << writes[slot] << " times";
+  for (int row = 0; row < rows; ++row) {
+    for (int column = 0; column < kWidth; ++column) {
+      const int slot =
+          swizzled_offset<kWidth>(row, column / kChunkElements) + column % kChunkElements;
+      EXPECT_EQ(writes[slot], column < Columns ? 1 : 0)
+          << "row " << row << " column " << column << " of a " << Columns
+          << "-column matrix written " << writes[slot] << " times";
+    }
   }
   return tile;
 }
@@ -113,19 +125,22 @@ void mma_16x8x16(Accumulators& d, const Registers& a, const Registers& b, int b_
   }
 }
 
-template <int HeadDim>
+template <int HeadDim, int HeadDimV>
 void replay_warp(int warp, std::mt19937& rng) {
-  using T = Traits<HeadDim>;
-  SCOPED_TRACE("head dim " + std::to_string(HeadDim) + ", warp " + std::to_string(warp));
+  using T = Traits<HeadDim, HeadDimV>;
+  SCOPED_TRACE("head dims " + std::to_string(HeadDim) + "/" + std::to_string(HeadDimV) + ", warp " +
+               std::to_string(warp));
   const int warp_row = warp * kRowsPerWarp;
   const std::vector<float> q = random_matrix(T::kBlockQ, HeadDim, rng);  // (kBlockQ, HeadDim)
   const std::vector<float> k = random_matrix(T::kBlockK, HeadDim, rng);  // (kBlockK, HeadDim)
-  const std::vector<float> v = random_matrix(T::kBlockK, HeadDim, rng);  // (kBlockK, HeadDim)
-  std::vector<float> q_tile = copy_to_tile<HeadDim>(q, T::kBlockQ, T::kThreads);
-  const std::vector<float> k_tile = copy_to_tile<HeadDim>(k, T::kBlockK, T::kThreads);
-  const std::vector<float> v_tile = copy_to_tile<HeadDim>(v, T::kBlockK, T::kThreads);
+  const std::vector<float> v = random_matrix(T::kBlockK, HeadDimV, rng);  // (kBlockK, HeadDimV)
+  std::vector<float> q_tile = copy_to_tile<HeadDim, T::kThreads>(q, T::kBlockQ);
+  const std::vector<float> k_tile = copy_to_tile<HeadDim, T::kThreads>(k, T::kBlockK);
+  const std::vector<float> v_tile = copy_to_tile<HeadDimV, T::kThreads>(v, T::kBlockK);
 
-  std::vector<LaneOffsets<HeadDim>> q_lane, k_lane, v_lane;  // per lane, as each lane holds them
+  // Per lane, as each lane holds them.
+  std::vector<LaneOffsets<T::kQkWidth>> q_lane, k_lane;
+  std::vector<LaneOffsets<T::kVWidth>> v_lane;
   for (int lane = 0; lane < kLanes; ++lane) {
     q_lane.emplace_back(warp_row + a_lane_row(lane), a_lane_chunk(lane));
     k_lane.emplace_back(b_lane_row(lane), b_lane_chunk(lane));
@@ -200,15 +215,15 @@ void replay_warp(int warp, std::mt19937& rng) {
       mma_16x8x16(o[2 * pair_tile + 1], a, b, 2);
     }
   }
-  std::vector<float> o_expected(static_cast<size_t>(kRowsPerWarp) * HeadDim, 0.0f);  // (16, D)
+  std::vector<float> o_expected(static_cast<size_t>(kRowsPerWarp) * HeadDimV, 0.0f);  // (16, Dv)
   for (int row = 0; row < kRowsPerWarp; ++row) {
-    for (int d = 0; d < HeadDim; ++d) {
+    for (int d = 0; d < HeadDimV; ++d) {
       float sum = 0;
       for (int key = 0; key < T::kBlockK; ++key) {
         sum += p_matrix[static_cast<size_t>(row) * T::kBlockK + key] *
-               v[static_cast<size_t>(key) * HeadDim + d];
+               v[static_cast<size_t>(key) * HeadDimV + d];
       }
-      o_expected[static_cast<size_t>(row) * HeadDim + d] = sum;
+      o_expected[static_cast<size_t>(row) * HeadDimV + d] = sum;
     }
   }
   for (int lane = 0; lane < kLanes; ++lane) {
@@ -217,7 +232,7 @@ void replay_warp(int warp, std::mt19937& rng) {
         for (int e = 0; e < 2; ++e) {
           const int row = lane / 4 + 8 * r;
           const int d = tile * kMmaN + 2 * (lane % 4) + e;
-          ASSERT_EQ(o[tile][lane][2 * r + e], o_expected[static_cast<size_t>(row) * HeadDim + d])
+          ASSERT_EQ(o[tile][lane][2 * r + e], o_expected[static_cast<size_t>(row) * HeadDimV + d])
               << "O row " << row << " dim " << d << " (lane " << lane << ")";
         }
       }
@@ -231,44 +246,44 @@ void replay_warp(int warp, std::mt19937& rng) {
         const int row = warp_row + lane / 4 + 8 * r;
         const int column = tile * kMmaN + 2 * (lane % 4);
         const int offset =
-            swizzled_offset<HeadDim>(row, column / kChunkElements) + column % kChunkElements;
+            swizzled_offset<T::kQkWidth>(row, column / kChunkElements) + column % kChunkElements;
         q_tile[offset] = o[tile][lane][2 * r];
         q_tile[offset + 1] = o[tile][lane][2 * r + 1];
       }
     }
   }
   std::vector<float> out(o_expected.size(), NAN);
-  const int chunks_per_lane = kRowsPerWarp * T::kChunksPerRow / kWarpSize;
+  const int chunks_per_lane = kRowsPerWarp * T::kOutChunksPerRow / kWarpSize;
   for (int lane = 0; lane < kLanes; ++lane) {
     for (int i = 0; i < chunks_per_lane; ++i) {
       const int chunk_index = lane + i * kWarpSize;
-      const int row = chunk_index / T::kChunksPerRow;  // within the warp's 16
-      const int chunk = chunk_index % T::kChunksPerRow;
+      const int row = chunk_index / T::kOutChunksPerRow;  // within the warp's 16
+      const int chunk = chunk_index % T::kOutChunksPerRow;
       for (int e = 0; e < kChunkElements; ++e) {
-        out[static_cast<size_t>(row) * HeadDim + chunk * kChunkElements + e] =
-            q_tile[swizzled_offset<HeadDim>(warp_row + row, chunk) + e];
+        out[static_cast<size_t>(row) * HeadDimV + chunk * kChunkElements + e] =
+            q_tile[swizzled_offset<T::kQkWidth>(warp_row + row, chunk) + e];
       }
     }
   }
   for (size_t i = 0; i < out.size(); ++i) {
     ASSERT_EQ(out[i], o_expected[i])
-        << "output element " << i << " (row " << i / HeadDim << ", dim " << i % HeadDim << ")";
+        << "output element " << i << " (row " << i / HeadDimV << ", dim " << i % HeadDimV << ")";
   }
 }
 
 // LaneOffsets' folded form equals the plain swizzle for every lane, row tile and chunk pair.
-template <int HeadDim>
+template <int Width>
 void check_lane_offsets() {
   for (int lane = 0; lane < kLanes; ++lane) {
     for (int base_row : {0, 16, 112}) {
       for (int lane_chunk : {0, 1}) {
         const int row = base_row + lane % kSwizzleRows;
-        const LaneOffsets<HeadDim> offsets(row, lane_chunk);
+        const LaneOffsets<Width> offsets(row, lane_chunk);
         for (int extra_rows = 0; extra_rows < 64; extra_rows += kSwizzleRows) {
-          for (int pair = 0; pair < HeadDim / (2 * kChunkElements); ++pair) {
+          for (int pair = 0; pair < Width / (2 * kChunkElements); ++pair) {
             EXPECT_EQ(offsets.elements(extra_rows, pair),
-                      swizzled_offset<HeadDim>(row + extra_rows, 2 * pair + lane_chunk))
-                << "head dim " << HeadDim << " row " << row << " + " << extra_rows << " pair "
+                      swizzled_offset<Width>(row + extra_rows, 2 * pair + lane_chunk))
+                << "row width " << Width << " row " << row << " + " << extra_rows << " pair "
                 << pair << " lane chunk " << lane_chunk;
           }
         }
@@ -280,32 +295,43 @@ void check_lane_offsets() {
 TEST(Flash2Layout, LaneOffsetsMatchTheSwizzle) {
   check_lane_offsets<64>();
   check_lane_offsets<128>();
+  check_lane_offsets<192>();
   check_lane_offsets<256>();
 }
 
 // The swizzle keeps ldmatrix conflict-free: the 8 rows of one 8x8 matrix (one chunk column)
-// land in 8 different 16-byte bank groups.
-TEST(Flash2Layout, SwizzleSpreadsAnLdmatrixOverAllBanks) {
+// land in 8 different 16-byte bank groups, in 128-wide rows (d 80 to 128) and 192-wide ones.
+template <int Width>
+void check_ldmatrix_banks() {
   constexpr int kBankGroupBytes = 128;  // 32 banks x 4 bytes
-  for (int chunk = 0; chunk < 16; ++chunk) {
+  for (int chunk = 0; chunk < Width / kChunkElements; ++chunk) {
     for (int first_row = 0; first_row < 64; first_row += kSwizzleRows) {
       std::vector<bool> used(kBankGroupBytes / kChunkBytes, false);
       for (int row = first_row; row < first_row + kSwizzleRows; ++row) {
-        const int byte = swizzled_offset<128>(row, chunk) * kElementBytes;
+        const int byte = swizzled_offset<Width>(row, chunk) * kElementBytes;
         const int group = (byte % kBankGroupBytes) / kChunkBytes;
-        EXPECT_FALSE(used[group]) << "chunk " << chunk << " rows " << first_row << "+: conflict";
+        EXPECT_FALSE(used[group]) << "width " << Width << " chunk " << chunk << " rows "
+                                  << first_row << "+: conflict";
         used[group] = true;
       }
     }
   }
 }
 
+TEST(Flash2Layout, SwizzleSpreadsAnLdmatrixOverAllBanks) {
+  check_ldmatrix_banks<128>();
+  check_ldmatrix_banks<192>();
+}
+
 TEST(Flash2Layout, OneWarpReplaysExactly) {
   std::mt19937 rng(20240607);
   for (int warp : {0, 3, 7}) {
-    replay_warp<64>(warp, rng);
-    replay_warp<128>(warp, rng);
-    replay_warp<256>(warp, rng);
+    replay_warp<64, 64>(warp, rng);
+    replay_warp<80, 80>(warp, rng);
+    replay_warp<96, 96>(warp, rng);
+    replay_warp<128, 128>(warp, rng);
+    replay_warp<192, 128>(warp, rng);
+    replay_warp<256, 256>(warp, rng);
   }
 }
 

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kernels/cuda/flash2/flash2_traits.h"
@@ -240,13 +241,15 @@ TEST(Flash2SupportTable, CoversTheIssueTable) {
   EXPECT_TRUE(kernel->returns_lse);
   Problem problem = make_problem(2, 16, 2, 113, 203, 64, 64, {});
   for (DType dtype : {DType::f16, DType::bf16}) {
-    for (int64_t dim : {64, 128, 256}) {
+    for (const auto& [dim, dim_v] :
+         {std::pair{64, 64}, {80, 80}, {96, 96}, {128, 128}, {192, 128}, {256, 256}}) {
       for (MaskKind mask : {MaskKind::none, MaskKind::causal, MaskKind::causal_br, MaskKind::window,
                             MaskKind::padding}) {
         for (Layout layout : {Layout::bshd, Layout::bhsd}) {
           problem.input_dtype = problem.output_dtype = dtype;
           problem.p_dtype = default_p_dtype(dtype);
-          problem.head_dim_qk = problem.head_dim_v = dim;
+          problem.head_dim_qk = dim;
+          problem.head_dim_v = dim_v;
           problem.mask = {mask, mask == MaskKind::window ? 32 : -1,
                           mask == MaskKind::window ? 8 : -1};
           problem.layout = layout;
@@ -255,8 +258,17 @@ TEST(Flash2SupportTable, CoversTheIssueTable) {
       }
     }
   }
-  problem.head_dim_qk = problem.head_dim_v = 96;
+  // Head dims outside the instantiations are named with the list, a pair included.
+  problem.head_dim_qk = problem.head_dim_v = 112;
+  EXPECT_EQ(unsupported_reason(kernel->support, problem),
+            "head_dim 112 not instantiated (64, 80, 96, 128, 256, 192/128)");
+  problem.head_dim_qk = 192;
+  problem.head_dim_v = 192;
   EXPECT_NE(unsupported_reason(kernel->support, problem), "");
+  problem.head_dim_v = 64;
+  EXPECT_EQ(unsupported_reason(kernel->support, problem),
+            "head dims 192/64 not instantiated (64, 80, 96, 128, 256, 192/128)");
+  problem.head_dim_qk = problem.head_dim_v = 64;
   problem.head_dim_qk = problem.head_dim_v = 64;
   problem.input_dtype = problem.output_dtype = DType::f32;
   problem.p_dtype = default_p_dtype(DType::f32);

@@ -760,7 +760,7 @@ TEST(ShippedSuites, CtestCoversTheAwkwardShapesCheaply) {
     }
   }
   for (const int64_t seqlen : {1, 17, 113, 1023}) EXPECT_TRUE(seqlens.count(seqlen)) << seqlen;
-  for (const int64_t d : {64, 96, 128, 256}) EXPECT_TRUE(head_dims.count(d)) << d;
+  for (const int64_t d : {64, 80, 96, 128, 256}) EXPECT_TRUE(head_dims.count(d)) << d;
   EXPECT_EQ(dtypes, (std::set<DType>{DType::f32, DType::f16, DType::bf16, DType::e4m3}));
   EXPECT_EQ(layouts, (std::set<Layout>{Layout::bshd, Layout::bhsd, Layout::qkv_packed}));
   EXPECT_EQ(distributions, (std::set<std::string>{"normal", "large_logits", "outliers"}));

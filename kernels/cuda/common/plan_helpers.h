@@ -38,23 +38,40 @@ Status check_params_match(const Problem& planned, const AttentionParams& params)
 Status check_shared_memory(int device, size_t bytes, const std::string& what);
 
 // A kernel compiled for some (head dim, dtype) pairs: any type with `head_dim` and `dtype`
-// members (flash2::Instantiation, flash3::Instantiation). The one for the problem, or null.
+// members (flash2::Instantiation, flash3::Instantiation), and `head_dim_v` where V's head dim may
+// differ (flash2's; otherwise it is head_dim). The one for the problem, or null.
 template <typename Instantiation>
 const Instantiation* find_instantiation(const std::vector<Instantiation>& instantiations,
-                                        int64_t head_dim, DType dtype) {
+                                        const Problem& problem) {
   for (const Instantiation& instantiation : instantiations) {
-    if (instantiation.head_dim == head_dim && instantiation.dtype == dtype) return &instantiation;
+    int64_t head_dim_v = instantiation.head_dim;
+    if constexpr (requires { instantiation.head_dim_v; }) head_dim_v = instantiation.head_dim_v;
+    if (instantiation.head_dim == problem.head_dim_qk && head_dim_v == problem.head_dim_v &&
+        instantiation.dtype == problem.input_dtype) {
+      return &instantiation;
+    }
   }
   return nullptr;
 }
 
-// The support table's dtypes and head dims: those instantiated, each once, in table order.
+// The support table's dtypes and head dims: those instantiated, each once, in table order; an
+// instantiation whose head_dim_v differs from its head_dim gives a head-dim pair.
 template <typename Instantiation>
 void add_instantiated(SupportTable& table, const std::vector<Instantiation>& instantiations) {
   for (const Instantiation& instantiation : instantiations) {
     if (std::find(table.input_dtypes.begin(), table.input_dtypes.end(), instantiation.dtype) ==
         table.input_dtypes.end()) {
       table.input_dtypes.push_back(instantiation.dtype);
+    }
+    if constexpr (requires { instantiation.head_dim_v; }) {
+      const HeadDimPair pair{instantiation.head_dim, instantiation.head_dim_v};
+      if (pair.qk != pair.v) {
+        if (std::find(table.head_dim_pairs.begin(), table.head_dim_pairs.end(), pair) ==
+            table.head_dim_pairs.end()) {
+          table.head_dim_pairs.push_back(pair);
+        }
+        continue;
+      }
     }
     if (std::find(table.head_dims.begin(), table.head_dims.end(), instantiation.head_dim) ==
         table.head_dims.end()) {

@@ -23,21 +23,30 @@ constexpr int kMinimumSm = 80;  // mma.sync with bf16, ldmatrix, cp.async
 constexpr uintptr_t kRowAlignmentBytes = kChunkBytes;
 constexpr int64_t kRowAlignmentElements = kChunkElements;
 
-// One row per translation unit flash2_hdim<D>_<dtype>.cu, with the backward of
+// One row per translation unit flash2_hdim<D>[_v<Dv>]_<dtype>.cu, with the backward of
 // flash2_backward_hdim<D>_<dtype>.cu where there is one (d 64 and 128), adding dQ as `kDq` does.
+template <int HeadDim, int HeadDimV, DType kDtype>
+Instantiation forward_only() {
+  return {HeadDim, HeadDimV, kDtype, &launch_flash2<HeadDim, HeadDimV, kDtype>,
+          Traits<HeadDim, HeadDimV>::kSharedBytes};
+}
+template <int HeadDim, DType kDtype, DqAccumulation kDq>
+Instantiation with_backward() {
+  Instantiation instantiation = forward_only<HeadDim, HeadDim, kDtype>();
+  instantiation.backward = &launch_flash2_backward<HeadDim, kDtype, kDq>;
+  instantiation.backward_shared_bytes = BackwardTraits<HeadDim>::kSharedBytes;
+  return instantiation;
+}
+
 template <DqAccumulation kDq>
 std::vector<Instantiation> instantiations() {
   return {
-      {64, DType::f16, &launch_flash2<64, DType::f16>, Traits<64>::kSharedBytes,
-       &launch_flash2_backward<64, DType::f16, kDq>, BackwardTraits<64>::kSharedBytes},
-      {64, DType::bf16, &launch_flash2<64, DType::bf16>, Traits<64>::kSharedBytes,
-       &launch_flash2_backward<64, DType::bf16, kDq>, BackwardTraits<64>::kSharedBytes},
-      {128, DType::f16, &launch_flash2<128, DType::f16>, Traits<128>::kSharedBytes,
-       &launch_flash2_backward<128, DType::f16, kDq>, BackwardTraits<128>::kSharedBytes},
-      {128, DType::bf16, &launch_flash2<128, DType::bf16>, Traits<128>::kSharedBytes,
-       &launch_flash2_backward<128, DType::bf16, kDq>, BackwardTraits<128>::kSharedBytes},
-      {256, DType::f16, &launch_flash2<256, DType::f16>, Traits<256>::kSharedBytes},
-      {256, DType::bf16, &launch_flash2<256, DType::bf16>, Traits<256>::kSharedBytes},
+      with_backward<64, DType::f16, kDq>(),  with_backward<64, DType::bf16, kDq>(),
+      forward_only<80, 80, DType::f16>(),    forward_only<80, 80, DType::bf16>(),
+      forward_only<96, 96, DType::f16>(),    forward_only<96, 96, DType::bf16>(),
+      with_backward<128, DType::f16, kDq>(), with_backward<128, DType::bf16, kDq>(),
+      forward_only<192, 128, DType::f16>(),  forward_only<192, 128, DType::bf16>(),
+      forward_only<256, 256, DType::f16>(),  forward_only<256, 256, DType::bf16>(),
   };
 }
 
@@ -201,12 +210,11 @@ Kernel flash2_kernel_entry(std::string name, std::string summary,
     return ResourceExpectation{
         static_cast<int64_t>(backward_scratch_bytes(problem, dq_accumulation)), launches};
   };
-  kernel.make_plan = [name = kernel.name, instantiations = std::move(instantiations),
-                      dq_accumulation](const Problem& problem,
-                                       const PlanContext& context) -> Result<std::unique_ptr<Plan>> {
-    const Instantiation* instantiation =
-        gpu::find_instantiation(instantiations, problem.head_dim_qk, problem.input_dtype);
-    if (instantiation == nullptr || problem.head_dim_v != problem.head_dim_qk ||
+  kernel.make_plan =
+      [name = kernel.name, instantiations = std::move(instantiations), dq_accumulation](
+          const Problem& problem, const PlanContext& context) -> Result<std::unique_ptr<Plan>> {
+    const Instantiation* instantiation = gpu::find_instantiation(instantiations, problem);
+    if (instantiation == nullptr ||
         (problem.has_backward() && instantiation->backward == nullptr)) {
       return Status::Error(name + ": no instantiation for " + shape_string(problem));
     }

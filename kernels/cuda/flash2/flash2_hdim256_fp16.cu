@@ -3,6 +3,6 @@
 
 namespace attnbench::flash2 {
 inline namespace ATTNBENCH_TARGET {
-template Status launch_flash2<256, DType::f16>(const AttentionParams&, cudaStream_t);
+template Status launch_flash2<256, 256, DType::f16>(const AttentionParams&, cudaStream_t);
 }  // namespace ATTNBENCH_TARGET
 }  // namespace attnbench::flash2

@@ -3,6 +3,6 @@
 
 namespace attnbench::flash2 {
 inline namespace ATTNBENCH_TARGET {
-template Status launch_flash2<64, DType::bf16>(const AttentionParams&, cudaStream_t);
+template Status launch_flash2<64, 64, DType::bf16>(const AttentionParams&, cudaStream_t);
 }  // namespace ATTNBENCH_TARGET
 }  // namespace attnbench::flash2

@@ -29,9 +29,12 @@
 // on tensor cores, the loads are asynchronous and overlap the math, masked tiles are skipped.
 // Performance: not yet measured on a GPU (target: >= 300 TFLOP/s at bf16, d 128, non-causal,
 // seqlen 8k on an H200; see GPU-CLAIMS.md).
-// Known limits: head dims 64, 128, 256 with head_dim_v == head_dim_qk; fp16/bf16 in and the same
-// dtype out; 16-byte aligned rows (every layout the harness builds). mma.sync is Ampere's
-// instruction: on Hopper it runs at a fraction of wgmma's rate (FlashAttention-3's territory).
+// Head dims: 64, 80, 96, 128, 256, and 192 with head_dim_v 128 (DeepSeek's MLA prefill); a
+// shared row holds whole 64-element swizzle groups, so 80 and 96 sit in 128-wide rows whose last
+// chunks are neither copied nor read (no wasted math: the products step through d itself).
+// Known limits: those head dims; fp16/bf16 in and the same dtype out; 16-byte aligned rows (every
+// layout the harness builds). mma.sync is Ampere's instruction: on Hopper it runs at a fraction of
+// wgmma's rate (FlashAttention-3's territory).
 #pragma once
 
 #include <climits>
@@ -88,37 +91,39 @@ __device__ __forceinline__ void a_fragment_of(const float (&c)[Tiles][4], int st
 
 // ---- device helpers: tiles in shared memory -----------------------------------------------------
 
-// How the CTA's threads share the copies of a (rows, HeadDim) matrix's tiles of Rows rows: a
-// thread always copies the same chunk column of rows thread_row, thread_row + kRowStep, ... Since
-// kRowStep is a multiple of 8, all of a thread's rows have the same row % 8, hence the same
-// swizzle: one shared offset and one global pointer per thread, both set up once per CTA, and a
-// tile's copies are a pointer advanced by a fixed stride. Only a tile that reaches past the
-// matrix's last row pays for per-row predicates.
-template <int Rows, int HeadDim, int Threads, typename Element>
+// How the CTA's threads share the copies of a (rows, Columns) matrix's tiles of Rows rows
+// (flash2_layout.h's CopyPattern): a thread always copies the same chunks of rows thread_row,
+// thread_row + kRowStep, ... Since kRowStep is a multiple of 8, all of a thread's rows have the
+// same row % 8, hence the same swizzle: one shared offset and one global pointer per thread, both
+// set up once per CTA, and a tile's copies are a pointer advanced by fixed strides. Only a tile
+// that reaches past the matrix's last row pays for per-row predicates.
+template <int Rows, int Columns, int Threads, typename Element>
 struct TileCopy {
-  static constexpr int kRowStep = copy_row_step<HeadDim>(Threads);  // rows one pass covers
+  using Pattern = CopyPattern<Columns, Threads>;
+  static constexpr int kWidth = Pattern::kWidth;      // the shared tile's row width
+  static constexpr int kRowStep = Pattern::kRowStep;  // rows one pass covers
   static constexpr int kPasses = Rows / kRowStep;
-  static_assert(Threads % (HeadDim / kChunkElements) == 0, "a pass of the CTA covers whole rows");
+  static constexpr int kRounds = Pattern::kRounds;  // chunks a thread copies of one row
+  static constexpr int kRoundElements = Pattern::kThreadsPerRow * kChunkElements;
   static_assert(kRowStep % kSwizzleRows == 0, "a thread's rows share one swizzle pattern");
   static_assert(Rows % kRowStep == 0, "a tile is a whole number of passes");
 
-  const Element* matrix;       // (row_limit, HeadDim), row stride row_stride: always readable
-  const Element* thread_base;  // this thread's chunk of row thread_row (may lie past the end)
+  const Element* matrix;       // (row_limit, Columns), row stride row_stride: always readable
+  const Element* thread_base;  // this thread's first chunk of row thread_row (may lie past the end)
   int64_t row_stride;          // elements between rows
   int64_t pass_stride;         // kRowStep rows
   int thread_row;              // the thread's first row in a tile
-  uint32_t shared_offset;      // byte offset of (thread_row, its chunk) in a swizzled tile
+  uint32_t shared_offset;      // byte offset of (thread_row, its first chunk) in a swizzled tile
 
   __device__ __forceinline__ TileCopy(const Element* matrix_, int64_t row_stride_)
       : matrix(matrix_),
-        thread_base(matrix_ + copy_first_row<HeadDim>(static_cast<int>(threadIdx.x)) * row_stride_ +
-                    copy_chunk<HeadDim>(static_cast<int>(threadIdx.x)) * kChunkElements),
+        thread_base(matrix_ + Pattern::first_row(static_cast<int>(threadIdx.x)) * row_stride_ +
+                    Pattern::chunk(static_cast<int>(threadIdx.x), 0) * kChunkElements),
         row_stride(row_stride_),
         pass_stride(kRowStep * row_stride_),
-        thread_row(copy_first_row<HeadDim>(static_cast<int>(threadIdx.x))),
+        thread_row(Pattern::first_row(static_cast<int>(threadIdx.x))),
         shared_offset(static_cast<uint32_t>(
-            swizzled_offset<HeadDim>(thread_row,
-                                     copy_chunk<HeadDim>(static_cast<int>(threadIdx.x))) *
+            swizzled_offset<kWidth>(thread_row, Pattern::chunk(static_cast<int>(threadIdx.x), 0)) *
             kElementBytes)) {}
 
   // Starts copying rows [first_row, first_row + Rows) into the swizzled tile at shared address
@@ -126,20 +131,31 @@ struct TileCopy {
   __device__ __forceinline__ void start(uint32_t tile, int first_row, int row_limit) const {
     const Element* source = thread_base + first_row * row_stride;
     const uint32_t destination = tile + shared_offset;
-    constexpr uint32_t kPassBytes = kRowStep * HeadDim * kElementBytes;
+    constexpr uint32_t kPassBytes = kRowStep * kWidth * kElementBytes;
+    constexpr uint32_t kRoundBytes = kRoundElements * kElementBytes;
     if (first_row + Rows <= row_limit) {
 #pragma unroll
       for (int pass = 0; pass < kPasses; ++pass) {
-        ptx::copy_async_16(destination + pass * kPassBytes, source + pass * pass_stride, true);
+#pragma unroll
+        for (int round = 0; round < kRounds; ++round) {
+          if (!Pattern::copies(static_cast<int>(threadIdx.x), round)) continue;
+          ptx::copy_async_16(destination + pass * kPassBytes + round * kRoundBytes,
+                             source + pass * pass_stride + round * kRoundElements, true);
+        }
       }
     } else {
       const int row = first_row + thread_row;
 #pragma unroll
       for (int pass = 0; pass < kPasses; ++pass) {
         const bool valid = row + pass * kRowStep < row_limit;
-        // An invalid chunk reads nothing, but its address must still be a readable one.
-        ptx::copy_async_16(destination + pass * kPassBytes,
-                           valid ? source + pass * pass_stride : matrix, valid);
+#pragma unroll
+        for (int round = 0; round < kRounds; ++round) {
+          if (!Pattern::copies(static_cast<int>(threadIdx.x), round)) continue;
+          // An invalid chunk reads nothing, but its address must still be a readable one.
+          ptx::copy_async_16(destination + pass * kPassBytes + round * kRoundBytes,
+                             valid ? source + pass * pass_stride + round * kRoundElements : matrix,
+                             valid);
+        }
       }
     }
   }
@@ -163,18 +179,20 @@ struct TileCopy {
 // Indices are 32-bit where they are bounded by a sequence length or the grid (both < 2^31; a key
 // tile's end stays below 2^31 too, since no device holds 2^31 keys of 64 dims); element offsets
 // into the tensors are 64-bit.
-template <int HeadDim, typename Element>
-__global__ void __launch_bounds__(Traits<HeadDim>::kThreads, Traits<HeadDim>::kMinBlocksPerSm)
+template <int HeadDim, int HeadDimV, typename Element>
+__global__ void __launch_bounds__(Traits<HeadDim, HeadDimV>::kThreads,
+                                  Traits<HeadDim, HeadDimV>::kMinBlocksPerSm)
     flash2_forward(const __grid_constant__ AttentionParams p) {
-  using T = Traits<HeadDim>;
+  using T = Traits<HeadDim, HeadDimV>;
   ATTNBENCH_DYNAMIC_SHARED(shared_bytes, kChunkBytes);
-  Element* q_tile = reinterpret_cast<Element*>(shared_bytes);  // (kBlockQ, HeadDim) swizzled
-  Element* k_tiles = q_tile + T::kQTileElements;  // (kStages, kBlockK, HeadDim) swizzled
-  Element* v_tiles = k_tiles + T::kStages * T::kKvTileElements;  // (kStages, kBlockK, HeadDim)
+  Element* q_tile = reinterpret_cast<Element*>(shared_bytes);  // (kBlockQ, kQkWidth) swizzled
+  Element* k_tiles = q_tile + T::kQTileElements;  // (kStages, kBlockK, kQkWidth) swizzled
+  Element* v_tiles = k_tiles + T::kStages * T::kKTileElements;  // (kStages, kBlockK, kVWidth)
   const uint32_t q_tile_address = ptx::shared_address(q_tile);
   const uint32_t k_tiles_address = ptx::shared_address(k_tiles);
   const uint32_t v_tiles_address = ptx::shared_address(v_tiles);
-  constexpr uint32_t kKvTileBytes = T::kKvTileElements * kElementBytes;
+  constexpr uint32_t kKTileBytes = T::kKTileElements * kElementBytes;
+  constexpr uint32_t kVTileBytes = T::kVTileElements * kElementBytes;
 
   // Which block of which (batch, head) pair.
   const unsigned m_blocks = (static_cast<unsigned>(p.seqlen_q) + T::kBlockQ - 1) / T::kBlockQ;
@@ -187,7 +205,8 @@ __global__ void __launch_bounds__(Traits<HeadDim>::kThreads, Traits<HeadDim>::kM
   const int last_row =
       p.seqlen_q - first_row > T::kBlockQ ? first_row + T::kBlockQ - 1 : p.seqlen_q - 1;
 
-  // (seqlen_q, HeadDim) of this pair, row stride q_row_stride; likewise K, V (seqlen_k rows), O.
+  // (seqlen_q, HeadDim) of this pair, row stride q_row_stride; likewise K, V (seqlen_k rows, V's
+  // HeadDimV wide), O (HeadDimV wide).
   const Element* q =
       static_cast<const Element*>(p.q) + batch * p.q_batch_stride + head * p.q_head_stride;
   const Element* k =
@@ -227,29 +246,29 @@ __global__ void __launch_bounds__(Traits<HeadDim>::kThreads, Traits<HeadDim>::kM
   // ---- prologue: Q, then the first kStages - 1 K/V tiles ---------------------------------------
   const TileCopy<T::kBlockQ, HeadDim, T::kThreads, Element> q_copy(q, p.q_row_stride);
   const TileCopy<T::kBlockK, HeadDim, T::kThreads, Element> k_copy(k, p.k_row_stride);
-  const TileCopy<T::kBlockK, HeadDim, T::kThreads, Element> v_copy(v, p.v_row_stride);
+  const TileCopy<T::kBlockK, HeadDimV, T::kThreads, Element> v_copy(v, p.v_row_stride);
   q_copy.start(q_tile_address, first_row, p.seqlen_q);
   ptx::commit_copies();
 #pragma unroll
   for (int stage = 0; stage < T::kStages - 1; ++stage) {
     const int first_key = first_tile_key + stage * T::kBlockK;
     if (stage < tile_count) {
-      k_copy.start(k_tiles_address + stage * kKvTileBytes, first_key, p.seqlen_k);
-      v_copy.start(v_tiles_address + stage * kKvTileBytes, first_key, p.seqlen_k);
+      k_copy.start(k_tiles_address + stage * kKTileBytes, first_key, p.seqlen_k);
+      v_copy.start(v_tiles_address + stage * kVTileBytes, first_key, p.seqlen_k);
     }
     ptx::commit_copies();
   }
 
   // ---- per-lane ldmatrix addressing ------------------------------------------------------------
   // Q as the A operand: matrices (rows 0-7 | 8-15) x (k 0-7 | 8-15) in A's register order.
-  const LaneOffsets<HeadDim> q_lane(warp_row + a_lane_row(lane), a_lane_chunk(lane));
+  const LaneOffsets<T::kQkWidth> q_lane(warp_row + a_lane_row(lane), a_lane_chunk(lane));
   // K as the B operand (K's rows are B's columns): matrices (keys 0-7, k 0-7), (keys 0-7,
   // k 8-15), (keys 8-15, k 0-7), (keys 8-15, k 8-15) = b0, b1 of key tile 2i, b0, b1 of 2i + 1.
-  const LaneOffsets<HeadDim> k_lane(b_lane_row(lane), b_lane_chunk(lane));
+  const LaneOffsets<T::kQkWidth> k_lane(b_lane_row(lane), b_lane_chunk(lane));
   // V as the B operand, transposed out of its key-major tile: matrices (keys 0-7, dims 0-7),
   // (keys 8-15, dims 0-7), (keys 0-7, dims 8-15), (keys 8-15, dims 8-15) = b0, b1 of dim tile
   // 2i, b0, b1 of dim tile 2i + 1.
-  const LaneOffsets<HeadDim> v_lane(bt_lane_row(lane), bt_lane_chunk(lane));
+  const LaneOffsets<T::kVWidth> v_lane(bt_lane_row(lane), bt_lane_chunk(lane));
 
   // Q's A fragments: all of them in registers (d <= 128), or one k-step at a time (d 256).
   constexpr int kQFragmentSteps = T::kQInRegisters ? T::kDimSteps : 1;
@@ -267,7 +286,7 @@ __global__ void __launch_bounds__(Traits<HeadDim>::kThreads, Traits<HeadDim>::kM
     }
   }
 
-  float o[T::kDimTiles][4] = {};  // O: 16 rows x HeadDim per warp, C-fragment layout
+  float o[T::kDimTiles][4] = {};  // O: 16 rows x HeadDimV per warp, C-fragment layout
   float row_max[kRowsPerThread] = {kNegInf, kNegInf};  // raw scores (before the scale)
   // This lane's share of each row's sum; the quad's shares are added once, at the end.
   float row_sum[kRowsPerThread] = {0.0f, 0.0f};
@@ -275,8 +294,8 @@ __global__ void __launch_bounds__(Traits<HeadDim>::kThreads, Traits<HeadDim>::kM
   for (int iteration = 0; iteration < tile_count; ++iteration) {
     const int stage = iteration % T::kStages;
     const int first_key = first_tile_key + iteration * T::kBlockK;
-    const uint32_t k_address = k_tiles_address + stage * kKvTileBytes;
-    const uint32_t v_address = v_tiles_address + stage * kKvTileBytes;
+    const uint32_t k_address = k_tiles_address + stage * kKTileBytes;
+    const uint32_t v_address = v_tiles_address + stage * kVTileBytes;
 
     ptx::wait_copies<T::kPendingWhenTileReady>();
     __syncthreads();
@@ -285,8 +304,8 @@ __global__ void __launch_bounds__(Traits<HeadDim>::kThreads, Traits<HeadDim>::kM
       const int refill_stage = refill % T::kStages;
       const int refill_key = first_tile_key + refill * T::kBlockK;
       if (refill < tile_count) {
-        k_copy.start(k_tiles_address + refill_stage * kKvTileBytes, refill_key, p.seqlen_k);
-        v_copy.start(v_tiles_address + refill_stage * kKvTileBytes, refill_key, p.seqlen_k);
+        k_copy.start(k_tiles_address + refill_stage * kKTileBytes, refill_key, p.seqlen_k);
+        v_copy.start(v_tiles_address + refill_stage * kVTileBytes, refill_key, p.seqlen_k);
       }
       ptx::commit_copies();
     }
@@ -391,26 +410,26 @@ __global__ void __launch_bounds__(Traits<HeadDim>::kThreads, Traits<HeadDim>::kM
       const int row = warp_row + row_group + r * kSecondRowOffset;
       const int column = tile * kMmaN + lane_in_row * 2;
       const int offset =
-          swizzled_offset<HeadDim>(row, column / kChunkElements) + column % kChunkElements;
+          swizzled_offset<T::kQkWidth>(row, column / kChunkElements) + column % kChunkElements;
       const uint32_t bits =
           pack_pair<Element>(o[tile][2 * r] * inverse_sum[r], o[tile][2 * r + 1] * inverse_sum[r]);
       *reinterpret_cast<uint32_t*>(q_tile + offset) = bits;  // column is even: 4-byte aligned
     }
   }
   __syncwarp();
-  // (seqlen_q, HeadDim) of this pair, row stride out_row_stride.
+  // (seqlen_q, HeadDimV) of this pair, row stride out_row_stride.
   Element* out =
       static_cast<Element*>(p.out) + batch * p.out_batch_stride + head * p.out_head_stride;
-  constexpr int kOutChunksPerLane = kRowsPerWarp * T::kChunksPerRow / kWarpSize;
+  constexpr int kOutChunksPerLane = kRowsPerWarp * T::kOutChunksPerRow / kWarpSize;
 #pragma unroll
   for (int i = 0; i < kOutChunksPerLane; ++i) {
     const int chunk_index = lane + i * kWarpSize;
-    const int row = warp_row + chunk_index / T::kChunksPerRow;
-    const int chunk = chunk_index % T::kChunksPerRow;
+    const int row = warp_row + chunk_index / T::kOutChunksPerRow;
+    const int chunk = chunk_index % T::kOutChunksPerRow;
     const int64_t query = first_row + row;
     if (query < p.seqlen_q) {
       const uint4 value =
-          *reinterpret_cast<const uint4*>(q_tile + swizzled_offset<HeadDim>(row, chunk));
+          *reinterpret_cast<const uint4*>(q_tile + swizzled_offset<T::kQkWidth>(row, chunk));
       *reinterpret_cast<uint4*>(out + query * p.out_row_stride + chunk * kChunkElements) = value;
     }
   }
@@ -429,9 +448,9 @@ __global__ void __launch_bounds__(Traits<HeadDim>::kThreads, Traits<HeadDim>::kM
 
 // ---- launch -------------------------------------------------------------------------------------
 
-template <int HeadDim, DType kDtype>
+template <int HeadDim, int HeadDimV, DType kDtype>
 Status launch_flash2(const AttentionParams& params, cudaStream_t stream) {
-  using T = Traits<HeadDim>;
+  using T = Traits<HeadDim, HeadDimV>;
   using Element = typename ElementOf<kDtype>::type;
   const int64_t m_blocks = (static_cast<int64_t>(params.seqlen_q) + T::kBlockQ - 1) / T::kBlockQ;
   const int64_t ctas = m_blocks * params.heads_q * params.batch;
@@ -439,7 +458,7 @@ Status launch_flash2(const AttentionParams& params, cudaStream_t stream) {
     return Status::Error("cuda.flash2: " + std::to_string(ctas) +
                          " query blocks exceed one launch's grid");
   }
-  const auto kernel = flash2_forward<HeadDim, Element>;
+  const auto kernel = flash2_forward<HeadDim, HeadDimV, Element>;
   ATTNBENCH_CUDA_TRY(allow_dynamic_shared(kernel, static_cast<int>(T::kSharedBytes)));
   launch_kernel(kernel, static_cast<unsigned>(ctas), T::kThreads, T::kSharedBytes, stream, params);
   ATTNBENCH_CUDA_TRY_LAUNCH();

@@ -12,27 +12,45 @@
 
 namespace attnbench::flash2 {
 
-// Element offset of (row, chunk) in a swizzled tile of HeadDim-wide rows: the chunk index is
-// XOR-ed with row % 8 (see kSwizzleRows), which keeps it inside its aligned group of 8 chunks.
-template <int HeadDim>
+// Element offset of (row, chunk) in a swizzled tile of Width-wide rows (row_width: whole groups
+// of 8 chunks): the chunk index is XOR-ed with row % 8 (see kSwizzleRows), which keeps it inside
+// its aligned group of 8 chunks.
+template <int Width>
 ATTNBENCH_HOST_DEVICE constexpr int swizzled_offset(int row, int chunk) {
-  return row * HeadDim + ((chunk ^ (row % kSwizzleRows)) * kChunkElements);
+  static_assert(Width % kSwizzleColumns == 0, "rows of whole swizzle groups");
+  return row * Width + ((chunk ^ (row % kSwizzleRows)) * kChunkElements);
 }
 
-// ---- copies: thread t copies chunk column copy_chunk(t) of rows copy_first_row(t) + k * step --
+// ---- copies: which thread copies which 16-byte chunks of a (rows, Columns) matrix -------------
 
-template <int HeadDim>
-ATTNBENCH_HOST_DEVICE constexpr int copy_row_step(int threads) {
-  return threads / (HeadDim / kChunkElements);
-}
-template <int HeadDim>
-ATTNBENCH_HOST_DEVICE constexpr int copy_first_row(int thread) {
-  return thread / (HeadDim / kChunkElements);
-}
-template <int HeadDim>
-ATTNBENCH_HOST_DEVICE constexpr int copy_chunk(int thread) {
-  return thread % (HeadDim / kChunkElements);
-}
+// Thread t copies chunks chunk(t, 0), chunk(t, 1), ... of rows first_row(t), + kRowStep, ...
+// A row's threads cover all its chunks where the row's chunks divide the CTA (d 64, 80, 96, 128,
+// 256: one round); otherwise 8 threads a row (one swizzle group) copy every 8th chunk (d 192:
+// 24 chunks, 256 threads, 3 rounds). Either way kThreadsPerRow is a multiple of 8, so a thread's
+// chunks share one swizzle pattern. Chunks past Columns (d 80 and 96 in 128-wide rows) are never
+// copied: nothing reads them.
+template <int Columns, int Threads>
+struct CopyPattern {
+  static constexpr int kWidth = row_width(Columns);
+  static constexpr int kWidthChunks = kWidth / kChunkElements;
+  static constexpr int kChunks = Columns / kChunkElements;  // chunks holding data
+  static constexpr int kThreadsPerRow = Threads % kWidthChunks == 0 ? kWidthChunks : kSwizzleRows;
+  static constexpr int kRounds = kWidthChunks / kThreadsPerRow;
+  static constexpr int kRowStep = Threads / kThreadsPerRow;
+  static_assert(Columns % kChunkElements == 0, "rows of whole 16-byte chunks");
+  static_assert(Threads % kThreadsPerRow == 0 && kWidthChunks % kThreadsPerRow == 0,
+                "every thread copies the same chunks of its rows");
+
+  ATTNBENCH_HOST_DEVICE static constexpr int first_row(int thread) {
+    return thread / kThreadsPerRow;
+  }
+  ATTNBENCH_HOST_DEVICE static constexpr int chunk(int thread, int round) {
+    return thread % kThreadsPerRow + round * kThreadsPerRow;
+  }
+  ATTNBENCH_HOST_DEVICE static constexpr bool copies(int thread, int round) {
+    return kChunks == kWidthChunks || chunk(thread, round) < kChunks;
+  }
+};
 
 // ---- ldmatrix.x4 row addresses: lane l addresses row (l % 8) of matrix l / 8 --------------------
 
@@ -63,20 +81,20 @@ ATTNBENCH_HOST_DEVICE constexpr int bt_lane_chunk(int lane) { return lane / (2 *
 // and spills at d 128.
 constexpr int kChunkPairsPerSwizzle = kSwizzleRows / 2;
 
-template <int HeadDim>
+template <int Width>
 struct LaneOffsets {
   int element[kChunkPairsPerSwizzle];  // offset of (row, chunk 2c + lane_chunk) for c = 0..3
 
   ATTNBENCH_HOST_DEVICE constexpr LaneOffsets(int row, int lane_chunk) : element{} {
     const int flip = lane_chunk ^ (row % kSwizzleRows);
     for (int c = 0; c < kChunkPairsPerSwizzle; ++c) {
-      element[c] = row * HeadDim + ((2 * c) ^ flip) * kChunkElements;
+      element[c] = row * Width + ((2 * c) ^ flip) * kChunkElements;
     }
   }
   // Element offset of (row + extra_rows, chunk 2 * chunk_pair + lane_chunk); extra_rows % 8 == 0
   // and chunk_pair are compile-time constants in every use, so this folds to one add.
   ATTNBENCH_HOST_DEVICE constexpr int elements(int extra_rows, int chunk_pair) const {
-    return element[chunk_pair % kChunkPairsPerSwizzle] + extra_rows * HeadDim +
+    return element[chunk_pair % kChunkPairsPerSwizzle] + extra_rows * Width +
            (chunk_pair / kChunkPairsPerSwizzle) * kSwizzleRows * kChunkElements;
   }
   ATTNBENCH_HOST_DEVICE constexpr uint32_t bytes(int extra_rows, int chunk_pair) const {

@@ -32,6 +32,12 @@ constexpr int kChunkElements = kChunkBytes / kElementBytes;
 // bytes, 128 bytes a row of banks: XOR-ing the chunk index with (row % 8) puts those 8 chunks
 // in 8 different 16-byte bank groups, so neither ldmatrix nor the cp.async stores conflict.
 constexpr int kSwizzleRows = 8;
+// A shared-memory row holds whole swizzle groups of 8 chunks (64 elements): head dims 80 and 96
+// sit in 128-wide rows whose last chunks are never copied nor read (row_width).
+constexpr int kSwizzleColumns = kSwizzleRows * kChunkElements;
+constexpr int row_width(int columns) {
+  return (columns + kSwizzleColumns - 1) / kSwizzleColumns * kSwizzleColumns;
+}
 // The largest dynamic shared memory one CTA may opt into: sm_80 163 KiB (A100), sm_90 227 KiB.
 // The tiles are sized to fit the smaller, so one build serves both.
 constexpr size_t kSm80MaxSharedBytes = 163 * 1024;
@@ -53,26 +59,31 @@ struct TileShape {
 //    reduction, and the accumulators stay under 255 registers, so no spills). 128 rows per CTA
 //    halve the K/V traffic from L2 against 64 rows, at the cost of the decode shapes
 //    (seqlen_q <= 16), which leave most of the block idle.
-//  - Bc = 64 keys for d 64 and 128: S is 16 x 64 per warp = 32 fp32 registers a thread, O 16 x d,
-//    Q's fragments d / 4 more. ptxas settles at ~175 (d 64) and ~225 (d 128) registers, so one
-//    256-thread CTA per SM (two would need <= 128; d 64 spilled at that cap).
+//  - Bc = 64 keys for d up to 128 (64, 80, 96, 128): S is 16 x 64 per warp = 32 fp32 registers a
+//    thread, O 16 x d, Q's fragments d / 4 more. ptxas settles at ~175 (d 64) and ~225 (d 128)
+//    registers, so one 256-thread CTA per SM (two would need <= 128; d 64 spilled at that cap).
+//  - d 192 with d_v 128 (DeepSeek's MLA prefill): Q's fragments (48 registers) and O (64) are
+//    d 128's plus 16, so Bc drops to 32 (S = 16 registers) to stay near d 128's budget; the
+//    32-key tiles also keep Q + 3 stages at 108 KiB, where 64-key ones would need 168.
 //  - d 256: O alone is 128 registers a thread, so Q is read from shared memory at every key tile
 //    instead of living in registers, and Bc drops to 32 (S = 16 registers): ~250 registers.
 //  - 3 stages everywhere: with one 8-warp CTA per SM there are too few warps to hide an L2 miss
 //    behind the others' math, so two tiles load while one computes; registers, not shared
-//    memory, bound the occupancy anyway. Shared memory = Q + 3 x (K + V):
-//    d 64: 16 + 3 x 16 = 64 KiB; d 128: 32 + 3 x 32 = 128 KiB; d 256: 64 + 3 x 32 = 160 KiB,
-//    within the A100's 163 KiB.
-constexpr TileShape tile_shape(int head_dim) {
-  if (head_dim <= 64) return {128, 64, 8, 3, true, 1};
-  if (head_dim <= 128) return {128, 64, 8, 3, true, 1};
+//    memory, bound the occupancy anyway. Shared memory = Q + 3 x (K + V), rows row_width wide:
+//    d 64: 16 + 3 x 16 = 64 KiB; d 80, 96, 128: 32 + 3 x 32 = 128 KiB; d 192/128:
+//    48 + 3 x (12 + 8) = 108 KiB; d 256: 64 + 3 x 32 = 160 KiB, within the A100's 163 KiB.
+constexpr TileShape tile_shape(int head_dim_qk, int head_dim_v) {
+  if (head_dim_qk <= 128 && head_dim_v <= 128) return {128, 64, 8, 3, true, 1};
+  if (head_dim_v <= 128) return {128, 32, 8, 3, true, 1};
   return {128, 32, 8, 3, false, 1};
 }
 
-template <int HeadDim>
+// HeadDim is Q's and K's, HeadDimV V's and O's (DeepSeek's 192/128; the same elsewhere).
+template <int HeadDim, int HeadDimV = HeadDim>
 struct Traits {
-  static constexpr TileShape kShape = tile_shape(HeadDim);
+  static constexpr TileShape kShape = tile_shape(HeadDim, HeadDimV);
   static constexpr int kHeadDim = HeadDim;
+  static constexpr int kHeadDimV = HeadDimV;
   static constexpr int kBlockQ = kShape.block_q;
   static constexpr int kBlockK = kShape.block_k;
   static constexpr int kWarps = kShape.warps;
@@ -81,37 +92,36 @@ struct Traits {
   static constexpr bool kQInRegisters = kShape.q_in_registers;
   static constexpr int kMinBlocksPerSm = kShape.min_blocks_per_sm;
 
-  static constexpr int kChunksPerRow = HeadDim / kChunkElements;  // 16-byte chunks in a row
-  static constexpr int kKeyTiles = kBlockK / kMmaN;  // S's 8-key MMA column tiles per warp
-  static constexpr int kDimTiles = HeadDim / kMmaN;  // O's 8-wide MMA column tiles per warp
-  static constexpr int kDimSteps = HeadDim / kMmaK;  // k-steps of S = Q K^T
-  static constexpr int kKeySteps = kBlockK / kMmaK;  // k-steps of O += P V
+  // Shared-memory row widths: Q's and K's rows, V's rows. O passes through Q's tile on its way out.
+  static constexpr int kQkWidth = row_width(HeadDim);
+  static constexpr int kVWidth = row_width(HeadDimV);
+  static constexpr int kOutChunksPerRow = HeadDimV / kChunkElements;  // O's 16-byte chunks a row
+  static constexpr int kKeyTiles = kBlockK / kMmaN;   // S's 8-key MMA column tiles per warp
+  static constexpr int kDimTiles = HeadDimV / kMmaN;  // O's 8-wide MMA column tiles per warp
+  static constexpr int kDimSteps = HeadDim / kMmaK;   // k-steps of S = Q K^T
+  static constexpr int kKeySteps = kBlockK / kMmaK;   // k-steps of O += P V
 
-  static constexpr size_t kQTileElements = static_cast<size_t>(kBlockQ) * HeadDim;
-  static constexpr size_t kKvTileElements = static_cast<size_t>(kBlockK) * HeadDim;
+  static constexpr size_t kQTileElements = static_cast<size_t>(kBlockQ) * kQkWidth;
+  static constexpr size_t kKTileElements = static_cast<size_t>(kBlockK) * kQkWidth;
+  static constexpr size_t kVTileElements = static_cast<size_t>(kBlockK) * kVWidth;
   // Q, then kStages K tiles, then kStages V tiles.
   static constexpr size_t kSharedBytes =
-      (kQTileElements + 2 * kStages * kKvTileElements) * kElementBytes;
+      (kQTileElements + kStages * (kKTileElements + kVTileElements)) * kElementBytes;
   // cp.async.wait_group arguments (see the kernel's pipeline comment): how many younger groups
   // may still be in flight when Q (the oldest group, followed by kStages - 1 tiles), then tile t
   // (followed by tiles t + 1 .. t + kStages - 2), must have landed.
   static constexpr int kPendingWhenQReady = kStages - 1;
   static constexpr int kPendingWhenTileReady = kStages - 2;
 
-  static_assert(HeadDim == 64 || HeadDim == 128 || HeadDim == 256,
-                "flash2 is instantiated for head dims 64, 128 and 256");
+  static_assert(HeadDim % kMmaK == 0, "S = Q K^T steps through the head dim 16 at a time");
+  static_assert(HeadDimV % kMmaK == 0,
+                "V fragments are loaded two 8-wide tiles at a time, and a warp's 16 rows of O "
+                "leave as the same number of 16-byte chunks per lane");
+  static_assert(kVWidth <= kQkWidth, "O is staged through Q's tile on its way out");
   static_assert(kBlockQ == kWarps * kRowsPerWarp, "each warp owns exactly one 16-row MMA tile");
-  static_assert(kChunksPerRow >= kSwizzleRows && kChunksPerRow % kSwizzleRows == 0,
-                "the XOR swizzle needs at least 8 chunks (64 elements) per row");
   static_assert(kBlockK % (2 * kMmaN) == 0,
                 "K fragments are loaded two 8-key tiles at a time (ldmatrix.x4)");
   static_assert(kBlockK % kMmaK == 0, "P V steps through the keys 16 at a time");
-  static_assert(kDimTiles % 2 == 0, "V fragments are loaded two 8-wide tiles at a time");
-  static_assert((kBlockQ * kChunksPerRow) % kThreads == 0 &&
-                    (kBlockK * kChunksPerRow) % kThreads == 0,
-                "every thread copies the same number of chunks of a tile");
-  static_assert((kRowsPerWarp * kChunksPerRow) % kWarpSize == 0,
-                "the output copy gives every lane the same number of chunks");
   static_assert(kStages >= 2, "at least double buffering: tile t + 1 loads while t computes");
   static_assert(kSharedBytes <= kSm80MaxSharedBytes,
                 "the tiles must fit an A100's shared memory (163 KiB per CTA)");

@@ -206,8 +206,7 @@ Kernel flash3_kernel_entry(std::string name, std::string summary, Stage stage,
   kernel.correctness_suite = stage == Stage::overlapped ? "ctest" : "hopper-stages";
   // Priced at the tile shape of the problem's instantiation (a variant may change its keys).
   kernel.predicted_seconds = [stage, instantiations](const Problem& problem) {
-    const Instantiation* instantiation =
-        gpu::find_instantiation(instantiations, problem.head_dim_qk, problem.input_dtype);
+    const Instantiation* instantiation = gpu::find_instantiation(instantiations, problem);
     return predict(stage, problem, instantiation != nullptr ? instantiation->block_k : 0).seconds;
   };
   // Every stage keeps its state on chip and launches once (flash3_launch.h's launch_blocks).
@@ -215,9 +214,8 @@ Kernel flash3_kernel_entry(std::string name, std::string summary, Stage stage,
   kernel.make_plan = [name = kernel.name, stage, instantiations = std::move(instantiations)](
                          const Problem& problem,
                          const PlanContext& context) -> Result<std::unique_ptr<Plan>> {
-    const Instantiation* instantiation =
-        gpu::find_instantiation(instantiations, problem.head_dim_qk, problem.input_dtype);
-    if (instantiation == nullptr || problem.head_dim_v != problem.head_dim_qk) {
+    const Instantiation* instantiation = gpu::find_instantiation(instantiations, problem);
+    if (instantiation == nullptr) {
       return Status::Error(name + ": no instantiation for " + shape_string(problem));
     }
     auto plan = std::make_unique<Flash3Plan>(problem, context, *instantiation, stage, name);

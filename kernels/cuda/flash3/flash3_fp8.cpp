@@ -271,8 +271,7 @@ Kernel flash3_fp8_kernel_entry(std::string name, std::string summary, const Fp8R
   // Launches only: the passes' scratch (V^T, e4m3 copies, amax partials, descales) is not
   // declared yet.
   kernel.expected_resources = [recipe, instantiations](const Problem& problem) {
-    const Fp8Instantiation* found =
-        gpu::find_instantiation(instantiations, problem.head_dim_qk, problem.input_dtype);
+    const Fp8Instantiation* found = gpu::find_instantiation(instantiations, problem);
     ResourceExpectation expected;
     if (found != nullptr) expected.launches = fp8_launch_count(recipe, *found);
     return expected;
@@ -280,9 +279,8 @@ Kernel flash3_fp8_kernel_entry(std::string name, std::string summary, const Fp8R
   kernel.make_plan = [name = kernel.name, recipe, instantiations](
                          const Problem& problem,
                          const PlanContext& context) -> Result<std::unique_ptr<Plan>> {
-    const Fp8Instantiation* found =
-        gpu::find_instantiation(instantiations, problem.head_dim_qk, problem.input_dtype);
-    if (found == nullptr || problem.head_dim_v != problem.head_dim_qk) {
+    const Fp8Instantiation* found = gpu::find_instantiation(instantiations, problem);
+    if (found == nullptr) {
       return Status::Error(name + ": no instantiation for " + shape_string(problem));
     }
     auto plan = std::make_unique<Flash3Fp8Plan>(problem, context, name, recipe, *found);

@@ -31,15 +31,36 @@ set(ATTNBENCH_PLANTED_FACTORIES "")
 set(ATTNBENCH_PLANTED_KERNEL_flash2 "${PROJECT_SOURCE_DIR}/kernels/cuda/flash2/flash2_kernel.cuh")
 set(ATTNBENCH_PLANTED_ENTRY_flash2 [=[
 namespace attnbench::flash2::planted_@name@ {
-template Status launch_flash2<64, DType::bf16>(const AttentionParams&, cudaStream_t);
+template Status launch_flash2<64, 64, DType::bf16>(const AttentionParams&, cudaStream_t);
 }  // namespace attnbench::flash2::planted_@name@
 
 namespace attnbench {
 Kernel planted_flash2_@name@_kernel() {
   return flash2::flash2_kernel_entry(
       "test.flash2_@name@", "@summary@",
-      {{64, DType::bf16, &flash2::planted_@name@::launch_flash2<64, DType::bf16>,
+      {{64, 64, DType::bf16, &flash2::planted_@name@::launch_flash2<64, 64, DType::bf16>,
         flash2::Traits<64>::kSharedBytes}});
+}
+}  // namespace attnbench
+]=])
+
+# flash2_dims: cuda.flash2 at the head dims whose shared rows are wider than the data, bf16: d 80
+# (in 128-wide rows) and 192 with d_v 128 (Q and K 192 wide, V 128).
+set(ATTNBENCH_PLANTED_KERNEL_flash2_dims "${ATTNBENCH_PLANTED_KERNEL_flash2}")
+set(ATTNBENCH_PLANTED_ENTRY_flash2_dims [=[
+namespace attnbench::flash2::planted_@name@ {
+template Status launch_flash2<80, 80, DType::bf16>(const AttentionParams&, cudaStream_t);
+template Status launch_flash2<192, 128, DType::bf16>(const AttentionParams&, cudaStream_t);
+}  // namespace attnbench::flash2::planted_@name@
+
+namespace attnbench {
+Kernel planted_flash2_dims_@name@_kernel() {
+  return flash2::flash2_kernel_entry(
+      "test.flash2_dims_@name@", "@summary@",
+      {{80, 80, DType::bf16, &flash2::planted_@name@::launch_flash2<80, 80, DType::bf16>,
+        flash2::Traits<80>::kSharedBytes},
+       {192, 128, DType::bf16, &flash2::planted_@name@::launch_flash2<192, 128, DType::bf16>,
+        flash2::Traits<192, 128>::kSharedBytes}});
 }
 }  // namespace attnbench
 ]=])
@@ -58,7 +79,8 @@ namespace attnbench {
 Kernel planted_flash2_bwd_@name@_kernel() {
   return flash2::flash2_kernel_entry(
       "test.flash2_bwd_@name@", "@summary@",
-      {{64, DType::bf16, &flash2::launch_flash2<64, DType::bf16>, flash2::Traits<64>::kSharedBytes,
+      {{64, 64, DType::bf16, &flash2::launch_flash2<64, 64, DType::bf16>,
+        flash2::Traits<64>::kSharedBytes,
         &flash2::planted_@name@::launch_flash2_backward<64, DType::bf16,
                                                         flash2::DqAccumulation::atomic>,
         flash2::BackwardTraits<64>::kSharedBytes}});
@@ -231,7 +253,7 @@ attnbench_plant_bug(flash2 refill_before_barrier "refill issued before the barri
     if (warp_has_rows) {]=])
 # 2. Writer and reader of a shared tile disagree on the swizzle: the epilogue reads unswizzled.
 attnbench_plant_bug(flash2 unswizzled_read "epilogue reads the swizzled tile unswizzled"
-  [=[q_tile + swizzled_offset<HeadDim>(row, chunk))]=] [=[q_tile + row * HeadDim + chunk * kChunkElements)]=])
+  [=[q_tile + swizzled_offset<T::kQkWidth>(row, chunk))]=] [=[q_tile + row * T::kQkWidth + chunk * kChunkElements)]=])
 # 3. A cp.async wait one group short: the tile is used before it has landed.
 attnbench_plant_bug(flash2 short_wait "cp.async wait one group short"
   [=[ptx::wait_copies<T::kPendingWhenTileReady>();]=] [=[ptx::wait_copies<T::kPendingWhenTileReady + 1>();]=])
@@ -245,8 +267,8 @@ attnbench_plant_bug(flash2 tail_guard_off_by_one "tail guard <= instead of <"
 attnbench_plant_bug(flash2 missing_syncwarp "epilogue __syncwarp removed"
   [=[
   __syncwarp();
-  // (seqlen_q, HeadDim) of this pair]=] [=[
-  // (seqlen_q, HeadDim) of this pair]=])
+  // (seqlen_q, HeadDimV) of this pair]=] [=[
+  // (seqlen_q, HeadDimV) of this pair]=])
 # 7. A shuffle mask that leaves out a lane (lane 0 of every quad-max): the variant's own quad_max
 #    in place of gpu::quad_max (common/row_stats.cuh), so the faulty shuffle is the kernel's line.
 attnbench_plant_bug(flash2 shuffle_mask_drops_lane "quad max shuffles with lane 0 left out of the mask"
@@ -272,6 +294,21 @@ attnbench_plant_bug(flash2 store_guard_off_by_one "output store guard <= instead
       const uint4 value =]=] [=[
     if (query <= p.seqlen_q) {
       const uint4 value =]=])
+
+# flash2_dims 1. A full tile's copy without the head-dim predicate: the chunks of a 128-wide row
+#    past d 80 are copied from the next row, and from past the end of K for its last key.
+attnbench_plant_bug(flash2_dims copies_past_head_dim "full tiles copy the row's padding chunks"
+  [=[
+          if (!Pattern::copies(static_cast<int>(threadIdx.x), round)) continue;
+          ptx::copy_async_16(destination + pass * kPassBytes + round * kRoundBytes,
+                             source + pass * pass_stride + round * kRoundElements, true);]=] [=[
+          ptx::copy_async_16(destination + pass * kPassBytes + round * kRoundBytes,
+                             source + pass * pass_stride + round * kRoundElements, true);]=])
+# flash2_dims 2. V copied at Q's head dim (192 where it holds 128): its tiles are written in rows
+#    of the wrong width, over the next stage and past the end of shared memory.
+attnbench_plant_bug(flash2_dims v_copied_at_qk_width "V's tiles copied at Q's head dim"
+  [=[TileCopy<T::kBlockK, HeadDimV, T::kThreads, Element> v_copy]=]
+  [=[TileCopy<T::kBlockK, HeadDim, T::kThreads, Element> v_copy]=])
 
 # flash3_wg1 1. A stage released before the consumers' wgmma wait: the refill of the stage is
 #    issued as soon as the P V batch is committed, while the tensor cores may still read V (on a

@@ -1,0 +1,8 @@
+// cuda.flash2 for head dim 96, bf16: one heavy instantiation per translation unit.
+#include "kernels/cuda/flash2/flash2_kernel.cuh"
+
+namespace attnbench::flash2 {
+inline namespace ATTNBENCH_TARGET {
+template Status launch_flash2<96, 96, DType::bf16>(const AttentionParams&, cudaStream_t);
+}  // namespace ATTNBENCH_TARGET
+}  // namespace attnbench::flash2
