@@ -53,11 +53,14 @@ double dense_flops(const Problem& problem) {
          static_cast<double>(problem.seqlen_q) * static_cast<double>(problem.seqlen_k);
 }
 
+// "192/128": a qk/v pair as lists and reasons spell it.
+std::string pair_text(const HeadDimPair& pair) {
+  return std::to_string(pair.qk) + "/" + std::to_string(pair.v);
+}
+
 std::string head_dims_text(const SupportTable& table) {
   std::string text = join(table.head_dims, [](int64_t dim) { return std::to_string(dim); });
-  for (const HeadDimPair& pair : table.head_dim_pairs) {
-    text += ", " + std::to_string(pair.qk) + "/" + std::to_string(pair.v);
-  }
+  for (const HeadDimPair& pair : table.head_dim_pairs) text += ", " + pair_text(pair);
   return text;
 }
 
@@ -119,12 +122,12 @@ std::string unsupported_reason(const SupportTable& table, const Problem& problem
            dtype_text(problem.input_dtype) + " input (" +
            dtype_text(default_p_dtype(problem.input_dtype)) + ")";
   }
-  const bool instantiated_pair =
-      contains(table.head_dim_pairs, HeadDimPair{problem.head_dim_qk, problem.head_dim_v});
+  const HeadDimPair problem_pair{problem.head_dim_qk, problem.head_dim_v};
+  const bool instantiated_pair = contains(table.head_dim_pairs, problem_pair);
   if (problem.head_dim_v != problem.head_dim_qk && !table.head_dim_pairs.empty() &&
       !table.separate_v_dim && !instantiated_pair) {
-    return "head dims " + std::to_string(problem.head_dim_qk) + "/" +
-           std::to_string(problem.head_dim_v) + " not instantiated (" + head_dims_text(table) + ")";
+    return "head dims " + pair_text(problem_pair) + " not instantiated (" + head_dims_text(table) +
+           ")";
   }
   if (std::string reason = head_dim_reason(table, "head_dim", problem.head_dim_qk);
       !reason.empty() && !instantiated_pair) {
