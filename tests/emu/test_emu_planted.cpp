@@ -213,6 +213,24 @@ void expect_fails_where_the_kernel_passes(const std::string& kernel, const std::
   EXPECT_TRUE(wrong_value) << planted.message;
 }
 
+// cuda.flash3 at 192/128 (issue 39): K's tiles loaded at V's width leave a third of each K tile
+// unwritten (NaN); S over d_v in the full turns is finite and wrong. GQA, two query blocks,
+// three key tiles on the ring of two stages.
+TEST(PlantedFlash3HeadDimBug, KLoadedAtVsWidthGivesNaN) {
+  const ScratchDirectory dir("attnbench_planted_flash3_dims");
+  const std::string shape = "b=1,hq=2,hkv=1,sq=130,sk=300,dqk=192,dv=128,dtype=bf16";
+  expect_passed(check_once("cuda.flash3", dir, "", shape), /*deterministic=*/true);
+  const ResultRecord planted = check_once("test.flash3_dims_k_loaded_at_v_width", dir, "", shape);
+  EXPECT_EQ(planted.status, ResultStatus::failed) << planted.message;
+  EXPECT_NE(planted.message.find("NaN"), std::string::npos) << planted.message;
+}
+TEST(PlantedFlash3HeadDimBug, ScoresOverDvFailTheCheck) {
+  const ScratchDirectory dir("attnbench_planted_flash3_dims");
+  expect_fails_where_the_kernel_passes("cuda.flash3", "test.flash3_dims_scores_over_d_v",
+                                       "b=1,hq=2,hkv=1,sq=130,sk=300,dqk=192,dv=128,dtype=bf16",
+                                       dir);
+}
+
 // cuda.flash3_fp8 (issue 16): P's e4m3 fragment packed in S's accumulator order (as a 16-bit
 // kernel's), and Q's and K's descales left out of the scores. Per-tensor descales, so they are
 // not 1; two query blocks, four key tiles on the ring of two stages.

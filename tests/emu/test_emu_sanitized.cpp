@@ -174,19 +174,21 @@ TEST(SanitizedEmu, EveryFlash3VariantPassesWithNoReport) {
   }
 }
 
-// cuda.flash2 where its shared rows are wider than their data: d 80 (128-wide rows, their last
-// chunks never copied nor read) and 192/128 (V's rows narrower than Q's, O staged through Q's),
-// each with a refilled stage and a ragged last tile; no report.
-TEST(SanitizedEmu, Flash2AtItsPaddedHeadDimsPassesWithNoReport) {
+// cuda.flash2 and cuda.flash3 where their shared rows are wider than their data: d 80 (128-wide
+// rows: flash2's last chunks never copied nor read, flash3's TMA boxes zero-filled past d and its
+// P V at N = 128) and 192/128 (V's rows narrower than Q's, O staged through Q's), each with a
+// refilled stage (flash3: more key tiles than its 3 and 2 stages) and a ragged last tile; no
+// report.
+TEST(SanitizedEmu, FlashKernelsAtTheirPaddedHeadDimsPassWithNoReport) {
   ASSERT_NE(emu::kSanitizer, Sanitizer::none) << "built only in a sanitizer build";
   const ScratchDirectory dir("attnbench_emu_sanitized_dims");
   const Result<StoredRun> run =
-      check("cuda.flash2",
-            "--shape b=1,hq=1,sq=130,sk=230,d=80,dtype=bf16,mask=causal_br"
-            " --shape b=1,hq=1,sq=130,sk=100,dqk=192,dv=128,dtype=fp16",
+      check("cuda.flash2,cuda.flash3",
+            "--shape b=1,hq=1,sq=130,sk=450,d=80,dtype=bf16,mask=causal_br"
+            " --shape b=1,hq=1,sq=130,sk=300,dqk=192,dv=128,dtype=fp16",
             dir);
   ASSERT_TRUE(run);
-  ASSERT_EQ(run->results.size(), 2u);
+  ASSERT_EQ(run->results.size(), 4u);
   for (const ResultRecord& r : run->results) {
     SCOPED_TRACE(r.series_key);
     expect_passed(r, /*deterministic=*/true);

@@ -722,18 +722,18 @@ std::vector<std::string> hopper_findings(const SassCode& code, const HopperExpec
 struct Flash3Kernel {
   std::string kernel;
   flash3::Stage stage;
-  int head_dim;
+  flash3::HeadDims head_dims;
   int tile_copies;
   int block_k = 0;  // keys per tile where a variant changes the stage's (0: the stage's own)
 };
 
-// cuda.flash3_ws's kernel as nvcc's demangler spells it: (head dim, element, Schedule, stages,
+// cuda.flash3_ws's kernel as nvcc's demangler spells it: (d_qk, d_v, element, Schedule, stages,
 // keys per tile, Grid).
-std::string ws_forward(int head_dim, const std::string& element, int schedule, int stages,
-                       int block_k, int grid = 0) {
-  return "flash3_ws_forward<" + std::to_string(head_dim) + ", " + element +
-         ", (attnbench::flash3::on_gpu::Schedule)" + std::to_string(schedule) + ", " +
-         std::to_string(stages) + ", " + std::to_string(block_k) +
+std::string ws_forward(flash3::HeadDims head_dims, const std::string& element, int schedule,
+                       int stages, int block_k, int grid = 0) {
+  return "flash3_ws_forward<" + std::to_string(head_dims.qk) + ", " + std::to_string(head_dims.v) +
+         ", " + element + ", (attnbench::flash3::on_gpu::Schedule)" + std::to_string(schedule) +
+         ", " + std::to_string(stages) + ", " + std::to_string(block_k) +
          ", (attnbench::flash3::on_gpu::Grid)" + std::to_string(grid) + ">";
 }
 
@@ -743,6 +743,13 @@ const std::vector<Flash3Kernel> kFlash3Kernels = {
     {ws_forward(128, "__nv_bfloat16", 1, 3, 128), flash3::Stage::pingpong, 128, 1},
     {ws_forward(64, "__half", 2, 6, 128), flash3::Stage::overlapped, 64, 2},
     {ws_forward(64, "__nv_bfloat16", 2, 6, 128), flash3::Stage::overlapped, 64, 2},
+    // d 80 and 96 in 128-wide rows (S d / 16 HGMMA, P V at N = 128), 192/128 on 2 stages
+    {ws_forward(80, "__half", 2, 3, 128), flash3::Stage::overlapped, 80, 2},
+    {ws_forward(80, "__nv_bfloat16", 2, 3, 128), flash3::Stage::overlapped, 80, 2},
+    {ws_forward(96, "__half", 2, 3, 128), flash3::Stage::overlapped, 96, 2},
+    {ws_forward(96, "__nv_bfloat16", 2, 3, 128), flash3::Stage::overlapped, 96, 2},
+    {ws_forward({192, 128}, "__half", 2, 2, 128), flash3::Stage::overlapped, {192, 128}, 2},
+    {ws_forward({192, 128}, "__nv_bfloat16", 2, 2, 128), flash3::Stage::overlapped, {192, 128}, 2},
     {ws_forward(128, "__half", 2, 3, 128), flash3::Stage::overlapped, 128, 2},
     {ws_forward(128, "__nv_bfloat16", 2, 3, 128), flash3::Stage::overlapped, 128, 2},
     {ws_forward(256, "__half", 2, 2, 64), flash3::Stage::overlapped, 256, 2},
@@ -760,7 +767,7 @@ const std::vector<Flash3Kernel> kFlash3Kernels = {
 };
 
 HopperExpectation expectation_of(const Flash3Kernel& kernel) {
-  const flash3::TileCost tile = flash3::tile_cost(kernel.stage, kernel.head_dim, kernel.block_k);
+  const flash3::TileCost tile = flash3::tile_cost(kernel.stage, kernel.head_dims, kernel.block_k);
   return {kernel.kernel, kernel.tile_copies * tile.hgmma_per_consumer,
           kernel.stage != flash3::Stage::wg1, kernel.tile_copies * tile.exp2_per_thread,
           flash3::stores_output_with_tma(kernel.stage)};
@@ -796,7 +803,7 @@ TEST_F(StaticCuda, Flash3StagesUseWgmmaTmaAndMbarriersWithoutSpills) {
     ASSERT_NE(registers, function.registers.end()) << key.second;
     EXPECT_EQ(registers->second, flash3::WsTraits<128>::kLaunchRegisters) << key.second;
   }
-  EXPECT_EQ(warp_specialized, 14);  // ws, pingpong, cuda.flash3's six and its six variants
+  EXPECT_EQ(warp_specialized, 20);  // ws, pingpong, cuda.flash3's twelve and its six variants
   const std::vector<std::string> frames = stack_frames(resources);
   EXPECT_TRUE(frames.empty()) << "register spills or local arrays:\n" << join_lines(frames);
 }
@@ -851,7 +858,7 @@ std::vector<std::string> overlap_findings(const SassListing& listing, const Flas
   std::vector<std::string> findings;
   matched = 0;
   const int required =
-      flash3::tile_cost(kernel.stage, kernel.head_dim, kernel.block_k).exp2_per_thread;
+      flash3::tile_cost(kernel.stage, kernel.head_dims, kernel.block_k).exp2_per_thread;
   for (const auto& [key, per_arch] : listing) {
     const std::string name = demangle(key.second);
     if (name.find(kernel.kernel) == std::string::npos) continue;
@@ -888,7 +895,7 @@ TEST_F(StaticCuda, Flash3SoftmaxRunsUnderItsOwnOutputProduct) {
     EXPECT_EQ(matched, 1) << kernel.kernel << " not found in the SASS of " << kHopperLibrary;
     EXPECT_TRUE(findings.empty()) << join_lines(findings);
   }
-  EXPECT_EQ(overlapping, 12);  // cuda.flash3 at d 64, 128, 256 x fp16, bf16; its six variants
+  EXPECT_EQ(overlapping, 18);  // cuda.flash3 at its six head dims x fp16, bf16; its six variants
   // The FP8 warp-specialized stages claim it too (QGMMA; 64 exponentials of scores and 2 of
   // rescale factors a tile, as at 16 bits).
   for (const char* fp8 : {"flash3_fp8_ws_forward<128, unsigned char, false, false>",
@@ -968,8 +975,8 @@ TEST_F(StaticCuda, NegativeControlFlash3WithItsWaitInTheSoftmaxBlockFailsTheOver
                                            "arch=compute_90a,code=sm_90a -c -I'" +
                                            root + "' -o '" + object + "' '" + control + "' 2>&1");
   ASSERT_EQ(compiled.exit_code, 0) << compiled.output;
-  const Flash3Kernel overlapped = kFlash3Kernels[6];  // d 128, bf16
-  ASSERT_EQ(overlapped.stage, flash3::Stage::overlapped);
+  const Flash3Kernel overlapped = {ws_forward(128, "__nv_bfloat16", 2, 3, 128),
+                                   flash3::Stage::overlapped, 128, 2};
   int matched = 0;
   const std::vector<std::string> findings =
       overlap_findings(read_sass_listing(object), overlapped, matched);

@@ -51,7 +51,28 @@ TEST(Flash3TimeModel, CountsOneKeyTileOfEachStage) {
   EXPECT_DOUBLE_EQ(ws.shared_bytes, 2 * (8 * (2048.0 + 4096.0) + 8 * 4096.0));
   EXPECT_DOUBLE_EQ(ws.shared_bytes_per_hgmma(), 5120.0);
   EXPECT_THROW(tile_cost(Stage::wg1, 64), std::invalid_argument);
-  EXPECT_THROW(tile_cost(Stage::overlapped, 96), std::invalid_argument);
+  EXPECT_THROW(tile_cost(Stage::overlapped, 72), std::invalid_argument);   // not whole k16 steps
+  EXPECT_THROW(tile_cost(Stage::overlapped, 320), std::invalid_argument);  // past wgmma's N
+  EXPECT_THROW(tile_cost(Stage::overlapped, {128, 192}), std::invalid_argument);  // O wider than Q
+}
+
+// d 80 and 96 sit in 128-wide rows: S steps through d itself (5 and 6 HGMMA), P V runs at N = 128
+// (8 HGMMA, its FLOPs and V's bytes those of d 128); 192/128 is 12 S steps over 128 keys and a
+// P V of d 128.
+TEST(Flash3TimeModel, CountsTheHeadDimsModelsShip) {
+  const TileCost d128 = tile_cost(Stage::overlapped, 128);
+  const TileCost d80 = tile_cost(Stage::overlapped, 80);
+  EXPECT_EQ(d80.block_k, 128);
+  EXPECT_EQ(d80.hgmma_per_consumer, 5 + 8);
+  EXPECT_EQ(d80.exp2_per_thread, d128.exp2_per_thread);
+  EXPECT_EQ(d80.fp32_per_thread, d128.fp32_per_thread);  // O is 128 columns wide
+  EXPECT_DOUBLE_EQ(d80.tensor_clocks, d128.tensor_clocks * (80 + 128) / 256.0);
+  EXPECT_DOUBLE_EQ(d80.shared_bytes, 2 * (5 * (2048.0 + 4096.0) + 8 * 4096.0));
+  EXPECT_EQ(tile_cost(Stage::overlapped, 96).hgmma_per_consumer, 6 + 8);
+  const TileCost mla = tile_cost(Stage::overlapped, {192, 128});
+  EXPECT_EQ(mla.block_k, 128);
+  EXPECT_EQ(mla.hgmma_per_consumer, 12 + 8);
+  EXPECT_DOUBLE_EQ(mla.tensor_clocks, d128.tensor_clocks * (192 + 128) / 256.0);
 }
 
 TEST(Flash3TimeModel, EachScheduleOverlapsWhatItShould) {

@@ -235,7 +235,8 @@ namespace {
 // One row of a kernel's table, its sizes from the kernel's traits.
 template <typename Traits>
 Instantiation instantiate(DType dtype, LaunchFunction launch) {
-  return {Traits::kHeadDim, dtype, launch, Traits::kSharedBytes, Traits::kBlockQ, Traits::kBlockK};
+  return {Traits::kHeadDim,     Traits::kHeadDimV, dtype,          launch,
+          Traits::kSharedBytes, Traits::kBlockQ,   Traits::kBlockK};
 }
 
 }  // namespace
@@ -292,18 +293,26 @@ Kernel cuda_flash3_kernel() {
       {
           instantiate<WsTraits<64>>(DType::f16, &flash3::launch_flash3<64, DType::f16>),
           instantiate<WsTraits<64>>(DType::bf16, &flash3::launch_flash3<64, DType::bf16>),
+          instantiate<WsTraits<80>>(DType::f16, &flash3::launch_flash3<80, DType::f16>),
+          instantiate<WsTraits<80>>(DType::bf16, &flash3::launch_flash3<80, DType::bf16>),
+          instantiate<WsTraits<96>>(DType::f16, &flash3::launch_flash3<96, DType::f16>),
+          instantiate<WsTraits<96>>(DType::bf16, &flash3::launch_flash3<96, DType::bf16>),
           instantiate<WsTraits<128>>(DType::f16, &flash3::launch_flash3<128, DType::f16>),
           instantiate<WsTraits<128>>(DType::bf16, &flash3::launch_flash3<128, DType::bf16>),
           instantiate<WsTraits<256>>(DType::f16, &flash3::launch_flash3<256, DType::f16>),
           instantiate<WsTraits<256>>(DType::bf16, &flash3::launch_flash3<256, DType::bf16>),
+          instantiate<WsTraits<192, 128>>(DType::f16, &flash3::launch_flash3<192, DType::f16, 128>),
+          instantiate<WsTraits<192, 128>>(DType::bf16,
+                                          &flash3::launch_flash3<192, DType::bf16, 128>),
       });
   // The table it owns: K and V rings as deep as shared memory allows at the head dim, the
   // consumers in ping-pong, O rescaled between the S and P V issues, one CTA per block. Every
   // variant changes one.
   kernel.default_variant = [](const Problem& problem) {
     const int head_dim = static_cast<int>(problem.head_dim_qk);
-    return "stages=" + std::to_string(flash3::ws_stages(head_dim)) +
-           ",block_n=" + std::to_string(flash3::ws_block_k(head_dim)) +
+    const int head_dim_v = static_cast<int>(problem.head_dim_v);
+    return "stages=" + std::to_string(flash3::ws_stages(head_dim, head_dim_v)) +
+           ",block_n=" + std::to_string(flash3::ws_block_k(head_dim_v)) +
            ",pingpong=on,rescale=before_pv,persistent=off";
   };
   return kernel;
@@ -373,13 +382,13 @@ std::vector<Kernel> cuda_flash3_variant_kernels() {
       flash3::flash3_variant(
           "stages=2",
           "cuda.flash3 with K and V rings of 2 stages (3 fit at d 128): what the third stage buys",
-          instantiate<WsTraits<128, 2>>(DType::bf16,
-                                        &flash3::launch_flash3_stages<128, DType::bf16, 2>)),
+          instantiate<WsTraits<128, 128, 2>>(DType::bf16,
+                                             &flash3::launch_flash3_stages<128, DType::bf16, 2>)),
       flash3::flash3_variant(
           "stages=2,block_n=176",
           "cuda.flash3 on key tiles of 176 (FlashAttention-3's at d 128; S = Q K^T one wgmma of "
           "N = 176) and the 2 stages of K and V that fit",
-          instantiate<WsTraits<128, flash3::ws_stages(128, 176), 176>>(
+          instantiate<WsTraits<128, 128, flash3::ws_stages(128, 128, 176), 176>>(
               DType::bf16, &flash3::launch_flash3_block_k<128, DType::bf16, 176>)),
       flash3::flash3_variant(
           "pingpong=off",

@@ -31,16 +31,22 @@ __device__ __forceinline__ void store_lse(const AttentionParams& p, const BlockP
   }
 }
 
-// The stages: O / l straight from registers, four bytes (two elements of a row) per store.
-template <int HeadDim, typename Element>
+// The first column of the 8-wide n-block that accumulator element `index` lies in: O's columns
+// past d_v (a padded row's, d_v a multiple of 16) are whole n-blocks, known at compile time.
+ATTNBENCH_HOST_DEVICE constexpr int n_block_column(int index) { return 8 * (index / 4); }
+
+// The stages: O / l straight from registers, four bytes (two elements of a row) per store; O holds
+// Width columns, the first HeadDimV of them stored.
+template <int Width, int HeadDimV, typename Element>
 __device__ __forceinline__ void store_output(const AttentionParams& p, const BlockPosition& block,
-                                             OnlineSoftmax& softmax, const float (&o)[HeadDim / 2],
+                                             OnlineSoftmax& softmax, const float (&o)[Width / 2],
                                              int rows_before = 0) {
   softmax.finish();
   Element* out = static_cast<Element*>(p.out) + block.batch * p.out_batch_stride +
                  block.head * p.out_head_stride;
 #pragma unroll
-  for (int index = 0; index < HeadDim / 2; index += 2) {
+  for (int index = 0; index < Width / 2; index += 2) {
+    if (n_block_column(index) >= HeadDimV) continue;
     const int r = accumulator_row(index);
     const int64_t query = block.first_row + rows_before + thread_row(r);
     if (query < p.seqlen_q) {
@@ -54,22 +60,23 @@ __device__ __forceinline__ void store_output(const AttentionParams& p, const Blo
   store_lse(p, block, softmax, rows_before);
 }
 
-// cuda.flash3: O / l through shared memory. The consumer warpgroup writes its 64 x d tile in the
-// TMA box layout (d / 64 boxes of 64 rows x 128 bytes, the 128-byte swizzle from the address
+// cuda.flash3: O / l through shared memory. The consumer warpgroup writes its 64 x Width tile (V's
+// row width: columns past d_v are zeros the TMA store leaves out, past the output map's d) in the
+// TMA box layout (Width / 64 boxes of 64 rows x 128 bytes, the 128-byte swizzle from the address
 // bits) over its own rows of Q, dead once its last wgmma has been waited for (`rows` is their
 // first box, `row_box_stride` the bytes between Q's boxes, `shared` and `shared_address` one
 // location as a pointer and as a shared-state address), publishes it to the async proxy, and one
 // thread stores the boxes with TMA, which skips the rows past seqlen_q; it waits for the store to
 // have read shared memory before the block may end. Named barrier `barrier` (128 threads) gathers
 // the warpgroup between its writes and the store.
-template <int HeadDim, typename Element>
+template <int Width, typename Element>
 __device__ __forceinline__ void store_output_through_shared(
     const Flash3Params& params, const BlockPosition& block, OnlineSoftmax& softmax,
-    const float (&o)[HeadDim / 2], int rows_before, uint32_t rows, uint32_t row_box_stride,
+    const float (&o)[Width / 2], int rows_before, uint32_t rows, uint32_t row_box_stride,
     unsigned char* shared, uint32_t shared_address, unsigned barrier) {
   softmax.finish();
 #pragma unroll
-  for (int index = 0; index < HeadDim / 2; index += 2) {
+  for (int index = 0; index < Width / 2; index += 2) {
     const int r = accumulator_row(index);
     const int column = accumulator_column(index);
     const float inverse = softmax.inverse_sum(r);
@@ -83,7 +90,7 @@ __device__ __forceinline__ void store_output_through_shared(
   ptx::named_barrier_sync(barrier, kWarpgroupThreads);
   if (threadIdx.x % kWarpgroupThreads == 0) {
 #pragma unroll
-    for (int box = 0; box < HeadDim / kBoxColumns; ++box) {
+    for (int box = 0; box < Width / kBoxColumns; ++box) {
       ptx::tma_store_4d(&params.out_map, rows + static_cast<uint32_t>(box) * row_box_stride,
                         box * kBoxColumns, block.first_row + rows_before, block.head, block.batch);
     }

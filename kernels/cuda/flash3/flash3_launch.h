@@ -58,12 +58,19 @@ extern template Status launch_flash3_ws<128, DType::bf16>(const Flash3Params&, c
 template <int HeadDim, DType kDtype>
 Status launch_flash3_pingpong(const Flash3Params& params, cudaStream_t stream);
 extern template Status launch_flash3_pingpong<128, DType::bf16>(const Flash3Params&, cudaStream_t);
-template <int HeadDim, DType kDtype>
+// cuda.flash3 at head dims (HeadDim, HeadDimV): d_qk and d_v, equal except DeepSeek's 192/128.
+template <int HeadDim, DType kDtype, int HeadDimV = HeadDim>
 Status launch_flash3(const Flash3Params& params, cudaStream_t stream);
 extern template Status launch_flash3<64, DType::f16>(const Flash3Params&, cudaStream_t);
 extern template Status launch_flash3<64, DType::bf16>(const Flash3Params&, cudaStream_t);
+extern template Status launch_flash3<80, DType::f16>(const Flash3Params&, cudaStream_t);
+extern template Status launch_flash3<80, DType::bf16>(const Flash3Params&, cudaStream_t);
+extern template Status launch_flash3<96, DType::f16>(const Flash3Params&, cudaStream_t);
+extern template Status launch_flash3<96, DType::bf16>(const Flash3Params&, cudaStream_t);
 extern template Status launch_flash3<128, DType::f16>(const Flash3Params&, cudaStream_t);
 extern template Status launch_flash3<128, DType::bf16>(const Flash3Params&, cudaStream_t);
+extern template Status launch_flash3<192, DType::f16, 128>(const Flash3Params&, cudaStream_t);
+extern template Status launch_flash3<192, DType::bf16, 128>(const Flash3Params&, cudaStream_t);
 extern template Status launch_flash3<256, DType::f16>(const Flash3Params&, cudaStream_t);
 extern template Status launch_flash3<256, DType::bf16>(const Flash3Params&, cudaStream_t);
 // cuda.flash3's variants: its K and V rings of kStages stages ...
@@ -94,10 +101,11 @@ Status launch_flash3_persistent(const Flash3Params& params, cudaStream_t stream)
 extern template Status launch_flash3_persistent<128, DType::bf16>(const Flash3Params&,
                                                                   cudaStream_t);
 
-// One compiled (head dim, dtype) of a stage, as the plan dispatches to it: its tile rows (for the
+// One compiled (head dims, dtype) of a stage, as the plan dispatches to it: its tile rows (for the
 // maps' boxes) and shared memory.
 struct Instantiation {
   int64_t head_dim;
+  int64_t head_dim_v;
   DType dtype;
   LaunchFunction launch;
   size_t shared_bytes;

@@ -3,8 +3,9 @@
 // consumer warpgroup. The stages' kernels only coordinate them (which warps load, which wait on
 // which barrier, when a stage is released).
 //
-// Tiles in shared memory: a (rows x d) tile of Q, K or V is d / 64 boxes of rows x 128 bytes, box
-// b at b * rows * 128 bytes, each with the 128-byte swizzle (TMA writes it, wgmma reads it).
+// Tiles in shared memory: a (rows x d) tile of Q, K or V is row_width(d) / 64 boxes of rows x 128
+// bytes, box b at b * rows * 128 bytes, each with the 128-byte swizzle (TMA writes it, wgmma reads
+// it).
 #pragma once
 
 #include <cstdint>
@@ -28,12 +29,12 @@ struct SharedTiles {
       : q(static_cast<uint32_t>((ptx::shared_address(dynamic_shared) + kTileAlignment - 1) /
                                 kTileAlignment * kTileAlignment)),
         k(q + Shape::kQBytes),
-        v(k + Shape::kStages * Shape::kKvBytes) {}
+        v(k + Shape::kStages * Shape::kKBytes) {}
   __device__ __forceinline__ uint32_t k_stage(int stage) const {
-    return k + static_cast<uint32_t>(stage) * Shape::kKvBytes;
+    return k + static_cast<uint32_t>(stage) * Shape::kKBytes;
   }
   __device__ __forceinline__ uint32_t v_stage(int stage) const {
-    return v + static_cast<uint32_t>(stage) * Shape::kKvBytes;
+    return v + static_cast<uint32_t>(stage) * Shape::kVBytes;
   }
 };
 
@@ -60,21 +61,22 @@ __device__ __forceinline__ uint64_t n_major_step(uint32_t tile, int box_rows, in
                                        kSwizzleAtomBytes, kSwizzleBytes, 0});
 }
 
-// Issued by one thread: the (rows x HeadDim) tile of `map` at sequence position `row` of (head,
-// batch), box by box, completing on `barrier`.
-template <int HeadDim>
+// Issued by one thread: the (rows x Width) tile of `map` at sequence position `row` of (head,
+// batch), box by box, completing on `barrier` (tile_bytes(Width, rows) bytes; a box's columns past
+// the map's d arrive as zeros).
+template <int Width>
 __device__ __forceinline__ void load_tile(uint32_t tile, const CUtensorMap* map, uint32_t barrier,
                                           int rows, int row, int head, int batch) {
 #pragma unroll
-  for (int box = 0; box < HeadDim / kBoxColumns; ++box) {
+  for (int box = 0; box < Width / kBoxColumns; ++box) {
     ptx::tma_load_4d(tile + static_cast<uint32_t>(box * rows * kSwizzleBytes), map, barrier,
                      box * kBoxColumns, row, head, batch);
   }
 }
 
 // S = Q K^T for the warpgroup's 64 query rows (`q_rows`, in boxes of `q_box_rows` rows) and one
-// key tile, issued and committed: one wgmma.m64n<BlockK>k16 per 16 of d, both operands in
-// shared memory. compute_scores also waits for it.
+// key tile, issued and committed: one wgmma.m64n<BlockK>k16 per 16 of d (HeadDim: d_qk itself,
+// not its row width), both operands in shared memory. compute_scores also waits for it.
 template <int HeadDim, int BlockK, typename Element>
 __device__ __forceinline__ void issue_scores(float (&s)[BlockK / 2], uint32_t q_rows,
                                              int q_box_rows, uint32_t k_tile) {
@@ -95,16 +97,17 @@ __device__ __forceinline__ void compute_scores(float (&s)[BlockK / 2], uint32_t 
 }
 
 // O += P V for one key tile, committed and not waited for (the caller waits, then releases the
-// stage): one wgmma.m64n<HeadDim>k16 per 16 keys, P from registers, V N-major.
-template <int HeadDim, int BlockK, typename Element>
-__device__ __forceinline__ void issue_output(float (&o)[HeadDim / 2],
+// stage): one wgmma.m64n<Width>k16 per 16 keys (Width: V's row width), P from registers, V
+// N-major.
+template <int Width, int BlockK, typename Element>
+__device__ __forceinline__ void issue_output(float (&o)[Width / 2],
                                              const uint32_t (&p)[BlockK / kWgmmaK][4],
                                              uint32_t v_tile) {
   ptx::wgmma_fence();
   ptx::wgmma_fence_operand(o);
 #pragma unroll
   for (int step = 0; step < BlockK / kWgmmaK; ++step) {
-    ptx::wgmma_rs<HeadDim, Element, true>(o, p[step], n_major_step(v_tile, BlockK, step), true);
+    ptx::wgmma_rs<Width, Element, true>(o, p[step], n_major_step(v_tile, BlockK, step), true);
   }
   ptx::wgmma_commit();
 }

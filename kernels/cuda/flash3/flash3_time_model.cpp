@@ -32,42 +32,44 @@ TileShapeOf shape_of(int consumers) {
   return {Traits::kBlockQ, Traits::kBlockK, consumers};
 }
 
-TileShapeOf stage_shape(Stage stage, int head_dim) {
+TileShapeOf stage_shape(Stage stage, HeadDims d) {
   if (stage == Stage::wg1) {
-    if (head_dim != 128) throw std::invalid_argument("cuda.flash3_wg1 is built at d = 128 only");
+    if (d.qk != 128 || d.v != 128) {
+      throw std::invalid_argument("cuda.flash3_wg1 is built at d = 128 only");
+    }
     return shape_of<Wg1Traits<128>>(1);
   }
-  switch (head_dim) {
-    case 64:
-      return shape_of<WsTraits<64>>(WsTraits<64>::kConsumers);
-    case 128:
-      return shape_of<WsTraits<128>>(WsTraits<128>::kConsumers);
-    case 256:
-      return shape_of<WsTraits<256>>(WsTraits<256>::kConsumers);
-    default:
-      throw std::invalid_argument("cuda.flash3's head dims are 64, 128 and 256, not " +
-                                  std::to_string(head_dim));
+  const int v_width = row_width(d.v);
+  if (d.qk % kWgmmaK != 0 || d.qk > 256 || d.v % kWgmmaK != 0 ||
+      (v_width != 64 && v_width != 128 && v_width != 256) || v_width > row_width(d.qk)) {
+    throw std::invalid_argument(
+        "cuda.flash3 takes d_qk a multiple of 16 up to 256 and d_v a multiple of 16 whose "
+        "64-column row is 64, 128 or 256 wide and no wider than d_qk's, not " +
+        std::to_string(d.qk) + "/" + std::to_string(d.v));
   }
+  return {2 * kWgmmaM, ws_block_k(d.v), WsTraits<128>::kConsumers};
 }
 
 // The instruction counts and the clocks each unit needs for them, before any schedule.
-TileCost count_tile(const TileShapeOf& shape, int d, const HopperRates& rates) {
+TileCost count_tile(const TileShapeOf& shape, HeadDims d, const HopperRates& rates) {
+  const int v_width = row_width(d.v);  // P V's N
   TileCost tile;
   tile.block_q = shape.block_q;
   tile.block_k = shape.block_k;
   tile.consumers = shape.consumers;
   const int scores_per_thread = shape.block_k / 2;  // a 64 x block_k tile over 128 threads
-  tile.hgmma_per_consumer = d / kWgmmaK + shape.block_k / kWgmmaK;
+  tile.hgmma_per_consumer = d.qk / kWgmmaK + shape.block_k / kWgmmaK;
   tile.exp2_per_thread = scores_per_thread + kRowsPerThread;
-  tile.fp32_per_thread = (7 * scores_per_thread) / 2 + d / 2 + 10 * kRowsPerThread;
+  tile.fp32_per_thread = (7 * scores_per_thread) / 2 + v_width / 2 + 10 * kRowsPerThread;
 
   const double threads = static_cast<double>(shape.consumers) * kWarpgroupThreads;
-  const double flops = shape.consumers * 4.0 * kWgmmaM * shape.block_k * d;  // S and P V
+  const double flops =
+      shape.consumers * 2.0 * kWgmmaM * shape.block_k * (d.qk + v_width);    // S and P V
   const double q_slice = kWgmmaM * kWgmmaK * kElementBytes;                  // A of an S wgmma
   const double k_slice = static_cast<double>(shape.block_k) * kWgmmaK * kElementBytes;
-  const double v_slice = static_cast<double>(kWgmmaK) * d * kElementBytes;  // B of a P V wgmma
-  tile.shared_bytes =
-      shape.consumers * ((d / kWgmmaK) * (q_slice + k_slice) + (shape.block_k / kWgmmaK) * v_slice);
+  const double v_slice = static_cast<double>(kWgmmaK) * v_width * kElementBytes;  // B of a P V
+  tile.shared_bytes = shape.consumers * ((d.qk / kWgmmaK) * (q_slice + k_slice) +
+                                         (shape.block_k / kWgmmaK) * v_slice);
   tile.tensor_clocks = flops / (rates.tensor_flops_per_clock * rates.gemm_efficiency);
   tile.exp2_clocks = threads * tile.exp2_per_thread / rates.exp2_per_clock;
   tile.fp32_clocks = threads * tile.fp32_per_thread / rates.fp32_per_clock;
@@ -106,17 +108,19 @@ void schedule(Stage stage, TileCost& tile) {
 
 }  // namespace
 
-TileCost tile_cost(Stage stage, int head_dim, int block_k, const HopperRates& rates) {
-  TileShapeOf shape = stage_shape(stage, head_dim);
+TileCost tile_cost(Stage stage, HeadDims head_dims, int block_k, const HopperRates& rates) {
+  TileShapeOf shape = stage_shape(stage, head_dims);
   if (block_k != 0) shape.block_k = block_k;
-  TileCost tile = count_tile(shape, head_dim, rates);
+  TileCost tile = count_tile(shape, head_dims, rates);
   schedule(stage, tile);
   return tile;
 }
 
 Prediction predict(Stage stage, const Problem& problem, int block_k, const HopperRates& rates) {
   Prediction prediction;
-  prediction.tile = tile_cost(stage, static_cast<int>(problem.head_dim_qk), block_k, rates);
+  prediction.tile = tile_cost(
+      stage, {static_cast<int>(problem.head_dim_qk), static_cast<int>(problem.head_dim_v)}, block_k,
+      rates);
   const TileCost& tile = prediction.tile;
   const int64_t m_blocks = gpu::tile_count(problem.seqlen_q, tile.block_q);
   prediction.ctas = m_blocks * problem.heads_q * problem.batch;

@@ -52,13 +52,14 @@ struct TileCost {
   int block_q = 0;    // query rows of the CTA
   int block_k = 0;    // keys per tile
   int consumers = 0;  // warpgroups issuing wgmma
-  // Per consumer warpgroup: d / 16 HGMMA m64n<block_k>k16 for S, block_k / 16 m64n<d>k16 for P V.
+  // Per consumer warpgroup: d_qk / 16 HGMMA m64n<block_k>k16 for S, block_k / 16 m64n<w>k16 for
+  // P V, w being d_v's row width (128 at d 80 and 96).
   int hgmma_per_consumer = 0;
   // Per consumer thread: one ex2 per score it holds (block_k / 2) and one per row it owns (2),
   // the running max's rescale factor.
   int exp2_per_thread = 0;
   // Per consumer thread, counted from flash3_softmax.cuh: per score a max, a scale-and-subtract
-  // FMA, a sum and half a pack to 16 bits (3.5); per output element one rescale (d / 2); per row
+  // FMA, a sum and half a pack to 16 bits (3.5); per output element one rescale (w / 2); per row
   // the quad reductions and the running statistics (10 each, 2 rows).
   int fp32_per_thread = 0;
   double shared_bytes = 0;  // what the tile's wgmma read from shared memory (Q, K, V)
@@ -72,8 +73,18 @@ struct TileCost {
   double shared_bytes_per_hgmma() const { return shared_bytes / (consumers * hgmma_per_consumer); }
 };
 
-// `block_k`: keys per tile where a variant changes the stage's own (0: the stage's).
-TileCost tile_cost(Stage stage, int head_dim, int block_k = 0, const HopperRates& rates = {});
+// The head dims a tile is built for: d_qk and d_v (one number: both).
+struct HeadDims {
+  int qk;
+  int v;
+  HeadDims(int head_dim) : qk(head_dim), v(head_dim) {}  // NOLINT: a plain d reads as d/d
+  HeadDims(int head_dim_qk, int head_dim_v) : qk(head_dim_qk), v(head_dim_v) {}
+};
+
+// `block_k`: keys per tile where a variant changes the stage's own (0: the stage's). cuda.flash3
+// takes any d_qk of whole k16 steps up to 256 and a d_v whose row width (flash3_traits.h) is 64,
+// 128 or 256: its P V runs at that width.
+TileCost tile_cost(Stage stage, HeadDims head_dims, int block_k = 0, const HopperRates& rates = {});
 
 struct Prediction {
   double seconds = 0;
@@ -83,7 +94,7 @@ struct Prediction {
   TileCost tile;
 };
 
-// One forward of `stage` on `problem` (its head dim must be 64, 128 or 256): the CTAs in launch
+// One forward of `stage` on `problem` (its head dims as tile_cost takes them): the CTAs in launch
 // order, each taken by the SM that frees first (the hardware's block scheduler, one CTA per SM),
 // each costing its visible key tiles at tile_clocks; never below the HBM time of reading Q, K, V
 // and writing O once.

@@ -31,32 +31,55 @@ ATTNBENCH_HOST_DEVICE constexpr uint32_t swizzled_128(uint32_t address) {
   return address ^ (((address >> 7) & 7u) << 4);
 }
 
-// The tiles of a stage in shared memory: Q (kBlockQ x d), then K's kStages stages, then V's
-// (kBlockK x d each), every tile d / 64 TMA boxes of 128-byte swizzled rows, from a 1024-aligned
-// start inside the dynamic shared memory (kTileAlignment bytes of slack for it).
-template <int HeadDim_, int BlockQ, int BlockK, int Stages>
+// A tile row's width in shared memory: d rounded up to whole TMA boxes of 64 elements. At d 80 and
+// 96 a row is 128 wide: the TMA fills the columns past the tensor's d with zeros (the box reads
+// past the map's innermost dimension), S = Q K^T steps through d itself (5 or 6 k16 steps, not 8)
+// and O += P V runs at N = 128, its columns past d_v products of V's zeros that the output's TMA
+// store leaves out (past the output map's d). wgmma takes N = 80 or 96 too, but an N-major
+// operand in 128-byte swizzle covers whole 64-column patterns, so V's tile is 128 wide either way.
+ATTNBENCH_HOST_DEVICE constexpr int row_width(int head_dim) {
+  return (head_dim + kBoxColumns - 1) / kBoxColumns * kBoxColumns;
+}
+ATTNBENCH_HOST_DEVICE constexpr uint32_t tile_bytes(int width, int rows) {
+  return static_cast<uint32_t>(width / kBoxColumns * rows * kSwizzleBytes);
+}
+
+// The tiles of a stage in shared memory: Q (kBlockQ x d_qk), then K's kStages stages (kBlockK x
+// d_qk), then V's (kBlockK x d_v), every tile row_width / 64 TMA boxes of 128-byte swizzled rows,
+// from a 1024-aligned start inside the dynamic shared memory (kTileAlignment bytes of slack for
+// it). HeadDimV differs from HeadDim at DeepSeek's 192/128 only.
+template <int HeadDim_, int BlockQ, int BlockK, int Stages, int HeadDimV_ = HeadDim_>
 struct TileShape {
   static constexpr int kHeadDim = HeadDim_;
+  static constexpr int kHeadDimV = HeadDimV_;
+  static constexpr int kQkWidth = row_width(kHeadDim);
+  static constexpr int kVWidth = row_width(kHeadDimV);  // also O's accumulator columns
   static constexpr int kBlockQ = BlockQ;
   static constexpr int kBlockK = BlockK;
   static constexpr int kStages = Stages;
-  static constexpr int kBoxes = kHeadDim / kBoxColumns;  // TMA boxes across a row of d
-  static constexpr uint32_t kQBytes = kBoxes * kBlockQ * kSwizzleBytes;
-  static constexpr uint32_t kKvBytes = kBoxes * kBlockK * kSwizzleBytes;  // one K or one V tile
-  static constexpr size_t kSharedBytes = kTileAlignment + kQBytes + 2 * kStages * size_t{kKvBytes};
+  static constexpr uint32_t kQBytes = tile_bytes(kQkWidth, kBlockQ);
+  static constexpr uint32_t kKBytes = tile_bytes(kQkWidth, kBlockK);
+  static constexpr uint32_t kVBytes = tile_bytes(kVWidth, kBlockK);
+  static constexpr size_t kSharedBytes =
+      kTileAlignment + kQBytes + kStages * (size_t{kKBytes} + kVBytes);
 
-  static_assert(kHeadDim % kBoxColumns == 0, "d is a whole number of 128-byte swizzled rows");
-  static_assert(kHeadDim == 64 || kHeadDim == 128 || kHeadDim == 256, "wgmma N = 64, 128 or 256");
+  static_assert(kHeadDim % kWgmmaK == 0 && kHeadDim <= 256, "S = Q K^T: whole k16 steps of d_qk");
+  static_assert(kHeadDimV % kWgmmaK == 0, "d_v: whole 16-column n-blocks of O");
+  static_assert(kVWidth == 64 || kVWidth == 128 || kVWidth == 256,
+                "O += P V is one wgmma of N = 64, 128 or 256");
+  static_assert(kVWidth <= kQkWidth, "the output tile is staged over the consumer's rows of Q");
   static_assert(kBlockK == 64 || kBlockK == 128 || kBlockK == 176,
                 "S = Q K^T is one wgmma of N = kBlockK (ptx.cuh wraps 64, 128, 176)");
   static_assert(kSharedBytes <= kSharedBytesPerBlock, "the tiles fit an H100/H200's 227 KiB");
 };
 
-// The most stages of (one K and one V tile of kBlockK keys) that fit beside Q's tile.
-constexpr int stages_that_fit(int head_dim, int block_q, int block_k) {
-  const size_t row_bytes = static_cast<size_t>(head_dim / kBoxColumns) * kSwizzleBytes;
-  return static_cast<int>((kSharedBytesPerBlock - kTileAlignment - block_q * row_bytes) /
-                          (2 * block_k * row_bytes));
+// The most stages of (one K and one V tile of block_k keys) that fit beside Q's tile.
+constexpr int stages_that_fit(int head_dim, int head_dim_v, int block_q, int block_k) {
+  const size_t stage_bytes =
+      size_t{tile_bytes(row_width(head_dim), block_k)} + tile_bytes(row_width(head_dim_v), block_k);
+  return static_cast<int>(
+      (kSharedBytesPerBlock - kTileAlignment - tile_bytes(row_width(head_dim), block_q)) /
+      stage_bytes);
 }
 
 // cuda.flash3_wg1: one warpgroup, 64 query rows; Q, K and V arrive by TMA (K and V through a ring
@@ -73,18 +96,22 @@ struct Wg1Traits : TileShape<HeadDim, kWgmmaM, 128, 2> {
 // memory holds (3 at d 128, 6 at d 64, 2 at d 256), each stage with a "full" mbarrier (the TMA's
 // bytes) and an "empty" one (every consumer thread's arrival once its wgmma reading the stage
 // has been waited for).
-// cuda.flash3 (every head dim) shares the shape: 128 keys per tile up to d = 128, 64 at d = 256
-// (its O takes 128 registers per thread).
+// cuda.flash3 (every head dim) shares the shape: 128 keys per tile up to d_v = 128, 64 at d_v =
+// 256 (its O takes 128 registers per thread); d_qk sets only the k-steps of S and the bytes of Q
+// and K (192/128: 2 stages of 128 keys fit).
 // Stages: the ring's depth, as many as fit unless a variant fixes fewer (cuda.flash3[stages=2]).
 // BlockK: a variant may take FlashAttention-3's 176 keys at d 128 (cuda.flash3[block_n=176,...]:
 // 2 stages fit).
-constexpr int ws_block_k(int head_dim) { return head_dim <= 128 ? 128 : 64; }
-constexpr int ws_stages(int head_dim, int block_k) {
-  return stages_that_fit(head_dim, 2 * kWgmmaM, block_k);
+constexpr int ws_block_k(int head_dim_v) { return row_width(head_dim_v) <= 128 ? 128 : 64; }
+constexpr int ws_stages(int head_dim, int head_dim_v, int block_k) {
+  return stages_that_fit(head_dim, head_dim_v, 2 * kWgmmaM, block_k);
 }
-constexpr int ws_stages(int head_dim) { return ws_stages(head_dim, ws_block_k(head_dim)); }
-template <int HeadDim, int Stages = ws_stages(HeadDim), int BlockK = ws_block_k(HeadDim)>
-struct WsTraits : TileShape<HeadDim, 2 * kWgmmaM, BlockK, Stages> {
+constexpr int ws_stages(int head_dim, int head_dim_v) {
+  return ws_stages(head_dim, head_dim_v, ws_block_k(head_dim_v));
+}
+template <int HeadDim, int HeadDimV = HeadDim, int Stages = ws_stages(HeadDim, HeadDimV),
+          int BlockK = ws_block_k(HeadDimV)>
+struct WsTraits : TileShape<HeadDim, 2 * kWgmmaM, BlockK, Stages, HeadDimV> {
   static constexpr int kConsumers = 2;
   static constexpr int kConsumerThreads = kConsumers * kWarpgroupThreads;
   static constexpr int kThreads = kWarpgroupThreads + kConsumerThreads;

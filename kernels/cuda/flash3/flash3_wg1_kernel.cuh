@@ -71,7 +71,7 @@ __global__ void __launch_bounds__(kWarpgroupThreads, 1)
   auto load_kv = [&](int stage, int tile) {
     const uint32_t barrier = kv_full(stage);
     const int key = keys.key_of(tile, T::kBlockK);
-    ptx::mbarrier_arrive_expect_tx(barrier, 2 * T::kKvBytes);
+    ptx::mbarrier_arrive_expect_tx(barrier, T::kKBytes + T::kVBytes);
     load_tile<HeadDim>(tiles_in.k_stage(stage), &params.k_map, barrier, T::kBlockK, key,
                        block.head_kv, block.batch);
     load_tile<HeadDim>(tiles_in.v_stage(stage), &params.v_map, barrier, T::kBlockK, key,
@@ -120,7 +120,7 @@ __global__ void __launch_bounds__(kWarpgroupThreads, 1)
     }
   }
 
-  store_output<HeadDim, Element>(p, block, softmax, o);
+  store_output<HeadDim, HeadDim, Element>(p, block, softmax, o);
 }
 
 // ---- launch -------------------------------------------------------------------------------------

@@ -21,7 +21,8 @@
 //   (overlapped_without_turns); and its probe build (overlapped_with_clock_probe: its waits timed
 //   by clock64, flash3_probe.h).
 // Performance: not yet measured on a GPU (see GPU-CLAIMS.md).
-// Known limits: fp16/bf16 in and out; head_dim_v == head_dim_qk; d 64, 128, 256 for cuda.flash3,
+// Known limits: fp16/bf16 in and out; d 64, 80, 96, 128, 256 and 192/128 (d_qk/d_v) for
+// cuda.flash3 (d 80 and 96 in 128-wide rows, their P V at N = 128: flash3_traits.h's row_width),
 // d 128 bf16 for the two stages; rows whose strides are multiples of 16 bytes (the TMA's rule).
 #pragma once
 
@@ -150,7 +151,7 @@ template <int HeadDim, typename Element, typename Traits, Schedule kSchedule>
 __device__ __forceinline__ void consume_overlapped(
     int consumer, const KeyTiles& keys, uint32_t q_rows, const SharedTiles<Traits>& tiles_in,
     const StageRing<Traits::kStages>& k_of, const StageRing<Traits::kStages>& v_of,
-    OnlineSoftmax& softmax, float (&o)[HeadDim / 2], ProbeRecord* records) {
+    OnlineSoftmax& softmax, float (&o)[Traits::kVWidth / 2], ProbeRecord* records) {
   using T = Traits;
   constexpr bool kTurns = kSchedule != Schedule::overlapped_without_turns;
   constexpr bool kRescaleAfterWait = kSchedule == Schedule::overlapped_rescale_after_pv;
@@ -211,8 +212,8 @@ __device__ __forceinline__ void consume_overlapped(
                                                tiles_in.k_stage(k_of.stage(turn)));
     rescale_before_output();
     wait_v(turn - 1);
-    issue_output<HeadDim, T::kBlockK, Element>(o, p_fragments,
-                                               tiles_in.v_stage(v_of.stage(turn - 1)));
+    issue_output<T::kVWidth, T::kBlockK, Element>(o, p_fragments,
+                                                  tiles_in.v_stage(v_of.stage(turn - 1)));
     pass_turn();
     probe.time(kProbeScores, [] { ptx::wgmma_wait<1>(); });  // S(j); the P V keeps running
     ptx::wgmma_fence_operand(s);
@@ -225,8 +226,8 @@ __device__ __forceinline__ void consume_overlapped(
   wait_v(keys.count - 1);
   take_turn();
   rescale_before_output();
-  issue_output<HeadDim, T::kBlockK, Element>(o, p_fragments,
-                                             tiles_in.v_stage(v_of.stage(keys.count - 1)));
+  issue_output<T::kVWidth, T::kBlockK, Element>(o, p_fragments,
+                                                tiles_in.v_stage(v_of.stage(keys.count - 1)));
   if (consumer == 0) pass_turn();
   probe.time(kProbeOutput, [] { ptx::wgmma_wait<0>(); });
   ptx::wgmma_fence_operand(o);
@@ -235,12 +236,10 @@ __device__ __forceinline__ void consume_overlapped(
 }
 
 template <int HeadDim, typename Element, typename Traits>
-__device__ __forceinline__ void consume_pingpong(int consumer, const KeyTiles& keys,
-                                                 uint32_t q_rows,
-                                                 const SharedTiles<Traits>& tiles_in,
-                                                 const StageRing<Traits::kStages>& k_of,
-                                                 const StageRing<Traits::kStages>& v_of,
-                                                 OnlineSoftmax& softmax, float (&o)[HeadDim / 2]) {
+__device__ __forceinline__ void consume_pingpong(
+    int consumer, const KeyTiles& keys, uint32_t q_rows, const SharedTiles<Traits>& tiles_in,
+    const StageRing<Traits::kStages>& k_of, const StageRing<Traits::kStages>& v_of,
+    OnlineSoftmax& softmax, float (&o)[Traits::kVWidth / 2]) {
   using T = Traits;
   const unsigned my_turn = kTurnBarrier + static_cast<unsigned>(consumer);
   const unsigned other_turn = kTurnBarrier + static_cast<unsigned>(1 - consumer);
@@ -254,8 +253,8 @@ __device__ __forceinline__ void consume_pingpong(int consumer, const KeyTiles& k
     if (output) v_of.wait_full(turn - 1);
     ptx::named_barrier_sync(my_turn, kTurnThreads);
     if (output) {
-      issue_output<HeadDim, T::kBlockK, Element>(o, p_fragments,
-                                                 tiles_in.v_stage(v_of.stage(turn - 1)));
+      issue_output<T::kVWidth, T::kBlockK, Element>(o, p_fragments,
+                                                    tiles_in.v_stage(v_of.stage(turn - 1)));
     }
     if (scores) {
       issue_scores<HeadDim, T::kBlockK, Element>(s, q_rows, T::kBlockQ,
@@ -282,7 +281,7 @@ __device__ __forceinline__ void consume_pingpong(int consumer, const KeyTiles& k
 // The rings' positions run on across a persistent CTA's blocks (tiles_before); it loads Q for a
 // block once the consumers' output of its previous block has left Q's tile (q_empty), and K(0)
 // before that wait, so the first key tile lands while that output is stored.
-template <int HeadDim, typename T, Grid kGrid, typename Barriers>
+template <typename T, Grid kGrid, typename Barriers>
 __device__ __forceinline__ void produce(const Flash3Params& params, const Barriers& barriers,
                                         const SharedTiles<T>& tiles_in) {
   const AttentionParams& p = params.attention;
@@ -291,20 +290,27 @@ __device__ __forceinline__ void produce(const Flash3Params& params, const Barrie
   for_each_block<kGrid>(p, T::kBlockQ, [&](const BlockPosition& block) {
     const KeyTiles keys = key_tiles(p, block, T::kBlockK);
     if (keys.count == 0) return;
+    // Tile `key_tile` of the block into its stage of `ring`, kWidth columns a row.
     const auto load = [&](const TileRing<T::kStages>& ring, uint32_t ring_tiles,
-                          const CUtensorMap* map, int key_tile) {
+                          const CUtensorMap* map, int key_tile, auto width) {
+      constexpr int kWidth = decltype(width)::value;
+      constexpr uint32_t kBytes = tile_bytes(kWidth, T::kBlockK);
       const int tile = tiles_before + key_tile;
       ring.wait_empty(tile);
       const int stage = ring.stage(tile);
       const uint32_t full = ring.full(stage);
-      ptx::mbarrier_arrive_expect_tx(full, T::kKvBytes);
-      load_tile<HeadDim>(ring_tiles + static_cast<uint32_t>(stage) * T::kKvBytes, map, full,
-                         T::kBlockK, keys.key_of(key_tile, T::kBlockK), block.head_kv, block.batch);
+      ptx::mbarrier_arrive_expect_tx(full, kBytes);
+      load_tile<kWidth>(ring_tiles + static_cast<uint32_t>(stage) * kBytes, map, full, T::kBlockK,
+                        keys.key_of(key_tile, T::kBlockK), block.head_kv, block.batch);
     };
     for (int tile = 0; tile <= keys.count; ++tile) {
-      if (tile < keys.count) load(barriers.k, tiles_in.k, &params.k_map, tile);
+      if (tile < keys.count) {
+        load(barriers.k, tiles_in.k, &params.k_map, tile,
+             std::integral_constant<int, T::kQkWidth>{});
+      }
       if (tile > 0) {
-        load(barriers.v, tiles_in.v, &params.v_map, tile - 1);
+        load(barriers.v, tiles_in.v, &params.v_map, tile - 1,
+             std::integral_constant<int, T::kVWidth>{});
         continue;
       }
       if constexpr (kGrid == Grid::persistent) {
@@ -314,8 +320,8 @@ __device__ __forceinline__ void produce(const Flash3Params& params, const Barrie
       }
       ++q_loads;
       ptx::mbarrier_arrive_expect_tx(barriers.q(), T::kQBytes);
-      load_tile<HeadDim>(tiles_in.q, &params.q_map, barriers.q(), T::kBlockQ, block.first_row,
-                         block.head, block.batch);
+      load_tile<T::kQkWidth>(tiles_in.q, &params.q_map, barriers.q(), T::kBlockQ, block.first_row,
+                             block.head, block.batch);
     }
     tiles_before += keys.count;
   });
@@ -337,7 +343,7 @@ __device__ __forceinline__ void consume_block(const Flash3Params& params,
   const int rows_before = (warpgroup - 1) * kWgmmaM;
   const uint32_t q_rows = tiles_in.q + static_cast<uint32_t>(rows_before * kSwizzleBytes);
   OnlineSoftmax softmax(p, block, rows_before);
-  float o[HeadDim / 2] = {};
+  float o[T::kVWidth / 2] = {};
   const StageRing<T::kStages> k_of = barriers.k.consumers(tiles_before);
   const StageRing<T::kStages> v_of = barriers.v.consumers(tiles_before);
   const int tile_count = keys.count;
@@ -365,8 +371,8 @@ __device__ __forceinline__ void consume_block(const Flash3Params& params,
       uint32_t p_fragments[T::kBlockK / kWgmmaK][4];
       probabilities_as_a<Element>(s, p_fragments);
       v_of.wait_full(tile);
-      issue_output<HeadDim, T::kBlockK, Element>(o, p_fragments,
-                                                 tiles_in.v_stage(v_of.stage(tile)));
+      issue_output<T::kVWidth, T::kBlockK, Element>(o, p_fragments,
+                                                    tiles_in.v_stage(v_of.stage(tile)));
       ptx::wgmma_wait<0>();
       ptx::wgmma_fence_operand(o);
       v_of.release(tile);
@@ -375,10 +381,10 @@ __device__ __forceinline__ void consume_block(const Flash3Params& params,
   constexpr bool kPersistent = kGrid == Grid::persistent;
   if constexpr (overlaps_softmax(kSchedule)) {
     if (kPersistent && tile_count == 0) {
-      store_output<HeadDim, Element>(p, block, softmax, o, rows_before);
+      store_output<T::kVWidth, T::kHeadDimV, Element>(p, block, softmax, o, rows_before);
       return;
     }
-    store_output_through_shared<HeadDim, Element>(
+    store_output_through_shared<T::kVWidth, Element>(
         params, block, softmax, o, rows_before, q_rows, T::kBlockQ * kSwizzleBytes, shared_bytes,
         ptx::shared_address(shared_bytes), kEpilogueBarrier + static_cast<unsigned>(warpgroup - 1));
     if constexpr (kPersistent) {
@@ -386,14 +392,15 @@ __device__ __forceinline__ void consume_block(const Flash3Params& params,
       if (threadIdx.x % kWarpgroupThreads == 0) ptx::mbarrier_arrive(barriers.q_empty());
     }
   } else {
-    store_output<HeadDim, Element>(p, block, softmax, o, rows_before);
+    store_output<T::kVWidth, T::kHeadDimV, Element>(p, block, softmax, o, rows_before);
   }
 }
 
-template <int HeadDim, typename Element, Schedule kSchedule, int kStages, int kBlockK, Grid kGrid>
-__global__ void __launch_bounds__(WsTraits<HeadDim>::kThreads, 1)
+template <int HeadDim, int HeadDimV, typename Element, Schedule kSchedule, int kStages, int kBlockK,
+          Grid kGrid>
+__global__ void __launch_bounds__(WsTraits<HeadDim, HeadDimV>::kThreads, 1)
     flash3_ws_forward(const __grid_constant__ Flash3Params params) {
-  using T = WsTraits<HeadDim, kStages, kBlockK>;
+  using T = WsTraits<HeadDim, HeadDimV, kStages, kBlockK>;
   static_assert(
       kGrid == Grid::one_cta_per_block ||
           (overlaps_softmax(kSchedule) && kSchedule != Schedule::overlapped_with_clock_probe),
@@ -412,7 +419,7 @@ __global__ void __launch_bounds__(WsTraits<HeadDim>::kThreads, 1)
   if (warpgroup == 0) {
     ptx::setmaxnreg_dec<T::kProducerRegisters>();
     if (threadIdx.x / 32 != 0 || !ptx::elect_one()) return;
-    produce<HeadDim, T, kGrid>(params, barriers, tiles_in);
+    produce<T, kGrid>(params, barriers, tiles_in);
     return;
   }
 
@@ -430,37 +437,38 @@ __global__ void __launch_bounds__(WsTraits<HeadDim>::kThreads, 1)
 
 // ---- launch -------------------------------------------------------------------------------------
 
-template <int HeadDim, DType kDtype, Schedule kSchedule, int kStages = WsTraits<HeadDim>::kStages,
-          int kBlockK = WsTraits<HeadDim>::kBlockK, Grid kGrid = Grid::one_cta_per_block>
+template <int HeadDim, int HeadDimV, DType kDtype, Schedule kSchedule,
+          int kStages = WsTraits<HeadDim, HeadDimV>::kStages,
+          int kBlockK = WsTraits<HeadDim, HeadDimV>::kBlockK, Grid kGrid = Grid::one_cta_per_block>
 Status launch_warp_specialized(const char* name, const Flash3Params& params, cudaStream_t stream) {
   using Element = typename gpu::ElementOf<kDtype>::type;
-  return launch_blocks<WsTraits<HeadDim, kStages, kBlockK>, kGrid>(
-      name, flash3_ws_forward<HeadDim, Element, kSchedule, kStages, kBlockK, kGrid>, params,
-      stream);
+  return launch_blocks<WsTraits<HeadDim, HeadDimV, kStages, kBlockK>, kGrid>(
+      name, flash3_ws_forward<HeadDim, HeadDimV, Element, kSchedule, kStages, kBlockK, kGrid>,
+      params, stream);
 }
 
 template <int HeadDim, DType kDtype>
 Status launch_flash3_ws(const Flash3Params& params, cudaStream_t stream) {
-  return launch_warp_specialized<HeadDim, kDtype, Schedule::independent>("cuda.flash3_ws", params,
-                                                                         stream);
+  return launch_warp_specialized<HeadDim, HeadDim, kDtype, Schedule::independent>("cuda.flash3_ws",
+                                                                                  params, stream);
 }
 
 template <int HeadDim, DType kDtype>
 Status launch_flash3_pingpong(const Flash3Params& params, cudaStream_t stream) {
-  return launch_warp_specialized<HeadDim, kDtype, Schedule::pingpong>("cuda.flash3_pingpong",
-                                                                      params, stream);
+  return launch_warp_specialized<HeadDim, HeadDim, kDtype, Schedule::pingpong>(
+      "cuda.flash3_pingpong", params, stream);
 }
 
-template <int HeadDim, DType kDtype>
+template <int HeadDim, DType kDtype, int HeadDimV>
 Status launch_flash3(const Flash3Params& params, cudaStream_t stream) {
-  return launch_warp_specialized<HeadDim, kDtype, Schedule::overlapped>("cuda.flash3", params,
-                                                                        stream);
+  return launch_warp_specialized<HeadDim, HeadDimV, kDtype, Schedule::overlapped>("cuda.flash3",
+                                                                                  params, stream);
 }
 
 // cuda.flash3 on K and V rings of kStages stages: its variant cuda.flash3[stages=N].
 template <int HeadDim, DType kDtype, int kStages>
 Status launch_flash3_stages(const Flash3Params& params, cudaStream_t stream) {
-  return launch_warp_specialized<HeadDim, kDtype, Schedule::overlapped, kStages>(
+  return launch_warp_specialized<HeadDim, HeadDim, kDtype, Schedule::overlapped, kStages>(
       "cuda.flash3[stages]", params, stream);
 }
 
@@ -468,37 +476,38 @@ Status launch_flash3_stages(const Flash3Params& params, cudaStream_t stream) {
 // block_n=176] at d 128.
 template <int HeadDim, DType kDtype, int kBlockK>
 Status launch_flash3_block_k(const Flash3Params& params, cudaStream_t stream) {
-  return launch_warp_specialized<HeadDim, kDtype, Schedule::overlapped, ws_stages(HeadDim, kBlockK),
-                                 kBlockK>("cuda.flash3[block_n]", params, stream);
+  return launch_warp_specialized<HeadDim, HeadDim, kDtype, Schedule::overlapped,
+                                 ws_stages(HeadDim, HeadDim, kBlockK), kBlockK>(
+      "cuda.flash3[block_n]", params, stream);
 }
 
 // cuda.flash3[probe=clock64]: cuda.flash3 with its waits timed into params.probe.
 template <int HeadDim, DType kDtype>
 Status launch_flash3_clock_probe(const Flash3Params& params, cudaStream_t stream) {
-  return launch_warp_specialized<HeadDim, kDtype, Schedule::overlapped_with_clock_probe>(
+  return launch_warp_specialized<HeadDim, HeadDim, kDtype, Schedule::overlapped_with_clock_probe>(
       "cuda.flash3[probe=clock64]", params, stream);
 }
 
 // cuda.flash3[rescale=after_pv]: O rescaled after the P V wait, outside the turn.
 template <int HeadDim, DType kDtype>
 Status launch_flash3_rescale_after_pv(const Flash3Params& params, cudaStream_t stream) {
-  return launch_warp_specialized<HeadDim, kDtype, Schedule::overlapped_rescale_after_pv>(
+  return launch_warp_specialized<HeadDim, HeadDim, kDtype, Schedule::overlapped_rescale_after_pv>(
       "cuda.flash3[rescale=after_pv]", params, stream);
 }
 
 // cuda.flash3[pingpong=off]: the softmax under its own P V, no turns between the consumers.
 template <int HeadDim, DType kDtype>
 Status launch_flash3_without_turns(const Flash3Params& params, cudaStream_t stream) {
-  return launch_warp_specialized<HeadDim, kDtype, Schedule::overlapped_without_turns>(
+  return launch_warp_specialized<HeadDim, HeadDim, kDtype, Schedule::overlapped_without_turns>(
       "cuda.flash3[pingpong=off]", params, stream);
 }
 
 // cuda.flash3[persistent=on]: one CTA per SM, each running its blocks in turn.
 template <int HeadDim, DType kDtype>
 Status launch_flash3_persistent(const Flash3Params& params, cudaStream_t stream) {
-  return launch_warp_specialized<HeadDim, kDtype, Schedule::overlapped, WsTraits<HeadDim>::kStages,
-                                 WsTraits<HeadDim>::kBlockK, Grid::persistent>(
-      "cuda.flash3[persistent=on]", params, stream);
+  return launch_warp_specialized<HeadDim, HeadDim, kDtype, Schedule::overlapped,
+                                 WsTraits<HeadDim>::kStages, WsTraits<HeadDim>::kBlockK,
+                                 Grid::persistent>("cuda.flash3[persistent=on]", params, stream);
 }
 
 }  // namespace ATTNBENCH_TARGET

@@ -100,7 +100,7 @@ Kernel planted_@family@_@name@_kernel() {
   using Traits = flash3::@traits@<128>;
   return flash3::flash3_kernel_entry(
       "test.@family@_@name@", "@summary@", flash3::Stage::@stage@,
-      {{128, DType::bf16, &flash3::planted_@name@::launch_@family@<128, DType::bf16>,
+      {{128, 128, DType::bf16, &flash3::planted_@name@::launch_@family@<128, DType::bf16>,
         Traits::kSharedBytes, Traits::kBlockQ, Traits::kBlockK}});
 }
 }  // namespace attnbench
@@ -116,9 +116,30 @@ set(ATTNBENCH_PLANTED_ENTRY_flash3_ws "${ATTNBENCH_PLANTED_FLASH3_ENTRY}")
 set(ATTNBENCH_PLANTED_TRAITS_flash3_ws WsTraits)
 set(ATTNBENCH_PLANTED_STAGE_flash3_ws ws)
 set(ATTNBENCH_PLANTED_KERNEL_flash3 "${ATTNBENCH_PLANTED_KERNEL_flash3_ws}")
-set(ATTNBENCH_PLANTED_ENTRY_flash3 "${ATTNBENCH_PLANTED_FLASH3_ENTRY}")
+# launch_flash3 takes d_v as well (its default, d_qk, is declared in flash3_launch.h, outside the
+# planted copy's namespace).
+string(REPLACE "<128, DType::bf16>" "<128, DType::bf16, 128>" ATTNBENCH_PLANTED_ENTRY_flash3
+               "${ATTNBENCH_PLANTED_FLASH3_ENTRY}")
 set(ATTNBENCH_PLANTED_TRAITS_flash3 WsTraits)
 set(ATTNBENCH_PLANTED_STAGE_flash3 overlapped)
+# flash3_dims: cuda.flash3 at DeepSeek's 192/128, bf16, whose Q and K rows are 192 wide and V's
+# 128 (flash3_traits.h's row_width).
+set(ATTNBENCH_PLANTED_KERNEL_flash3_dims "${ATTNBENCH_PLANTED_KERNEL_flash3_ws}")
+set(ATTNBENCH_PLANTED_ENTRY_flash3_dims [=[
+namespace attnbench::flash3::planted_@name@ {
+template Status launch_flash3<192, DType::bf16, 128>(const Flash3Params&, cudaStream_t);
+}  // namespace attnbench::flash3::planted_@name@
+
+namespace attnbench {
+Kernel planted_flash3_dims_@name@_kernel() {
+  using Traits = flash3::WsTraits<192, 128>;
+  return flash3::flash3_kernel_entry(
+      "test.flash3_dims_@name@", "@summary@", flash3::Stage::overlapped,
+      {{192, 128, DType::bf16, &flash3::planted_@name@::launch_flash3<192, DType::bf16, 128>,
+        Traits::kSharedBytes, Traits::kBlockQ, Traits::kBlockK}});
+}
+}  // namespace attnbench
+]=])
 # flash3_persistent: cuda.flash3[persistent=on], the same source on a persistent grid.
 set(ATTNBENCH_PLANTED_KERNEL_flash3_persistent "${ATTNBENCH_PLANTED_KERNEL_flash3_ws}")
 set(ATTNBENCH_PLANTED_ENTRY_flash3_persistent "${ATTNBENCH_PLANTED_FLASH3_ENTRY}")
@@ -365,6 +386,23 @@ attnbench_plant_bug(flash3 v_released_before_wait "V's stage released to the pro
 attnbench_plant_bug(flash3 k_refill_without_empty_wait "the producer refills a K stage before the consumers release it"
   [=[      ring.wait_empty(tile);]=]
   [=[      if (&ring != &barriers.k) ring.wait_empty(tile);]=])
+
+# flash3_dims 1. K's tiles loaded at V's width (128 of d_qk 192): the TMA fills two of K's three
+#    boxes, at V's stage stride, and the S products read the third box unwritten (NaN).
+attnbench_plant_bug(flash3_dims k_loaded_at_v_width "K's tiles loaded at V's row width"
+  [=[
+        load(barriers.k, tiles_in.k, &params.k_map, tile,
+             std::integral_constant<int, T::kQkWidth>{});]=] [=[
+        load(barriers.k, tiles_in.k, &params.k_map, tile,
+             std::integral_constant<int, T::kVWidth>{});]=])
+# flash3_dims 2. The full turns' S products step through d_v (128) rather than d_qk (192): every
+#    key tile after the first scores a third of Q K^T short; finite, and wrong.
+attnbench_plant_bug(flash3_dims scores_over_d_v "S = Q K^T over d_v's 128 columns in the full turns"
+  [=[
+    issue_scores<HeadDim, T::kBlockK, Element>(s, q_rows, T::kBlockQ,
+                                               tiles_in.k_stage(k_of.stage(turn)));]=] [=[
+    issue_scores<T::kHeadDimV, T::kBlockK, Element>(s, q_rows, T::kBlockQ,
+                                                    tiles_in.k_stage(k_of.stage(turn)));]=])
 
 # flash3_persistent 1. A persistent CTA loads the next block's Q without waiting for the
 #    consumers' release of its tile (q_empty): the TMA overwrites Q while the consumers still read
