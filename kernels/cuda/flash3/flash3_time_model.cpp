@@ -39,12 +39,10 @@ TileShapeOf stage_shape(Stage stage, HeadDims d) {
     }
     return shape_of<Wg1Traits<128>>(1);
   }
-  const int v_width = row_width(d.v);
-  if (d.qk % kWgmmaK != 0 || d.qk > 256 || d.v % kWgmmaK != 0 ||
-      (v_width != 64 && v_width != 128 && v_width != 256) || v_width > row_width(d.qk)) {
+  if (!takes_head_dims(d.qk, d.v)) {
     throw std::invalid_argument(
-        "cuda.flash3 takes d_qk a multiple of 16 up to 256 and d_v a multiple of 16 whose "
-        "64-column row is 64, 128 or 256 wide and no wider than d_qk's, not " +
+        "cuda.flash3 takes d_qk a multiple of 16 up to 256 and d_v a multiple of 16 whose row "
+        "width (d_v rounded up to 64) is 64, 128 or 256 and no wider than d_qk's, not " +
         std::to_string(d.qk) + "/" + std::to_string(d.v));
   }
   return {2 * kWgmmaM, ws_block_k(d.v), WsTraits<128>::kConsumers};

@@ -81,9 +81,9 @@ struct HeadDims {
   HeadDims(int head_dim_qk, int head_dim_v) : qk(head_dim_qk), v(head_dim_v) {}
 };
 
-// `block_k`: keys per tile where a variant changes the stage's own (0: the stage's). cuda.flash3
-// takes any d_qk of whole k16 steps up to 256 and a d_v whose row width (flash3_traits.h) is 64,
-// 128 or 256: its P V runs at that width.
+// `block_k`: keys per tile where a variant changes the stage's own (0: the stage's). Any head dims
+// the tiles take (flash3_traits.h's takes_head_dims; std::invalid_argument otherwise), P V priced
+// at d_v's row width.
 TileCost tile_cost(Stage stage, HeadDims head_dims, int block_k = 0, const HopperRates& rates = {});
 
 struct Prediction {

@@ -44,6 +44,16 @@ ATTNBENCH_HOST_DEVICE constexpr uint32_t tile_bytes(int width, int rows) {
   return static_cast<uint32_t>(width / kBoxColumns * rows * kSwizzleBytes);
 }
 
+// The head dims the warp-specialized tiles take: d_qk in whole k16 steps up to 256 (S = Q K^T);
+// d_v in whole 16-column n-blocks, its row width one wgmma N (64, 128 or 256: O += P V) and no
+// wider than d_qk's (the output tile is staged over the consumer's rows of Q). The time model
+// prices the same set.
+constexpr bool takes_head_dims(int head_dim, int head_dim_v) {
+  const int v_width = row_width(head_dim_v);
+  return head_dim % kWgmmaK == 0 && head_dim <= 256 && head_dim_v % kWgmmaK == 0 &&
+         (v_width == 64 || v_width == 128 || v_width == 256) && v_width <= row_width(head_dim);
+}
+
 // The tiles of a stage in shared memory: Q (kBlockQ x d_qk), then K's kStages stages (kBlockK x
 // d_qk), then V's (kBlockK x d_v), every tile row_width / 64 TMA boxes of 128-byte swizzled rows,
 // from a 1024-aligned start inside the dynamic shared memory (kTileAlignment bytes of slack for
@@ -63,11 +73,8 @@ struct TileShape {
   static constexpr size_t kSharedBytes =
       kTileAlignment + kQBytes + kStages * (size_t{kKBytes} + kVBytes);
 
-  static_assert(kHeadDim % kWgmmaK == 0 && kHeadDim <= 256, "S = Q K^T: whole k16 steps of d_qk");
-  static_assert(kHeadDimV % kWgmmaK == 0, "d_v: whole 16-column n-blocks of O");
-  static_assert(kVWidth == 64 || kVWidth == 128 || kVWidth == 256,
-                "O += P V is one wgmma of N = 64, 128 or 256");
-  static_assert(kVWidth <= kQkWidth, "the output tile is staged over the consumer's rows of Q");
+  static_assert(takes_head_dims(kHeadDim, kHeadDimV),
+                "d_qk in k16 steps up to 256; d_v in 16-column n-blocks of one wgmma N, no wider");
   static_assert(kBlockK == 64 || kBlockK == 128 || kBlockK == 176,
                 "S = Q K^T is one wgmma of N = kBlockK (ptx.cuh wraps 64, 128, 176)");
   static_assert(kSharedBytes <= kSharedBytesPerBlock, "the tiles fit an H100/H200's 227 KiB");
