@@ -45,7 +45,8 @@ TileShapeOf stage_shape(Stage stage, HeadDims d) {
         "width (d_v rounded up to 64) is 64, 128 or 256 and no wider than d_qk's, not " +
         std::to_string(d.qk) + "/" + std::to_string(d.v));
   }
-  return {2 * kWgmmaM, ws_block_k(d.v), WsTraits<128>::kConsumers};
+  // Every warp-specialized instantiation shares the CTA (WsTraits); d_v sets the keys per tile.
+  return {WsTraits<128>::kBlockQ, ws_block_k(d.v), WsTraits<128>::kConsumers};
 }
 
 // The instruction counts and the clocks each unit needs for them, before any schedule.
