@@ -33,6 +33,12 @@ struct AttentionParams {
   int window_left, window_right;  // window mask; -1 unbounded
   // Padding mask: valid key count per batch, (batch,) int32, same memory space as q; else null.
   const int* __restrict__ key_lengths;
+  // Layout thd (a varlen batch): the row each sequence starts at in the packed q and out
+  // (cu_seqlens_q) and k and v (cu_seqlens_k), (batch + 1,) int32 ending with the total, same
+  // memory space as q; a sequence's lengths are the differences. The batch strides are then 0
+  // and seqlen_q, seqlen_k the longest sequence's. Null for the other layouts.
+  const int* __restrict__ cu_seqlens_q;
+  const int* __restrict__ cu_seqlens_k;
 
   DType input_dtype, output_dtype, p_dtype;
   // FP8: x_real = x_stored * descale; out_stored = out_real * out_scale. 1 otherwise.

@@ -7,41 +7,56 @@ namespace {
 constexpr double kFlopsPerMultiplyAdd = 2;
 constexpr double kLseBytes = 4;  // fp32 per (batch, head, query)
 
-double elements(int64_t batch, int64_t seqlen, int64_t heads, int64_t head_dim) {
-  return static_cast<double>(batch) * static_cast<double>(seqlen) * static_cast<double>(heads) *
-         static_cast<double>(head_dim);
+// Query and key rows over the whole batch: each sequence's own lengths in a varlen batch (its
+// tensors hold no other rows), batch x seqlen otherwise (padding keys are stored and counted).
+double query_tokens(const Problem& p) {
+  if (!p.is_varlen()) return static_cast<double>(p.batch) * static_cast<double>(p.seqlen_q);
+  double tokens = 0;
+  for (int64_t b = 0; b < p.batch; ++b) tokens += static_cast<double>(p.query_length(b));
+  return tokens;
+}
+double key_tokens(const Problem& p) {
+  if (!p.is_varlen()) return static_cast<double>(p.batch) * static_cast<double>(p.seqlen_k);
+  double tokens = 0;
+  for (int64_t b = 0; b < p.batch; ++b) tokens += static_cast<double>(p.key_length(b));
+  return tokens;
 }
 
+double elements(double tokens, int64_t heads, int64_t head_dim) {
+  return tokens * static_cast<double>(heads) * static_cast<double>(head_dim);
+}
 
 double forward_bytes(const Problem& p) {
   const double input_size = static_cast<double>(dtype_size(p.input_dtype));
   const double output_size = static_cast<double>(dtype_size(p.output_dtype));
-  return input_size * (elements(p.batch, p.seqlen_q, p.heads_q, p.head_dim_qk) +
-                       elements(p.batch, p.seqlen_k, p.heads_kv, p.head_dim_qk) +
-                       elements(p.batch, p.seqlen_k, p.heads_kv, p.head_dim_v)) +
-         output_size * elements(p.batch, p.seqlen_q, p.heads_q, p.head_dim_v);
+  return input_size * (elements(query_tokens(p), p.heads_q, p.head_dim_qk) +
+                       elements(key_tokens(p), p.heads_kv, p.head_dim_qk) +
+                       elements(key_tokens(p), p.heads_kv, p.head_dim_v)) +
+         output_size * elements(query_tokens(p), p.heads_q, p.head_dim_v);
 }
 
 // Reads q, k, v and out (the forward's traffic, with out read instead of written), dO and the
 // LSE; writes dQ, dK, dV in the gradient dtype.
 double backward_bytes(const Problem& p) {
   const double grad_size = static_cast<double>(dtype_size(p.grad_dtype()));
-  const double gradients = elements(p.batch, p.seqlen_q, p.heads_q, p.head_dim_qk) +
-                           elements(p.batch, p.seqlen_k, p.heads_kv, p.head_dim_qk) +
-                           elements(p.batch, p.seqlen_k, p.heads_kv, p.head_dim_v);
-  const double dout = grad_size * elements(p.batch, p.seqlen_q, p.heads_q, p.head_dim_v);
-  const double lse = kLseBytes * elements(p.batch, p.seqlen_q, p.heads_q, 1);
+  const double gradients = elements(query_tokens(p), p.heads_q, p.head_dim_qk) +
+                           elements(key_tokens(p), p.heads_kv, p.head_dim_qk) +
+                           elements(key_tokens(p), p.heads_kv, p.head_dim_v);
+  const double dout = grad_size * elements(query_tokens(p), p.heads_q, p.head_dim_v);
+  const double lse = kLseBytes * elements(query_tokens(p), p.heads_q, 1);
   return forward_bytes(p) + dout + lse + grad_size * gradients;
 }
 
 }  // namespace
 
 int64_t visible_pairs(const Problem& problem) {
-  // Only the padding mask differs between batches; the others count one batch and multiply.
-  const int64_t distinct_batches = problem.mask.kind == MaskKind::padding ? problem.batch : 1;
+  // Only a varlen batch and the padding mask differ between sequences; the others count one
+  // sequence and multiply.
+  const bool alike = !problem.is_varlen() && problem.mask.kind != MaskKind::padding;
+  const int64_t distinct_batches = alike ? 1 : problem.batch;
   int64_t pairs = 0;
   for (int64_t b = 0; b < distinct_batches; ++b) {
-    for (int64_t query = 0; query < problem.seqlen_q; ++query) {
+    for (int64_t query = 0; query < problem.query_length(b); ++query) {
       pairs += problem.visible(b, query).size();
     }
   }

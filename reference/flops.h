@@ -6,7 +6,8 @@
 // forward at d_qk == d_v (FlashAttention's 2.5x, cuDNN's five GEMMs). fwd_bwd is the sum.
 // Bytes = the minimum HBM traffic of the pass, each tensor read or written once in its dtype:
 // forward reads q, k, v and writes out; backward reads q, k, v, out, dO and the LSE and writes
-// dQ, dK, dV; fwd_bwd is the forward's traffic plus the backward's.
+// dQ, dK, dV; fwd_bwd is the forward's traffic plus the backward's. A varlen batch counts each
+// sequence's own pairs and rows (its tensors hold nothing else).
 #pragma once
 
 #include <cstdint>

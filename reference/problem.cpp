@@ -4,9 +4,11 @@
 #include <array>
 #include <charconv>
 #include <cmath>
+#include <functional>
 #include <initializer_list>
 #include <limits>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "reference/enum_names.h"
@@ -20,11 +22,14 @@ constexpr int64_t kUnboundedWindow = -1;
 // The number of tensors a qkv_packed buffer holds per (batch, seq) position: q, k and v.
 constexpr int64_t kPackedTensors = 3;
 
-constexpr std::array<Layout, 3> kAllLayouts = {Layout::bshd, Layout::bhsd, Layout::qkv_packed};
+constexpr std::array<Layout, 4> kAllLayouts = {Layout::bshd, Layout::bhsd, Layout::qkv_packed,
+                                               Layout::thd};
 constexpr std::array<Fp8Scaling, 4> kAllFp8Scalings = {Fp8Scaling::none, Fp8Scaling::per_tensor,
                                                        Fp8Scaling::per_head, Fp8Scaling::per_block};
 constexpr std::string_view kShapeKeys =
-    "b, hq, hkv, sq, sk, s, d, dqk, dv, dtype, out, p, fp8_scaling, mask, layout, scale, pass, dout";
+    "b, hq, hkv, sq, sk, s, d, dqk, dv, dtype, out, p, fp8_scaling, mask, layout, scale, pass, "
+    "dout, "
+    "varlen";
 
 std::string_view trim(std::string_view text) {
   const auto first = text.find_first_not_of(" \t");
@@ -77,6 +82,7 @@ struct ShapeFields {
   std::optional<double> scale;
   std::optional<Pass> pass;
   std::optional<UpstreamGradient> dout;
+  std::optional<Varlen> varlen;
 };
 
 template <typename T>
@@ -152,6 +158,12 @@ Status set_field(std::string_view key, std::string_view value, ShapeFields& fiel
     }
     return set_once(key, fields.dout, *dout);
   }
+  if (key == "varlen") {
+    auto varlen = parse_varlen(value);
+    if (!varlen)
+      return Status::Error("varlen " + quoted(value) + ": accepted " + accepted_varlen_names());
+    return set_once(key, fields.varlen, std::move(*varlen));
+  }
   if (key == "scale") {
     double scale = 0;
     const auto [end, error] = std::from_chars(value.data(), value.data() + value.size(), scale);
@@ -165,8 +177,25 @@ Status set_field(std::string_view key, std::string_view value, ShapeFields& fiel
                        " in --shape; accepted: " + std::string(kShapeKeys));
 }
 
+// The layout a problem has when its shape names none: thd for a varlen batch, bshd otherwise.
+Layout default_layout(const Varlen& varlen) {
+  return varlen.kind == VarlenKind::none ? Layout::bshd : Layout::thd;
+}
+
+// A listed varlen batch says how many sequences there are and how long the longest is.
+int64_t longest(const std::vector<int64_t>& lengths) {
+  return std::max<int64_t>(1,
+                           lengths.empty() ? 1 : *std::max_element(lengths.begin(), lengths.end()));
+}
+
 Problem problem_from_fields(const ShapeFields& fields) {
   Problem problem;
+  problem.varlen = fields.varlen.value_or(problem.varlen);
+  if (problem.varlen.kind == VarlenKind::list) {
+    problem.batch = static_cast<int64_t>(problem.varlen.query_lengths.size());
+    problem.seqlen_q = longest(problem.varlen.query_lengths);
+    problem.seqlen_k = longest(problem.varlen.key_lengths);
+  }
   problem.batch = fields.b.value_or(problem.batch);
   problem.heads_q = fields.hq.value_or(problem.heads_q);
   problem.heads_kv = fields.hkv.value_or(problem.heads_q);
@@ -179,7 +208,7 @@ Problem problem_from_fields(const ShapeFields& fields) {
   problem.p_dtype = fields.p.value_or(default_p_dtype(problem.input_dtype));
   problem.fp8_scaling = fields.fp8_scaling.value_or(problem.fp8_scaling);
   problem.mask = fields.mask.value_or(problem.mask);
-  problem.layout = fields.layout.value_or(problem.layout);
+  problem.layout = fields.layout.value_or(default_layout(problem.varlen));
   problem.scale = fields.scale.value_or(problem.scale);
   problem.pass = fields.pass.value_or(problem.pass);
   problem.dout = fields.dout.value_or(problem.dout);
@@ -226,16 +255,68 @@ Status check_packed_shapes(const Problem& problem) {
   return Status::Ok();
 }
 
+// Layout thd: the rows of sequence b start at starts[b] (cu_seqlens).
+TensorPlacement thd_placement(const std::vector<int64_t>& starts, int64_t heads, int64_t head_dim) {
+  return {.strides = {.batch = 0, .seq = heads * head_dim, .head = head_dim},
+          .offset = 0,
+          .sequence_starts = starts};
+}
+
+// The first row of each sequence and, last, the total: FlashAttention's cu_seqlens.
+std::vector<int64_t> sequence_starts(int64_t batch, const std::function<int64_t(int64_t)>& length) {
+  std::vector<int64_t> starts(static_cast<size_t>(batch) + 1, 0);
+  for (int64_t b = 0; b < batch; ++b) {
+    starts[static_cast<size_t>(b) + 1] = starts[static_cast<size_t>(b)] + length(b);
+  }
+  return starts;
+}
+
+Status check_varlen(const Problem& problem) {
+  const std::string named = "varlen=" + varlen_name(problem.varlen);
+  if (problem.layout != Layout::thd) {
+    return Status::Error(named + " with layout " + std::string(layout_name(problem.layout)) +
+                         ": a varlen batch is packed; accepted layout thd");
+  }
+  if (problem.mask.kind == MaskKind::padding) {
+    return Status::Error(named +
+                         " with mask padding: a varlen batch gives each sequence its key "
+                         "length already; accepted masks none, causal, causal_br, window");
+  }
+  if (problem.has_backward()) {
+    return Status::Error(named + " with pass " + std::string(pass_name(problem.pass)) +
+                         ": the backward's reference takes dense batches only; accepted pass fwd");
+  }
+  if (problem.varlen.kind != VarlenKind::list) return Status::Ok();
+  const auto& queries = problem.varlen.query_lengths;
+  const auto& keys = problem.varlen.key_lengths;
+  if (static_cast<int64_t>(queries.size()) != problem.batch) {
+    return Status::Error(named + " lists " + std::to_string(queries.size()) +
+                         " sequences with b = " + std::to_string(problem.batch) +
+                         ": accepted one length per sequence");
+  }
+  for (size_t b = 0; b < queries.size(); ++b) {
+    if (queries[b] > problem.seqlen_q || keys[b] > problem.seqlen_k) {
+      return Status::Error(
+          named + ": sequence " + std::to_string(b) + " (" + std::to_string(queries[b]) + ":" +
+          std::to_string(keys[b]) + ") is longer than sq = " + std::to_string(problem.seqlen_q) +
+          " or sk = " + std::to_string(problem.seqlen_k) + "; accepted lengths up to sq and sk");
+    }
+  }
+  return Status::Ok();
+}
+
 TensorPlacement bshd_placement(int64_t seqlen, int64_t heads, int64_t head_dim) {
   return {
       .strides = {.batch = seqlen * heads * head_dim, .seq = heads * head_dim, .head = head_dim},
-      .offset = 0};
+      .offset = 0,
+      .sequence_starts = {}};
 }
 
 TensorPlacement bhsd_placement(int64_t seqlen, int64_t heads, int64_t head_dim) {
   return {
       .strides = {.batch = heads * seqlen * head_dim, .seq = head_dim, .head = seqlen * head_dim},
-      .offset = 0};
+      .offset = 0,
+      .sequence_starts = {}};
 }
 
 }  // namespace
@@ -244,13 +325,36 @@ double Problem::softmax_scale() const {
   return scale != 0 ? scale : 1.0 / std::sqrt(static_cast<double>(head_dim_qk));
 }
 
+int64_t Problem::query_length(int64_t b) const {
+  switch (varlen.kind) {
+    case VarlenKind::none:
+      return seqlen_q;
+    case VarlenKind::uniform:
+      return uniform_length(b, seqlen_q);
+    case VarlenKind::list:
+      return varlen.query_lengths[static_cast<size_t>(b)];
+  }
+  return seqlen_q;
+}
+
 int64_t Problem::key_length(int64_t b) const {
-  return mask.kind == MaskKind::padding ? padding_key_length(b, batch, seqlen_k) : seqlen_k;
+  switch (varlen.kind) {
+    case VarlenKind::none:
+      return mask.kind == MaskKind::padding ? padding_key_length(b, batch, seqlen_k) : seqlen_k;
+    case VarlenKind::uniform:
+      return uniform_length(b, seqlen_k);
+    case VarlenKind::list:
+      return varlen.key_lengths[static_cast<size_t>(b)];
+  }
+  return seqlen_k;
 }
 
 KeyRange Problem::visible(int64_t b, int64_t query) const {
-  return visible_keys(mask.kind, mask.window_left, mask.window_right, query, seqlen_q, seqlen_k,
-                      key_length(b));
+  // A varlen sequence is a problem of its own lengths; padding keeps the batch's seqlen_k.
+  const int64_t keys = key_length(b);
+  return visible_keys(mask.kind, mask.window_left, mask.window_right, query,
+                      is_varlen() ? query_length(b) : seqlen_q, is_varlen() ? keys : seqlen_k,
+                      keys);
 }
 
 ProblemLayout describe_layout(const Problem& problem) {
@@ -280,15 +384,29 @@ ProblemLayout describe_layout(const Problem& problem) {
       layout.v = bhsd_placement(p.seqlen_k, p.heads_kv, p.head_dim_v);
       layout.out = bhsd_placement(p.seqlen_q, p.heads_q, p.head_dim_v);
       break;
+    case Layout::thd: {
+      const auto queries = sequence_starts(p.batch, [&p](int64_t b) { return p.query_length(b); });
+      const auto keys = sequence_starts(p.batch, [&p](int64_t b) { return p.key_length(b); });
+      const int64_t total_q = queries.back(), total_k = keys.back();
+      layout.q = thd_placement(queries, p.heads_q, p.head_dim_qk);
+      layout.k = thd_placement(keys, p.heads_kv, p.head_dim_qk);
+      layout.v = thd_placement(keys, p.heads_kv, p.head_dim_v);
+      layout.out = thd_placement(queries, p.heads_q, p.head_dim_v);
+      layout.q_buffer_elements = total_q * p.heads_q * p.head_dim_qk;
+      layout.k_buffer_elements = total_k * p.heads_kv * p.head_dim_qk;
+      layout.v_buffer_elements = total_k * p.heads_kv * p.head_dim_v;
+      layout.out_elements = total_q * p.heads_q * p.head_dim_v;
+      break;
+    }
     case Layout::qkv_packed: {
       // (batch, seq, 3, heads, dim): validate() guarantees q, k and v have one shape.
       const int64_t tensor_row = p.heads_q * p.head_dim_qk;
       const Strides packed{.batch = p.seqlen_q * kPackedTensors * tensor_row,
                            .seq = kPackedTensors * tensor_row,
                            .head = p.head_dim_qk};
-      layout.q = {.strides = packed, .offset = 0};
-      layout.k = {.strides = packed, .offset = tensor_row};
-      layout.v = {.strides = packed, .offset = 2 * tensor_row};
+      layout.q = {.strides = packed, .offset = 0, .sequence_starts = {}};
+      layout.k = {.strides = packed, .offset = tensor_row, .sequence_starts = {}};
+      layout.v = {.strides = packed, .offset = 2 * tensor_row, .sequence_starts = {}};
       layout.out = bshd_placement(p.seqlen_q, p.heads_q, p.head_dim_v);
       layout.q_buffer_elements = kPackedTensors * layout.q_buffer_elements;
       layout.k_buffer_elements = 0;
@@ -345,6 +463,13 @@ Status validate(const Problem& problem) {
   if (problem.layout == Layout::qkv_packed) {
     if (Status status = check_packed_shapes(problem); !status) return status;
   }
+  if (problem.is_varlen()) {
+    if (Status status = check_varlen(problem); !status) return status;
+  } else if (problem.layout == Layout::thd) {
+    return Status::Error(
+        "layout thd without varlen: thd packs a varlen batch; accepted with "
+        "varlen=uniform or varlen=list(...)");
+  }
   if (!problem.has_backward() && problem.dout != UpstreamGradient::normal) {
     // A forward draws no dO: the field would change nothing but the series key.
     return Status::Error("dout = " + std::string(upstream_gradient_name(problem.dout)) +
@@ -385,7 +510,10 @@ std::string shape_string(const Problem& problem) {
     text += ",fp8_scaling=" + std::string(fp8_scaling_name(problem.fp8_scaling));
   }
   if (problem.mask.kind != MaskKind::none) text += ",mask=" + mask_name(problem.mask);
-  if (problem.layout != Layout::bshd) text += ",layout=" + std::string(layout_name(problem.layout));
+  if (problem.is_varlen()) text += ",varlen=" + varlen_name(problem.varlen);
+  if (problem.layout != default_layout(problem.varlen)) {
+    text += ",layout=" + std::string(layout_name(problem.layout));
+  }
   if (problem.scale != 0) text += ",scale=" + format_double(problem.scale);
   if (problem.pass != Pass::fwd) text += ",pass=" + std::string(pass_name(problem.pass));
   if (problem.dout != UpstreamGradient::normal) {
@@ -439,6 +567,8 @@ std::string_view layout_name(Layout layout) {
       return "bhsd";
     case Layout::qkv_packed:
       return "qkv_packed";
+    case Layout::thd:
+      return "thd";
   }
   return "unknown";
 }

@@ -7,18 +7,21 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "reference/dtype.h"
 #include "reference/mask.h"
 #include "reference/pass.h"
 #include "reference/status.h"
+#include "reference/varlen.h"
 
 namespace attnbench {
 
 // bshd: (batch, seq, heads, dim), the default; bhsd: (batch, heads, seq, dim);
 // qkv_packed: one (batch, seq, 3, heads, dim) buffer holding q, k and v (BS3HD); its output is
-// bshd.
-enum class Layout : uint8_t { bshd, bhsd, qkv_packed };
+// bshd; thd: a variable-length batch's sequences packed row after row, (total tokens, heads, dim)
+// for each tensor (reference/varlen.h), the layout of and only of a varlen problem.
+enum class Layout : uint8_t { bshd, bhsd, qkv_packed, thd };
 
 // How FP8 inputs are scaled into range: one factor per tensor, per (batch, head), or per block.
 enum class Fp8Scaling : uint8_t { none, per_tensor, per_head, per_block };
@@ -46,6 +49,7 @@ struct Problem {
   double scale = 0;  // softmax scale; 0 means the default 1 / sqrt(head_dim_qk)
   Pass pass = Pass::fwd;
   UpstreamGradient dout = UpstreamGradient::normal;  // a forward has none: always normal there
+  Varlen varlen;  // per-sequence lengths (layout thd); none: every sequence seqlen_q x seqlen_k
 
   double softmax_scale() const;
   bool has_forward() const { return pass != Pass::bwd; }   // the timed step runs a forward
@@ -53,7 +57,11 @@ struct Problem {
   // The gradients' dtype (dQ, dK, dV, and the upstream dO): the output dtype, as a framework's
   // autograd gives the inputs' gradients the dtype of the output they flow back from.
   DType grad_dtype() const { return output_dtype; }
-  // Key length of batch b: padding_key_length for the padding mask, seqlen_k otherwise.
+  bool is_varlen() const { return varlen.kind != VarlenKind::none; }
+  // Query rows of sequence b: its varlen length, seqlen_q otherwise.
+  int64_t query_length(int64_t b) const;
+  // Key length of sequence b: its varlen length, padding_key_length for the padding mask,
+  // seqlen_k otherwise.
   int64_t key_length(int64_t b) const;
   KeyRange visible(int64_t b, int64_t query) const;
   bool operator==(const Problem&) const = default;
@@ -68,9 +76,20 @@ struct Strides {
 struct TensorPlacement {
   Strides strides;
   int64_t offset = 0;  // first element, in elements of its buffer
+  // Layout thd: the row each sequence starts at, batch + 1 entries (cu_seqlens; the last is the
+  // total), in place of strides.batch. Empty for the other layouts.
+  std::vector<int64_t> sequence_starts;
+  // Rows sequence b holds: its length under thd, `dense_rows` (the tensor's seqlen) otherwise.
+  int64_t rows(int64_t b, int64_t dense_rows) const {
+    if (sequence_starts.empty()) return dense_rows;
+    return sequence_starts[static_cast<size_t>(b) + 1] - sequence_starts[static_cast<size_t>(b)];
+  }
   // The element (b, s, h, 0): the start of one contiguous row of head_dim elements.
   int64_t row_start(int64_t b, int64_t s, int64_t h) const {
-    return offset + b * strides.batch + s * strides.seq + h * strides.head;
+    const int64_t sequence = sequence_starts.empty()
+                                 ? b * strides.batch
+                                 : sequence_starts[static_cast<size_t>(b)] * strides.seq;
+    return offset + sequence + s * strides.seq + h * strides.head;
   }
 };
 // Buffers the harness allocates: q, k, v share the first buffer for qkv_packed. The backward's
@@ -83,7 +102,7 @@ struct ProblemLayout {
   int64_t k_buffer_elements = 0;  // packed: 0 (k lives in the q buffer)
   int64_t v_buffer_elements = 0;  // packed: 0
   int64_t out_elements = 0;
-  int64_t lse_elements = 0;  // (batch, heads_q, seqlen_q) fp32
+  int64_t lse_elements = 0;  // (batch, heads_q, seqlen_q) fp32; varlen: rows past a length unused
   int64_t dq_elements = 0;   // as q, k, v unpacked
   int64_t dk_elements = 0;
   int64_t dv_elements = 0;
@@ -109,7 +128,9 @@ std::string inputs_shape(const Problem& problem);
 
 // Parses the --shape syntax: comma-separated key=value with keys b, hq, hkv (default hq),
 // sq, sk (s sets both), d (sets qk and v), dqk, dv, dtype, out, p, fp8_scaling, mask, layout,
-// scale, pass, dout (only with a backward pass). The message names the key or value that was wrong and what is accepted.
+// scale, pass, dout (only with a backward pass), varlen (reference/varlen.h: sets layout thd; a
+// list also sets b, and sq and sk to its longest unless given). The message names the key or value
+// that was wrong and what is accepted.
 Status parse_shape(std::string_view text, Problem& problem);
 
 // Defaults when a suite or --shape names only the input dtype: the output is the input dtype
@@ -119,7 +140,7 @@ DType default_p_dtype(DType input_dtype);
 
 std::string_view layout_name(Layout layout);
 std::optional<Layout> parse_layout(std::string_view text);
-std::string accepted_layout_names();  // "bshd, bhsd, qkv_packed"
+std::string accepted_layout_names();  // "bshd, bhsd, qkv_packed, thd"
 std::string_view fp8_scaling_name(Fp8Scaling scaling);
 std::string accepted_fp8_scaling_names();  // "none, per_tensor, per_head, per_block"
 // fwd, bwd, fwd_bwd: the names suites, the CLI, shapes and the database use.

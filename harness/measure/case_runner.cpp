@@ -2,19 +2,19 @@
 
 #include <algorithm>
 #include <cctype>
-#include <cmath>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-
+#include <limits>
 #include <nlohmann/json.hpp>
 
-#include "harness/measure/npy.h"
 #include "harness/core/nvtx.h"
+#include "harness/measure/npy.h"
 #include "harness/measure/timing.h"
-#include "reference/formats.h"
 #include "kernels/registry.h"
+#include "reference/formats.h"
 
 namespace attnbench {
 namespace {
@@ -46,7 +46,10 @@ Status dump_case(const std::string& directory, const ProblemInputs& inputs,
     for (int64_t b = 0; b < p.batch; ++b)
       for (int64_t s = 0; s < seqlen; ++s)
         for (int64_t h = 0; h < heads; ++h)
-          for (int64_t d = 0; d < dim; ++d) values[i++] = tensor.at(b, s, h, d);
+          for (int64_t d = 0; d < dim; ++d) {
+            const bool held = s < tensor.placement.rows(b, seqlen);  // varlen: NaN past a length
+            values[i++] = held ? tensor.at(b, s, h, d) : std::numeric_limits<float>::quiet_NaN();
+          }
     return write_npy(directory + "/" + name + ".npy", {p.batch, seqlen, heads, dim}, values.data());
   };
   Status status = dump_tensor("q", view.q, p.seqlen_q, p.heads_q, p.head_dim_qk);
@@ -99,7 +102,8 @@ Status dump_case(const std::string& directory, const ProblemInputs& inputs,
   repro << "# " << request.kernel << " " << shape_string(p) << " dist=" << request.distribution
         << "\n# status: " << result_status_name(outcome.status)
         << (outcome.message.empty() ? "" : " (" + outcome.message + ")") << "\n"
-        << "# q, k, v, out: (batch, seq, heads, dim) float32, real values (FP8 descaled)\n"
+        << "# q, k, v, out: (batch, seq, heads, dim) float32, real values (FP8 descaled); a "
+           "varlen batch's sequences padded to the longest with NaN rows\n"
         << "# ref: fp64 reference of the checked rows; ref_rows: their (batch, query, head)\n"
         << (p.has_backward()
                 ? "# dout: the upstream gradient; dq, dk, dv: the kernel's gradients (batch, seq, "

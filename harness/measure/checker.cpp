@@ -57,7 +57,7 @@ ScoreBounds score_bounds(const Problem& p, const AttentionInputs& view,
     const int64_t b = g / p.heads_kv, hk = g % p.heads_kv;
     double& key_norm = max_key_norm[static_cast<size_t>(g)];
     double& value = max_value[static_cast<size_t>(g)];
-    for (int64_t s = 0; s < p.seqlen_k; ++s) {
+    for (int64_t s = 0; s < view.k.placement.rows(b, p.seqlen_k); ++s) {
       key_norm = std::max(key_norm, row_norm(view.k, p.head_dim_qk, b, s, hk));
       for (int64_t d = 0; d < p.head_dim_v; ++d)
         value = std::max(value, std::fabs(static_cast<double>(view.v.at(b, s, hk, d))));
@@ -113,6 +113,15 @@ double fp32_noise_scale(const Problem& p, const ReferenceRows& reference,
 // 0.0148 allowed, 0.0417 against 0.0374).
 constexpr double kFp8ScoreRelativeError = 0x1p-12;
 
+// Where a checked row lies, as a failure names it: "b=1,h=3,row=17"; in a varlen batch the
+// sequence and its lengths, "sequence 1 (37 queries, 120 keys),h=3,row=17".
+std::string row_name(const Problem& p, const RowIndex& row) {
+  const std::string at = ",h=" + std::to_string(row.h) + ",row=" + std::to_string(row.query);
+  if (!p.is_varlen()) return "b=" + std::to_string(row.b) + at;
+  return "sequence " + std::to_string(row.b) + " (" + std::to_string(p.query_length(row.b)) +
+         " queries, " + std::to_string(p.key_length(row.b)) + " keys)" + at;
+}
+
 }  // namespace
 
 std::vector<RowIndex> select_rows(const Problem& problem, uint64_t seed, bool& all_rows) {
@@ -122,16 +131,17 @@ std::vector<RowIndex> select_rows(const Problem& problem, uint64_t seed, bool& a
   all_rows = work <= kFullCheckWork;
   Xoshiro256 rng(seed);
   for (int64_t b = 0; b < problem.batch; ++b) {
-    for (int64_t h = 0; h < problem.heads_q; ++h) {
+    const int64_t queries = problem.query_length(b);  // a varlen sequence may have none
+    for (int64_t h = 0; h < problem.heads_q && queries > 0; ++h) {
       if (all_rows) {
-        for (int64_t i = 0; i < problem.seqlen_q; ++i) rows.push_back({b, h, i});
+        for (int64_t i = 0; i < queries; ++i) rows.push_back({b, h, i});
         continue;
       }
-      std::set<int64_t> chosen = {0, problem.seqlen_q - 1};
+      std::set<int64_t> chosen = {0, queries - 1};
       for (int64_t boundary : kTileBoundaries) {
-        if (boundary < problem.seqlen_q) chosen.insert(boundary);
+        if (boundary < queries) chosen.insert(boundary);
       }
-      std::uniform_int_distribution<int64_t> pick(0, problem.seqlen_q - 1);
+      std::uniform_int_distribution<int64_t> pick(0, queries - 1);
       for (int r = 0; r < kRandomRowsPerHead; ++r) chosen.insert(pick(rng));
       for (int64_t i : chosen) rows.push_back({b, h, i});
     }
@@ -321,7 +331,8 @@ CheckSummary compare_output(const ProblemInputs& inputs, const ReferenceRows& re
   CheckSummary summary;
   summary.checked = true;
   summary.rows_checked = static_cast<int64_t>(reference.rows.size());
-  summary.rows_total = p.batch * p.heads_q * p.seqlen_q;
+  summary.rows_total = 0;
+  for (int64_t b = 0; b < p.batch; ++b) summary.rows_total += p.heads_q * p.query_length(b);
   summary.lowp_error = reference.lowp_error;
   summary.atol = reference.atol;
   summary.bound = 2 * reference.lowp_error + reference.atol;
@@ -399,8 +410,7 @@ CheckSummary compare_output(const ProblemInputs& inputs, const ReferenceRows& re
              " Inf in the output (NaN = unwritten poison or computed NaN)";
   } else if (!(summary.max_abs_error <= summary.bound)) {
     reason = "max|out-ref| " + format_double(summary.max_abs_error) + " > bound " +
-             format_double(summary.bound) + " at b=" + std::to_string(worst_row.b) +
-             ",h=" + std::to_string(worst_row.h) + ",row=" + std::to_string(worst_row.query) +
+             format_double(summary.bound) + " at " + row_name(p, worst_row) +
              ",d=" + std::to_string(worst_d);
   }
   if (!reason.empty()) failure = reason;

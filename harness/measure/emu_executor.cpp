@@ -77,6 +77,10 @@ class EmuExecutor final : public DeviceExecutor {
       memory.push_back({inputs_->v_buffer.data(), inputs_->v_buffer.bytes(), "v"});
     memory.push_back(
         {inputs_->key_lengths.data(), inputs_->key_lengths.size() * sizeof(int), "key_lengths"});
+    if (!inputs_->cu_seqlens.empty()) {
+      memory.push_back(
+          {inputs_->cu_seqlens.data(), inputs_->cu_seqlens.size() * sizeof(int), "cu_seqlens"});
+    }
     memory.push_back({outputs.out.data(), outputs.out.bytes(), "out"});
     if (outputs.has_lse) memory.push_back({outputs.lse.data(), outputs.lse.bytes(), "lse"});
     if (outputs.has_gradients) {

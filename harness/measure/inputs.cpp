@@ -131,26 +131,27 @@ struct Descales {
 // The descale that puts `amax` on the format's largest finite number.
 float descale_for(float amax, DType dtype) { return amax > 0 ? amax / max_finite(dtype) : 1.0f; }
 
-// The descales of `values` (batch, seqlen, heads, dim) under `scaling`: none but for FP8.
+// The descales of `values` (batch, seqlen, heads, dim) under `scaling`, over the rows `placement`
+// keeps (a varlen sequence's first rows): none but for FP8.
 Descales descales_of(const std::vector<float>& values, DType dtype, Fp8Scaling scaling,
-                     int64_t batch, int64_t seqlen, int64_t heads, int64_t dim) {
+                     const TensorPlacement& placement, int64_t batch, int64_t seqlen, int64_t heads,
+                     int64_t dim) {
   Descales descales;
   if (!is_fp8(dtype) || scaling == Fp8Scaling::none) return descales;
-  if (scaling == Fp8Scaling::per_tensor) {
-    float amax = 0;
-    for (float x : values) amax = std::max(amax, std::fabs(x));
-    descales.tensor = descale_for(amax, dtype);
-    return descales;
-  }
-  std::vector<float> amax(static_cast<size_t>(batch * heads), 0.0f);
+  const bool per_tensor = scaling == Fp8Scaling::per_tensor;
+  std::vector<float> amax(static_cast<size_t>(per_tensor ? 1 : batch * heads), 0.0f);
   for (int64_t b = 0; b < batch; ++b) {
-    for (int64_t s = 0; s < seqlen; ++s) {
+    for (int64_t s = 0; s < placement.rows(b, seqlen); ++s) {
       for (int64_t h = 0; h < heads; ++h) {
         const float* row = values.data() + ((b * seqlen + s) * heads + h) * dim;
-        float& head_max = amax[static_cast<size_t>(head_descale_index(b, h, heads))];
-        for (int64_t d = 0; d < dim; ++d) head_max = std::max(head_max, std::fabs(row[d]));
+        float& max = amax[per_tensor ? 0 : static_cast<size_t>(head_descale_index(b, h, heads))];
+        for (int64_t d = 0; d < dim; ++d) max = std::max(max, std::fabs(row[d]));
       }
     }
+  }
+  if (per_tensor) {
+    descales.tensor = descale_for(amax[0], dtype);
+    return descales;
   }
   for (float head_max : amax) descales.heads.push_back(descale_for(head_max, dtype));
   return descales;
@@ -162,10 +163,14 @@ Descales descales_of(const std::vector<float>& values, DType dtype, Fp8Scaling s
 Descales quantize_into(const std::vector<float>& values, DType dtype, Fp8Scaling scaling,
                        const TensorPlacement& placement, int64_t batch, int64_t seqlen,
                        int64_t heads, int64_t dim, void* buffer) {
-  const Descales descales = descales_of(values, dtype, scaling, batch, seqlen, heads, dim);
+  const Descales descales =
+      descales_of(values, dtype, scaling, placement, batch, seqlen, heads, dim);
+  // Values are drawn for every (b, s) of the dense shape; a varlen sequence keeps its first rows,
+  // so its inputs are those of the same sequence in a dense batch.
 #pragma omp parallel for collapse(2) schedule(static)
   for (int64_t b = 0; b < batch; ++b) {
     for (int64_t s = 0; s < seqlen; ++s) {
+      if (s >= placement.rows(b, seqlen)) continue;  // collapse(2) needs a rectangular nest
       for (int64_t h = 0; h < heads; ++h) {
         const float* source = values.data() + ((b * seqlen + s) * heads + h) * dim;
         const float inverse = 1.0f / descales.of(b, h, heads);
@@ -307,6 +312,10 @@ Status make_inputs(const Problem& problem, Distribution distribution, uint64_t s
   for (int64_t b = 0; b < problem.batch; ++b) {
     inputs.key_lengths[static_cast<size_t>(b)] = static_cast<int>(problem.key_length(b));
   }
+  inputs.cu_seqlens.clear();
+  for (const auto* starts : {&layout.q.sequence_starts, &layout.k.sequence_starts}) {
+    for (int64_t start : *starts) inputs.cu_seqlens.push_back(static_cast<int>(start));
+  }
   return Status::Ok();
 }
 
@@ -333,6 +342,7 @@ InputPointers host_pointers(const ProblemInputs& inputs) {
           view.k.data,
           view.v.data,
           inputs.key_lengths.data(),
+          inputs.cu_seqlens.empty() ? nullptr : inputs.cu_seqlens.data(),
           view.q.head_descales,
           view.k.head_descales,
           view.v.head_descales,
@@ -355,6 +365,10 @@ AttentionParams make_params(const ProblemInputs& inputs, const InputPointers& po
   params.out = out;
   params.lse = lse;
   params.key_lengths = p.mask.kind == MaskKind::padding ? pointers.key_lengths : nullptr;
+  if (pointers.cu_seqlens != nullptr) {
+    params.cu_seqlens_q = pointers.cu_seqlens;
+    params.cu_seqlens_k = pointers.cu_seqlens + p.batch + 1;
+  }
   params.q_descale = inputs.q_descale;
   params.k_descale = inputs.k_descale;
   params.v_descale = inputs.v_descale;

@@ -53,6 +53,9 @@ struct ProblemInputs {
   // empty otherwise.
   std::vector<float> q_head_descales, k_head_descales, v_head_descales;
   std::vector<int> key_lengths;  // (batch,), always filled (seqlen_k without padding)
+  // Layout thd: cu_seqlens_q then cu_seqlens_k, (batch + 1,) each (layout.q's and layout.k's
+  // sequence_starts as int32); empty for the other layouts.
+  std::vector<int> cu_seqlens;
   // The backward's upstream gradient dO, placed like out, in the gradient dtype; empty for a
   // forward problem.
   GuardedBuffer dout_buffer;
@@ -74,6 +77,7 @@ struct InputPointers {
   const void* k_buffer = nullptr;
   const void* v_buffer = nullptr;
   const int* key_lengths = nullptr;  // (batch,)
+  const int* cu_seqlens = nullptr;   // thd: ProblemInputs::cu_seqlens, or null
   // per_head FP8 descales (ProblemInputs' vectors, or their device copies); null otherwise.
   const float* q_head_descales = nullptr;
   const float* k_head_descales = nullptr;

@@ -93,11 +93,12 @@ constexpr auto kCaseFields = std::to_array<Field<StoredCase>>({
     named<dtype_name, parse_dtype, &StoredCase::problem, &Problem::p_dtype>("p_dtype"),
     named<fp8_scaling_name, parse_fp8_scaling, &StoredCase::problem, &Problem::fp8_scaling>(
         "fp8_scaling"),
-    named<static_cast<std::string_view (*)(MaskKind)>(mask_name), parse_mask_kind, &StoredCase::problem, &Problem::mask, &Mask::kind>(
-        "mask_kind"),
+    named<static_cast<std::string_view (*)(MaskKind)>(mask_name), parse_mask_kind,
+          &StoredCase::problem, &Problem::mask, &Mask::kind>("mask_kind"),
     value<&StoredCase::problem, &Problem::mask, &Mask::window_left>("window_left"),
     value<&StoredCase::problem, &Problem::mask, &Mask::window_right>("window_right"),
     named<layout_name, parse_layout, &StoredCase::problem, &Problem::layout>("layout"),
+    named<varlen_name, parse_varlen, &StoredCase::problem, &Problem::varlen>("varlen"),
     value<&StoredCase::problem, &Problem::scale>("scale"),
     value<&StoredCase::distribution>("distribution"),
     named<pass_name, parse_pass, &StoredCase::problem, &Problem::pass>("pass"),

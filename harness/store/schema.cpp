@@ -27,11 +27,13 @@
 //     "kernel|shape|distribution"; shape: reference/problem.h's shape_string, the part of the
 //     case and series keys no other column holds; pass: fwd, bwd or fwd_bwd (named in the shape
 //     text too, when not fwd); dout: how the backward's upstream gradient was drawn (normal,
-//     small, outliers; always normal for a forward; named in the shape text when not normal).
+//     small, outliers; always normal for a forward; named in the shape text when not normal);
+//     varlen: a variable-length batch's lengths (reference/varlen.h; none for a dense batch,
+//     whose seqlen_q and seqlen_k are every sequence's; else they are the longest).
 //     { id, case_key, kernel, batch, heads_q,
 //       heads_kv, seqlen_q, seqlen_k, head_dim_qk, head_dim_v, input_dtype, output_dtype, p_dtype,
 //       fp8_scaling, mask_kind, window_left, window_right, layout, scale, distribution, shape,
-//       pass, dout }
+//       pass, dout, varlen }
 //   results: one per case measured in a run; status CHECKed (records.h's result statuses);
 //     series_key "kernel|shape|distribution|device model|build"; sm_clock_mhz: the median of its
 //     samples'; timing_stop CHECKed (stable, repetitions, budget).
@@ -482,6 +484,11 @@ ALTER TABLE result_analysis ADD COLUMN detectable_3 REAL;
 -- And per kernel in the run's triage, with the target the gate was held to.
 ALTER TABLE run_triage ADD COLUMN detectable_json TEXT NOT NULL DEFAULT '{}'
   CHECK (json_valid(detectable_json));
+)sql",
+    // Version 14: variable-length batches (issue 39): a case's per-sequence lengths, as
+    // reference/varlen.h names them ("uniform", "list(120,37,512)"); older cases are dense.
+    R"sql(
+ALTER TABLE cases ADD COLUMN varlen TEXT NOT NULL DEFAULT 'none';
 )sql",
 };
 

@@ -6,7 +6,11 @@
 //
 //   batch | tokens, heads_q, heads_kv | gqa, seqlen | seqlen_q, seqlen_k,
 //   head_dim | head_dim_qk, head_dim_v, dtype, out_dtype, p_dtype, fp8_scaling, mask, layout,
-//   scale, distribution, passes, dout
+//   varlen, scale, distribution, passes, dout
+//
+// varlen (reference/varlen.h: "uniform", "list(120,37,512)") makes a block's cases varlen
+// batches, layout thd unless the block names a layout; seqlen is then the longest sequence, and a
+// list without batch or tokens sets the batch to its length.
 //
 // dout (the backward's upstream gradient) applies to the bwd and fwd_bwd cases; a block's
 // forwards keep dO normal (Problem in_pass), so dout = ["normal", "small"] beside
@@ -48,10 +52,10 @@ constexpr std::string_view kTopLevelFields[] = {"name",   "description",   "repe
 
 // Also the expansion order of the axes (everything after "kernels"), outermost first.
 constexpr std::string_view kMatrixFields[] = {
-    "kernels",  "batch",       "tokens",   "heads_q",     "heads_kv",   "gqa",         "seqlen",
-    "seqlen_q", "seqlen_k",    "head_dim", "head_dim_qk", "head_dim_v", "dtype",       "out_dtype",
-    "p_dtype",  "fp8_scaling", "mask",     "layout",      "scale",      "distribution",
-    "passes",   "dout"};
+    "kernels", "batch",     "tokens",       "heads_q",     "heads_kv",    "gqa",
+    "seqlen",  "seqlen_q",  "seqlen_k",     "head_dim",    "head_dim_qk", "head_dim_v",
+    "dtype",   "out_dtype", "p_dtype",      "fp8_scaling", "mask",        "layout",
+    "varlen",  "scale",     "distribution", "passes",      "dout"};
 
 // Pairs of keys that say the same thing two ways: a block may give one of each pair.
 constexpr std::pair<std::string_view, std::string_view> kConflictingFields[] = {
@@ -184,6 +188,11 @@ std::optional<Setter> parse_layout_value(std::string_view text) {
   if (!layout) return std::nullopt;
   return [value = *layout](Draft& d) { d.problem.layout = value; };
 }
+std::optional<Setter> parse_varlen_value(std::string_view text) {
+  auto varlen = parse_varlen(text);
+  if (!varlen) return std::nullopt;
+  return [value = std::move(*varlen)](Draft& d) { d.problem.varlen = value; };
+}
 std::optional<Setter> parse_distribution(std::string_view text) {
   if (!contains(distribution_names(), text)) return std::nullopt;
   return [value = std::string(text)](Draft& d) { d.distribution = value; };
@@ -208,6 +217,7 @@ constexpr ChoiceField kChoiceFields[] = {
     {"fp8_scaling", "fp8 scaling", parse_scaling, accepted_fp8_scaling_names},
     {"mask", "mask", parse_mask_value, accepted_mask_names},
     {"layout", "layout", parse_layout_value, accepted_layout_names},
+    {"varlen", "varlen", parse_varlen_value, accepted_varlen_names},
     {"distribution", "distribution", parse_distribution, accepted_distribution_names},
     {"passes", "pass", parse_pass_value, accepted_pass_names},
     {"dout", "upstream gradient", parse_dout_value, accepted_upstream_gradient_names},
@@ -237,6 +247,11 @@ class BlockParser {
     Problem& problem = draft.problem;
     if (draft.tokens) problem.batch = std::max<int64_t>(1, *draft.tokens / problem.seqlen_k);
     problem.heads_kv = draft.heads_kv.value_or(problem.heads_q);
+    if (problem.is_varlen() && !block_.contains("layout")) problem.layout = Layout::thd;
+    const bool batch_given = block_.contains("batch") || block_.contains("tokens");
+    if (problem.varlen.kind == VarlenKind::list && !batch_given) {
+      problem.batch = static_cast<int64_t>(problem.varlen.query_lengths.size());
+    }
     if (draft.gqa) {
       if (problem.heads_q % *draft.gqa != 0) {
         return errors_.field(*block_.get("gqa"), "gqa",

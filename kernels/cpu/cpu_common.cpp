@@ -95,6 +95,12 @@ Status check_params_match(const Problem& planned, const AttentionParams& params)
   if (params.mask == MaskKind::padding && params.key_lengths == nullptr) {
     return Status::Error("params: the padding mask needs key_lengths");
   }
+  if ((planned.layout == Layout::thd) !=
+      (params.cu_seqlens_q != nullptr && params.cu_seqlens_k != nullptr)) {
+    return Status::Error(
+        "params: cu_seqlens_q and cu_seqlens_k are set for, and only for, "
+        "layout thd");
+  }
   return Status::Ok();
 }
 

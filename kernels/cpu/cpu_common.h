@@ -65,17 +65,35 @@ class SingleThreadedBlas {
 
 // ---- index arithmetic --------------------------------------------------------------------------
 
+// Where sequence b's rows start: its cu_seqlens row under layout thd (a varlen batch), b batch
+// strides otherwise.
+inline int64_t sequence_offset(const int* cu_seqlens, int64_t b, int64_t batch_stride,
+                               int64_t row_stride) {
+  return cu_seqlens != nullptr ? cu_seqlens[b] * row_stride : b * batch_stride;
+}
 inline int64_t q_offset(const AttentionParams& p, int64_t b, int64_t h, int64_t row) {
-  return b * p.q_batch_stride + row * p.q_row_stride + h * p.q_head_stride;
+  return sequence_offset(p.cu_seqlens_q, b, p.q_batch_stride, p.q_row_stride) +
+         row * p.q_row_stride + h * p.q_head_stride;
 }
 inline int64_t k_offset(const AttentionParams& p, int64_t b, int64_t h_kv, int64_t row) {
-  return b * p.k_batch_stride + row * p.k_row_stride + h_kv * p.k_head_stride;
+  return sequence_offset(p.cu_seqlens_k, b, p.k_batch_stride, p.k_row_stride) +
+         row * p.k_row_stride + h_kv * p.k_head_stride;
 }
 inline int64_t v_offset(const AttentionParams& p, int64_t b, int64_t h_kv, int64_t row) {
-  return b * p.v_batch_stride + row * p.v_row_stride + h_kv * p.v_head_stride;
+  return sequence_offset(p.cu_seqlens_k, b, p.v_batch_stride, p.v_row_stride) +
+         row * p.v_row_stride + h_kv * p.v_head_stride;
 }
 inline int64_t out_offset(const AttentionParams& p, int64_t b, int64_t h, int64_t row) {
-  return b * p.out_batch_stride + row * p.out_row_stride + h * p.out_head_stride;
+  return sequence_offset(p.cu_seqlens_q, b, p.out_batch_stride, p.out_row_stride) +
+         row * p.out_row_stride + h * p.out_head_stride;
+}
+// Query and key rows of sequence b: a varlen sequence's own lengths, seqlen_q and seqlen_k
+// otherwise.
+inline int64_t query_rows(const AttentionParams& p, int64_t b) {
+  return p.cu_seqlens_q != nullptr ? p.cu_seqlens_q[b + 1] - p.cu_seqlens_q[b] : p.seqlen_q;
+}
+inline int64_t key_rows(const AttentionParams& p, int64_t b) {
+  return p.cu_seqlens_k != nullptr ? p.cu_seqlens_k[b + 1] - p.cu_seqlens_k[b] : p.seqlen_k;
 }
 inline int64_t dout_offset(const AttentionParams& p, int64_t b, int64_t h, int64_t row) {
   return b * p.dout_batch_stride + row * p.dout_row_stride + h * p.dout_head_stride;
@@ -95,8 +113,13 @@ inline int64_t lse_offset(const AttentionParams& p, int64_t b, int64_t h, int64_
 }
 
 // Keys query row `query` of batch `b` may see. key_lengths is filled for every mask by the
-// harness, so it is read only under the padding mask.
+// harness, so it is read only under the padding mask. A varlen sequence is masked as a problem
+// of its own lengths (Problem::visible).
 inline KeyRange row_keys(const AttentionParams& p, int64_t b, int64_t query) {
+  if (p.cu_seqlens_q != nullptr) {
+    const int64_t keys = key_rows(p, b);
+    return visible_keys(p.mask, p.window_left, p.window_right, query, query_rows(p, b), keys, keys);
+  }
   const int64_t key_length = p.mask == MaskKind::padding ? p.key_lengths[b] : p.seqlen_k;
   return visible_keys(p.mask, p.window_left, p.window_right, query, p.seqlen_q, p.seqlen_k,
                       key_length);

@@ -24,6 +24,8 @@
 // measured alongside (314-341 GFLOP/s); bf16 234, fp16 194; causal fp32 184 (FLOPs counted
 // over visible pairs only).
 // The backward: FlashAttention-2's algorithm, deterministic (kernels/cpu/flash_backward.cpp).
+// Varlen batches (layout thd): a sequence's rows and keys are found through cu_seqlens and masked
+// with its own lengths (cpu_common.h); the work items of its missing query blocks return at once.
 // Limits: the softmax bookkeeping is host code (AVX-512 / AVX2 clones on x86-64,
 // see cpu_common.h); the diagonal tiles of causal masks are computed whole and masked, so
 // causal cases run at ~3/4 of the unmasked rate.
@@ -153,7 +155,9 @@ class FlashPlan final : public Plan {
   // Rows [first_row, first_row + block_q) of head h of batch b.
   void run_block(const AttentionParams& p, int64_t b, int64_t h, int64_t first_row,
                  const ThreadTiles& tiles) const {
-    const int64_t rows = std::min(block_q_, static_cast<int64_t>(p.seqlen_q) - first_row);
+    // A varlen sequence shorter than the longest has fewer blocks: the rest are empty items.
+    const int64_t rows = std::min(block_q_, cpu::query_rows(p, b) - first_row);
+    if (rows <= 0) return;
     const int64_t h_kv = h / p.heads_per_kv;
     const int64_t dqk = p.head_dim_qk, dv = p.head_dim_v;
 
@@ -262,6 +266,7 @@ Kernel flash_kernel(cpu::FlashBackwardBug bug, std::optional<Tiles> fixed_tiles)
       "scratch per thread is a few tiles, independent of the sequence lengths; the "
       "backward adds an fp32 dQ accumulator per thread");
   kernel.support.passes = {Pass::fwd, Pass::bwd, Pass::fwd_bwd};
+  kernel.support.layouts.push_back(Layout::thd);  // varlen batches (their forward: validate)
   if (fixed_tiles) {
     kernel.variant_of = kernel.name;
     kernel.name = variant_name(kernel.name, tile_parameters(*fixed_tiles));

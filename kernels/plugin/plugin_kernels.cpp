@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <optional>
+#include <string_view>
 
 #include "kernels/cpu/phases.h"
 
@@ -60,6 +61,13 @@ Result<std::vector<T>> parse_names(const char* text, const char* field, Parse pa
   return values;
 }
 
+// The plugin ABI (attnbench_plugin.h) carries no cu_seqlens: a plugin takes the dense layouts.
+std::optional<Layout> parse_plugin_layout(std::string_view name) {
+  const std::optional<Layout> layout = parse_layout(name);
+  if (layout == Layout::thd) return std::nullopt;
+  return layout;
+}
+
 Result<SupportTable> support_table(const attnbench_support& c) {
   SupportTable table;
   Result<std::vector<DType>> dtypes =
@@ -71,7 +79,7 @@ Result<SupportTable> support_table(const attnbench_support& c) {
   if (!masks) return masks.status();
   if (masks->empty()) return Status::Error("support.masks is empty; name at least one, e.g. \"none\"");
   Result<std::vector<Layout>> layouts =
-      parse_names<Layout>(c.layouts, "layouts", parse_layout, "bshd, bhsd, qkv_packed");
+      parse_names<Layout>(c.layouts, "layouts", parse_plugin_layout, "bshd, bhsd, qkv_packed");
   if (!layouts) return layouts.status();
   if (layouts->empty()) return Status::Error("support.layouts is empty; name at least one, e.g. \"bshd\"");
   for (const std::string& dim : split_names(c.head_dims)) {

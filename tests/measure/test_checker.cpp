@@ -28,6 +28,7 @@ enum class Defect {
   nan_output,          // one computed NaN
   nondeterministic,    // a different last bit on every run
   inaccurate,          // rounds P to 8 mantissa bits: a kernel that is just too imprecise
+  shifted_keys,        // varlen: sequences after the first read their keys one row early
 };
 
 constexpr int64_t kKeyBlock = 16;  // keys per online-softmax step, so rescaling matters
@@ -36,19 +37,43 @@ class TestPlan : public Plan {
  public:
   explicit TestPlan(Defect defect) : defect_(defect) {}
 
+  // Where sequence b's rows start in each tensor, and its lengths: cu_seqlens in a varlen batch.
+  struct Sequence {
+    int64_t q, k, v, out, queries, keys, key_length;
+  };
+  Sequence sequence(const AttentionParams& p, int b) const {
+    if (p.cu_seqlens_q == nullptr) {
+      return {b * p.q_batch_stride,
+              b * p.k_batch_stride,
+              b * p.v_batch_stride,
+              b * p.out_batch_stride,
+              p.seqlen_q,
+              p.seqlen_k,
+              p.key_lengths ? p.key_lengths[b] : p.seqlen_k};
+    }
+    const int64_t keys = p.cu_seqlens_k[b + 1] - p.cu_seqlens_k[b];
+    const int64_t key_row = p.cu_seqlens_k[b] - (defect_ == Defect::shifted_keys && b > 0);
+    return {p.cu_seqlens_q[b] * p.q_row_stride,
+            key_row * p.k_row_stride,
+            key_row * p.v_row_stride,
+            p.cu_seqlens_q[b] * p.out_row_stride,
+            p.cu_seqlens_q[b + 1] - p.cu_seqlens_q[b],
+            keys,
+            keys};
+  }
+
   Status run(const AttentionParams& p) override {
     ++runs_;
     for (int b = 0; b < p.batch; ++b) {
+      const Sequence seq = sequence(p, b);
       for (int h = 0; h < p.heads_q; ++h) {
         const int kv_head = h / p.heads_per_kv;
-        for (int i = 0; i < p.seqlen_q; ++i) {
-          const int64_t key_length = p.key_lengths ? p.key_lengths[b] : p.seqlen_k;
-          KeyRange range = visible_keys(p.mask, p.window_left, p.window_right, i, p.seqlen_q,
-                                        p.seqlen_k, key_length);
+        for (int i = 0; i < seq.queries; ++i) {
+          KeyRange range = visible_keys(p.mask, p.window_left, p.window_right, i, seq.queries,
+                                        seq.keys, seq.key_length);
           if (defect_ == Defect::causal_off_by_one && p.mask == MaskKind::causal)
             range.end = std::min<int64_t>(range.end + 1, p.seqlen_k);
-          const int64_t out_base =
-              b * p.out_batch_stride + i * p.out_row_stride + h * p.out_head_stride;
+          const int64_t out_base = seq.out + i * p.out_row_stride + h * p.out_head_stride;
           if (defect_ == Defect::unwritten_row && b == 0 && h == 0 && i == p.seqlen_q / 2) continue;
           std::vector<float> acc(static_cast<size_t>(p.head_dim_v), 0.0f);
           float running_max = -std::numeric_limits<float>::infinity();
@@ -60,12 +85,10 @@ class TestPlan : public Plan {
             for (int64_t j = block; j < block_end; ++j) {
               float dot = 0;
               for (int d = 0; d < p.head_dim_qk; ++d) {
-                dot += load_element(
-                           p.input_dtype, p.q,
-                           b * p.q_batch_stride + i * p.q_row_stride + h * p.q_head_stride + d) *
+                dot += load_element(p.input_dtype, p.q,
+                                    seq.q + i * p.q_row_stride + h * p.q_head_stride + d) *
                        load_element(p.input_dtype, p.k,
-                                    b * p.k_batch_stride + j * p.k_row_stride +
-                                        kv_head * p.k_head_stride + d);
+                                    seq.k + j * p.k_row_stride + kv_head * p.k_head_stride + d);
               }
               scores.push_back(dot * p.scale);
               block_max = std::max(block_max, dot * p.scale);
@@ -83,9 +106,9 @@ class TestPlan : public Plan {
               sum += weight;
               for (int d = 0; d < p.head_dim_v; ++d) {
                 acc[static_cast<size_t>(d)] +=
-                    weight * load_element(p.input_dtype, p.v,
-                                          b * p.v_batch_stride + j * p.v_row_stride +
-                                              kv_head * p.v_head_stride + d);
+                    weight *
+                    load_element(p.input_dtype, p.v,
+                                 seq.v + j * p.v_row_stride + kv_head * p.v_head_stride + d);
               }
             }
             running_max = block_max;
@@ -253,6 +276,32 @@ TEST(Checker, Fp32BoundCoversScoreRoundingAtLargeLogits) {
   // ...and stays far below what a defect costs: P rounded to 8 bits still fails there.
   const Outcome imprecise = check(Defect::inaccurate, shape, Distribution::large_logits);
   EXPECT_GT(imprecise.summary.max_abs_error, imprecise.summary.bound);
+}
+
+// Varlen batches: a kernel that finds each sequence through cu_seqlens passes; one whose lookup
+// is a row off fails, and the failure names the sequence and its lengths.
+constexpr const char* kVarlenShape =
+    "hq=4,hkv=2,d=32,dtype=bf16,mask=causal_br,varlen=list(40,0,17:90,3:0,64)";
+
+TEST(Checker, VarlenBatchPassesSequenceBySequence) {
+  for (const char* shape : {kVarlenShape, "b=6,hq=2,s=70,d=16,dtype=fp32,varlen=uniform"}) {
+    const Outcome outcome = check(Defect::none, shape, Distribution::normal);
+    EXPECT_EQ(outcome.failure, "") << shape;
+    EXPECT_TRUE(outcome.summary.checked);
+    const Problem problem = parsed_shape(shape);
+    int64_t rows = 0;
+    for (int64_t b = 0; b < problem.batch; ++b) rows += problem.heads_q * problem.query_length(b);
+    EXPECT_EQ(outcome.summary.rows_total, rows) << "the rows a varlen batch holds, no padding";
+  }
+}
+
+TEST(Checker, VarlenLookupOffByOneRowNamesTheSequence) {
+  const Outcome outcome = check(Defect::shifted_keys, kVarlenShape, Distribution::normal);
+  EXPECT_NE(outcome.failure.find("max|out-ref|"), std::string::npos) << outcome.failure;
+  const bool named =
+      outcome.failure.find("at sequence 2 (17 queries, 90 keys)") != std::string::npos ||
+      outcome.failure.find("at sequence 4 (64 queries, 64 keys)") != std::string::npos;
+  EXPECT_TRUE(named) << outcome.failure;
 }
 
 TEST(Checker, SamplesEveryHeadAndTheEdgesOfLargeProblems) {

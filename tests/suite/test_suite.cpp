@@ -402,7 +402,7 @@ TEST(SuiteErrors, UnknownChoicesListTheAcceptedValues) {
            accepted_dtype_names()},
       {head + "layout = \"bsdh\"\n",
        "suites/x.toml:4: field 'layout': unknown layout 'bsdh'; accepted: bshd, bhsd, "
-       "qkv_packed"},
+       "qkv_packed, thd"},
       {head + "dtype = \"e4m3\"\nfp8_scaling = \"per_row\"\n",
        "suites/x.toml:5: field 'fp8_scaling': unknown fp8 scaling 'per_row'; accepted: none, "
        "per_tensor, per_head, per_block"},
@@ -418,11 +418,12 @@ TEST(SuiteErrors, UnknownKeysListTheAcceptedKeys) {
        "suites/x.toml:2: unknown field 'repetition'; accepted: name, description, "
        "repetitions, max_case_seconds, energy, detect_target, interleave_gpus, matrix"},
       {"detect_target = 0\n[[matrix]]\nkernels = \"*\"\nseqlen = 8\n",
-       "suites/x.toml:1: field 'detect_target': expected a percentage > 0 and <= 100, got integer 0"},
+       "suites/x.toml:1: field 'detect_target': expected a percentage > 0 and <= 100, got integer "
+       "0"},
       {"[[matrix]]\nkernels = \"*\"\nseqlens = 8\n",
        "suites/x.toml:3: unknown field 'seqlens' in [[matrix]]; accepted: kernels, batch, "
        "tokens, heads_q, heads_kv, gqa, seqlen, seqlen_q, seqlen_k, head_dim, head_dim_qk, "
-       "head_dim_v, dtype, out_dtype, p_dtype, fp8_scaling, mask, layout, scale, "
+       "head_dim_v, dtype, out_dtype, p_dtype, fp8_scaling, mask, layout, varlen, scale, "
        "distribution, passes, dout"},
   });
 }
@@ -737,7 +738,7 @@ TEST(ShippedSuites, CtestCoversTheAwkwardShapesCheaply) {
   bool q_shorter = false, q_longer = false, fully_masked_causal_br = false;
   bool fully_masked_window = false, gqa_8_to_1 = false, mqa = false;
   double dense_flops = 0, dense_backward_flops = 0;
-  bool backward = false;
+  bool backward = false, varlen_with_empty_sequence = false;
   for (const SuiteEntry& entry : suite.entries) {
     const Problem& p = entry.problem;
     EXPECT_EQ(entry.kernel_globs, std::vector<std::string>{"*"});
@@ -754,15 +755,27 @@ TEST(ShippedSuites, CtestCoversTheAwkwardShapesCheaply) {
     gqa_8_to_1 |= p.heads_kv > 1 && p.heads_q == 8 * p.heads_kv;
     mqa |= p.heads_kv == 1 && p.heads_q > 1;
     backward |= p.has_backward();
+    // Every (query, key) pair of each sequence, masked or not: what a plain loop computes.
+    double pairs = 0;
+    for (int64_t b = 0; b < p.batch; ++b) {
+      pairs += static_cast<double>(p.query_length(b)) * static_cast<double>(p.key_length(b));
+    }
+    if (p.mask.kind == MaskKind::padding)
+      pairs = static_cast<double>(p.batch * p.seqlen_q * p.seqlen_k);
+    varlen_with_empty_sequence |=
+        p.is_varlen() && p.varlen.kind == VarlenKind::list &&
+        std::count(p.varlen.query_lengths.begin(), p.varlen.query_lengths.end(), 0) > 0;
     if (!is_fp8(p.input_dtype)) {
       (p.has_backward() ? dense_backward_flops : dense_flops) +=
-          flops_per_pair(p) * static_cast<double>(p.batch * p.heads_q * p.seqlen_q * p.seqlen_k);
+          flops_per_pair(p) * static_cast<double>(p.heads_q) * pairs;
     }
   }
   for (const int64_t seqlen : {1, 17, 113, 1023}) EXPECT_TRUE(seqlens.count(seqlen)) << seqlen;
   for (const int64_t d : {64, 80, 96, 128, 256}) EXPECT_TRUE(head_dims.count(d)) << d;
   EXPECT_EQ(dtypes, (std::set<DType>{DType::f32, DType::f16, DType::bf16, DType::e4m3}));
-  EXPECT_EQ(layouts, (std::set<Layout>{Layout::bshd, Layout::bhsd, Layout::qkv_packed}));
+  EXPECT_EQ(layouts,
+            (std::set<Layout>{Layout::bshd, Layout::bhsd, Layout::qkv_packed, Layout::thd}));
+  EXPECT_TRUE(varlen_with_empty_sequence);
   EXPECT_EQ(distributions, (std::set<std::string>{"normal", "large_logits", "outliers"}));
   EXPECT_TRUE(q_shorter);
   EXPECT_TRUE(q_longer);

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -56,7 +57,8 @@ inline int64_t random_in(std::mt19937_64& rng, int64_t low, int64_t high) {
 
 constexpr std::array<DType, 5> kAllDTypes = {DType::f32, DType::f16, DType::bf16, DType::e4m3,
                                              DType::e5m2};
-constexpr std::array<Layout, 3> kAllLayouts = {Layout::bshd, Layout::bhsd, Layout::qkv_packed};
+// The dense layouts; thd goes with a varlen batch (random_varlen).
+constexpr std::array<Layout, 3> kDenseLayouts = {Layout::bshd, Layout::bhsd, Layout::qkv_packed};
 constexpr std::array<Fp8Scaling, 4> kAllFp8Scalings = {Fp8Scaling::none, Fp8Scaling::per_tensor,
                                                        Fp8Scaling::per_head, Fp8Scaling::per_block};
 
@@ -74,6 +76,24 @@ inline Mask random_mask(std::mt19937_64& rng) {
     default:
       return {MaskKind::padding};
   }
+}
+
+// Varlen lengths for `problem` (reference/varlen.h), made valid for it: layout thd, no padding
+// mask; uniform, or a list of lengths 0 .. seqlen_q and 0 .. seqlen_k.
+inline Varlen random_varlen(std::mt19937_64& rng, Problem& problem) {
+  problem.layout = Layout::thd;
+  if (problem.mask.kind == MaskKind::padding) problem.mask = {MaskKind::causal_br};
+  Varlen varlen;
+  varlen.kind = random_in(rng, 0, 1) ? VarlenKind::uniform : VarlenKind::list;
+  if (varlen.kind == VarlenKind::list) {
+    for (int64_t b = 0; b < problem.batch; ++b) {
+      varlen.query_lengths.push_back(random_in(rng, 0, problem.seqlen_q));
+      varlen.key_lengths.push_back(random_in(rng, 0, 1)
+                                       ? std::min(varlen.query_lengths.back(), problem.seqlen_k)
+                                       : random_in(rng, 0, problem.seqlen_k));
+    }
+  }
+  return varlen;
 }
 
 // A valid problem with every field random, including values equal to their defaults (so the
@@ -94,12 +114,14 @@ inline Problem random_problem(std::mt19937_64& rng) {
       random_in(rng, 0, 1) ? default_p_dtype(problem.input_dtype) : pick(rng, kAllDTypes);
   problem.fp8_scaling = is_fp8(problem.input_dtype) ? pick(rng, kAllFp8Scalings) : Fp8Scaling::none;
   problem.mask = random_mask(rng);
-  problem.layout = pick(rng, kAllLayouts);
+  problem.layout = pick(rng, kDenseLayouts);
   if (problem.layout == Layout::qkv_packed) {
     problem.seqlen_k = problem.seqlen_q;
     problem.heads_q = problem.heads_kv;
     problem.head_dim_v = problem.head_dim_qk;
   }
+  const bool varlen = random_in(rng, 0, 3) == 0;  // a varlen batch: layout thd, forward only
+  if (varlen) problem.varlen = random_varlen(rng, problem);
   switch (random_in(rng, 0, 2)) {
     case 0:
       problem.scale = 0;
@@ -114,6 +136,7 @@ inline Problem random_problem(std::mt19937_64& rng) {
   problem.dout = pick(rng, std::array<UpstreamGradient, 3>{
                                 UpstreamGradient::normal, UpstreamGradient::small,
                                 UpstreamGradient::outliers});
+  if (varlen) return in_pass(problem, Pass::fwd);
   return in_pass(problem, pick(rng, std::array<Pass, 3>{Pass::fwd, Pass::bwd, Pass::fwd_bwd}));
 }
 

@@ -309,6 +309,11 @@ class CudaExecutor final : public DeviceExecutor {
         !s.ok) {
       return s;
     }
+    if (Status s = copy_to_device(inputs.cu_seqlens.data(), inputs.cu_seqlens.size() * sizeof(int),
+                                  cu_seqlens_);
+        !s.ok) {
+      return s;
+    }
     const float* head_descales[3] = {nullptr, nullptr, nullptr};  // q, k, v (per_head FP8)
     const std::vector<float>* host_descales[3] = {&inputs.q_head_descales,
                                                   &inputs.k_head_descales,
@@ -330,6 +335,8 @@ class CudaExecutor final : public DeviceExecutor {
     device_inputs_.k_buffer = packed ? q_.data() : k_.data();
     device_inputs_.v_buffer = packed ? q_.data() : v_.data();
     device_inputs_.key_lengths = reinterpret_cast<const int*>(key_lengths_.data());
+    device_inputs_.cu_seqlens =
+        inputs.cu_seqlens.empty() ? nullptr : reinterpret_cast<const int*>(cu_seqlens_.data());
     device_inputs_.dout = inputs.problem.has_backward() ? dout_.data() : nullptr;
     return Status::Ok();
   }
@@ -514,7 +521,7 @@ class CudaExecutor final : public DeviceExecutor {
   cudaEvent_t start_ = nullptr;
   cudaEvent_t stop_ = nullptr;
   DeviceMemory flush_;
-  DeviceMemory q_, k_, v_, key_lengths_, dout_;
+  DeviceMemory q_, k_, v_, key_lengths_, cu_seqlens_, dout_;
   DeviceMemory head_descales_[3];  // q, k, v: per_head FP8 descales
   GuardedDeviceBuffer out_, lse_;
   GuardedDeviceBuffer dq_, dk_, dv_;  // the backward's gradients
