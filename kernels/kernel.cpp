@@ -155,6 +155,11 @@ std::string unsupported_reason(const SupportTable& table, const Problem& problem
     return "layout " + layout_text(problem.layout) + " not supported (" +
            join(table.layouts, layout_text) + ")";
   }
+  if (problem.is_paged() && !table.paged_kv) return "paged KV cache not supported";
+  if (table.max_seqlen_q > 0 && problem.seqlen_q > table.max_seqlen_q) {
+    return "seqlen_q " + std::to_string(problem.seqlen_q) + " not supported (up to " +
+           std::to_string(table.max_seqlen_q) + " query rows per sequence: a decode kernel)";
+  }
   if (problem.heads_q != problem.heads_kv && !table.gqa) return "GQA not supported";
   if (problem.fp8_scaling != Fp8Scaling::none &&
       !contains(table.fp8_scalings, problem.fp8_scaling)) {
@@ -192,6 +197,8 @@ AttentionParams shape_params(const Problem& p) {
   params.head_dim_qk = static_cast<int>(p.head_dim_qk);
   params.head_dim_v = static_cast<int>(p.head_dim_v);
   params.heads_per_kv = static_cast<int>(p.heads_q / p.heads_kv);
+  params.page_size = static_cast<int>(layout.k.page_size);
+  params.pages_per_sequence = static_cast<int>(layout.k.pages_per_sequence);
   const double scale = p.softmax_scale();
   constexpr double kLog2e = 1.4426950408889634;
   params.scale = static_cast<float>(scale);
@@ -257,6 +264,9 @@ std::string describe_support(const SupportTable& table) {
     return std::string(layout_name(layout));
   }) << "\n";
   text << "GQA/MQA: " << (table.gqa ? "yes" : "no") << "\n";
+  text << "paged KV cache: " << (table.paged_kv ? "yes" : "no") << "\n";
+  if (table.max_seqlen_q > 0)
+    text << "query rows per sequence: up to " << table.max_seqlen_q << "\n";
   text << "passes: " << join(table.passes, [](Pass pass) { return std::string(pass_name(pass)); });
   if (!table.backward_head_dims.empty()) {
     text << " (the backward at head dims "

@@ -43,6 +43,9 @@ struct SupportTable {
   std::vector<MaskKind> masks;
   std::vector<Layout> layouts;
   bool gqa = true;  // heads_q a multiple of heads_kv (includes MQA)
+  bool paged_kv = false;  // K and V in a paged cache (Problem::page_size, params.h page_table)
+  // The most query rows per sequence (a decode kernel's few); 0: any.
+  int64_t max_seqlen_q = 0;
   // The passes the kernel computes: a kernel with a backward (Plan::run_backward) lists bwd and
   // fwd_bwd; the backward covers the rest of the table. FP8 inputs need fp8_backward besides.
   std::vector<Pass> passes = {Pass::fwd};

@@ -39,6 +39,13 @@ struct AttentionParams {
   // and seqlen_q, seqlen_k the longest sequence's. Null for the other layouts.
   const int* __restrict__ cu_seqlens_q;
   const int* __restrict__ cu_seqlens_k;
+  // A paged KV cache (Problem::page_size): k and v point at pools of pages, each page_size key
+  // rows at k_row_stride / v_row_stride; key row s of sequence b is row s % page_size of page
+  // page_table[b * pages_per_sequence + s / page_size] ((batch, pages_per_sequence) int32, same
+  // memory space as q; entries past a sequence's last page -1). The k and v batch strides are
+  // then 0. Null and 0 for a contiguous cache.
+  const int* __restrict__ page_table;
+  int page_size, pages_per_sequence;
 
   DType input_dtype, output_dtype, p_dtype;
   // FP8: x_real = x_stored * descale; out_stored = out_real * out_scale. 1 otherwise.

@@ -6,6 +6,7 @@ namespace {
 // One multiply and one add per element of q . k (d_qk) and of P @ V (d_v).
 constexpr double kFlopsPerMultiplyAdd = 2;
 constexpr double kLseBytes = 4;  // fp32 per (batch, head, query)
+constexpr double kPageTableEntryBytes = 4;  // int32 per page of a paged cache
 
 // Query and key rows over the whole batch: each sequence's own lengths in a varlen batch (its
 // tensors hold no other rows), batch x seqlen otherwise (padding keys are stored and counted).
@@ -26,10 +27,18 @@ double elements(double tokens, int64_t heads, int64_t head_dim) {
   return tokens * static_cast<double>(heads) * static_cast<double>(head_dim);
 }
 
+// A paged cache's page table, read once per page of every sequence.
+double page_table_bytes(const Problem& p) {
+  double pages = 0;
+  for (int64_t b = 0; p.is_paged() && b < p.batch; ++b) pages += static_cast<double>(p.pages_of(b));
+  return kPageTableEntryBytes * pages;
+}
+
 double forward_bytes(const Problem& p) {
   const double input_size = static_cast<double>(dtype_size(p.input_dtype));
   const double output_size = static_cast<double>(dtype_size(p.output_dtype));
-  return input_size * (elements(query_tokens(p), p.heads_q, p.head_dim_qk) +
+  return page_table_bytes(p) +
+         input_size * (elements(query_tokens(p), p.heads_q, p.head_dim_qk) +
                        elements(key_tokens(p), p.heads_kv, p.head_dim_qk) +
                        elements(key_tokens(p), p.heads_kv, p.head_dim_v)) +
          output_size * elements(query_tokens(p), p.heads_q, p.head_dim_v);

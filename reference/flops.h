@@ -7,7 +7,8 @@
 // Bytes = the minimum HBM traffic of the pass, each tensor read or written once in its dtype:
 // forward reads q, k, v and writes out; backward reads q, k, v, out, dO and the LSE and writes
 // dQ, dK, dV; fwd_bwd is the forward's traffic plus the backward's. A varlen batch counts each
-// sequence's own pairs and rows (its tensors hold nothing else).
+// sequence's own pairs and rows (its tensors hold nothing else); a paged cache adds its page
+// table (4 bytes per page), its K and V counted over the rows they hold, not whole pages.
 #pragma once
 
 #include <cstdint>

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "reference/enum_names.h"
+#include "reference/random.h"
 
 namespace attnbench {
 namespace {
@@ -28,8 +29,7 @@ constexpr std::array<Fp8Scaling, 4> kAllFp8Scalings = {Fp8Scaling::none, Fp8Scal
                                                        Fp8Scaling::per_head, Fp8Scaling::per_block};
 constexpr std::string_view kShapeKeys =
     "b, hq, hkv, sq, sk, s, d, dqk, dv, dtype, out, p, fp8_scaling, mask, layout, scale, pass, "
-    "dout, "
-    "varlen";
+    "dout, varlen, page";
 
 std::string_view trim(std::string_view text) {
   const auto first = text.find_first_not_of(" \t");
@@ -74,7 +74,7 @@ std::vector<std::string_view> split_top_level(std::string_view text) {
 // Everything --shape can say, before defaults are filled in. Explicit fields win over the
 // shorthands (sq over s, dqk over d), so the order of the keys never matters.
 struct ShapeFields {
-  std::optional<int64_t> b, hq, hkv, sq, sk, s, d, dqk, dv;
+  std::optional<int64_t> b, hq, hkv, sq, sk, s, d, dqk, dv, page;
   std::optional<DType> dtype, out, p;
   std::optional<Fp8Scaling> fp8_scaling;
   std::optional<Mask> mask;
@@ -121,6 +121,7 @@ Status set_field(std::string_view key, std::string_view value, ShapeFields& fiel
   if (key == "d") return set_integer(key, value, fields.d);
   if (key == "dqk") return set_integer(key, value, fields.dqk);
   if (key == "dv") return set_integer(key, value, fields.dv);
+  if (key == "page") return set_integer(key, value, fields.page);
   if (key == "dtype") return set_dtype(key, value, fields.dtype);
   if (key == "out") return set_dtype(key, value, fields.out);
   if (key == "p") return set_dtype(key, value, fields.p);
@@ -212,6 +213,7 @@ Problem problem_from_fields(const ShapeFields& fields) {
   problem.scale = fields.scale.value_or(problem.scale);
   problem.pass = fields.pass.value_or(problem.pass);
   problem.dout = fields.dout.value_or(problem.dout);
+  problem.page_size = fields.page.value_or(problem.page_size);
   return problem;
 }
 
@@ -255,11 +257,19 @@ Status check_packed_shapes(const Problem& problem) {
   return Status::Ok();
 }
 
+// A placement by strides and a first element alone (no sequence starts, no pages).
+TensorPlacement strided(Strides strides, int64_t offset) {
+  TensorPlacement placement;
+  placement.strides = strides;
+  placement.offset = offset;
+  return placement;
+}
+
 // Layout thd: the rows of sequence b start at starts[b] (cu_seqlens).
 TensorPlacement thd_placement(const std::vector<int64_t>& starts, int64_t heads, int64_t head_dim) {
-  return {.strides = {.batch = 0, .seq = heads * head_dim, .head = head_dim},
-          .offset = 0,
-          .sequence_starts = starts};
+  TensorPlacement placement = strided({.batch = 0, .seq = heads * head_dim, .head = head_dim}, 0);
+  placement.sequence_starts = starts;
+  return placement;
 }
 
 // The first row of each sequence and, last, the total: FlashAttention's cu_seqlens.
@@ -269,6 +279,62 @@ std::vector<int64_t> sequence_starts(int64_t batch, const std::function<int64_t(
     starts[static_cast<size_t>(b) + 1] = starts[static_cast<size_t>(b)] + length(b);
   }
   return starts;
+}
+
+// The pool's pages in a fixed shuffled order: a paged kernel must follow the page table, as a
+// serving engine's cache hands pages out in whatever order they were freed.
+std::vector<int64_t> shuffled_pages(int64_t count) {
+  std::vector<int64_t> pages(static_cast<size_t>(count));
+  for (int64_t i = 0; i < count; ++i) pages[static_cast<size_t>(i)] = i;
+  Xoshiro256 rng(mix_seed(0x5041474544ull, static_cast<uint64_t>(count)));  // "PAGED"
+  for (int64_t i = count - 1; i > 0; --i) {
+    const auto j = static_cast<int64_t>(rng() % static_cast<uint64_t>(i + 1));
+    std::swap(pages[static_cast<size_t>(i)], pages[static_cast<size_t>(j)]);
+  }
+  return pages;
+}
+
+// K and V of a paged problem: each sequence's pages, taken from the shuffled pool in order;
+// the table's unused entries (a sequence with fewer pages than the longest) are -1.
+void page_the_cache(const Problem& p, ProblemLayout& layout) {
+  int64_t pages_per_sequence = 0;
+  for (int64_t b = 0; b < p.batch; ++b) {
+    pages_per_sequence = std::max(pages_per_sequence, p.pages_of(b));
+    layout.cache_pages += p.pages_of(b);
+  }
+  const std::vector<int64_t> pool = shuffled_pages(layout.cache_pages);
+  std::vector<int64_t> table(static_cast<size_t>(p.batch * pages_per_sequence), -1);
+  size_t next = 0;
+  for (int64_t b = 0; b < p.batch; ++b) {
+    for (int64_t page = 0; page < p.pages_of(b); ++page) {
+      table[static_cast<size_t>(b * pages_per_sequence + page)] = pool[next++];
+    }
+  }
+  for (TensorPlacement* placement : {&layout.k, &layout.v}) {
+    placement->strides.batch = 0;
+    placement->offset = 0;
+    placement->page_table = table;
+    placement->page_size = p.page_size;
+    placement->pages_per_sequence = pages_per_sequence;
+  }
+  const int64_t pool_rows = layout.cache_pages * p.page_size;
+  layout.k_buffer_elements = pool_rows * p.heads_kv * p.head_dim_qk;
+  layout.v_buffer_elements = pool_rows * p.heads_kv * p.head_dim_v;
+}
+
+Status check_paged(const Problem& problem) {
+  const std::string named = "page=" + std::to_string(problem.page_size);
+  if (problem.layout != Layout::bshd && problem.layout != Layout::thd) {
+    return Status::Error(named + " with layout " + std::string(layout_name(problem.layout)) +
+                         ": a paged cache keeps k and v rows in pages of their own; accepted "
+                         "layouts bshd, thd");
+  }
+  if (problem.has_backward()) {
+    return Status::Error(
+        named + " with pass " + std::string(pass_name(problem.pass)) +
+        ": a paged cache is read by a forward (decode, prefill); accepted pass fwd");
+  }
+  return Status::Ok();
 }
 
 Status check_varlen(const Problem& problem) {
@@ -306,17 +372,13 @@ Status check_varlen(const Problem& problem) {
 }
 
 TensorPlacement bshd_placement(int64_t seqlen, int64_t heads, int64_t head_dim) {
-  return {
-      .strides = {.batch = seqlen * heads * head_dim, .seq = heads * head_dim, .head = head_dim},
-      .offset = 0,
-      .sequence_starts = {}};
+  return strided({.batch = seqlen * heads * head_dim, .seq = heads * head_dim, .head = head_dim},
+                 0);
 }
 
 TensorPlacement bhsd_placement(int64_t seqlen, int64_t heads, int64_t head_dim) {
-  return {
-      .strides = {.batch = heads * seqlen * head_dim, .seq = head_dim, .head = seqlen * head_dim},
-      .offset = 0,
-      .sequence_starts = {}};
+  return strided({.batch = heads * seqlen * head_dim, .seq = head_dim, .head = seqlen * head_dim},
+                 0);
 }
 
 }  // namespace
@@ -404,9 +466,9 @@ ProblemLayout describe_layout(const Problem& problem) {
       const Strides packed{.batch = p.seqlen_q * kPackedTensors * tensor_row,
                            .seq = kPackedTensors * tensor_row,
                            .head = p.head_dim_qk};
-      layout.q = {.strides = packed, .offset = 0, .sequence_starts = {}};
-      layout.k = {.strides = packed, .offset = tensor_row, .sequence_starts = {}};
-      layout.v = {.strides = packed, .offset = 2 * tensor_row, .sequence_starts = {}};
+      layout.q = strided(packed, 0);
+      layout.k = strided(packed, tensor_row);
+      layout.v = strided(packed, 2 * tensor_row);
       layout.out = bshd_placement(p.seqlen_q, p.heads_q, p.head_dim_v);
       layout.q_buffer_elements = kPackedTensors * layout.q_buffer_elements;
       layout.k_buffer_elements = 0;
@@ -414,6 +476,7 @@ ProblemLayout describe_layout(const Problem& problem) {
       break;
     }
   }
+  if (p.is_paged()) page_the_cache(p, layout);
   return layout;
 }
 
@@ -463,6 +526,14 @@ Status validate(const Problem& problem) {
   if (problem.layout == Layout::qkv_packed) {
     if (Status status = check_packed_shapes(problem); !status) return status;
   }
+  if (problem.page_size < 0 || problem.page_size > kMaxDimension) {
+    return Status::Error("page (page_size) = " + std::to_string(problem.page_size) +
+                         ": accepted 0 (K and V contiguous) or 1 .. " +
+                         std::to_string(kMaxDimension));
+  }
+  if (problem.is_paged()) {
+    if (Status status = check_paged(problem); !status) return status;
+  }
   if (problem.is_varlen()) {
     if (Status status = check_varlen(problem); !status) return status;
   } else if (problem.layout == Layout::thd) {
@@ -511,6 +582,7 @@ std::string shape_string(const Problem& problem) {
   }
   if (problem.mask.kind != MaskKind::none) text += ",mask=" + mask_name(problem.mask);
   if (problem.is_varlen()) text += ",varlen=" + varlen_name(problem.varlen);
+  if (problem.is_paged()) text += ",page=" + std::to_string(problem.page_size);
   if (problem.layout != default_layout(problem.varlen)) {
     text += ",layout=" + std::string(layout_name(problem.layout));
   }

@@ -50,6 +50,9 @@ struct Problem {
   Pass pass = Pass::fwd;
   UpstreamGradient dout = UpstreamGradient::normal;  // a forward has none: always normal there
   Varlen varlen;  // per-sequence lengths (layout thd); none: every sequence seqlen_q x seqlen_k
+  // A paged KV cache: K and V live in pages of page_size key rows, shuffled in one pool, each
+  // sequence's found through a page table (its last page partial); 0: K and V contiguous.
+  int64_t page_size = 0;
 
   double softmax_scale() const;
   bool has_forward() const { return pass != Pass::bwd; }   // the timed step runs a forward
@@ -63,6 +66,12 @@ struct Problem {
   // Key length of sequence b: its varlen length, padding_key_length for the padding mask,
   // seqlen_k otherwise.
   int64_t key_length(int64_t b) const;
+  // Key rows K and V hold for sequence b: its varlen key length, seqlen_k otherwise (the padding
+  // mask's hidden keys are stored too).
+  int64_t key_rows(int64_t b) const { return is_varlen() ? key_length(b) : seqlen_k; }
+  bool is_paged() const { return page_size > 0; }
+  // Pages sequence b's keys take in a paged cache: key_rows(b) / page_size, rounded up.
+  int64_t pages_of(int64_t b) const { return (key_rows(b) + page_size - 1) / page_size; }
   KeyRange visible(int64_t b, int64_t query) const;
   bool operator==(const Problem&) const = default;
 };
@@ -79,6 +88,12 @@ struct TensorPlacement {
   // Layout thd: the row each sequence starts at, batch + 1 entries (cu_seqlens; the last is the
   // total), in place of strides.batch. Empty for the other layouts.
   std::vector<int64_t> sequence_starts;
+  // A paged K or V: key row s of sequence b is row s % page_size of page
+  // page_table[b * pages_per_sequence + s / page_size], a page being page_size rows of
+  // strides.seq; replaces strides.batch and sequence_starts. Empty and 0 when not paged.
+  std::vector<int64_t> page_table;
+  int64_t page_size = 0;
+  int64_t pages_per_sequence = 0;
   // Rows sequence b holds: its length under thd, `dense_rows` (the tensor's seqlen) otherwise.
   int64_t rows(int64_t b, int64_t dense_rows) const {
     if (sequence_starts.empty()) return dense_rows;
@@ -86,6 +101,10 @@ struct TensorPlacement {
   }
   // The element (b, s, h, 0): the start of one contiguous row of head_dim elements.
   int64_t row_start(int64_t b, int64_t s, int64_t h) const {
+    if (page_size > 0) {
+      const int64_t page = page_table[static_cast<size_t>(b * pages_per_sequence + s / page_size)];
+      return offset + (page * page_size + s % page_size) * strides.seq + h * strides.head;
+    }
     const int64_t sequence = sequence_starts.empty()
                                  ? b * strides.batch
                                  : sequence_starts[static_cast<size_t>(b)] * strides.seq;
@@ -102,6 +121,7 @@ struct ProblemLayout {
   int64_t k_buffer_elements = 0;  // packed: 0 (k lives in the q buffer)
   int64_t v_buffer_elements = 0;  // packed: 0
   int64_t out_elements = 0;
+  int64_t cache_pages = 0;   // paged: the pages of K's pool (and of V's); 0 otherwise
   int64_t lse_elements = 0;  // (batch, heads_q, seqlen_q) fp32; varlen: rows past a length unused
   int64_t dq_elements = 0;   // as q, k, v unpacked
   int64_t dk_elements = 0;
@@ -129,7 +149,8 @@ std::string inputs_shape(const Problem& problem);
 // Parses the --shape syntax: comma-separated key=value with keys b, hq, hkv (default hq),
 // sq, sk (s sets both), d (sets qk and v), dqk, dv, dtype, out, p, fp8_scaling, mask, layout,
 // scale, pass, dout (only with a backward pass), varlen (reference/varlen.h: sets layout thd; a
-// list also sets b, and sq and sk to its longest unless given). The message names the key or value
+// list also sets b, and sq and sk to its longest unless given), page (a paged KV cache's page
+// size). The message names the key or value
 // that was wrong and what is accepted.
 Status parse_shape(std::string_view text, Problem& problem);
 

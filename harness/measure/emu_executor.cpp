@@ -81,6 +81,10 @@ class EmuExecutor final : public DeviceExecutor {
       memory.push_back(
           {inputs_->cu_seqlens.data(), inputs_->cu_seqlens.size() * sizeof(int), "cu_seqlens"});
     }
+    if (!inputs_->page_table.empty()) {
+      memory.push_back(
+          {inputs_->page_table.data(), inputs_->page_table.size() * sizeof(int), "page_table"});
+    }
     memory.push_back({outputs.out.data(), outputs.out.bytes(), "out"});
     if (outputs.has_lse) memory.push_back({outputs.lse.data(), outputs.lse.bytes(), "lse"});
     if (outputs.has_gradients) {

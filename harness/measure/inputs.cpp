@@ -183,6 +183,15 @@ Descales quantize_into(const std::vector<float>& values, DType dtype, Fp8Scaling
   return descales;
 }
 
+// A paged cache's pools before the sequences' rows are stored: every element a fresh finite value,
+// as a serving engine's pages hold whatever a finished request left, so a kernel that reads past
+// a sequence's last key (the partial last page read whole) reads numbers that change its output.
+void fill_stale_pages(DType dtype, uint64_t seed, void* pool, int64_t elements) {
+  Xoshiro256 rng(seed);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (int64_t e = 0; e < elements; ++e) store_element(dtype, pool, e, normal(rng));
+}
+
 // dO, placed like out, in the gradient dtype, from its own seeded stream (so q, k and v are the
 // same whether or not it is drawn) and its own distribution (Problem::dout).
 void draw_upstream_gradient(uint64_t seed, ProblemInputs& inputs) {
@@ -278,6 +287,10 @@ Status make_inputs(const Problem& problem, Distribution distribution, uint64_t s
   void* k_data = layout.k_buffer_elements > 0 ? inputs.k_buffer.data() : inputs.q_buffer.data();
   void* v_data = layout.k_buffer_elements > 0 ? inputs.v_buffer.data() : inputs.q_buffer.data();
 
+  if (problem.is_paged()) {
+    fill_stale_pages(problem.input_dtype, mix_seed(seed, 6), k_data, layout.k_buffer_elements);
+    fill_stale_pages(problem.input_dtype, mix_seed(seed, 7), v_data, layout.v_buffer_elements);
+  }
   const SinkDirections sinks =
       distribution == Distribution::sink
           ? sink_directions(mix_seed(seed, 4), problem.heads_kv, problem.heads_q / problem.heads_kv,
@@ -312,6 +325,7 @@ Status make_inputs(const Problem& problem, Distribution distribution, uint64_t s
   for (int64_t b = 0; b < problem.batch; ++b) {
     inputs.key_lengths[static_cast<size_t>(b)] = static_cast<int>(problem.key_length(b));
   }
+  inputs.page_table.assign(layout.k.page_table.begin(), layout.k.page_table.end());
   inputs.cu_seqlens.clear();
   for (const auto* starts : {&layout.q.sequence_starts, &layout.k.sequence_starts}) {
     for (int64_t start : *starts) inputs.cu_seqlens.push_back(static_cast<int>(start));
@@ -343,6 +357,7 @@ InputPointers host_pointers(const ProblemInputs& inputs) {
           view.v.data,
           inputs.key_lengths.data(),
           inputs.cu_seqlens.empty() ? nullptr : inputs.cu_seqlens.data(),
+          inputs.page_table.empty() ? nullptr : inputs.page_table.data(),
           view.q.head_descales,
           view.k.head_descales,
           view.v.head_descales,
@@ -365,6 +380,7 @@ AttentionParams make_params(const ProblemInputs& inputs, const InputPointers& po
   params.out = out;
   params.lse = lse;
   params.key_lengths = p.mask.kind == MaskKind::padding ? pointers.key_lengths : nullptr;
+  params.page_table = pointers.page_table;
   if (pointers.cu_seqlens != nullptr) {
     params.cu_seqlens_q = pointers.cu_seqlens;
     params.cu_seqlens_k = pointers.cu_seqlens + p.batch + 1;

@@ -56,6 +56,8 @@ struct ProblemInputs {
   // Layout thd: cu_seqlens_q then cu_seqlens_k, (batch + 1,) each (layout.q's and layout.k's
   // sequence_starts as int32); empty for the other layouts.
   std::vector<int> cu_seqlens;
+  // A paged cache: the page table (layout.k's page_table as int32); empty otherwise.
+  std::vector<int> page_table;
   // The backward's upstream gradient dO, placed like out, in the gradient dtype; empty for a
   // forward problem.
   GuardedBuffer dout_buffer;
@@ -78,6 +80,7 @@ struct InputPointers {
   const void* v_buffer = nullptr;
   const int* key_lengths = nullptr;  // (batch,)
   const int* cu_seqlens = nullptr;   // thd: ProblemInputs::cu_seqlens, or null
+  const int* page_table = nullptr;   // paged: ProblemInputs::page_table, or null
   // per_head FP8 descales (ProblemInputs' vectors, or their device copies); null otherwise.
   const float* q_head_descales = nullptr;
   const float* k_head_descales = nullptr;

@@ -99,6 +99,7 @@ constexpr auto kCaseFields = std::to_array<Field<StoredCase>>({
     value<&StoredCase::problem, &Problem::mask, &Mask::window_right>("window_right"),
     named<layout_name, parse_layout, &StoredCase::problem, &Problem::layout>("layout"),
     named<varlen_name, parse_varlen, &StoredCase::problem, &Problem::varlen>("varlen"),
+    value<&StoredCase::problem, &Problem::page_size>("page_size"),
     value<&StoredCase::problem, &Problem::scale>("scale"),
     value<&StoredCase::distribution>("distribution"),
     named<pass_name, parse_pass, &StoredCase::problem, &Problem::pass>("pass"),

@@ -29,11 +29,12 @@
 //     text too, when not fwd); dout: how the backward's upstream gradient was drawn (normal,
 //     small, outliers; always normal for a forward; named in the shape text when not normal);
 //     varlen: a variable-length batch's lengths (reference/varlen.h; none for a dense batch,
-//     whose seqlen_q and seqlen_k are every sequence's; else they are the longest).
+//     whose seqlen_q and seqlen_k are every sequence's; else they are the longest); page_size: a
+//     paged KV cache's keys per page (0: contiguous K and V).
 //     { id, case_key, kernel, batch, heads_q,
 //       heads_kv, seqlen_q, seqlen_k, head_dim_qk, head_dim_v, input_dtype, output_dtype, p_dtype,
 //       fp8_scaling, mask_kind, window_left, window_right, layout, scale, distribution, shape,
-//       pass, dout, varlen }
+//       pass, dout, varlen, page_size }
 //   results: one per case measured in a run; status CHECKed (records.h's result statuses);
 //     series_key "kernel|shape|distribution|device model|build"; sm_clock_mhz: the median of its
 //     samples'; timing_stop CHECKed (stable, repetitions, budget).
@@ -489,6 +490,11 @@ ALTER TABLE run_triage ADD COLUMN detectable_json TEXT NOT NULL DEFAULT '{}'
     // reference/varlen.h names them ("uniform", "list(120,37,512)"); older cases are dense.
     R"sql(
 ALTER TABLE cases ADD COLUMN varlen TEXT NOT NULL DEFAULT 'none';
+)sql",
+    // Version 15: paged KV caches (issue 39): a case's page size; older cases' K and V are
+    // contiguous (0).
+    R"sql(
+ALTER TABLE cases ADD COLUMN page_size INTEGER NOT NULL DEFAULT 0 CHECK (page_size >= 0);
 )sql",
 };
 

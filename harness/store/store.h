@@ -28,7 +28,7 @@ namespace attnbench {
 // Version 5: what timing a result cost and why it stopped.
 // Version 6: result_analysis (the detector's whole judgement of every series it analysed) and
 // alert kinds, states and severities under CHECK constraints.
-constexpr int kSchemaVersion = 14;
+constexpr int kSchemaVersion = 15;
 
 struct StoredRun {
   int64_t id = 0;

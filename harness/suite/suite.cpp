@@ -6,11 +6,12 @@
 //
 //   batch | tokens, heads_q, heads_kv | gqa, seqlen | seqlen_q, seqlen_k,
 //   head_dim | head_dim_qk, head_dim_v, dtype, out_dtype, p_dtype, fp8_scaling, mask, layout,
-//   varlen, scale, distribution, passes, dout
+//   varlen, page_size, scale, distribution, passes, dout
 //
 // varlen (reference/varlen.h: "uniform", "list(120,37,512)") makes a block's cases varlen
 // batches, layout thd unless the block names a layout; seqlen is then the longest sequence, and a
-// list without batch or tokens sets the batch to its length.
+// list without batch or tokens sets the batch to its length. page_size puts K and V in a paged
+// cache of pages that many keys long (docs/serving.md).
 //
 // dout (the backward's upstream gradient) applies to the bwd and fwd_bwd cases; a block's
 // forwards keep dO normal (Problem in_pass), so dout = ["normal", "small"] beside
@@ -52,10 +53,10 @@ constexpr std::string_view kTopLevelFields[] = {"name",   "description",   "repe
 
 // Also the expansion order of the axes (everything after "kernels"), outermost first.
 constexpr std::string_view kMatrixFields[] = {
-    "kernels", "batch",     "tokens",       "heads_q",     "heads_kv",    "gqa",
-    "seqlen",  "seqlen_q",  "seqlen_k",     "head_dim",    "head_dim_qk", "head_dim_v",
-    "dtype",   "out_dtype", "p_dtype",      "fp8_scaling", "mask",        "layout",
-    "varlen",  "scale",     "distribution", "passes",      "dout"};
+    "kernels", "batch",     "tokens",   "heads_q",      "heads_kv",    "gqa",
+    "seqlen",  "seqlen_q",  "seqlen_k", "head_dim",     "head_dim_qk", "head_dim_v",
+    "dtype",   "out_dtype", "p_dtype",  "fp8_scaling",  "mask",        "layout",
+    "varlen",  "page_size", "scale",    "distribution", "passes",      "dout"};
 
 // Pairs of keys that say the same thing two ways: a block may give one of each pair.
 constexpr std::pair<std::string_view, std::string_view> kConflictingFields[] = {
@@ -148,6 +149,7 @@ constexpr IntegerField kIntegerFields[] = {
     {"head_dim", [](Draft& d, int64_t v) { d.problem.head_dim_qk = v; }},
     {"head_dim_qk", [](Draft& d, int64_t v) { d.problem.head_dim_qk = v; }},
     {"head_dim_v", [](Draft& d, int64_t v) { d.head_dim_v = v; }},
+    {"page_size", [](Draft& d, int64_t v) { d.problem.page_size = v; }},
 };
 
 // A string axis: `parse` gives the setter for one value or nothing when the value is unknown.

@@ -98,8 +98,11 @@ Status check_params_match(const Problem& planned, const AttentionParams& params)
   if ((planned.layout == Layout::thd) !=
       (params.cu_seqlens_q != nullptr && params.cu_seqlens_k != nullptr)) {
     return Status::Error(
-        "params: cu_seqlens_q and cu_seqlens_k are set for, and only for, "
-        "layout thd");
+        "params: cu_seqlens_q and cu_seqlens_k are set for, and only for, layout thd");
+  }
+  if (planned.is_paged() != (params.page_table != nullptr && params.page_size > 0)) {
+    return Status::Error(
+        "params: page_table and page_size are set for, and only for, a paged cache");
   }
   return Status::Ok();
 }

@@ -75,13 +75,28 @@ inline int64_t q_offset(const AttentionParams& p, int64_t b, int64_t h, int64_t 
   return sequence_offset(p.cu_seqlens_q, b, p.q_batch_stride, p.q_row_stride) +
          row * p.q_row_stride + h * p.q_head_stride;
 }
+// Where key row `row` of sequence b starts in K or V: through the page table in a paged cache,
+// else after the sequence's first row.
+inline int64_t key_row_offset(const AttentionParams& p, int64_t b, int64_t row,
+                              int64_t batch_stride, int64_t row_stride) {
+  if (p.page_table != nullptr) {
+    const int64_t page = p.page_table[b * p.pages_per_sequence + row / p.page_size];
+    return (page * p.page_size + row % p.page_size) * row_stride;
+  }
+  return sequence_offset(p.cu_seqlens_k, b, batch_stride, row_stride) + row * row_stride;
+}
 inline int64_t k_offset(const AttentionParams& p, int64_t b, int64_t h_kv, int64_t row) {
-  return sequence_offset(p.cu_seqlens_k, b, p.k_batch_stride, p.k_row_stride) +
-         row * p.k_row_stride + h_kv * p.k_head_stride;
+  return key_row_offset(p, b, row, p.k_batch_stride, p.k_row_stride) + h_kv * p.k_head_stride;
 }
 inline int64_t v_offset(const AttentionParams& p, int64_t b, int64_t h_kv, int64_t row) {
-  return sequence_offset(p.cu_seqlens_k, b, p.v_batch_stride, p.v_row_stride) +
-         row * p.v_row_stride + h_kv * p.v_head_stride;
+  return key_row_offset(p, b, row, p.v_batch_stride, p.v_row_stride) + h_kv * p.v_head_stride;
+}
+// Key rows [first, first + rows) run contiguously in K and V (at the row strides) until this
+// row: the end of first's page in a paged cache, never otherwise.
+inline int64_t contiguous_key_rows_end(const AttentionParams& p, int64_t first, int64_t end) {
+  if (p.page_table == nullptr) return end;
+  const int64_t page_end = (first / p.page_size + 1) * p.page_size;
+  return page_end < end ? page_end : end;
 }
 inline int64_t out_offset(const AttentionParams& p, int64_t b, int64_t h, int64_t row) {
   return sequence_offset(p.cu_seqlens_q, b, p.out_batch_stride, p.out_row_stride) +

@@ -26,6 +26,8 @@
 // The backward: FlashAttention-2's algorithm, deterministic (kernels/cpu/flash_backward.cpp).
 // Varlen batches (layout thd): a sequence's rows and keys are found through cu_seqlens and masked
 // with its own lengths (cpu_common.h); the work items of its missing query blocks return at once.
+// A paged cache: each K/V tile is gathered page by page through the page table into the fp32
+// staging tile (fp32 inputs too), so BLAS sees one contiguous tile whatever the page size.
 // Limits: the softmax bookkeeping is host code (AVX-512 / AVX2 clones on x86-64,
 // see cpu_common.h); the diagonal tiles of causal masks are computed whole and masked, so
 // causal cases run at ~3/4 of the unmasked rate.
@@ -89,7 +91,8 @@ class FlashPlan final : public Plan {
     const size_t threads = static_cast<size_t>(threads_);
     Status status = cpu::allocate_scratch(allocator, threads * thread_floats() * sizeof(float),
                                           "cpu.flash per-thread tiles", tiles_);
-    if (status && problem_.input_dtype != DType::f32) {
+    // fp32 K and V are read in place, but for a paged cache's pages, gathered like the others.
+    if (status && (problem_.input_dtype != DType::f32 || problem_.is_paged())) {
       status = cpu::allocate_scratch(allocator, threads * staging_floats() * sizeof(float),
                                      "cpu.flash per-thread fp32 tiles of q, k, v", staging_);
     }
@@ -181,12 +184,8 @@ class FlashPlan final : public Plan {
       for (int64_t first_key = keys_begin; first_key < keys_end; first_key += block_k_) {
         const int64_t cols = std::min(block_k_, keys_end - first_key);
         phase.next("convert");
-        const cpu::BlockView k =
-            cpu::view_block(p.input_dtype, p.k, cpu::k_offset(p, b, h_kv, first_key),
-                            p.k_row_stride, cols, dqk, tiles.k_staging);
-        const cpu::BlockView v =
-            cpu::view_block(p.input_dtype, p.v, cpu::v_offset(p, b, h_kv, first_key),
-                            p.v_row_stride, cols, dv, tiles.v_staging);
+        const cpu::BlockView k = key_block(p, Tensor::k, b, h_kv, first_key, cols, tiles.k_staging);
+        const cpu::BlockView v = key_block(p, Tensor::v, b, h_kv, first_key, cols, tiles.v_staging);
         phase.next("scores");
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, cols, dqk, p.scale_log2, q.data,
                     q.ld, k.data, k.ld, 0.0f, tiles.scores, block_k_);
@@ -209,6 +208,31 @@ class FlashPlan final : public Plan {
         p.lse[cpu::lse_offset(p, b, h, first_row + r)] = cpu::natural_lse(tiles.row_max[r], sum);
       }
     }
+  }
+
+  enum class Tensor { k, v };
+  // Key rows [first_key, first_key + cols) of K or V for BLAS: in place or widened (view_block),
+  // or in a paged cache gathered page by page into the staging tile.
+  cpu::BlockView key_block(const AttentionParams& p, Tensor tensor, int64_t b, int64_t h_kv,
+                           int64_t first_key, int64_t cols, float* staging) const {
+    const bool is_k = tensor == Tensor::k;
+    const void* base = is_k ? p.k : p.v;
+    const int64_t dim = is_k ? p.head_dim_qk : p.head_dim_v;
+    const int64_t row_stride = is_k ? p.k_row_stride : p.v_row_stride;
+    const auto offset = [&](int64_t row) {
+      return is_k ? cpu::k_offset(p, b, h_kv, row) : cpu::v_offset(p, b, h_kv, row);
+    };
+    if (p.page_table == nullptr) {
+      return cpu::view_block(p.input_dtype, base, offset(first_key), row_stride, cols, dim,
+                             staging);
+    }
+    for (int64_t row = first_key; row < first_key + cols;) {
+      const int64_t end = cpu::contiguous_key_rows_end(p, row, first_key + cols);
+      cpu::load_block(p.input_dtype, base, offset(row), row_stride, end - row, dim,
+                      staging + (row - first_key) * dim, dim);
+      row = end;
+    }
+    return {staging, dim};
   }
 
   // Turns the score tile into P (0 where masked) and updates each row's max, sum and O scale.
@@ -247,7 +271,8 @@ class FlashPlan final : public Plan {
   int64_t query_blocks_;
   int threads_;
   ScratchBuffer tiles_;    // per thread: scores, O, row max, row sum (thread_floats())
-  ScratchBuffer staging_;  // per thread: fp32 tiles of q, k, v (staging_floats()); fp16/bf16 only
+  ScratchBuffer
+      staging_;  // per thread: fp32 tiles of q, k, v (staging_floats()); fp16/bf16 or paged
 };
 
 // cpu.flash with its tiles from default_tiles, or fixed (a variant, named by the caller).
@@ -267,6 +292,7 @@ Kernel flash_kernel(cpu::FlashBackwardBug bug, std::optional<Tiles> fixed_tiles)
       "backward adds an fp32 dQ accumulator per thread");
   kernel.support.passes = {Pass::fwd, Pass::bwd, Pass::fwd_bwd};
   kernel.support.layouts.push_back(Layout::thd);  // varlen batches (their forward: validate)
+  kernel.support.paged_kv = true;
   if (fixed_tiles) {
     kernel.variant_of = kernel.name;
     kernel.name = variant_name(kernel.name, tile_parameters(*fixed_tiles));

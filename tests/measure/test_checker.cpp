@@ -29,6 +29,8 @@ enum class Defect {
   nondeterministic,    // a different last bit on every run
   inaccurate,          // rounds P to 8 mantissa bits: a kernel that is just too imprecise
   shifted_keys,        // varlen: sequences after the first read their keys one row early
+  page_off_by_one,     // paged: each key row read from the sequence's next page in its table
+  last_page_whole,     // paged: a sequence's partial last page read whole, as if all keys
 };
 
 constexpr int64_t kKeyBlock = 16;  // keys per online-softmax step, so rescaling matters
@@ -62,10 +64,29 @@ class TestPlan : public Plan {
             keys};
   }
 
+  // Where key row j of sequence b starts in K or V (`base`: the sequence's first row, unpaged):
+  // through the page table in a paged cache.
+  int64_t key_offset(const AttentionParams& p, int b, int64_t base, int64_t j,
+                     int64_t row_stride) const {
+    if (p.page_table == nullptr) return base + j * row_stride;
+    const int* table = p.page_table + static_cast<int64_t>(b) * p.pages_per_sequence;
+    int64_t slot = j / p.page_size;
+    if (defect_ == Defect::page_off_by_one) {
+      int64_t pages = 0;
+      while (pages < p.pages_per_sequence && table[pages] >= 0) ++pages;
+      slot = (slot + 1) % pages;
+    }
+    return (table[slot] * static_cast<int64_t>(p.page_size) + j % p.page_size) * row_stride;
+  }
+
   Status run(const AttentionParams& p) override {
     ++runs_;
     for (int b = 0; b < p.batch; ++b) {
-      const Sequence seq = sequence(p, b);
+      Sequence seq = sequence(p, b);
+      if (defect_ == Defect::last_page_whole && p.page_table != nullptr) {
+        seq.keys = (seq.keys + p.page_size - 1) / p.page_size * p.page_size;
+        seq.key_length = seq.keys;
+      }
       for (int h = 0; h < p.heads_q; ++h) {
         const int kv_head = h / p.heads_per_kv;
         for (int i = 0; i < seq.queries; ++i) {
@@ -88,7 +109,8 @@ class TestPlan : public Plan {
                 dot += load_element(p.input_dtype, p.q,
                                     seq.q + i * p.q_row_stride + h * p.q_head_stride + d) *
                        load_element(p.input_dtype, p.k,
-                                    seq.k + j * p.k_row_stride + kv_head * p.k_head_stride + d);
+                                    key_offset(p, b, seq.k, j, p.k_row_stride) +
+                                        kv_head * p.k_head_stride + d);
               }
               scores.push_back(dot * p.scale);
               block_max = std::max(block_max, dot * p.scale);
@@ -106,9 +128,9 @@ class TestPlan : public Plan {
               sum += weight;
               for (int d = 0; d < p.head_dim_v; ++d) {
                 acc[static_cast<size_t>(d)] +=
-                    weight *
-                    load_element(p.input_dtype, p.v,
-                                 seq.v + j * p.v_row_stride + kv_head * p.v_head_stride + d);
+                    weight * load_element(p.input_dtype, p.v,
+                                          key_offset(p, b, seq.v, j, p.v_row_stride) +
+                                              kv_head * p.v_head_stride + d);
               }
             }
             running_max = block_max;
@@ -302,6 +324,20 @@ TEST(Checker, VarlenLookupOffByOneRowNamesTheSequence) {
       outcome.failure.find("at sequence 2 (17 queries, 90 keys)") != std::string::npos ||
       outcome.failure.find("at sequence 4 (64 queries, 64 keys)") != std::string::npos;
   EXPECT_TRUE(named) << outcome.failure;
+}
+
+// A paged cache: a kernel that follows the page table passes; one that reads the next page, or
+// the partial last page whole (stale rows past the sequence's keys), fails.
+TEST(Checker, PagedCacheFollowedPassesAndMisreadPagesFail) {
+  for (const char* shape : {"b=2,hq=4,hkv=2,sq=3,sk=100,d=32,dtype=bf16,page=16",
+                            "hq=2,d=16,dtype=fp32,varlen=list(1:100,5:37,2:0,4:16),page=8"}) {
+    SCOPED_TRACE(shape);
+    EXPECT_EQ(check(Defect::none, shape, Distribution::normal).failure, "");
+    for (Defect defect : {Defect::page_off_by_one, Defect::last_page_whole}) {
+      const Outcome outcome = check(defect, shape, Distribution::normal);
+      EXPECT_NE(outcome.failure.find("max|out-ref|"), std::string::npos) << outcome.failure;
+    }
+  }
 }
 
 TEST(Checker, SamplesEveryHeadAndTheEdgesOfLargeProblems) {

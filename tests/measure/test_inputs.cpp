@@ -6,10 +6,13 @@
 #include <algorithm>
 #include <cmath>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
+#include "harness/measure/checker.h"
 #include "harness/measure/inputs.h"
+#include "reference/formats.h"
 #include "reference/problem.h"
 #include "tests/support/problems.h"
 
@@ -188,6 +191,79 @@ TEST(Inputs, TheUpstreamGradientIsDrawnFromItsOwnDistribution) {
     const char* names[] = {"normal", "small", "outliers"};
     set_pass(parsed_shape(shape + ",dout=" + names[which]), seed, shared);
     EXPECT_EQ(dout_values(shared), douts[which]) << names[which];
+  }
+}
+
+// Serving shapes store the same values: a paged cache holds the rows of its contiguous twin (so
+// their references agree to the last bit), and a varlen sequence's rows are those of the same
+// sequence of a dense batch; the pages' unused rows hold stale, finite values.
+TEST(Inputs, APagedCacheAndItsContiguousTwinGiveTheSameReferenceToTheLastBit) {
+  const uint64_t seed = std::random_device{}();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  for (const char* shape : {"b=3,hq=8,hkv=2,sq=4,sk=300,d=32,dtype=bf16,mask=causal_br",
+                            "hq=4,hkv=1,d=16,dtype=fp16,varlen=list(1:300,16:17,3:0,5:64)"}) {
+    SCOPED_TRACE(shape);
+    const Problem contiguous = parsed_shape(shape);
+    Problem paged = contiguous;
+    paged.page_size = 16;
+    ProblemInputs dense_inputs, paged_inputs;
+    ASSERT_TRUE(make_inputs(contiguous, Distribution::outliers, seed, dense_inputs).ok);
+    ASSERT_TRUE(make_inputs(paged, Distribution::outliers, seed, paged_inputs).ok);
+    const ReferenceRows a = compute_reference(dense_inputs, seed, 1.0f);
+    const ReferenceRows b = compute_reference(paged_inputs, seed, 1.0f);
+    ASSERT_EQ(a.rows.size(), b.rows.size());
+    EXPECT_EQ(a.ref, b.ref);
+    EXPECT_EQ(a.ref_lse, b.ref_lse);
+    EXPECT_EQ(a.lowp, b.lowp);
+
+    // Rows past a sequence's keys on its last page: stale values, finite and not all zero.
+    const TensorView k = paged_inputs.view().k;
+    std::set<int64_t> held;
+    for (int64_t s = 0; s < paged.batch; ++s) {
+      for (int64_t row = 0; row < paged.key_rows(s); ++row)
+        held.insert(k.placement.row_start(s, row, 0));
+    }
+    const int64_t row_elements = paged.heads_kv * paged.head_dim_qk;
+    int64_t stale_rows = 0, nonzero = 0;
+    for (int64_t start = 0; start < paged_inputs.layout.k_buffer_elements; start += row_elements) {
+      if (held.count(start) > 0) continue;
+      ++stale_rows;
+      for (int64_t e = start; e < start + row_elements; ++e) {
+        const float value = load_element(paged.input_dtype, paged_inputs.k_buffer.data(), e);
+        ASSERT_TRUE(std::isfinite(value));
+        nonzero += value != 0.0f;
+      }
+    }
+    EXPECT_GT(stale_rows, 0) << "some last page should be partial";
+    EXPECT_GT(nonzero, stale_rows);
+  }
+}
+
+TEST(Inputs, AVarlenSequenceHoldsTheRowsOfTheDenseBatchsSameSequence) {
+  const uint64_t seed = std::random_device{}();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  const Problem varlen = parsed_shape("hq=2,d=8,dtype=bf16,varlen=list(7:40,0:3,31:12)");
+  Problem dense = varlen;
+  dense.varlen = {};
+  dense.layout = Layout::bshd;
+  ProblemInputs ragged_inputs, dense_inputs;
+  ASSERT_TRUE(make_inputs(varlen, Distribution::normal, seed, ragged_inputs).ok);
+  ASSERT_TRUE(make_inputs(dense, Distribution::normal, seed, dense_inputs).ok);
+  const AttentionInputs ragged = ragged_inputs.view(), full = dense_inputs.view();
+  for (int64_t b = 0; b < varlen.batch; ++b) {
+    for (int64_t h = 0; h < varlen.heads_q; ++h) {
+      for (int64_t s = 0; s < varlen.query_length(b); ++s) {
+        for (int64_t d = 0; d < varlen.head_dim_qk; ++d) {
+          ASSERT_EQ(ragged.q.at(b, s, h, d), full.q.at(b, s, h, d));
+        }
+      }
+      for (int64_t s = 0; s < varlen.key_length(b); ++s) {
+        for (int64_t d = 0; d < varlen.head_dim_qk; ++d) {
+          ASSERT_EQ(ragged.k.at(b, s, h, d), full.k.at(b, s, h, d));
+          ASSERT_EQ(ragged.v.at(b, s, h, d), full.v.at(b, s, h, d));
+        }
+      }
+    }
   }
 }
 

@@ -93,7 +93,7 @@ TEST(Problem, ParseShapeErrorsNameTheKeyTheValueAndWhatIsAccepted) {
   const std::vector<BadShape> cases = {
       {"b=2,hdim=64",
        "unknown key 'hdim' in --shape; accepted: b, hq, hkv, sq, sk, s, d, dqk, dv, dtype, out, "
-       "p, fp8_scaling, mask, layout, scale, pass, dout, varlen"},
+       "p, fp8_scaling, mask, layout, scale, pass, dout, varlen, page"},
       {"dtype=fp9", "dtype 'fp9': accepted fp32, fp16, bf16, e4m3, e5m2"},
       {"out=half", "out 'half': accepted fp32, fp16, bf16, e4m3, e5m2"},
       {"p=int8", "p 'int8': accepted fp32, fp16, bf16, e4m3, e5m2"},
@@ -113,10 +113,10 @@ TEST(Problem, ParseShapeErrorsNameTheKeyTheValueAndWhatIsAccepted) {
       {"b=2,b=3", "key 'b' given twice in --shape"},
       {"b=2,causal",
        "'causal' in --shape is not key=value; accepted keys: b, hq, hkv, sq, sk, s, d, dqk, dv, "
-       "dtype, out, p, fp8_scaling, mask, layout, scale, pass, dout, varlen"},
+       "dtype, out, p, fp8_scaling, mask, layout, scale, pass, dout, varlen, page"},
       {"b=2,",
        "'' in --shape is not key=value; accepted keys: b, hq, hkv, sq, sk, s, d, dqk, dv, "
-       "dtype, out, p, fp8_scaling, mask, layout, scale, pass, dout, varlen"},
+       "dtype, out, p, fp8_scaling, mask, layout, scale, pass, dout, varlen, page"},
       {"  ",
        "empty --shape; expected key=value pairs such as b=1,hq=1,hkv=1,sq=1,sk=1,d=64,"
        "dtype=fp32"},

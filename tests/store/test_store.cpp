@@ -636,6 +636,10 @@ TEST_F(StoreTest, MigrationFromVersion1KeepsDataAndReachesTheCurrentVersion) {
   ResultRecord result = random_result(rng_, 0);
   result.problem.mask = Mask{MaskKind::window, 3, 0};
   result.problem = in_pass(result.problem, Pass::fwd);  // every case before version 11 is a forward
+  // ... and dense and contiguous before versions 14 and 15.
+  result.problem.varlen = {};
+  result.problem.page_size = 0;
+  if (result.problem.layout == Layout::thd) result.problem.layout = Layout::bshd;
   const Sample sample = random_sample(rng_, 0);
   result.samples = {sample};
   {

@@ -122,6 +122,10 @@ inline Problem random_problem(std::mt19937_64& rng) {
   }
   const bool varlen = random_in(rng, 0, 3) == 0;  // a varlen batch: layout thd, forward only
   if (varlen) problem.varlen = random_varlen(rng, problem);
+  // A paged cache (forward only; K and V in their own pages: bshd or thd).
+  const bool paged = problem.layout != Layout::bhsd && problem.layout != Layout::qkv_packed &&
+                     random_in(rng, 0, 3) == 0;
+  if (paged) problem.page_size = random_in(rng, 1, 300);
   switch (random_in(rng, 0, 2)) {
     case 0:
       problem.scale = 0;
@@ -136,7 +140,7 @@ inline Problem random_problem(std::mt19937_64& rng) {
   problem.dout = pick(rng, std::array<UpstreamGradient, 3>{
                                 UpstreamGradient::normal, UpstreamGradient::small,
                                 UpstreamGradient::outliers});
-  if (varlen) return in_pass(problem, Pass::fwd);
+  if (varlen || paged) return in_pass(problem, Pass::fwd);
   return in_pass(problem, pick(rng, std::array<Pass, 3>{Pass::fwd, Pass::bwd, Pass::fwd_bwd}));
 }
 

@@ -19,8 +19,10 @@
 #include <chrono>
 #include <cmath>
 #include <optional>
+#include <utility>
 #include <vector>
 
+#include "harness/core/nvtx.h"
 #include "harness/measure/cuda/cuda_devices.h"
 #include "harness/measure/cuda/cupti_trace.h"
 #include "harness/measure/cuda/device_allocator.h"
@@ -28,7 +30,6 @@
 #include "harness/measure/cuda/l2_flush.h"
 #include "harness/measure/cuda/nvml.h"
 #include "harness/measure/executor.h"
-#include "harness/core/nvtx.h"
 #include "kernels/cuda/common/cuda_check.h"
 
 namespace attnbench {
@@ -309,10 +310,14 @@ class CudaExecutor final : public DeviceExecutor {
         !s.ok) {
       return s;
     }
-    if (Status s = copy_to_device(inputs.cu_seqlens.data(), inputs.cu_seqlens.size() * sizeof(int),
-                                  cu_seqlens_);
-        !s.ok) {
-      return s;
+    // The index arrays of varlen batches and paged caches: one copy each, where the case has one.
+    const std::pair<const std::vector<int>*, DeviceMemory*> indices[] = {
+        {&inputs.cu_seqlens, &cu_seqlens_}, {&inputs.page_table, &page_table_}};
+    for (const auto& [host, device] : indices) {
+      if (host->empty()) continue;
+      if (Status s = copy_to_device(host->data(), host->size() * sizeof(int), *device); !s.ok) {
+        return s;
+      }
     }
     const float* head_descales[3] = {nullptr, nullptr, nullptr};  // q, k, v (per_head FP8)
     const std::vector<float>* host_descales[3] = {&inputs.q_head_descales,
@@ -337,6 +342,8 @@ class CudaExecutor final : public DeviceExecutor {
     device_inputs_.key_lengths = reinterpret_cast<const int*>(key_lengths_.data());
     device_inputs_.cu_seqlens =
         inputs.cu_seqlens.empty() ? nullptr : reinterpret_cast<const int*>(cu_seqlens_.data());
+    device_inputs_.page_table =
+        inputs.page_table.empty() ? nullptr : reinterpret_cast<const int*>(page_table_.data());
     device_inputs_.dout = inputs.problem.has_backward() ? dout_.data() : nullptr;
     return Status::Ok();
   }
@@ -521,7 +528,7 @@ class CudaExecutor final : public DeviceExecutor {
   cudaEvent_t start_ = nullptr;
   cudaEvent_t stop_ = nullptr;
   DeviceMemory flush_;
-  DeviceMemory q_, k_, v_, key_lengths_, cu_seqlens_, dout_;
+  DeviceMemory q_, k_, v_, key_lengths_, cu_seqlens_, page_table_, dout_;
   DeviceMemory head_descales_[3];  // q, k, v: per_head FP8 descales
   GuardedDeviceBuffer out_, lse_;
   GuardedDeviceBuffer dq_, dk_, dv_;  // the backward's gradients
