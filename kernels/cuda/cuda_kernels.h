@@ -57,6 +57,13 @@ Kernel cuda_flash3_fp8_incoherent_kernel();
 Kernel cuda_flash3_fp8_block_kernel();
 Kernel cuda_flash3_fp8_block_incoherent_kernel();
 
+// cuda.flash_decode: split-KV decode (FlashDecoding): up to 16 query rows per sequence against a
+// long cache, the keys split across blocks with an LSE per split and a combine; GQA groups packed
+// in one block; varlen batches and paged caches (kernels/cuda/flash_decode/). Its variant
+// cuda.flash_decode[splits=1] runs the keys in one split: the unsplit kernel beside it.
+Kernel cuda_flash_decode_kernel();
+Kernel cuda_flash_decode_unsplit_kernel();
+
 // The in-house CUDA kernels, the one list of them: the registry takes it from the GPU build
 // (kernels/registry.cpp) and the emulated device from its own build of the same sources
 // (kernels/emu/emu_kernels.cpp), each in its ATTNBENCH_TARGET namespace. cuda.naive_cublas and
@@ -84,6 +91,8 @@ inline std::vector<Kernel> in_house_cuda_kernels() {
                                     cuda_flash3_fp8_incoherent_kernel(),
                                     cuda_flash3_fp8_block_kernel(),
                                     cuda_flash3_fp8_block_incoherent_kernel(),
+                                    cuda_flash_decode_kernel(),
+                                    cuda_flash_decode_unsplit_kernel(),
                                 });
   return kernels;
 }

@@ -106,6 +106,26 @@ TEST(Tune, ChecksEveryCudaVariantOnTheEmulatedDevice) {
       << tuned.output;
 }
 
+// cuda.flash_decode and its unsplit variant under emu: both pass a ragged decode batch over a
+// paged cache, the family with its keys cut into several splits, the variant into one.
+TEST(Tune, ChecksTheUnsplitDecodeVariantOnTheEmulatedDevice) {
+  const ScratchDirectory dir("attnbench_tune_decode");
+  const std::string db = dir.file("tune.sqlite");
+  const CommandResult tuned = attnbench(
+      "tune --kernel cuda.flash_decode --devices emu --db " + db +
+      " --shape 'hq=8,hkv=2,d=128,dtype=fp16,mask=causal_br,varlen=list(4:1500,1:600),page=64'");
+  ASSERT_EQ(tuned.exit_code, 0) << tuned.output;
+  const Result<StoredRun> run = load_latest_run(db);
+  ASSERT_TRUE(run) << run.status().message;
+  std::map<std::string, int64_t> splits;
+  for (const ResultRecord& r : run->results) {
+    EXPECT_EQ(r.status, ResultStatus::passed) << r.kernel << ": " << r.message;
+    splits[r.kernel] = nlohmann::json::parse(r.details_json).value("splits", int64_t{0});
+  }
+  EXPECT_GT(splits["cuda.flash_decode"], 1) << tuned.output;
+  EXPECT_EQ(splits["cuda.flash_decode[splits=1]"], 1) << tuned.output;
+}
+
 // cuda.flash3[probe=clock64] under emu: its check passes and its details hold each consumer
 // warpgroup's waits per key tile (the emulator's clock is the host's nanoseconds: the structure
 // is checked here, the figures on a GPU). Two query blocks of two heads (4 CTAs, 8 warpgroups),

@@ -410,6 +410,35 @@ INSTANTIATE_TEST_SUITE_P(Emu, PlantedFlash2BackwardBug,
                                            BackwardBug{"masked_tile_unmasked", "dq: max|dq-ref|"}),
                          backward_bug_test_name);
 
+// cuda.flash_decode (issue 39) at its planted instantiation (d 64, bf16): a ragged decode batch
+// over a paged cache of 16-key pages, GQA 4:1, its keys cut into several splits (3 on the
+// emulated device's SMs); every sequence's last page is partial (1000, 300 and 37 keys). Each bug
+// fails the output check where cuda.flash_decode passes.
+// (Quoted for the shell: the list's parentheses.)
+constexpr const char* kDecodeShape =
+    "'hq=4,hkv=1,d=64,dtype=bf16,mask=causal_br,varlen=list(1:1000,2:300,1:37),page=16'";
+
+class PlantedFlashDecodeBug : public ::testing::TestWithParam<BackwardBug> {};
+
+TEST_P(PlantedFlashDecodeBug, FailsItsCheckWhereTheKernelPasses) {
+  const auto [bug, reason] = GetParam();
+  const ScratchDirectory dir("attnbench_planted_flash_decode");
+  const ResultRecord clean = check_once("cuda.flash_decode", dir, "", kDecodeShape);
+  expect_passed(clean, /*deterministic=*/true);
+  const auto details = nlohmann::json::parse(clean.details_json, nullptr, false);
+  EXPECT_GT(details.value("splits", 0), 1) << clean.details_json;  // the combine has work
+  const ResultRecord planted =
+      check_once(std::string("test.flash_decode_") + bug, dir, "", kDecodeShape);
+  EXPECT_EQ(planted.status, ResultStatus::failed) << planted.message;
+  EXPECT_NE(planted.message.find(reason), std::string::npos) << planted.message;
+}
+
+INSTANTIATE_TEST_SUITE_P(Emu, PlantedFlashDecodeBug,
+                         ::testing::Values(BackwardBug{"lse_dropped", "max|out-ref|"},
+                                           BackwardBug{"page_off_by_one", "max|out-ref|"},
+                                           BackwardBug{"last_page_whole", "max|out-ref|"}),
+                         backward_bug_test_name);
+
 TEST(PlantedFlash2Bug, TheOrderDependentBugIsFoundUnderEightSeedsWithDifferentSchedules) {
   const ScratchDirectory dir("attnbench_planted_seeds");
   int caught = 0;

@@ -423,7 +423,8 @@ TEST(SuiteErrors, UnknownKeysListTheAcceptedKeys) {
       {"[[matrix]]\nkernels = \"*\"\nseqlens = 8\n",
        "suites/x.toml:3: unknown field 'seqlens' in [[matrix]]; accepted: kernels, batch, "
        "tokens, heads_q, heads_kv, gqa, seqlen, seqlen_q, seqlen_k, head_dim, head_dim_qk, "
-       "head_dim_v, dtype, out_dtype, p_dtype, fp8_scaling, mask, layout, varlen, scale, "
+       "head_dim_v, dtype, out_dtype, p_dtype, fp8_scaling, mask, layout, varlen, page_size, "
+       "scale, "
        "distribution, passes, dout"},
   });
 }
@@ -588,7 +589,7 @@ TEST(SuiteLookup, ByNameByPathAndUnknownNames) {
       load_suite("smok").status().message,
       "unknown suite 'smok'; available: cpu, ctest, decode, fp8-accuracy, gpu-figures, "
       "gpu-flash3-experiment, gpu-smoke, hopper-fp8, hopper-stages, llm, long_context, masking, "
-      "memory, nightly, quick, smoke, training (or a path to a .toml file)");
+      "memory, nightly, quick, serving, smoke, training (or a path to a .toml file)");
   // A name ending in .toml is a path (relative to the working directory), not a suite name.
   EXPECT_EQ(load_suite("no_such_suite_here.toml").status().message,
             "cannot read suite file 'no_such_suite_here.toml': no such file");
@@ -659,11 +660,11 @@ TEST(ShippedSuites, AllParseAndValidate) {
           distribution_names().end());
     }
   }
-  EXPECT_EQ(names, (std::vector<std::string>{"cpu", "ctest", "decode", "fp8-accuracy",
-                                             "gpu-figures", "gpu-flash3-experiment", "gpu-smoke",
-                                             "hopper-fp8", "hopper-stages", "llm", "long_context",
-                                             "masking", "memory", "nightly", "quick", "smoke",
-                                             "training"}));
+  EXPECT_EQ(names,
+            (std::vector<std::string>{"cpu", "ctest", "decode", "fp8-accuracy", "gpu-figures",
+                                      "gpu-flash3-experiment", "gpu-smoke", "hopper-fp8",
+                                      "hopper-stages", "llm", "long_context", "masking", "memory",
+                                      "nightly", "quick", "serving", "smoke", "training"}));
 }
 
 // The suites that compare kernels within a few percent on a GPU time them round-robin there.
@@ -738,7 +739,7 @@ TEST(ShippedSuites, CtestCoversTheAwkwardShapesCheaply) {
   bool q_shorter = false, q_longer = false, fully_masked_causal_br = false;
   bool fully_masked_window = false, gqa_8_to_1 = false, mqa = false;
   double dense_flops = 0, dense_backward_flops = 0;
-  bool backward = false, varlen_with_empty_sequence = false;
+  bool backward = false, varlen_with_empty_sequence = false, paged_partial_page = false;
   for (const SuiteEntry& entry : suite.entries) {
     const Problem& p = entry.problem;
     EXPECT_EQ(entry.kernel_globs, std::vector<std::string>{"*"});
@@ -765,6 +766,7 @@ TEST(ShippedSuites, CtestCoversTheAwkwardShapesCheaply) {
     varlen_with_empty_sequence |=
         p.is_varlen() && p.varlen.kind == VarlenKind::list &&
         std::count(p.varlen.query_lengths.begin(), p.varlen.query_lengths.end(), 0) > 0;
+    paged_partial_page |= p.is_paged() && p.key_rows(0) % p.page_size != 0;
     if (!is_fp8(p.input_dtype)) {
       (p.has_backward() ? dense_backward_flops : dense_flops) +=
           flops_per_pair(p) * static_cast<double>(p.heads_q) * pairs;
@@ -776,6 +778,7 @@ TEST(ShippedSuites, CtestCoversTheAwkwardShapesCheaply) {
   EXPECT_EQ(layouts,
             (std::set<Layout>{Layout::bshd, Layout::bhsd, Layout::qkv_packed, Layout::thd}));
   EXPECT_TRUE(varlen_with_empty_sequence);
+  EXPECT_TRUE(paged_partial_page);
   EXPECT_EQ(distributions, (std::set<std::string>{"normal", "large_logits", "outliers"}));
   EXPECT_TRUE(q_shorter);
   EXPECT_TRUE(q_longer);

@@ -13,7 +13,8 @@
 # d=128, e4m3), flash3_fp8_incoherent (cuda.flash3_fp8_incoherent at d=128, bf16: its passes) and
 # flash3_fp8_block (cuda.flash3_fp8_block at d=128, bf16: per-block descales), flash3_fp8_ws
 # (cuda.flash3_fp8_ws at d=128, e4m3: the warp-specialized FP8 forward) and
-# flash3_fp8_ws_transpose (cuda.flash3_fp8_ws_transpose at d=128, e4m3: V^T written in the kernel).
+# flash3_fp8_ws_transpose (cuda.flash3_fp8_ws_transpose at d=128, e4m3: V^T written in the kernel)
+# and flash_decode (cuda.flash_decode at d=64, bf16: the split-KV combine, the paged reads).
 
 set(ATTNBENCH_PLANTED_DIR "${CMAKE_CURRENT_BINARY_DIR}/planted")
 # A sanitizer build (ATTNBENCH_EMU_SANITIZE) compiles only the variants its sanitizer must report
@@ -528,6 +529,44 @@ attnbench_plant_bug(flash2_bwd masked_tile_unmasked "fully masked query tiles vi
     work.first_tile = 0;
     work.tiles = (p.seqlen_q + T::kBlockQ - 1) / T::kBlockQ;]=]
   [=[const bool needs_mask =]=] [=[const bool needs_mask = false &&]=])
+
+# flash_decode: cuda.flash_decode at d 64, bf16 (issue 39): the split-KV combine and the paged
+# cache's reads. Wrong values, not races: the checker reports them.
+set(ATTNBENCH_PLANTED_KERNEL_flash_decode
+    "${PROJECT_SOURCE_DIR}/kernels/cuda/flash_decode/flash_decode_kernel.cuh")
+set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS "${ATTNBENCH_PLANTED_KERNEL_flash_decode}")
+set(ATTNBENCH_PLANTED_ENTRY_flash_decode [=[
+namespace attnbench::flash_decode::planted_@name@ {
+template Status launch_flash_decode<64, DType::bf16>(const AttentionParams&, const Workspace&,
+                                                     int, cudaStream_t);
+}  // namespace attnbench::flash_decode::planted_@name@
+
+namespace attnbench {
+Kernel planted_flash_decode_@name@_kernel() {
+  return flash_decode::flash_decode_kernel_entry(
+      "test.flash_decode_@name@", "@summary@",
+      {{64, DType::bf16, &flash_decode::planted_@name@::launch_flash_decode<64, DType::bf16>}});
+}
+}  // namespace attnbench
+]=])
+# 1. The combine weighs every split alike: a split's LSE dropped, so a split of few visible keys
+#    counts as much as one of many.
+attnbench_plant_bug(flash_decode lse_dropped "combine ignores each split's LSE"
+  [=[const float weight = lse_split == kNegInf ? 0.0f : expf(lse_split - lse_max);]=]
+  [=[const float weight = lse_split == kNegInf ? 0.0f : 1.0f;]=])
+# 2. The page-table lookup one page off: rows past a sequence's first page read from the page
+#    before theirs.
+attnbench_plant_bug(flash_decode page_off_by_one "page-table lookup one page off"
+  [=[const int slot = key / p.page_size;]=]
+  [=[const int slot = key / p.page_size > 0 ? key / p.page_size - 1 : 0;]=])
+# 3. The partial last page read whole: a varlen sequence's keys rounded up to whole pages, so
+#    the stale rows past its last key are attended to.
+attnbench_plant_bug(flash_decode last_page_whole "partial last page read whole"
+  [=[const int keys = p.cu_seqlens_k[b + 1] - p.cu_seqlens_k[b];]=]
+  [=[const int keys = p.page_table != nullptr
+                         ? (p.cu_seqlens_k[b + 1] - p.cu_seqlens_k[b] + p.page_size - 1) /
+                               p.page_size * p.page_size
+                         : p.cu_seqlens_k[b + 1] - p.cu_seqlens_k[b];]=])
 
 # cuda.naive's backward (issue 37): its bugs are operands the plan hands the steps, so one
 # hand-written source holds the three variants (planted_naive_backward.cpp); the plain build only
