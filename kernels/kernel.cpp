@@ -48,9 +48,18 @@ std::string format_flops(double flops) {
 // The size limit counts every (query, key) pair, mask or not: the CPU kernels that materialize
 // scores do the whole matrix whatever the mask, so their time follows this count, and a kernel
 // that skips masked tiles only finishes sooner than its limit promises.
+// Every (query, key) pair of every sequence, masked or not: a varlen batch's own lengths.
 double dense_flops(const Problem& problem) {
-  return flops_per_pair(problem) * static_cast<double>(problem.batch) * static_cast<double>(problem.heads_q) *
-         static_cast<double>(problem.seqlen_q) * static_cast<double>(problem.seqlen_k);
+  double pairs = 0;
+  for (int64_t b = 0; b < problem.batch; ++b) {
+    pairs +=
+        static_cast<double>(problem.query_length(b)) * static_cast<double>(problem.key_rows(b));
+    if (!problem.is_varlen()) {
+      pairs *= static_cast<double>(problem.batch);  // every sequence alike
+      break;
+    }
+  }
+  return flops_per_pair(problem) * static_cast<double>(problem.heads_q) * pairs;
 }
 
 // "192/128": a qk/v pair as lists and reasons spell it.

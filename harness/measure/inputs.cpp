@@ -86,10 +86,12 @@ void add_sink_share(const SinkDirections& sinks, Role role, int64_t position, in
 }
 
 // Draws one logical tensor (batch, seq, heads, dim) into `values` (dense, in that order), each
-// (b, s) row of heads from its own seeded stream.
-void draw_tensor(Distribution distribution, Role role, uint64_t seed, int64_t batch, int64_t seqlen,
-                 int64_t heads, int64_t dim, const SinkDirections& sinks,
-                 std::vector<float>& values) {
+// (b, s) row of heads from its own seeded stream; only the rows `placement` holds (a varlen
+// sequence's first rows), so a ragged batch costs its own rows, whose values are the dense
+// batch's.
+void draw_tensor(Distribution distribution, Role role, uint64_t seed,
+                 const TensorPlacement& placement, int64_t batch, int64_t seqlen, int64_t heads,
+                 int64_t dim, const SinkDirections& sinks, std::vector<float>& values) {
   const int64_t row_elements = heads * dim;
   values.resize(static_cast<size_t>(batch * seqlen * row_elements));
   const float factor =
@@ -98,6 +100,7 @@ void draw_tensor(Distribution distribution, Role role, uint64_t seed, int64_t ba
           : 1.0f;
 #pragma omp parallel for schedule(static)
   for (int64_t row = 0; row < batch * seqlen; ++row) {
+    if (row % seqlen >= placement.rows(row / seqlen, seqlen)) continue;
     Xoshiro256 rng(mix_seed(seed, static_cast<uint64_t>(row)));
     std::normal_distribution<float> normal(0.0f, 1.0f);
     std::uniform_real_distribution<double> uniform(0.0, 1.0);
@@ -202,8 +205,8 @@ void draw_upstream_gradient(uint64_t seed, ProblemInputs& inputs) {
   const Distribution drawn_as =
       p.dout == UpstreamGradient::outliers ? Distribution::outliers : Distribution::normal;
   // Role::dout reads no sink directions.
-  draw_tensor(drawn_as, Role::dout, mix_seed(seed, 5), p.batch, p.seqlen_q, p.heads_q,
-              p.head_dim_v, SinkDirections{}, values);
+  draw_tensor(drawn_as, Role::dout, mix_seed(seed, 5), inputs.layout.out, p.batch, p.seqlen_q,
+              p.heads_q, p.head_dim_v, SinkDirections{}, values);
   if (p.dout == UpstreamGradient::small) {
     for (float& value : values) value *= kSmallGradientScale;
   }
@@ -297,21 +300,21 @@ Status make_inputs(const Problem& problem, Distribution distribution, uint64_t s
                             problem.head_dim_qk)
           : SinkDirections{};
   std::vector<float> values;
-  draw_tensor(distribution, Role::q, mix_seed(seed, 1), problem.batch, problem.seqlen_q,
+  draw_tensor(distribution, Role::q, mix_seed(seed, 1), layout.q, problem.batch, problem.seqlen_q,
               problem.heads_q, problem.head_dim_qk, sinks, values);
   Descales q =
       quantize_into(values, problem.input_dtype, problem.fp8_scaling, layout.q, problem.batch,
                     problem.seqlen_q, problem.heads_q, problem.head_dim_qk, inputs.q_buffer.data());
   inputs.q_descale = q.tensor;
   inputs.q_head_descales = std::move(q.heads);
-  draw_tensor(distribution, Role::k, mix_seed(seed, 2), problem.batch, problem.seqlen_k,
+  draw_tensor(distribution, Role::k, mix_seed(seed, 2), layout.k, problem.batch, problem.seqlen_k,
               problem.heads_kv, problem.head_dim_qk, sinks, values);
   Descales k =
       quantize_into(values, problem.input_dtype, problem.fp8_scaling, layout.k, problem.batch,
                     problem.seqlen_k, problem.heads_kv, problem.head_dim_qk, k_data);
   inputs.k_descale = k.tensor;
   inputs.k_head_descales = std::move(k.heads);
-  draw_tensor(distribution, Role::v, mix_seed(seed, 3), problem.batch, problem.seqlen_k,
+  draw_tensor(distribution, Role::v, mix_seed(seed, 3), layout.v, problem.batch, problem.seqlen_k,
               problem.heads_kv, problem.head_dim_v, sinks, values);
   Descales v =
       quantize_into(values, problem.input_dtype, problem.fp8_scaling, layout.v, problem.batch,
