@@ -20,9 +20,12 @@
 // page. Rows past a varlen sequence's queries are not written.
 // Numerics: as cuda.flash2's online softmax (row_stats.cuh's guards), P never rounded; the
 // combine in fp32. Deterministic: every sum runs in one fixed order.
-// Performance: not yet measured on a GPU. The split kernel is CUDA-core code reading each K/V
-// row once per group row; a decode step is bound by the cache's bytes, which it reads once per
-// (split, KV group) block.
+// Performance: not yet measured on a GPU. The split kernel is CUDA-core code, written for
+// correctness first: each warp waits on one K row's load, warp sum and exponent before the next
+// key, so a warp has one row in flight; it will be latency-bound well below the copy bandwidth
+// (issue 39's claim asks 80 %) until the keys are loaded ahead in tiles (cp.async into shared
+// memory, several rows a warp). Tried here: 8 keys a step lifted the rows in flight but put a
+// 8-16 byte stack frame around the division's slow path at d 128 (StaticCuda forbids one).
 // Limits: head dims 64 and 128, fp16/bf16, at most kMaxQueryRows query rows per sequence.
 #pragma once
 
