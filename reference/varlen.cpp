@@ -2,16 +2,10 @@
 
 #include <charconv>
 
+#include "reference/random.h"
+
 namespace attnbench {
 namespace {
-
-// splitmix64's finalizer: neighbouring sequence indices get unrelated lengths.
-uint64_t mix(uint64_t value) {
-  value += 0x9e3779b97f4a7c15ull;
-  value = (value ^ (value >> 30)) * 0xbf58476d1ce4e5b9ull;
-  value = (value ^ (value >> 27)) * 0x94d049bb133111ebull;
-  return value ^ (value >> 31);
-}
 
 std::optional<int64_t> parse_length(std::string_view text) {
   int64_t value = 0;
@@ -34,8 +28,8 @@ bool parse_pair(std::string_view item, Varlen& varlen) {
 }  // namespace
 
 int64_t uniform_length(int64_t b, int64_t max_length) {
-  return 1 +
-         static_cast<int64_t>(mix(static_cast<uint64_t>(b)) % static_cast<uint64_t>(max_length));
+  uint64_t state = static_cast<uint64_t>(b);  // neighbouring sequences get unrelated lengths
+  return 1 + static_cast<int64_t>(splitmix64(state) % static_cast<uint64_t>(max_length));
 }
 
 std::string varlen_name(const Varlen& varlen) {
