@@ -24,17 +24,6 @@ constexpr int kLaunches = 2;  // split, combine
 // The SMs the bytes model splits for: the H100's and the H200's, the cards the cost model knows.
 constexpr int kModeledSms = 132;
 
-const Instantiation* find(const std::vector<Instantiation>& instantiations,
-                          const Problem& problem) {
-  for (const Instantiation& instantiation : instantiations) {
-    if (instantiation.head_dim == problem.head_dim_qk &&
-        instantiation.dtype == problem.input_dtype) {
-      return &instantiation;
-    }
-  }
-  return nullptr;
-}
-
 class FlashDecodePlan final : public Plan {
  public:
   FlashDecodePlan(const Problem& problem, const PlanContext& context, std::string name,
@@ -97,16 +86,7 @@ Kernel flash_decode_kernel_entry(std::string name, std::string summary,
   kernel.deterministic = true;
   kernel.returns_lse = true;
   SupportTable& table = kernel.support;
-  for (const Instantiation& instantiation : instantiations) {
-    if (std::find(table.input_dtypes.begin(), table.input_dtypes.end(), instantiation.dtype) ==
-        table.input_dtypes.end()) {
-      table.input_dtypes.push_back(instantiation.dtype);
-    }
-    if (std::find(table.head_dims.begin(), table.head_dims.end(), instantiation.head_dim) ==
-        table.head_dims.end()) {
-      table.head_dims.push_back(instantiation.head_dim);
-    }
-  }
+  gpu::add_instantiated(table, instantiations);  // dtypes and head dims, as instantiated
   table.masks = {MaskKind::none, MaskKind::causal, MaskKind::causal_br, MaskKind::window,
                  MaskKind::padding};
   table.layouts = {Layout::bshd, Layout::bhsd, Layout::qkv_packed, Layout::thd};
@@ -137,7 +117,7 @@ Kernel flash_decode_kernel_entry(std::string name, std::string summary,
     if (std::string reason = unsupported_reason(table, problem); !reason.empty()) {
       return Status::Error("unsupported: " + reason);
     }
-    const Instantiation* instantiation = find(instantiations, problem);
+    const Instantiation* instantiation = gpu::find_instantiation(instantiations, problem);
     if (instantiation == nullptr) {
       return Status::Error("unsupported: " + kernel_name + ": no instantiation for " +
                            shape_string(problem));
